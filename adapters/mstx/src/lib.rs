@@ -1,0 +1,1 @@
+//! mstx adapter (being written)

@@ -1,0 +1,218 @@
+//! Adapters: the allocator and event sources memscope hooks.
+//!
+//! A built-in adapter is one crate under `adapters/` with two halves: hooks that the probe
+//! exports inside the traced process, and a collector-side [`Typer`] that turns the adapter's
+//! stream records into typed [`Event`]s. Each crate registers an [`AdapterDescriptor`] with
+//! `inventory::submit!`; the CLI lists and instantiates them from [`descriptors`]. Selection is a
+//! bit mask ([`AdapterId::bit`]) handed to the probe, so an unselected adapter costs one atomic
+//! load per intercepted call.
+
+use crate::event::Event;
+use crate::wire::Record;
+
+/// Built-in adapters. The discriminant is the bit position in the selection mask; it is part of
+/// the probe's environment protocol, so values never change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum AdapterId {
+    /// msTX marks, ranges and memory-domain injection (`InitInjectionMstx`).
+    Mstx = 0,
+    /// torch_npu caching and workspace pools (msTX domains `ptaCaching`/`msleaks`, `ptaWorkspace`).
+    Pta = 1,
+    /// MindSpore memory pool (msTX domain `mindsporeMemPool`).
+    MindSpore = 2,
+    /// ATB pool, operators and kernels.
+    Atb = 3,
+    /// Driver memory (`halMemAlloc` …).
+    Hal = 4,
+    /// ACL runtime lifecycle, pinned host memory and kernel launches.
+    Acl = 5,
+    /// The libc allocator (`malloc` …).
+    Host = 6,
+}
+
+impl AdapterId {
+    /// Every built-in adapter.
+    pub const ALL: [AdapterId; 7] = [
+        AdapterId::Mstx,
+        AdapterId::Pta,
+        AdapterId::MindSpore,
+        AdapterId::Atb,
+        AdapterId::Hal,
+        AdapterId::Acl,
+        AdapterId::Host,
+    ];
+
+    /// The name used in `--adapters` and config.json.
+    pub fn name(self) -> &'static str {
+        match self {
+            AdapterId::Mstx => "mstx",
+            AdapterId::Pta => "pta",
+            AdapterId::MindSpore => "mindspore",
+            AdapterId::Atb => "atb",
+            AdapterId::Hal => "hal",
+            AdapterId::Acl => "acl",
+            AdapterId::Host => "host",
+        }
+    }
+
+    /// Looks a name up (exact, lower case).
+    pub fn from_name(name: &str) -> Option<AdapterId> {
+        AdapterId::ALL.into_iter().find(|a| a.name() == name)
+    }
+
+    /// Bit of this adapter in the selection mask.
+    pub fn bit(self) -> u32 {
+        1 << self as u32
+    }
+}
+
+/// A config.json key an adapter reads.
+#[derive(Debug)]
+pub struct ConfigKey {
+    /// Key name.
+    pub name: &'static str,
+    /// One line: type, default and meaning.
+    pub summary: &'static str,
+}
+
+/// Per-process context handed to typers: identity, device mapping and the state shared by all
+/// adapters of one process.
+#[derive(Debug, Default)]
+pub struct TypeCtx {
+    /// Process id.
+    pub pid: u32,
+    /// `ASCEND_RT_VISIBLE_DEVICES` of the job: logical index → physical id.
+    pub visible_devices: Vec<u32>,
+    /// Next `allocation_id` (per process, from 1, shared by all pools).
+    next_allocation_id: u64,
+    /// Per-thread owner label stacks (from `OwnerPush`/`OwnerPop` records).
+    owners: std::collections::HashMap<u32, Vec<String>>,
+    /// Per-thread current device (set by the ACL adapter's `aclrtSetDevice`).
+    current_device: std::collections::HashMap<u32, u32>,
+}
+
+impl TypeCtx {
+    /// A context for process `pid` with the job's visible-device list.
+    pub fn new(pid: u32, visible_devices: Vec<u32>) -> TypeCtx {
+        TypeCtx { pid, visible_devices, next_allocation_id: 1, ..TypeCtx::default() }
+    }
+
+    /// Maps a logical device id through `ASCEND_RT_VISIBLE_DEVICES` (identity when unset or
+    /// out of range, as msMemScope does).
+    pub fn map_device(&self, logical: u32) -> u32 {
+        self.visible_devices.get(logical as usize).copied().unwrap_or(logical)
+    }
+
+    /// A fresh `allocation_id`.
+    pub fn next_allocation_id(&mut self) -> u64 {
+        let id = self.next_allocation_id.max(1);
+        self.next_allocation_id = id + 1;
+        id
+    }
+
+    /// Pushes an owner label for thread `tid`.
+    pub fn push_owner(&mut self, tid: u32, label: String) {
+        self.owners.entry(tid).or_default().push(label);
+    }
+
+    /// Pops thread `tid`'s innermost owner label (no-op on an empty stack).
+    pub fn pop_owner(&mut self, tid: u32) {
+        if let Some(s) = self.owners.get_mut(&tid) {
+            s.pop();
+        }
+    }
+
+    /// Thread `tid`'s owner labels, outermost first.
+    pub fn owner_labels(&self, tid: u32) -> &[String] {
+        self.owners.get(&tid).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// Sets thread `tid`'s current (physical) device.
+    pub fn set_current_device(&mut self, tid: u32, device: u32) {
+        self.current_device.insert(tid, device);
+    }
+
+    /// Thread `tid`'s current (physical) device, if one was set.
+    pub fn current_device(&self, tid: u32) -> Option<u32> {
+        self.current_device.get(&tid).copied()
+    }
+}
+
+/// Collector-side half of an adapter: turns stream records into typed events, keeping whatever
+/// per-process state the source needs (pool totals, live blocks).
+pub trait Typer: Send {
+    /// Types one record of thread `tid`, pushing 0..n events onto `out` (IDs are assigned later).
+    /// Returns `false` when the record is not this adapter's, so the next typer is asked.
+    fn type_record(
+        &mut self,
+        ctx: &mut TypeCtx,
+        tid: u32,
+        rec: &Record<Box<[u8]>>,
+        out: &mut Vec<Event>,
+    ) -> bool;
+
+    /// The process ended: emit whatever is still pending (nothing, for most adapters).
+    fn finish(&mut self, _ctx: &mut TypeCtx, _out: &mut Vec<Event>) {}
+}
+
+/// What `memscope adapters list` prints and how the CLI builds an adapter's typer.
+pub struct AdapterDescriptor {
+    /// Which built-in adapter this is.
+    pub id: AdapterId,
+    /// One-line summary.
+    pub summary: &'static str,
+    /// C symbols the probe interposes or registers for this adapter.
+    pub symbols: &'static [&'static str],
+    /// `Event/Event Type` pairs this adapter produces, e.g. `MSTX/Mark`.
+    pub events: &'static [&'static str],
+    /// config.json keys it reads besides `adapters`.
+    pub config_keys: &'static [ConfigKey],
+    /// Builds a fresh typer for one process.
+    pub new_typer: fn() -> Box<dyn Typer>,
+}
+
+impl std::fmt::Debug for AdapterDescriptor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdapterDescriptor").field("id", &self.id).finish_non_exhaustive()
+    }
+}
+
+inventory::collect!(AdapterDescriptor);
+
+/// Every registered built-in adapter, in [`AdapterId`] order. Complete only after `main` starts
+/// (inventory runs its constructors before `main`); never call it from a preload constructor.
+pub fn descriptors() -> Vec<&'static AdapterDescriptor> {
+    let mut v: Vec<_> = inventory::iter::<AdapterDescriptor>.into_iter().collect();
+    v.sort_by_key(|d| d.id);
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adapter_names_round_trip_and_bits_are_distinct() {
+        let mut mask = 0;
+        for a in AdapterId::ALL {
+            assert_eq!(AdapterId::from_name(a.name()), Some(a));
+            assert_eq!(mask & a.bit(), 0);
+            mask |= a.bit();
+        }
+    }
+
+    #[test]
+    fn type_ctx_maps_visible_devices_and_counts_allocation_ids_from_one() {
+        let mut c = TypeCtx::new(1, vec![4, 5]);
+        assert_eq!(c.map_device(0), 4);
+        assert_eq!(c.map_device(1), 5);
+        assert_eq!(c.map_device(7), 7);
+        assert_eq!(c.next_allocation_id(), 1);
+        assert_eq!(c.next_allocation_id(), 2);
+        c.push_owner(3, "a".into());
+        c.push_owner(3, "b".into());
+        c.pop_owner(3);
+        assert_eq!(c.owner_labels(3), ["a".to_string()]);
+    }
+}

@@ -1,0 +1,26 @@
+//! memscope-core: what every part of memscope agrees on.
+//!
+//! * [`event`] — the typed event model of msMemScope's dump files (seed: `seed-output-files.md`).
+//! * [`wire`] — the compact, allocation-free record codec of the per-process event stream that
+//!   the preloaded probe writes and the collector reads.
+//! * [`adapter`] — descriptors of allocator sources and the collector-side typing trait.
+//! * With the `collector` feature (on by default, off in the probe): [`config`], [`bus`],
+//!   [`sink`] (CSV, SQLite), [`layout`] (output directories).
+#![forbid(unsafe_code)]
+
+pub mod adapter;
+pub mod probe_env;
+pub mod event;
+pub mod owner;
+pub mod wire;
+
+#[cfg(feature = "collector")]
+pub mod attr_text;
+#[cfg(feature = "collector")]
+pub mod bus;
+#[cfg(feature = "collector")]
+pub mod config;
+#[cfg(feature = "collector")]
+pub mod layout;
+#[cfg(feature = "collector")]
+pub mod sink;

@@ -1,0 +1,1 @@
+//! memscope-runtime (being written)

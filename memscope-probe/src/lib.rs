@@ -1,0 +1,1 @@
+//! memscope-probe (being written)
