@@ -1,1 +1,78 @@
-fn main() {}
+//! `memscope`: run a job under the probe and write msMemScope-compatible dumps and analyses;
+//! compare and analyse dump files offline; describe the adapters and the config.json schema.
+#![forbid(unsafe_code)]
+
+mod adapters_cmd;
+mod collector;
+mod logfile;
+mod plugin_check;
+mod run;
+mod summary;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Memory analysis for AI training and inference jobs (msMemScope-compatible).
+#[derive(Parser, Debug)]
+#[command(name = "memscope", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Run PROGRAM under the probe and write dumps under the output path.
+    Run(Box<run::RunArgs>),
+    /// List or describe adapters.
+    Adapters {
+        #[command(subcommand)]
+        cmd: adapters_cmd::AdaptersCmd,
+    },
+    /// config.json utilities.
+    Config {
+        #[command(subcommand)]
+        cmd: ConfigCmd,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum ConfigCmd {
+    /// Print the JSON Schema of config.json.
+    Schema,
+}
+
+/// Exit code for bad input (flags, config.json, paths, files), as for clap's own errors.
+const EXIT_USAGE: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) {
+                let _ = e.print();
+                return ExitCode::SUCCESS;
+            }
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("invalid arguments");
+            eprintln!("memscope: {}", first.trim_start_matches("error: "));
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let result = match cli.cmd {
+        Cmd::Run(args) => return run::run(*args),
+        Cmd::Adapters { cmd } => adapters_cmd::run(&cmd),
+        Cmd::Config { cmd: ConfigCmd::Schema } => {
+            print!("{}", include_str!("../../schemas/config.schema.json"));
+            Ok(())
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("memscope: {e:#}");
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}

@@ -113,6 +113,15 @@ pub trait Layer: Send {
     /// A [`BusError`] stops this process's output.
     fn on_event(&mut self, ev: Event, ctx: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError>;
 
+    /// Makes output written so far durable (called periodically by the collector, so a killed
+    /// collector loses at most one period).
+    ///
+    /// # Errors
+    /// As [`Layer::on_event`].
+    fn flush(&mut self) -> Result<(), BusError> {
+        Ok(())
+    }
+
     /// The stream ended: push held-back events, flush files, add report sections.
     ///
     /// # Errors
@@ -170,6 +179,14 @@ impl Bus {
             }
         }
         Ok(())
+    }
+
+    /// Flushes every layer.
+    ///
+    /// # Errors
+    /// The first layer error.
+    pub fn flush(&mut self) -> Result<(), BusError> {
+        self.layers.iter_mut().try_for_each(|l| l.flush())
     }
 
     /// Ends the stream: each layer flushes (its held-back events pass through the later layers)

@@ -1,1 +1,699 @@
-//! placeholder
+//! Run configuration: msMemScope's command-line options (behaviour spec §2) plus memscope's own
+//! (`adapters`, `adapter_paths`, `idle_threshold`), from flags and/or a config.json with the same
+//! keys (JSON Schema: `schemas/config.schema.json`). Flags win over the file.
+//!
+//! Parsing follows msMemScope: lists split on `,` and the full-width `，`, items are not trimmed,
+//! empty items are skipped. Every error is one line naming the option and the bad value.
+
+use crate::adapter::AdapterId;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// A configuration error, worded for the user (`--events: unknown event type "allocs"`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+fn bad(opt: &str, msg: impl std::fmt::Display) -> ConfigError {
+    ConfigError(format!("{opt}: {msg}"))
+}
+
+/// Splits a list as msMemScope does.
+pub fn split_list(s: &str) -> impl Iterator<Item = &str> {
+    s.split([',', '，']).filter(|i| !i.is_empty())
+}
+
+/// Which events are collected and written (`--events`, msMemScope bits alloc 0, free 1,
+/// launch 2, access 3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventSet {
+    /// MALLOC rows.
+    pub alloc: bool,
+    /// FREE rows.
+    pub free: bool,
+    /// OP_LAUNCH / KERNEL_LAUNCH rows.
+    pub launch: bool,
+    /// ACCESS rows.
+    pub access: bool,
+    /// Python trace (API mode only).
+    pub traceback: bool,
+}
+
+impl Default for EventSet {
+    fn default() -> Self {
+        EventSet { alloc: true, free: true, launch: true, access: false, traceback: false }
+    }
+}
+
+impl EventSet {
+    /// Parses `alloc,free,launch,access,traceback,none`.
+    ///
+    /// # Errors
+    /// An unknown token.
+    pub fn parse(s: &str) -> Result<EventSet, ConfigError> {
+        let mut e = EventSet { alloc: false, free: false, launch: false, access: false, traceback: false };
+        let mut none = false;
+        for t in split_list(s) {
+            match t {
+                "alloc" => e.alloc = true,
+                "free" => e.free = true,
+                "launch" => e.launch = true,
+                "access" => e.access = true,
+                "traceback" => e.traceback = true,
+                "none" => none = true,
+                other => return Err(bad("--events", format!("unknown event type {other:?} (expected alloc, free, launch, access, traceback or none)"))),
+            }
+        }
+        if none {
+            e = EventSet { alloc: false, free: false, launch: false, access: false, traceback: false };
+        }
+        Ok(e)
+    }
+}
+
+/// Launch levels (`--level`): op (bit 0), kernel (bit 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LevelSet {
+    /// Operator launches.
+    pub op: bool,
+    /// Kernel launches.
+    pub kernel: bool,
+}
+
+impl Default for LevelSet {
+    fn default() -> Self {
+        LevelSet { op: true, kernel: false }
+    }
+}
+
+impl LevelSet {
+    /// Parses `op,kernel` (`0`/`1` are msMemScope's deprecated aliases).
+    ///
+    /// # Errors
+    /// An unknown token.
+    pub fn parse(s: &str) -> Result<LevelSet, ConfigError> {
+        let mut l = LevelSet { op: false, kernel: false };
+        for t in split_list(s) {
+            match t {
+                "op" | "0" => l.op = true,
+                "kernel" | "1" => l.kernel = true,
+                other => return Err(bad("--level", format!("unknown level {other:?} (expected op or kernel)"))),
+            }
+        }
+        Ok(l)
+    }
+}
+
+/// Call-stack depths (`--call-stack c[:N],python[:N]`); `None` = off.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallStack {
+    /// C frames per event.
+    pub c: Option<u32>,
+    /// Python frames per event.
+    pub python: Option<u32>,
+}
+
+/// Default depth when `c`/`python` has no `:N`.
+pub const DEFAULT_STACK_DEPTH: u32 = 50;
+
+fn parse_depth(opt: &str, s: &str, max: u32) -> Result<u32, ConfigError> {
+    let ok = !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && !(s.len() > 1 && s.starts_with('0'));
+    match s.parse::<u32>() {
+        Ok(n) if ok && n <= max => Ok(n),
+        _ => Err(bad(opt, format!("bad number {s:?} (an integer from 0 to {max}, no leading zeros)"))),
+    }
+}
+
+impl CallStack {
+    /// Parses `c[:N],python[:N]`; N from 0 to 1000, default 50; the last mention wins.
+    ///
+    /// # Errors
+    /// An unknown kind or a bad N.
+    pub fn parse(s: &str) -> Result<CallStack, ConfigError> {
+        let mut c = CallStack::default();
+        for t in split_list(s) {
+            let (kind, n) = match t.split_once(':') {
+                Some((k, n)) => (k, parse_depth("--call-stack", n, 1000)?),
+                None => (t, DEFAULT_STACK_DEPTH),
+            };
+            match kind {
+                "c" => c.c = Some(n),
+                "python" => c.python = Some(n),
+                other => return Err(bad("--call-stack", format!("unknown stack kind {other:?} (expected c[:N] or python[:N])"))),
+            }
+        }
+        Ok(c)
+    }
+}
+
+/// Online analyses (`--analysis leaks,decompose,inefficient,oom[:K],none`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AnalysisSet {
+    /// Leak detection (default on).
+    pub leaks: bool,
+    /// Owner decomposition.
+    pub decompose: bool,
+    /// Inefficient memory.
+    pub inefficient: bool,
+    /// OOM top-K blocks, `Some(K)`.
+    pub oom: Option<u32>,
+}
+
+impl Default for AnalysisSet {
+    fn default() -> Self {
+        AnalysisSet { leaks: true, decompose: false, inefficient: false, oom: None }
+    }
+}
+
+impl AnalysisSet {
+    /// Parses the list; `oom` without K means 10; K from 1 to 1000.
+    ///
+    /// # Errors
+    /// An unknown token or a bad K.
+    pub fn parse(s: &str) -> Result<AnalysisSet, ConfigError> {
+        let mut a = AnalysisSet { leaks: false, decompose: false, inefficient: false, oom: None };
+        let mut none = false;
+        for t in split_list(s) {
+            match t {
+                "leaks" => a.leaks = true,
+                "decompose" => a.decompose = true,
+                "inefficient" => a.inefficient = true,
+                "oom" => a.oom = Some(10),
+                "none" => none = true,
+                _ if t.starts_with("oom:") => {
+                    let k = parse_depth("--analysis", &t[4..], 1000)?;
+                    if k == 0 {
+                        return Err(bad("--analysis", "oom:K needs K from 1 to 1000"));
+                    }
+                    a.oom = Some(k);
+                }
+                other => return Err(bad("--analysis", format!("unknown analysis {other:?} (expected leaks, decompose, inefficient, oom[:K] or none)"))),
+            }
+        }
+        if none {
+            a = AnalysisSet { leaks: false, decompose: false, inefficient: false, oom: None };
+        }
+        Ok(a)
+    }
+}
+
+/// Device selection (`--device npu,npu:<n>,cpu`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceSet {
+    /// Every NPU.
+    pub all_npu: bool,
+    /// Selected NPU ids (ignored when `all_npu`).
+    pub npus: Vec<u32>,
+    /// Host events.
+    pub cpu: bool,
+}
+
+impl Default for DeviceSet {
+    fn default() -> Self {
+        DeviceSet { all_npu: true, npus: Vec::new(), cpu: false }
+    }
+}
+
+impl DeviceSet {
+    /// Parses the list; ids accept `0x` (msMemScope's `stoul` base 0) and must be < 32.
+    ///
+    /// # Errors
+    /// A bad token, or nothing selected.
+    pub fn parse(s: &str) -> Result<DeviceSet, ConfigError> {
+        let mut d = DeviceSet { all_npu: false, npus: Vec::new(), cpu: false };
+        for t in split_list(s) {
+            match t {
+                "npu" => d.all_npu = true,
+                "cpu" => d.cpu = true,
+                _ if t.starts_with("npu:") => {
+                    let n = &t[4..];
+                    let v = match n.strip_prefix("0x").or_else(|| n.strip_prefix("0X")) {
+                        Some(h) => u32::from_str_radix(h, 16).ok(),
+                        None if n.len() > 1 && n.starts_with('0') => u32::from_str_radix(&n[1..], 8).ok(),
+                        None => n.parse().ok(),
+                    };
+                    match v {
+                        Some(v) if v < 32 => d.npus.push(v),
+                        _ => return Err(bad("--device", format!("bad device {t:?} (npu:<n> with n < 32)"))),
+                    }
+                }
+                other => return Err(bad("--device", format!("unknown device {other:?} (expected npu, npu:<n> or cpu)"))),
+            }
+        }
+        if !d.all_npu && d.npus.is_empty() && !d.cpu {
+            return Err(bad("--device", "no device selected"));
+        }
+        Ok(d)
+    }
+}
+
+/// Output format.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    /// `memscope_dump_<ts>.csv`.
+    #[default]
+    Csv,
+    /// `memscope_dump_<ts>.db`.
+    Db,
+}
+
+/// Collection mode.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CollectMode {
+    /// Record from the start of the job.
+    #[default]
+    Immediate,
+    /// Record only between `memscope_start()` and `memscope_stop()` calls.
+    Deferred,
+}
+
+/// Log level of the log file and console.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[allow(missing_docs)]
+pub enum LogLevel {
+    Debug,
+    #[default]
+    Info,
+    Warning,
+    Error,
+}
+
+impl LogLevel {
+    /// Parses `debug|info|warning|error` (`warn` accepted as msMemScope's alias).
+    ///
+    /// # Errors
+    /// Anything else.
+    pub fn parse(s: &str) -> Result<LogLevel, ConfigError> {
+        match s {
+            "debug" => Ok(LogLevel::Debug),
+            "info" => Ok(LogLevel::Info),
+            "warning" | "warn" => Ok(LogLevel::Warning),
+            "error" => Ok(LogLevel::Error),
+            other => Err(bad("--log-level", format!("unknown level {other:?} (expected debug, info, warning or error)"))),
+        }
+    }
+}
+
+/// The complete, validated configuration of a `memscope run`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunConfig {
+    /// `--events`.
+    pub events: EventSet,
+    /// `--level`.
+    pub level: LevelSet,
+    /// `--call-stack`.
+    pub call_stack: CallStack,
+    /// `--analysis`.
+    pub analysis: AnalysisSet,
+    /// `--steps`: at most 5 step numbers ≥ 1; empty = all.
+    pub steps: Vec<u32>,
+    /// `--device`.
+    pub device: DeviceSet,
+    /// `-o/--output-path`, absolute.
+    pub output_path: PathBuf,
+    /// `--format`.
+    pub format: Format,
+    /// `--log-level` (`-q`, `-v`).
+    pub log_level: LogLevel,
+    /// `--collect-mode`.
+    pub collect_mode: CollectMode,
+    /// `--adapters`: built-in adapters selected.
+    pub adapters: Vec<String>,
+    /// `--adapter-path`: third-party adapter libraries.
+    pub adapter_paths: Vec<PathBuf>,
+    /// `--idle-threshold`: ops of idleness for `temporary_idleness` (default 3000).
+    pub idle_threshold: u64,
+}
+
+/// Adapters selected when neither flags nor config.json name any: every built-in adapter but
+/// HOST, which is opt-in (issue 4) so Ascend users pay nothing for it.
+pub const DEFAULT_ADAPTERS: [AdapterId; 6] =
+    [AdapterId::Mstx, AdapterId::Pta, AdapterId::MindSpore, AdapterId::Atb, AdapterId::Hal, AdapterId::Acl];
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            events: EventSet::default(),
+            level: LevelSet::default(),
+            call_stack: CallStack::default(),
+            analysis: AnalysisSet::default(),
+            steps: Vec::new(),
+            device: DeviceSet::default(),
+            output_path: PathBuf::from(crate::layout::DEFAULT_OUTPUT),
+            format: Format::Csv,
+            log_level: LogLevel::Info,
+            collect_mode: CollectMode::Immediate,
+            adapters: DEFAULT_ADAPTERS.iter().map(|a| a.name().to_owned()).collect(),
+            adapter_paths: Vec::new(),
+            idle_threshold: 3000,
+        }
+    }
+}
+
+/// Parses `--steps`: up to 5 integers ≥ 1 that fit `u32`.
+///
+/// # Errors
+/// A 6th id, a non-integer, zero or an overflow.
+pub fn parse_steps(s: &str) -> Result<Vec<u32>, ConfigError> {
+    let mut v = Vec::new();
+    for t in split_list(s) {
+        match t.parse::<u32>() {
+            Ok(n) if n >= 1 && t.bytes().all(|b| b.is_ascii_digit()) => v.push(n),
+            _ => return Err(bad("--steps", format!("bad step {t:?} (an integer from 1 to 4294967295)"))),
+        }
+    }
+    if v.len() > 5 {
+        return Err(bad("--steps", format!("{} steps given, at most 5 allowed", v.len())));
+    }
+    Ok(v)
+}
+
+/// Parses `--adapters`: names of built-in adapters.
+///
+/// # Errors
+/// An unknown name, or an empty list.
+pub fn parse_adapters(s: &str) -> Result<Vec<String>, ConfigError> {
+    let mut v: Vec<String> = Vec::new();
+    for t in split_list(s) {
+        if AdapterId::from_name(t).is_none() {
+            let known: Vec<_> = AdapterId::ALL.iter().map(|a| a.name()).collect();
+            return Err(bad("--adapters", format!("unknown adapter {t:?} (built-in: {})", known.join(", "))));
+        }
+        if !v.iter().any(|x| x == t) {
+            v.push(t.to_owned());
+        }
+    }
+    if v.is_empty() {
+        return Err(bad("--adapters", "no adapter named"));
+    }
+    Ok(v)
+}
+
+/// Checks an output path with msMemScope's rules (behaviour spec §2, `-o`): not empty, no
+/// forbidden leading character, allowed characters only, components ≤ 255, ≤ 4096 in all.
+///
+/// # Errors
+/// The first rule broken.
+pub fn check_output_path(p: &str) -> Result<(), ConfigError> {
+    if p.trim().is_empty() {
+        return Err(bad("--output-path", "empty path"));
+    }
+    if p.len() > 4096 {
+        return Err(bad("--output-path", "longer than 4096 bytes"));
+    }
+    if p.starts_with(['=', '+', '-', '@']) {
+        return Err(bad("--output-path", format!("{p:?} starts with a forbidden character (= + - @)")));
+    }
+    if let Some(c) = p.chars().find(|c| {
+        !(c.is_ascii_alphanumeric() || "./_-~".contains(*c) || c.is_whitespace() || ('\u{4e00}'..='\u{9fa5}').contains(c))
+    }) {
+        return Err(bad("--output-path", format!("{p:?} contains the character {c:?} (allowed: letters, digits, . / _ - ~, spaces)")));
+    }
+    if p.split('/').any(|c| c.len() > 255) {
+        return Err(bad("--output-path", "a path component is longer than 255 bytes"));
+    }
+    Ok(())
+}
+
+/// config.json as a user writes it: every key optional, values in the same syntax as the
+/// flags (lists may also be JSON arrays).
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// `--events`.
+    pub events: Option<StrOrList>,
+    /// `--level`.
+    pub level: Option<StrOrList>,
+    /// `--call-stack`.
+    pub call_stack: Option<StrOrList>,
+    /// `--analysis`.
+    pub analysis: Option<StrOrList>,
+    /// `--steps`.
+    pub steps: Option<StepsValue>,
+    /// `--device`.
+    pub device: Option<StrOrList>,
+    /// `--output-path`.
+    pub output_path: Option<String>,
+    /// `--format`.
+    pub format: Option<String>,
+    /// `--log-level`.
+    pub log_level: Option<String>,
+    /// `--collect-mode`.
+    pub collect_mode: Option<String>,
+    /// `--adapters`.
+    pub adapters: Option<StrOrList>,
+    /// `--adapter-path` (repeatable).
+    pub adapter_paths: Option<Vec<String>>,
+    /// `--idle-threshold`.
+    pub idle_threshold: Option<u64>,
+}
+
+/// A list given as `"a,b"` or `["a","b"]`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(untagged)]
+#[allow(missing_docs)]
+pub enum StrOrList {
+    Str(String),
+    List(Vec<String>),
+}
+
+impl StrOrList {
+    /// The list in flag syntax.
+    pub fn joined(&self) -> String {
+        match self {
+            StrOrList::Str(s) => s.clone(),
+            StrOrList::List(v) => v.join(","),
+        }
+    }
+}
+
+/// Steps given as `"2,3"` or `[2,3]`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(untagged)]
+#[allow(missing_docs)]
+pub enum StepsValue {
+    Str(String),
+    List(Vec<u64>),
+}
+
+impl StepsValue {
+    fn joined(&self) -> String {
+        match self {
+            StepsValue::Str(s) => s.clone(),
+            StepsValue::List(v) => v.iter().map(u64::to_string).collect::<Vec<_>>().join(","),
+        }
+    }
+}
+
+/// Raw option values (from flags or the file) before validation.
+#[derive(Clone, Debug, Default)]
+pub struct RawOptions {
+    /// `--events`.
+    pub events: Option<String>,
+    /// `--level`.
+    pub level: Option<String>,
+    /// `--call-stack`.
+    pub call_stack: Option<String>,
+    /// `--analysis`.
+    pub analysis: Option<String>,
+    /// `--steps`.
+    pub steps: Option<String>,
+    /// `--device`.
+    pub device: Option<String>,
+    /// `--output-path`.
+    pub output_path: Option<String>,
+    /// `--format`.
+    pub format: Option<String>,
+    /// `--log-level`.
+    pub log_level: Option<String>,
+    /// `--collect-mode`.
+    pub collect_mode: Option<String>,
+    /// `--adapters`.
+    pub adapters: Option<String>,
+    /// `--adapter-path`.
+    pub adapter_paths: Vec<String>,
+    /// `--idle-threshold`.
+    pub idle_threshold: Option<u64>,
+}
+
+impl RawOptions {
+    /// Reads and parses a config.json.
+    ///
+    /// # Errors
+    /// Unreadable file, invalid JSON, unknown key or wrong type — one line naming the file.
+    pub fn from_file(path: &std::path::Path) -> Result<RawOptions, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError(format!("--config {}: {e}", path.display())))?;
+        let f: ConfigFile = serde_json::from_str(&text)
+            .map_err(|e| ConfigError(format!("--config {}: {e}", path.display())))?;
+        Ok(RawOptions {
+            events: f.events.map(|v| v.joined()),
+            level: f.level.map(|v| v.joined()),
+            call_stack: f.call_stack.map(|v| v.joined()),
+            analysis: f.analysis.map(|v| v.joined()),
+            steps: f.steps.map(|v| v.joined()),
+            device: f.device.map(|v| v.joined()),
+            output_path: f.output_path,
+            format: f.format,
+            log_level: f.log_level,
+            collect_mode: f.collect_mode,
+            adapters: f.adapters.map(|v| v.joined()),
+            adapter_paths: f.adapter_paths.unwrap_or_default(),
+            idle_threshold: f.idle_threshold,
+        })
+    }
+
+    /// Overlays `flags` on `self` (flags win; adapter paths add up).
+    pub fn overlay(mut self, flags: RawOptions) -> RawOptions {
+        macro_rules! take {
+            ($($f:ident),*) => { $( if flags.$f.is_some() { self.$f = flags.$f; } )* };
+        }
+        take!(events, level, call_stack, analysis, steps, device, output_path, format, log_level, collect_mode, adapters, idle_threshold);
+        self.adapter_paths.extend(flags.adapter_paths);
+        self
+    }
+
+    /// Validates everything into a [`RunConfig`]; `cwd` makes the output path absolute.
+    ///
+    /// # Errors
+    /// The first invalid value.
+    pub fn validate(self, cwd: &std::path::Path) -> Result<RunConfig, ConfigError> {
+        let mut c = RunConfig::default();
+        if let Some(s) = &self.events {
+            c.events = EventSet::parse(s)?;
+        }
+        if let Some(s) = &self.level {
+            c.level = LevelSet::parse(s)?;
+        }
+        if let Some(s) = &self.call_stack {
+            c.call_stack = CallStack::parse(s)?;
+        }
+        if let Some(s) = &self.analysis {
+            c.analysis = AnalysisSet::parse(s)?;
+        }
+        if let Some(s) = &self.steps {
+            c.steps = parse_steps(s)?;
+        }
+        if let Some(s) = &self.device {
+            c.device = DeviceSet::parse(s)?;
+        }
+        if let Some(s) = &self.output_path {
+            check_output_path(s)?;
+            c.output_path = PathBuf::from(s);
+        }
+        if !c.output_path.is_absolute() {
+            c.output_path = cwd.join(&c.output_path);
+        }
+        if let Some(s) = &self.format {
+            c.format = match s.as_str() {
+                "csv" => Format::Csv,
+                "db" => Format::Db,
+                other => return Err(bad("--format", format!("unknown format {other:?} (expected csv or db)"))),
+            };
+        }
+        if let Some(s) = &self.log_level {
+            c.log_level = LogLevel::parse(s)?;
+        }
+        if let Some(s) = &self.collect_mode {
+            c.collect_mode = match s.as_str() {
+                "immediate" => CollectMode::Immediate,
+                "deferred" => CollectMode::Deferred,
+                other => return Err(bad("--collect-mode", format!("unknown mode {other:?} (expected immediate or deferred)"))),
+            };
+        }
+        if let Some(s) = &self.adapters {
+            c.adapters = parse_adapters(s)?;
+        }
+        for p in &self.adapter_paths {
+            let path = PathBuf::from(p);
+            let meta = std::fs::metadata(&path)
+                .map_err(|e| bad("--adapter-path", format!("{p}: {e}")))?;
+            if !meta.is_file() {
+                return Err(bad("--adapter-path", format!("{p}: not a regular file")));
+            }
+            c.adapter_paths.push(if path.is_absolute() { path } else { cwd.join(path) });
+        }
+        if let Some(t) = self.idle_threshold {
+            if t == 0 {
+                return Err(bad("--idle-threshold", "must be greater than 0"));
+            }
+            c.idle_threshold = t;
+        }
+        Ok(c)
+    }
+}
+
+impl RunConfig {
+    /// Selection mask of the built-in adapters ([`AdapterId::bit`]).
+    pub fn adapter_mask(&self) -> u32 {
+        self.adapters.iter().filter_map(|a| AdapterId::from_name(a)).fold(0, |m, a| m | a.bit())
+    }
+
+    /// Whether `a` is selected.
+    pub fn has_adapter(&self, a: AdapterId) -> bool {
+        self.adapter_mask() & a.bit() != 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_split_on_ascii_and_fullwidth_commas_without_trimming() {
+        assert_eq!(AnalysisSet::parse("leaks，decompose").unwrap().decompose, true);
+        assert!(AnalysisSet::parse("leaks, decompose").is_err());
+        assert_eq!(EventSet::parse("alloc,none,free").unwrap(), EventSet { alloc: false, free: false, launch: false, access: false, traceback: false });
+    }
+
+    #[test]
+    fn call_stack_depths_follow_msmemscope_rules() {
+        assert_eq!(CallStack::parse("c").unwrap().c, Some(50));
+        assert_eq!(CallStack::parse("c:16,python:3").unwrap(), CallStack { c: Some(16), python: Some(3) });
+        assert!(CallStack::parse("c:00").is_err());
+        assert!(CallStack::parse("c:1001").is_err());
+        assert!(CallStack::parse("rust").is_err());
+    }
+
+    #[test]
+    fn steps_devices_and_analysis_reject_bad_values() {
+        assert_eq!(parse_steps("2,3").unwrap(), vec![2, 3]);
+        assert!(parse_steps("1,2,3,4,5,6").is_err());
+        assert!(parse_steps("0").is_err());
+        assert!(parse_steps("-1").is_err());
+        assert_eq!(parse_steps("4294967295").unwrap(), vec![u32::MAX]);
+        assert_eq!(DeviceSet::parse("npu:0x1,cpu").unwrap().npus, vec![1]);
+        assert!(DeviceSet::parse("npu:32").is_err());
+        assert!(DeviceSet::parse("").is_err());
+        assert_eq!(AnalysisSet::parse("oom:5").unwrap().oom, Some(5));
+        assert!(AnalysisSet::parse("oom:0").is_err());
+    }
+
+    #[test]
+    fn flags_override_config_file_and_unknown_keys_are_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("config.json");
+        std::fs::write(&p, r#"{"adapters":["mstx","pta"],"steps":[2],"format":"db"}"#).unwrap();
+        let file = RawOptions::from_file(&p).unwrap();
+        let flags = RawOptions { format: Some("csv".into()), ..RawOptions::default() };
+        let c = file.overlay(flags).validate(d.path()).unwrap();
+        assert_eq!(c.adapters, vec!["mstx", "pta"]);
+        assert_eq!(c.steps, vec![2]);
+        assert_eq!(c.format, Format::Csv);
+        assert!(c.output_path.is_absolute());
+        std::fs::write(&p, r#"{"adapterz":"mstx"}"#).unwrap();
+        let e = RawOptions::from_file(&p).unwrap_err().0;
+        assert!(e.contains("config.json") && e.contains("adapterz"), "{e}");
+    }
+
+    #[test]
+    fn output_paths_are_checked_like_msmemscope() {
+        assert!(check_output_path("/tmp/out dir/x").is_ok());
+        assert!(check_output_path("-o").is_err());
+        assert!(check_output_path("a;b").is_err());
+        assert!(check_output_path(" ").is_err());
+    }
+}

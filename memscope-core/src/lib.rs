@@ -24,3 +24,7 @@ pub mod config;
 pub mod layout;
 #[cfg(feature = "collector")]
 pub mod sink;
+#[cfg(feature = "collector")]
+pub mod analysis;
+#[cfg(feature = "collector")]
+pub mod reader;

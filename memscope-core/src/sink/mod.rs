@@ -1,1 +1,104 @@
-//! placeholder
+//! Sinks: the last layers of the bus, writing one dump file per device of a process.
+//!
+//! [`DeviceRouter`] decides which file(s) an event goes to: its device's file (opened on first
+//! use), or — for device-less events (`N/A`: msTX marks without a known device, SYSTEM) — every
+//! open file of the process, as msMemScope copies device-less events into each device file.
+//! Device-less events seen before any file exists are kept (bounded) and replayed into each file
+//! when it opens; a process that never touches a device gets them in `device_cpu`.
+
+pub mod csv;
+pub mod sqlite;
+
+use crate::bus::BusError;
+use crate::event::{Device, Event};
+use std::collections::BTreeMap;
+
+/// Device-less events kept for replay into files opened later (beyond this they are written
+/// only to the files already open).
+pub const BACKLOG_CAP: usize = 65_536;
+
+/// Where the rows of one device go.
+pub trait DeviceWriter: Send {
+    /// Appends one row.
+    ///
+    /// # Errors
+    /// I/O or SQLite failure, naming the file.
+    fn write(&mut self, ev: &Event) -> Result<(), BusError>;
+    /// Makes written rows durable in the file (buffer flush / transaction commit).
+    ///
+    /// # Errors
+    /// As [`DeviceWriter::write`].
+    fn flush(&mut self) -> Result<(), BusError>;
+    /// Path of the file, for the summary.
+    fn path(&self) -> &std::path::Path;
+    /// Rows written.
+    fn rows(&self) -> u64;
+}
+
+/// Opens the writer of a device on first use.
+pub type Opener<W> = Box<dyn FnMut(Device) -> Result<W, BusError> + Send>;
+
+/// Routes events of one process to per-device writers.
+pub struct DeviceRouter<W: DeviceWriter> {
+    files: BTreeMap<Device, W>,
+    backlog: Vec<Event>,
+    open: Opener<W>,
+}
+
+impl<W: DeviceWriter> DeviceRouter<W> {
+    /// A router that opens files with `open`.
+    pub fn new(open: Opener<W>) -> DeviceRouter<W> {
+        DeviceRouter { files: BTreeMap::new(), backlog: Vec::new(), open }
+    }
+
+    fn ensure(&mut self, d: Device) -> Result<&mut W, BusError> {
+        if !self.files.contains_key(&d) {
+            let mut w = (self.open)(d)?;
+            for e in &self.backlog {
+                w.write(e)?;
+            }
+            self.files.insert(d, w);
+        }
+        Ok(self.files.get_mut(&d).expect("inserted above"))
+    }
+
+    /// Writes `ev` where it belongs.
+    ///
+    /// # Errors
+    /// The writer's error.
+    pub fn route(&mut self, ev: &Event) -> Result<(), BusError> {
+        match ev.device {
+            Device::NotApplicable => {
+                for w in self.files.values_mut() {
+                    w.write(ev)?;
+                }
+                if self.backlog.len() < BACKLOG_CAP {
+                    self.backlog.push(ev.clone());
+                }
+                Ok(())
+            }
+            d => self.ensure(d)?.write(ev),
+        }
+    }
+
+    /// Flushes every file.
+    ///
+    /// # Errors
+    /// The first writer error.
+    pub fn flush(&mut self) -> Result<(), BusError> {
+        self.files.values_mut().try_for_each(DeviceWriter::flush)
+    }
+
+    /// Flushes and, if no file was ever opened but device-less events were seen, writes them
+    /// to `device_cpu`. Returns (path, rows) of every file.
+    ///
+    /// # Errors
+    /// The first writer error.
+    pub fn finish(&mut self) -> Result<Vec<(std::path::PathBuf, u64)>, BusError> {
+        if self.files.is_empty() && !self.backlog.is_empty() {
+            self.ensure(Device::Cpu)?;
+        }
+        self.flush()?;
+        Ok(self.files.values().map(|w| (w.path().to_path_buf(), w.rows())).collect())
+    }
+}

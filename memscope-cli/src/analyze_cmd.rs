@@ -1,0 +1,1 @@
+//! `memscope compare` and `memscope analyze` (being written).

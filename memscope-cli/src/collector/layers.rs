@@ -1,0 +1,112 @@
+//! Selection layers of `memscope run`, applying msMemScope's collection and dump rules
+//! (behaviour spec §2 "Rules that widen what is collected", §8 devices and steps).
+
+use memscope_core::adapter::AdapterId;
+use memscope_core::bus::{BusCtx, BusError, Layer};
+use memscope_core::config::RunConfig;
+use memscope_core::event::{Device, Event, EventKind};
+
+/// Drops what is not *collected*: memory events unless alloc/free (or an analysis needing them)
+/// are on, launches unless `launch` and the matching level are on, ACCESS unless `access`
+/// (or decompose/inefficient), and events of unselected devices. Runs before the analyses.
+pub struct CollectFilter {
+    memory: bool,
+    op: bool,
+    kernel: bool,
+    access: bool,
+    cfg_devices: memscope_core::config::DeviceSet,
+    cpu: bool,
+}
+
+impl CollectFilter {
+    /// Derives the collected set from `cfg` with msMemScope's widening rules.
+    pub fn new(cfg: &RunConfig) -> CollectFilter {
+        let (e, a) = (cfg.events, cfg.analysis);
+        let memory = e.alloc || e.free || e.access || a.leaks || a.decompose || a.inefficient || a.oom.is_some();
+        let launch = e.launch || a.inefficient;
+        CollectFilter {
+            memory,
+            op: launch && cfg.level.op,
+            kernel: launch && cfg.level.kernel,
+            access: e.access || a.decompose || a.inefficient,
+            cfg_devices: cfg.device.clone(),
+            cpu: cfg.device.cpu || cfg.has_adapter(AdapterId::Host),
+        }
+    }
+
+    fn device_selected(&self, d: Device) -> bool {
+        match d {
+            Device::NotApplicable => true,
+            Device::Cpu => self.cpu,
+            Device::Npu(n) => self.cfg_devices.all_npu || self.cfg_devices.npus.contains(&n),
+        }
+    }
+}
+
+impl Layer for CollectFilter {
+    fn name(&self) -> &'static str {
+        "collect-filter"
+    }
+    fn on_event(&mut self, ev: Event, _: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError> {
+        let keep = match ev.kind {
+            EventKind::Malloc | EventKind::Free => self.memory,
+            EventKind::OpLaunch => self.op,
+            EventKind::KernelLaunch => self.kernel,
+            EventKind::Access => self.access,
+            _ => true,
+        };
+        if keep && self.device_selected(ev.device) {
+            out.push(ev);
+        }
+        Ok(())
+    }
+}
+
+/// Drops what is collected but not *written* (`dumpEventType`): MALLOC needs `alloc`, FREE
+/// needs `free`, launches need `launch`, ACCESS needs `access`; MSTX, SYSTEM and SNAPSHOT rows
+/// are always written. Also applies `--steps`: inside a step that is not selected nothing is
+/// written; outside steps everything is (msMemScope's "in range" rule). Runs after the analyses,
+/// so they see every collected event.
+pub struct WriteFilter {
+    alloc: bool,
+    free: bool,
+    launch: bool,
+    access: bool,
+    steps: Vec<u32>,
+}
+
+impl WriteFilter {
+    /// The written set of `cfg`.
+    pub fn new(cfg: &RunConfig) -> WriteFilter {
+        WriteFilter {
+            alloc: cfg.events.alloc,
+            free: cfg.events.free,
+            launch: cfg.events.launch,
+            access: cfg.events.access,
+            steps: cfg.steps.clone(),
+        }
+    }
+}
+
+impl Layer for WriteFilter {
+    fn name(&self) -> &'static str {
+        "write-filter"
+    }
+    fn on_event(&mut self, ev: Event, ctx: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError> {
+        let keep = match ev.kind {
+            EventKind::Malloc => self.alloc,
+            EventKind::Free => self.free,
+            EventKind::OpLaunch | EventKind::KernelLaunch => self.launch,
+            EventKind::Access => self.access,
+            _ => true,
+        };
+        let in_steps = match (ctx.steps.current, self.steps.is_empty()) {
+            (_, true) | (None, _) => true,
+            (Some(s), false) => self.steps.contains(&s),
+        };
+        if keep && in_steps {
+            out.push(ev);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,239 @@
+//! One traced process (all images of one pid): merges its threads' records by time, types them
+//! through the adapters' typers, assigns IDs and drives the process's bus.
+
+use super::stream::{RawEvent, StreamReader};
+use crate::logfile::LogFile;
+use memscope_core::adapter::{TypeCtx, Typer};
+use memscope_core::bus::{Bus, ReportSection};
+use memscope_core::event::{Event, EventKind};
+use memscope_core::wire::{Record, StackFrames};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::path::PathBuf;
+
+struct Pending {
+    key: (u64, usize, u64),
+    ev: RawEvent,
+}
+
+impl PartialEq for Pending {
+    fn eq(&self, o: &Self) -> bool {
+        self.key == o.key
+    }
+}
+impl Eq for Pending {}
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Pending {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.key.cmp(&o.key)
+    }
+}
+
+/// What a finished process leaves behind for the summary.
+#[derive(Debug, Default)]
+pub struct ProcessSummary {
+    /// Process id.
+    pub pid: u32,
+    /// Its output directory.
+    pub project_dir: PathBuf,
+    /// Events written, per kind.
+    pub counts: BTreeMap<EventKind, u64>,
+    /// Events the probe dropped.
+    pub dropped: u64,
+    /// Report sections of the layers (dump files, analyses).
+    pub report: Vec<ReportSection>,
+    /// Executable of the first image.
+    pub exe: String,
+}
+
+/// State of one traced process.
+pub struct ProcessState {
+    streams: Vec<StreamReader>,
+    pending: BinaryHeap<Reverse<Pending>>,
+    scratch: Vec<RawEvent>,
+    typers: Vec<Box<dyn Typer>>,
+    ctx: TypeCtx,
+    stacks: HashMap<u32, Vec<u64>>,
+    bus: Bus,
+    next_id: u64,
+    untyped: u64,
+    log: LogFile,
+    summary: ProcessSummary,
+    failed: Option<String>,
+}
+
+impl ProcessState {
+    /// A process with its first stream, typers, bus and log.
+    pub fn new(
+        pid: u32,
+        project_dir: PathBuf,
+        first: StreamReader,
+        exe: String,
+        typers: Vec<Box<dyn Typer>>,
+        ctx: TypeCtx,
+        bus: Bus,
+        log: LogFile,
+    ) -> ProcessState {
+        ProcessState {
+            streams: vec![first],
+            pending: BinaryHeap::new(),
+            scratch: Vec::new(),
+            typers,
+            ctx,
+            stacks: HashMap::new(),
+            bus,
+            next_id: 0,
+            untyped: 0,
+            log,
+            summary: ProcessSummary { pid, project_dir, exe, ..ProcessSummary::default() },
+            failed: None,
+        }
+    }
+
+    /// Adds another image (after exec) of the same pid.
+    pub fn add_stream(&mut self, s: StreamReader) {
+        self.log.info(&format!("new process image: {}", s.path().display()));
+        self.streams.push(s);
+    }
+
+    /// Reads new records of every image. Returns whether anything was read.
+    pub fn poll(&mut self) -> bool {
+        let mut progressed = false;
+        for (i, s) in self.streams.iter_mut().enumerate() {
+            match s.poll(&mut self.scratch) {
+                Ok(p) => progressed |= p,
+                Err(e) => {
+                    if self.failed.is_none() {
+                        self.log.error(&format!("reading {}: {e}", s.path().display()));
+                        self.failed = Some(e.to_string());
+                    }
+                }
+            }
+            for ev in self.scratch.drain(..) {
+                match &ev.rec {
+                    Record::StackDef { id, raw, .. } => {
+                        self.stacks.insert(*id, StackFrames::new(raw).collect());
+                    }
+                    rec => {
+                        let ts = rec.ts().unwrap_or(0);
+                        self.pending.push(Reverse(Pending { key: (ts, i, ev.seq), ev }));
+                    }
+                }
+            }
+        }
+        progressed
+    }
+
+    /// Whether every image's writer is gone (process exited, was killed, or exec'd away with no
+    /// new image yet).
+    pub fn writers_gone(&self) -> bool {
+        self.streams.iter().all(StreamReader::writer_gone)
+    }
+
+    /// Interned stack `id` (raw return addresses, innermost first), if defined.
+    pub fn stack(&self, id: u32) -> Option<&[u64]> {
+        self.stacks.get(&id).map(Vec::as_slice)
+    }
+
+    /// Types and emits every pending record stamped at or before `watermark_ns`.
+    pub fn release(&mut self, watermark_ns: u64) {
+        let mut out = Vec::new();
+        while let Some(Reverse(p)) = self.pending.peek() {
+            if p.key.0 > watermark_ns {
+                break;
+            }
+            let Reverse(p) = self.pending.pop().expect("peeked");
+            let (tid, rec) = (p.ev.tid, p.ev.rec);
+            match &rec {
+                Record::OwnerPush { label, .. } => {
+                    self.ctx.push_owner(tid, String::from_utf8_lossy(label).into_owned());
+                    continue;
+                }
+                Record::OwnerPop { .. } => {
+                    self.ctx.pop_owner(tid);
+                    continue;
+                }
+                _ => {}
+            }
+            if !self.typers.iter_mut().any(|t| t.type_record(&mut self.ctx, tid, &rec, &mut out)) {
+                self.untyped += 1;
+            }
+            for ev in out.drain(..) {
+                self.emit(ev);
+            }
+        }
+    }
+
+    fn emit(&mut self, mut ev: Event) {
+        if self.failed.is_some() {
+            return;
+        }
+        ev.id = self.next_id;
+        self.next_id += 1;
+        *self.summary.counts.entry(ev.kind).or_default() += 1;
+        if let Err(e) = self.bus.push(ev) {
+            self.log.error(&e.to_string());
+            eprintln!("memscope: pid {}: {e}", self.summary.pid);
+            self.failed = Some(e.to_string());
+        }
+    }
+
+    /// Periodic flush of the sinks.
+    pub fn flush(&mut self) {
+        if self.failed.is_none() {
+            if let Err(e) = self.bus.flush() {
+                self.log.error(&e.to_string());
+                self.failed = Some(e.to_string());
+            }
+        }
+    }
+
+    /// Ends the process: emits everything pending, lets typers and layers finish, writes the
+    /// report to the log and returns the summary.
+    pub fn finish(mut self) -> ProcessSummary {
+        self.poll();
+        self.release(u64::MAX);
+        let mut out = Vec::new();
+        for t in &mut self.typers {
+            t.finish(&mut self.ctx, &mut out);
+        }
+        for ev in out {
+            self.emit(ev);
+        }
+        for s in &self.streams {
+            self.summary.dropped += s.dropped().unwrap_or(0);
+            if s.corrupt_chunks > 0 {
+                self.log.warn(&format!("{}: {} corrupt chunk(s) skipped", s.path().display(), s.corrupt_chunks));
+            }
+        }
+        if self.untyped > 0 {
+            self.log.debug(&format!("{} records of unselected or unknown sources ignored", self.untyped));
+        }
+        match self.bus.finish() {
+            Ok(report) => self.summary.report = report,
+            Err(e) => {
+                self.log.error(&e.to_string());
+                eprintln!("memscope: pid {}: {e}", self.summary.pid);
+            }
+        }
+        if self.summary.dropped > 0 {
+            self.log.warn(&format!("the probe dropped {} event(s)", self.summary.dropped));
+        }
+        for sec in &self.summary.report {
+            self.log.info(&sec.title);
+            for l in &sec.lines {
+                self.log.info(&format!("  {l}"));
+            }
+        }
+        self.summary
+    }
+
+    /// Process id.
+    pub fn pid(&self) -> u32 {
+        self.summary.pid
+    }
+}

@@ -1,0 +1,293 @@
+//! `memscope run`: validate the configuration, launch the job with the probe preloaded, collect
+//! its streams live, and print the summary. Exit code: the job's own (128+N if killed by signal
+//! N); 2 for bad input, with nothing launched.
+
+use crate::collector::{AnalysisFactory, Collector};
+use memscope_core::config::{LogLevel, RawOptions, RunConfig};
+use memscope_core::probe_env as env;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Options of `memscope run` (msMemScope's, plus `--adapters`, `--adapter-path`, `--config`).
+#[derive(clap::Args, Debug, Default)]
+#[command(trailing_var_arg = true)]
+pub struct RunArgs {
+    /// Events to collect: alloc,free,launch,access,traceback,none [default: alloc,free,launch].
+    #[arg(long)]
+    events: Option<String>,
+    /// Launch levels: op,kernel [default: op].
+    #[arg(long)]
+    level: Option<String>,
+    /// Call stacks: c[:N],python[:N] (N ≤ 1000, default 50) [default: none].
+    #[arg(long = "call-stack")]
+    call_stack: Option<String>,
+    /// Online analyses: leaks,decompose,inefficient,oom[:K],none [default: leaks].
+    #[arg(long)]
+    analysis: Option<String>,
+    /// Keep only these steps (≤ 5 numbers ≥ 1; a step is an msTX range named "step start").
+    #[arg(long)]
+    steps: Option<String>,
+    /// Devices: npu,npu:<n>,cpu [default: npu].
+    #[arg(long)]
+    device: Option<String>,
+    /// Output directory [default: ./memscopeDumpResults].
+    #[arg(short = 'o', long = "output-path", visible_alias = "output")]
+    output_path: Option<String>,
+    /// Dump format: csv or db [default: csv].
+    #[arg(long, visible_alias = "data-format")]
+    format: Option<String>,
+    /// Log level: debug, info, warning, error [default: info].
+    #[arg(long = "log-level")]
+    log_level: Option<String>,
+    /// Quiet: log level error and no summary.
+    #[arg(short, long)]
+    quiet: bool,
+    /// Verbose: log level debug.
+    #[arg(short, long)]
+    verbose: bool,
+    /// immediate, or deferred (record only between memscope_start() and memscope_stop()).
+    #[arg(long = "collect-mode")]
+    collect_mode: Option<String>,
+    /// Built-in adapters: mstx,pta,mindspore,atb,hal,acl,host [default: all but host].
+    #[arg(long)]
+    adapters: Option<String>,
+    /// A third-party adapter library (repeatable).
+    #[arg(long = "adapter-path")]
+    adapter_path: Vec<String>,
+    /// config.json with the same keys as these options (flags win).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Ops of idleness for the temporary_idleness rule [default: 3000].
+    #[arg(long = "idle-threshold")]
+    idle_threshold: Option<u64>,
+    /// The job and its arguments.
+    #[arg(value_name = "PROGRAM", num_args = 0..)]
+    program: Vec<String>,
+}
+
+fn usage_error(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("memscope: {msg}");
+    ExitCode::from(2)
+}
+
+fn configure(a: &RunArgs) -> Result<RunConfig, String> {
+    let flags = RawOptions {
+        events: a.events.clone(),
+        level: a.level.clone(),
+        call_stack: a.call_stack.clone(),
+        analysis: a.analysis.clone(),
+        steps: a.steps.clone(),
+        device: a.device.clone(),
+        output_path: a.output_path.clone(),
+        format: a.format.clone(),
+        log_level: a.log_level.clone(),
+        collect_mode: a.collect_mode.clone(),
+        adapters: a.adapters.clone(),
+        adapter_paths: a.adapter_path.clone(),
+        idle_threshold: a.idle_threshold,
+    };
+    let raw = match &a.config {
+        Some(p) => RawOptions::from_file(p).map_err(|e| e.0)?.overlay(flags),
+        None => flags,
+    };
+    let explicit_level = raw.log_level.is_some();
+    let cwd = std::env::current_dir().map_err(|e| format!("current directory: {e}"))?;
+    let mut cfg = raw.validate(&cwd).map_err(|e| e.0)?;
+    if !explicit_level {
+        if a.verbose {
+            cfg.log_level = LogLevel::Debug;
+        } else if a.quiet {
+            cfg.log_level = LogLevel::Error;
+        }
+    }
+    Ok(cfg)
+}
+
+/// Finds `libmemscope_probe.so`: `$MEMSCOPE_PROBE_PATH`, then next to the `memscope`
+/// executable, then `../lib/` (an installed layout), then the parent directory (cargo puts
+/// test binaries in `target/<profile>/deps`).
+///
+/// # Errors
+/// A one-line message naming where it looked.
+pub fn find_probe() -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os("MEMSCOPE_PROBE_PATH") {
+        let p = PathBuf::from(p);
+        return if p.is_file() { Ok(p) } else { Err(format!("MEMSCOPE_PROBE_PATH={}: no such file", p.display())) };
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("cannot locate the memscope executable: {e}"))?;
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    let name = "libmemscope_probe.so";
+    let candidates = [dir.join(name), dir.join("../lib").join(name), dir.join("..").join(name)];
+    candidates.iter().find(|p| p.is_file()).cloned().ok_or_else(|| {
+        format!(
+            "preload library {name} not found next to {} (build the workspace with `cargo build --workspace`, or set MEMSCOPE_PROBE_PATH)",
+            exe.display()
+        )
+    })
+}
+
+fn resolve_program(p: &str) -> Option<PathBuf> {
+    if p.contains('/') {
+        let path = PathBuf::from(p);
+        return path.is_file().then_some(path);
+    }
+    std::env::var_os("PATH")
+        .map(|paths| std::env::split_paths(&paths).map(|d| d.join(p)).find(|c| c.is_file()))
+        .unwrap_or(None)
+}
+
+fn visible_devices() -> Vec<u32> {
+    std::env::var("ASCEND_RT_VISIBLE_DEVICES")
+        .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .unwrap_or_default()
+}
+
+/// Runs `memscope run`.
+pub fn run(a: RunArgs) -> ExitCode {
+    let cfg = match configure(&a) {
+        Ok(c) => c,
+        Err(e) => return usage_error(e),
+    };
+    let Some(program) = a.program.first() else {
+        return usage_error("no program given (usage: memscope run [OPTIONS] [--] PROGRAM [ARGS]...)");
+    };
+    if resolve_program(program).is_none() {
+        return usage_error(format!("program {program:?} not found"));
+    }
+    let probe = match find_probe() {
+        Ok(p) => p,
+        Err(e) => return usage_error(e),
+    };
+    for p in &cfg.adapter_paths {
+        if let Err(e) = crate::plugin_check::check(p) {
+            return usage_error(e);
+        }
+    }
+    if let Err(e) = memscope_core::layout::create_dir_0750(&cfg.output_path) {
+        return usage_error(format!("--output-path {}: {e}", cfg.output_path.display()));
+    }
+    let spool = cfg.output_path.join(format!(".memscope_spool_{}", std::process::id()));
+    if let Err(e) = memscope_core::layout::create_dir_0750(&spool) {
+        return usage_error(format!("--output-path {}: cannot create {}: {e}", cfg.output_path.display(), spool.display()));
+    }
+    let quiet = a.quiet;
+    let code = launch_and_collect(&cfg, &probe, &spool, &a.program, quiet, analysis_factory());
+    if let Err(e) = std::fs::remove_dir_all(&spool) {
+        eprintln!("memscope: cannot remove spool {}: {e}", spool.display());
+    }
+    code
+}
+
+fn analysis_factory() -> AnalysisFactory {
+    Arc::new(|_cfg: &RunConfig| Vec::new())
+}
+
+fn preload_value(probe: &Path, cfg: &RunConfig) -> String {
+    let mut parts: Vec<String> = vec![probe.display().to_string()];
+    parts.extend(cfg.adapter_paths.iter().map(|p| p.display().to_string()));
+    if let Ok(old) = std::env::var("LD_PRELOAD") {
+        if !old.is_empty() {
+            parts.push(old);
+        }
+    }
+    parts.join(":")
+}
+
+fn launch_and_collect(
+    cfg: &RunConfig,
+    probe: &Path,
+    spool: &Path,
+    argv: &[String],
+    quiet: bool,
+    analyses: AnalysisFactory,
+) -> ExitCode {
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .env("LD_PRELOAD", preload_value(probe, cfg))
+        .env(env::ENV_SPOOL, spool)
+        .env(env::ENV_ADAPTERS, cfg.adapter_mask().to_string())
+        .env(env::ENV_COLLECT_MODE, match cfg.collect_mode {
+            memscope_core::config::CollectMode::Immediate => "immediate",
+            memscope_core::config::CollectMode::Deferred => "deferred",
+        })
+        .env(env::ENV_C_STACK, cfg.call_stack.c.unwrap_or(0).to_string())
+        .env("MSTX_INJECTION_PATH", probe);
+    if !cfg.adapter_paths.is_empty() {
+        let joined: Vec<String> = cfg.adapter_paths.iter().map(|p| p.display().to_string()).collect();
+        cmd.env(env::ENV_PLUGINS, joined.join(":"));
+    }
+    let signals = Arc::new(AtomicUsize::new(0));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
+        let flag = signals.clone();
+        let _ = signal_hook::flag::register_usize(sig, flag, sig as usize);
+    }
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return usage_error(format!("cannot run {:?}: {e}", argv[0])),
+    };
+    let child_pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let mut collector = Collector::new(spool.to_path_buf(), Arc::new(cfg.clone()), visible_devices(), analyses);
+    let mut status = None;
+    let mut last_flush = Instant::now();
+    let mut exited_at: Option<Instant> = None;
+    loop {
+        let progressed = collector.poll();
+        let sig = signals.swap(0, Ordering::Relaxed);
+        if sig != 0 && status.is_none() {
+            if let Ok(s) = nix::sys::signal::Signal::try_from(sig as i32) {
+                let _ = nix::sys::signal::kill(child_pid, s);
+            }
+        }
+        if status.is_none() {
+            match child.try_wait() {
+                Ok(Some(s)) => {
+                    status = Some(s);
+                    exited_at = Some(Instant::now());
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    eprintln!("memscope: waiting for the job: {e}");
+                    break;
+                }
+            }
+        }
+        if let Some(t) = exited_at {
+            if collector.live_processes() == 0 {
+                break;
+            }
+            if t.elapsed() > Duration::from_secs(5) {
+                eprintln!(
+                    "memscope: {} process(es) of the job still running 5 s after it exited; writing what they recorded so far",
+                    collector.live_processes()
+                );
+                break;
+            }
+        }
+        if last_flush.elapsed() > Duration::from_millis(500) {
+            collector.flush();
+            last_flush = Instant::now();
+        }
+        if !progressed {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    let summaries = collector.finish();
+    let code = match status {
+        Some(s) => {
+            use std::os::unix::process::ExitStatusExt;
+            match (s.code(), s.signal()) {
+                (Some(c), _) => c,
+                (None, Some(sig)) => 128 + sig,
+                _ => 1,
+            }
+        }
+        None => 1,
+    };
+    if !quiet {
+        crate::summary::print(&summaries, code);
+    }
+    ExitCode::from(code.clamp(0, 255) as u8)
+}

@@ -1,0 +1,28 @@
+//! The end-of-run summary: per process, events per kind, drops, output paths and the report
+//! sections of the layers (analyses, dump files). Printed to stderr so the job's stdout stays
+//! its own.
+
+use crate::collector::process::ProcessSummary;
+
+/// Prints the summary of a run whose job exited with `code`.
+pub fn print(procs: &[ProcessSummary], code: i32) {
+    eprintln!("memscope: job exited with code {code}; {} process(es) traced", procs.len());
+    for p in procs {
+        let total: u64 = p.counts.values().sum();
+        let kinds: Vec<String> = p.counts.iter().map(|(k, n)| format!("{} {n}", k.as_str())).collect();
+        eprintln!(
+            "memscope: pid {} ({}): {total} events{}{}",
+            p.pid,
+            if p.exe.is_empty() { "?" } else { &p.exe },
+            if kinds.is_empty() { String::new() } else { format!(" ({})", kinds.join(", ")) },
+            if p.dropped > 0 { format!(", {} DROPPED", p.dropped) } else { ", 0 dropped".into() },
+        );
+        eprintln!("  output: {}", p.project_dir.display());
+        for sec in &p.report {
+            eprintln!("  {}:", sec.title);
+            for l in &sec.lines {
+                eprintln!("    {l}");
+            }
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Dump-file readers (being written).
