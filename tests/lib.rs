@@ -1,1 +1,214 @@
-//! Shared helpers of the integration tests.
+//! Shared helpers of the integration tests: locate the built `memscope` binary, the probe and
+//! the sim-npu stand-ins, compile small C programs, run jobs under `memscope run`, and read the
+//! dumps back with independent readers (the `csv` crate, SQLite).
+//!
+//! The binaries come from `cargo build --workspace` (the README's test command runs it first).
+#![forbid(unsafe_code)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// Repository root.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
+}
+
+/// `target/<profile>` of the running test binary (`target/<profile>/deps/<test>`).
+pub fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    exe.parent().and_then(Path::parent).expect("target/<profile>").to_path_buf()
+}
+
+fn built(name: &str) -> PathBuf {
+    let p = profile_dir().join(name);
+    assert!(
+        p.is_file(),
+        "{} is missing: build the workspace first (`cargo build --workspace`), as the README's test command does",
+        p.display()
+    );
+    p
+}
+
+/// The `memscope` executable.
+pub fn memscope_bin() -> PathBuf {
+    built("memscope")
+}
+
+/// The preload library.
+pub fn probe_lib() -> PathBuf {
+    built("libmemscope_probe.so")
+}
+
+/// The sim-npu stand-in directory (`lib64/`, `atb/cxx_abi_*/lib/`).
+pub fn sim_npu_dir() -> PathBuf {
+    let d = profile_dir().join("sim-npu");
+    assert!(d.join("lib64").is_dir(), "{} is missing: build the workspace first", d.display());
+    d
+}
+
+/// Compiles C (or C++, by extension) sources into an executable or shared object under a
+/// per-test-binary cache directory, linking the msTX front end. `shared` builds a `.so`.
+/// Returns the output path. Panics with the compiler's output on failure.
+pub fn compile(sources: &[&Path], out_name: &str, extra: &[&str], shared: bool) -> PathBuf {
+    let out_dir = profile_dir().join("test-programs");
+    std::fs::create_dir_all(&out_dir).expect("create test-programs dir");
+    let out = out_dir.join(out_name);
+    let lib64 = sim_npu_dir().join("lib64");
+    let cpp = sources.iter().any(|s| s.extension().is_some_and(|e| e == "cpp" || e == "cc"));
+    let mut cmd = Command::new(if cpp { "c++" } else { "cc" });
+    cmd.args(["-O1", "-g", "-fno-omit-frame-pointer", "-Wall"])
+        .arg("-I")
+        .arg(repo_root().join("examples/sim-npu/csrc"))
+        .arg("-I")
+        .arg(repo_root().join("schemas"));
+    if shared {
+        cmd.args(["-shared", "-fPIC"]);
+    }
+    cmd.args(sources).arg("-o").arg(&out);
+    cmd.arg(format!("-L{}", lib64.display()))
+        .arg(format!("-Wl,-rpath,{}", lib64.display()))
+        .args(extra)
+        .args(["-lms_tools_ext", "-lpthread", "-ldl"]);
+    let o = cmd.output().expect("run the C compiler");
+    assert!(o.status.success(), "compiling {out_name} failed:\n{}", String::from_utf8_lossy(&o.stderr));
+    out
+}
+
+/// Compiles `tests/programs/<name>.c` into an executable named `<name>`.
+pub fn program(name: &str) -> PathBuf {
+    let src = repo_root().join("tests/programs").join(format!("{name}.c"));
+    compile(&[&src], name, &[], false)
+}
+
+/// The result of one `memscope run`.
+pub struct Run {
+    /// Exit status, stdout and stderr of `memscope`.
+    pub output: Output,
+    /// The output directory (kept until the value drops).
+    pub out: tempfile::TempDir,
+}
+
+impl Run {
+    /// `memscope`'s exit code.
+    pub fn code(&self) -> i32 {
+        self.output.status.code().unwrap_or(-1)
+    }
+    /// stdout as text.
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.output.stdout).into_owned()
+    }
+    /// stderr as text.
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.output.stderr).into_owned()
+    }
+    /// Every dump file (`memscope_dump_*.{csv,db}`) under the output directory, sorted.
+    pub fn dumps(&self, ext: &str) -> Vec<PathBuf> {
+        let mut v = Vec::new();
+        walk(self.out.path(), &mut |p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if name.starts_with("memscope_dump_") && name.ends_with(ext) {
+                v.push(p.to_path_buf());
+            }
+        });
+        v.sort();
+        v
+    }
+    /// Every row of every CSV dump.
+    pub fn rows(&self) -> Vec<Row> {
+        self.dumps(".csv").iter().flat_map(|p| read_csv(p)).collect()
+    }
+}
+
+/// Calls `f` for every file under `dir`, recursively.
+pub fn walk(dir: &Path, f: &mut dyn FnMut(&Path)) {
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, f);
+            } else {
+                f(&p);
+            }
+        }
+    }
+}
+
+/// Runs `memscope run <args> -- <program...>` with `-o <tempdir>` and extra environment.
+pub fn memscope_run(args: &[&str], program: &[&str], envs: &[(&str, &str)]) -> Run {
+    let out = tempfile::tempdir().expect("tempdir");
+    let mut cmd = Command::new(memscope_bin());
+    cmd.arg("run").arg("-o").arg(out.path()).args(args).arg("--").args(program);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let output = cmd.output().expect("run memscope");
+    Run { output, out }
+}
+
+/// One dump row, by header name.
+pub type Row = HashMap<String, String>;
+
+/// Reads a CSV dump with the `csv` crate (RFC 4180), checking the header.
+pub fn read_csv(path: &Path) -> Vec<Row> {
+    let mut r = csv::Reader::from_path(path).expect("open csv");
+    let header: Vec<String> = r.headers().expect("header").iter().map(str::to_owned).collect();
+    assert_eq!(
+        header.join(","),
+        "ID,Event,Event Type,Name,Timestamp(ns),Process Id,Thread Id,Device Id,Ptr,Attr,Call Stack(Python),Call Stack(C)"
+    );
+    r.records()
+        .map(|rec| {
+            let rec = rec.expect("csv record");
+            header.iter().cloned().zip(rec.iter().map(str::to_owned)).collect()
+        })
+        .collect()
+}
+
+/// Reads a `.db` dump (table `memscope_dump`) into rows keyed like the CSV header; Attr is
+/// converted from JSON to the CSV `{k:v,...}` text so rows compare equal.
+pub fn read_db(path: &Path) -> Vec<Row> {
+    let conn = rusqlite::Connection::open(path).expect("open db");
+    let mut st = conn.prepare("SELECT * FROM memscope_dump ORDER BY ID").expect("select");
+    let names: Vec<String> = st.column_names().into_iter().map(str::to_owned).collect();
+    let rows = st
+        .query_map([], |r| {
+            let mut m = Row::new();
+            for (i, n) in names.iter().enumerate() {
+                let v: rusqlite::types::Value = r.get(i)?;
+                let s = match v {
+                    rusqlite::types::Value::Null => String::new(),
+                    rusqlite::types::Value::Integer(i) => i.to_string(),
+                    rusqlite::types::Value::Real(f) => f.to_string(),
+                    rusqlite::types::Value::Text(t) => t,
+                    rusqlite::types::Value::Blob(_) => "<blob>".into(),
+                };
+                m.insert(n.clone(), s);
+            }
+            Ok(m)
+        })
+        .expect("query");
+    rows.map(|r| {
+        let mut r = r.expect("row");
+        let attr = r.get("Attr").cloned().unwrap_or_default();
+        let pairs = memscope_core::attr_text::parse_attr(&attr);
+        let text = if pairs.is_empty() {
+            String::new()
+        } else {
+            format!("{{{}}}", pairs.iter().map(|(k, v)| format!("{k}:{v}")).collect::<Vec<_>>().join(","))
+        };
+        r.insert("Attr".into(), text);
+        r
+    })
+    .collect()
+}
+
+/// The Attr pairs of a row.
+pub fn attrs(row: &Row) -> HashMap<String, String> {
+    memscope_core::attr_text::parse_attr(&row["Attr"]).into_iter().collect()
+}
+
+/// Rows whose `Event` and `Event Type` match.
+pub fn select<'a>(rows: &'a [Row], event: &str, event_type: &str) -> Vec<&'a Row> {
+    rows.iter().filter(|r| r["Event"] == event && r["Event Type"] == event_type).collect()
+}

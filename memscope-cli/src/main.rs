@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 mod adapters_cmd;
+mod builtin;
 mod collector;
 mod logfile;
 mod plugin_check;

@@ -90,6 +90,9 @@ pub struct TypeCtx {
     owners: std::collections::HashMap<u32, Vec<String>>,
     /// Per-thread current device (set by the ACL adapter's `aclrtSetDevice`).
     current_device: std::collections::HashMap<u32, u32>,
+    /// Warnings for the process log (double frees, unknown pointers, …), drained by the
+    /// collector.
+    warnings: Vec<String>,
 }
 
 impl TypeCtx {
@@ -131,6 +134,21 @@ impl TypeCtx {
     /// Sets thread `tid`'s current (physical) device.
     pub fn set_current_device(&mut self, tid: u32, device: u32) {
         self.current_device.insert(tid, device);
+    }
+
+    /// Queues a warning for the process log (at most 1000 are kept between drains; the rest
+    /// are counted in a final line).
+    pub fn warn(&mut self, msg: String) {
+        if self.warnings.len() < 1000 {
+            self.warnings.push(msg);
+        } else if self.warnings.len() == 1000 {
+            self.warnings.push("more warnings suppressed".to_owned());
+        }
+    }
+
+    /// Takes the queued warnings.
+    pub fn take_warnings(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.warnings)
     }
 
     /// Thread `tid`'s current (physical) device, if one was set.

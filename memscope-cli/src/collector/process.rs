@@ -166,6 +166,9 @@ impl ProcessState {
                 self.emit(ev);
             }
         }
+        for w in self.ctx.take_warnings() {
+            self.log.warn(&w);
+        }
     }
 
     fn emit(&mut self, mut ev: Event) {
@@ -232,8 +235,4 @@ impl ProcessState {
         self.summary
     }
 
-    /// Process id.
-    pub fn pid(&self) -> u32 {
-        self.summary.pid
-    }
 }

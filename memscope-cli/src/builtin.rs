@@ -1,0 +1,4 @@
+//! Links every built-in adapter crate so its `inventory::submit!` registration is kept
+//! (design notes §5: a crate only listed in Cargo.toml is not linked).
+
+use memscope_adapter_mstx as _;
