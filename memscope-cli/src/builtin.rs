@@ -2,3 +2,6 @@
 //! (design notes §5: a crate only listed in Cargo.toml is not linked).
 
 use memscope_adapter_mstx as _;
+use memscope_adapter_pta as _;
+use memscope_adapter_mindspore as _;
+use memscope_adapter_atb as _;

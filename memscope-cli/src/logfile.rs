@@ -6,38 +6,56 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// A log file (or none, when it could not be created: logging never stops collection).
+/// Lines kept before the log file exists.
+const PENDING_CAP: usize = 1000;
+
+/// A log file, created only when its process produces output (a job's helper processes that
+/// record nothing leave no directory behind). Logging never stops collection: a log that cannot
+/// be created is skipped.
 pub struct LogFile {
     file: Option<File>,
     path: PathBuf,
     level: LogLevel,
+    pending: Vec<String>,
 }
 
 impl LogFile {
-    /// Creates the log at `path` (mode 0600, parents 0750).
-    pub fn create(path: &Path, level: LogLevel) -> LogFile {
-        let file = path
+    /// A log at `path`, not created yet.
+    pub fn new(path: &Path, level: LogLevel) -> LogFile {
+        LogFile { file: None, path: path.to_path_buf(), level, pending: Vec::new() }
+    }
+
+    /// Creates the file (mode 0600, parents 0750) and writes the lines logged so far.
+    pub fn open(&mut self) {
+        if self.file.is_some() {
+            return;
+        }
+        self.file = self
+            .path
             .parent()
             .map(memscope_core::layout::create_dir_0750)
             .transpose()
             .ok()
-            .and_then(|_| memscope_core::layout::create_new_0600(path).ok())
+            .and_then(|_| memscope_core::layout::create_new_0600(&self.path).ok())
             .map(|(f, _)| f);
-        LogFile { file, path: path.to_path_buf(), level }
-    }
-
-    /// Path of the log.
-    pub fn path(&self) -> &Path {
-        &self.path
+        if let Some(f) = &mut self.file {
+            for l in self.pending.drain(..) {
+                let _ = writeln!(f, "{l}");
+            }
+        }
     }
 
     fn line(&mut self, level: LogLevel, tag: &str, msg: &str) {
         if level < self.level {
             return;
         }
-        if let Some(f) = &mut self.file {
-            let now = chrono::Local::now().format("%Y-%m-%d %H:%M:%S");
-            let _ = writeln!(f, "{now} {tag} {msg}");
+        let now = chrono::Local::now().format("%Y-%m-%d %H:%M:%S");
+        match &mut self.file {
+            Some(f) => {
+                let _ = writeln!(f, "{now} {tag} {msg}");
+            }
+            None if self.pending.len() < PENDING_CAP => self.pending.push(format!("{now} {tag} {msg}")),
+            None => {}
         }
     }
 

@@ -6,8 +6,13 @@ use crate::collector::process::ProcessSummary;
 
 /// Prints the summary of a run whose job exited with `code`.
 pub fn print(procs: &[ProcessSummary], code: i32) {
-    eprintln!("memscope: job exited with code {code}; {} process(es) traced", procs.len());
-    for p in procs {
+    let (active, idle): (Vec<_>, Vec<_>) = procs.iter().partition(|p| !p.counts.is_empty());
+    eprintln!(
+        "memscope: job exited with code {code}; {} process(es) recorded events{}",
+        active.len(),
+        if idle.is_empty() { String::new() } else { format!(", {} recorded none", idle.len()) }
+    );
+    for p in active {
         let total: u64 = p.counts.values().sum();
         let kinds: Vec<String> = p.counts.iter().map(|(k, n)| format!("{} {n}", k.as_str())).collect();
         eprintln!(

@@ -124,14 +124,7 @@ impl Collector {
     fn new_process(&self, h: &stream::StreamHeader, r: StreamReader) -> Result<ProcessState, BusError> {
         let ts = layout::timestamp_name(h.start_ns);
         let project = layout::project_dir(&self.cfg.output_path, h.pid, &ts);
-        let io = |path: &Path, e: std::io::Error| BusError::Io { path: path.display().to_string(), source: e };
-        layout::create_dir_0750(&project).map_err(|e| io(&project, e))?;
-        let cfg_path = project.join("config.json");
-        if let Ok((mut f, _)) = layout::create_new_0600(&cfg_path) {
-            let text = serde_json::to_string_pretty(&*self.cfg).unwrap_or_default();
-            std::io::Write::write_all(&mut f, text.as_bytes()).map_err(|e| io(&cfg_path, e))?;
-        }
-        let mut log = LogFile::create(&layout::log_path(&project, &ts), self.cfg.log_level);
+        let mut log = LogFile::new(&layout::log_path(&project, &ts), self.cfg.log_level);
         log.info(&format!("tracing pid {} (parent {}): {}", h.pid, h.ppid, h.exe));
         let mut layers: Vec<Box<dyn Layer>> = vec![Box::new(layers::CollectFilter::new(&self.cfg))];
         layers.extend((self.analyses)(&self.cfg));
@@ -148,6 +141,7 @@ impl Collector {
             ctx,
             Bus::new(Some(h.pid), layers),
             log,
+            serde_json::to_string_pretty(&*self.cfg).unwrap_or_default(),
         ))
     }
 

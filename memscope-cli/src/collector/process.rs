@@ -64,6 +64,7 @@ pub struct ProcessState {
     log: LogFile,
     summary: ProcessSummary,
     failed: Option<String>,
+    config_json: String,
 }
 
 impl ProcessState {
@@ -77,6 +78,7 @@ impl ProcessState {
         ctx: TypeCtx,
         bus: Bus,
         log: LogFile,
+        config_json: String,
     ) -> ProcessState {
         ProcessState {
             streams: vec![first],
@@ -91,6 +93,7 @@ impl ProcessState {
             log,
             summary: ProcessSummary { pid, project_dir, exe, ..ProcessSummary::default() },
             failed: None,
+            config_json,
         }
     }
 
@@ -171,9 +174,29 @@ impl ProcessState {
         }
     }
 
+    /// Creates the process's directory, config.json and log on its first event.
+    fn materialize(&mut self) -> Result<(), String> {
+        let dir = &self.summary.project_dir;
+        memscope_core::layout::create_dir_0750(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let cfg = dir.join("config.json");
+        if let Ok((mut f, _)) = memscope_core::layout::create_new_0600(&cfg) {
+            std::io::Write::write_all(&mut f, self.config_json.as_bytes())
+                .map_err(|e| format!("cannot write {}: {e}", cfg.display()))?;
+        }
+        self.log.open();
+        Ok(())
+    }
+
     fn emit(&mut self, mut ev: Event) {
         if self.failed.is_some() {
             return;
+        }
+        if self.next_id == 0 {
+            if let Err(e) = self.materialize() {
+                eprintln!("memscope: pid {}: {e}", self.summary.pid);
+                self.failed = Some(e);
+                return;
+            }
         }
         ev.id = self.next_id;
         self.next_id += 1;
