@@ -54,6 +54,11 @@ pub fn compile(sources: &[&Path], out_name: &str, extra: &[&str], shared: bool) 
     let out_dir = profile_dir().join("test-programs");
     std::fs::create_dir_all(&out_dir).expect("create test-programs dir");
     let out = out_dir.join(out_name);
+    // Compile to a private name and rename: tests in parallel (threads and test binaries) may
+    // build the same program while another runs it ("Text file busy" on an in-place write).
+    static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = out_dir.join(format!(".{out_name}.{}.{seq}", std::process::id()));
     let lib64 = sim_npu_dir().join("lib64");
     let cpp = sources.iter().any(|s| s.extension().is_some_and(|e| e == "cpp" || e == "cc"));
     let mut cmd = Command::new(if cpp { "c++" } else { "cc" });
@@ -65,13 +70,14 @@ pub fn compile(sources: &[&Path], out_name: &str, extra: &[&str], shared: bool) 
     if shared {
         cmd.args(["-shared", "-fPIC"]);
     }
-    cmd.args(sources).arg("-o").arg(&out);
+    cmd.args(sources).arg("-o").arg(&tmp);
     cmd.arg(format!("-L{}", lib64.display()))
         .arg(format!("-Wl,-rpath,{}", lib64.display()))
         .args(extra)
         .args(["-lms_tools_ext", "-lpthread", "-ldl"]);
     let o = cmd.output().expect("run the C compiler");
     assert!(o.status.success(), "compiling {out_name} failed:\n{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::rename(&tmp, &out).expect("move the compiled program in place");
     out
 }
 

@@ -1,1 +1,302 @@
-//! `memscope compare` and `memscope analyze` (being written).
+//! `memscope compare` and `memscope analyze {leaks,inefficient,decompose,gap}`: offline
+//! analyses of dump files (CSV or `.db`, memscope's or msMemScope's).
+//!
+//! Every error is one line that names the input or output at fault; `main` prints it as
+//! `memscope: <error>` and exits 2.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+
+use memscope_core::analysis::compare::{self, Level};
+use memscope_core::analysis::decompose::{write_decompose_csv, DecomposeLayer};
+use memscope_core::analysis::gap::GapLayer;
+use memscope_core::analysis::inefficient_layer::InefficientLayer;
+use memscope_core::analysis::leak_range::RangeLeakLayer;
+use memscope_core::analysis::leaks::LeakLayer;
+use memscope_core::analysis::offline::run_layers;
+use memscope_core::analysis::{parse_types, IneffConfig};
+use memscope_core::bus::{Layer, ReportSection};
+use memscope_core::event::Inefficiency;
+use memscope_core::reader::{DumpFile, ReadOptions};
+
+#[path = "analyze/annotate.rs"]
+mod annotate;
+#[path = "analyze/progress.rs"]
+mod progress;
+
+/// `--level` of `memscope compare`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LevelArg {
+    /// ATEN/ATB operator START…END pairs.
+    Op,
+    /// Kernel launches (each until the next launch on its device).
+    Kernel,
+}
+
+/// `memscope compare BASE COMPARE [--level op|kernel] [-o DIR]`.
+#[derive(Clone, Debug, Args)]
+pub struct CompareArgs {
+    /// Base dump (memscope_dump_*.csv or .db).
+    pub base: PathBuf,
+    /// Dump compared with the base.
+    pub compare: PathBuf,
+    /// What is aligned: operators or kernels.
+    #[arg(long, value_enum, default_value_t = LevelArg::Op)]
+    pub level: LevelArg,
+    /// Output folder; the result goes to DIR/compare/memory_compare_{ts}.csv.
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "DIR",
+        default_value = "memscopeDumpResults"
+    )]
+    pub output: PathBuf,
+}
+
+/// `memscope analyze leaks FILE [--mstx-info MSG [--start-index N]]`.
+#[derive(Clone, Debug, Args)]
+pub struct LeaksArgs {
+    /// Dump to analyse.
+    pub file: PathBuf,
+    /// HAL leak check in the range given by the msTX marks with this exact message
+    /// (msMemScope's check_leaks) instead of the step-based check.
+    #[arg(long = "mstx-info", value_name = "MSG")]
+    pub mstx_info: Option<String>,
+    /// Index of the mark that opens the range (marks N, N+1, N+2 are used).
+    #[arg(
+        long = "start-index",
+        value_name = "N",
+        default_value_t = 0,
+        requires = "mstx_info"
+    )]
+    pub start_index: usize,
+}
+
+/// `memscope analyze inefficient FILE [--mem-size BYTES] [--types t1,t2] [--idle-threshold N]`.
+#[derive(Clone, Debug, Args)]
+pub struct InefficientArgs {
+    /// Dump to analyse; an annotated copy is written next to it.
+    pub file: PathBuf,
+    /// Only report blocks of at least this many bytes.
+    #[arg(long = "mem-size", value_name = "BYTES", default_value_t = 0)]
+    pub mem_size: u64,
+    /// Types to report: early_allocation, late_deallocation, temporary_idleness (default all).
+    #[arg(long, value_name = "T1,T2")]
+    pub types: Option<String>,
+    /// Ops between two uses of a block above which it counts as temporarily idle.
+    #[arg(long = "idle-threshold", value_name = "N", default_value_t = 3000)]
+    pub idle_threshold: u64,
+}
+
+/// `memscope analyze decompose FILE [-o DIR]`.
+#[derive(Clone, Debug, Args)]
+pub struct DecomposeArgs {
+    /// Dump to analyse.
+    pub file: PathBuf,
+    /// Output folder of decompose_{ts}.csv.
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "DIR",
+        default_value = "memscopeDumpResults"
+    )]
+    pub output: PathBuf,
+}
+
+/// `memscope analyze gap FILE`.
+#[derive(Clone, Debug, Args)]
+pub struct GapArgs {
+    /// Dump to analyse.
+    pub file: PathBuf,
+}
+
+/// `memscope analyze ...`.
+#[derive(Clone, Debug, Subcommand)]
+pub enum AnalyzeCmd {
+    /// Memory-pool leaks by step and HAL memory live at exit (or HAL leaks in an msTX range).
+    Leaks(LeaksArgs),
+    /// early_allocation, late_deallocation and temporary_idleness blocks; writes an annotated copy.
+    Inefficient(InefficientArgs),
+    /// Bytes per owner chain per device, at the peak and at the end.
+    Decompose(DecomposeArgs),
+    /// Min/max pool usage per step and the largest and smallest ratio.
+    Gap(GapArgs),
+}
+
+fn open(path: &Path) -> Result<DumpFile> {
+    DumpFile::open(path).map_err(|e| anyhow!("{e}"))
+}
+
+fn print_sections(sections: &[ReportSection]) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    for s in sections {
+        // a closed pipe (`| head`) is not an error of the analysis
+        if writeln!(out, "==== {} ====", s.title).is_err() {
+            return;
+        }
+        for l in &s.lines {
+            if writeln!(out, "{l}").is_err() {
+                return;
+            }
+        }
+    }
+}
+
+fn run_offline(
+    file: &DumpFile,
+    make: &mut dyn FnMut() -> Vec<Box<dyn Layer>>,
+) -> Result<Vec<ReportSection>> {
+    let mut opts = ReadOptions {
+        progress: Some(progress::bar(file.name())),
+        ..ReadOptions::default()
+    };
+    let (sections, _) = run_layers(file, &mut opts, make).map_err(|e| anyhow!("{e}"))?;
+    Ok(sections)
+}
+
+/// Runs `memscope compare`.
+///
+/// # Errors
+/// An unreadable or malformed input, or an output that cannot be written.
+pub fn run_compare(args: &CompareArgs) -> Result<()> {
+    let level = match args.level {
+        LevelArg::Op => Level::Op,
+        LevelArg::Kernel => Level::Kernel,
+    };
+    let base = open(&args.base)?;
+    let cmp = open(&args.compare)?;
+    let mut bo = ReadOptions {
+        progress: Some(progress::bar(base.name())),
+        ..ReadOptions::default()
+    };
+    let b = compare::collect(&base, level, &mut bo).map_err(|e| anyhow!("{e}"))?;
+    let mut co = ReadOptions {
+        progress: Some(progress::bar(cmp.name())),
+        ..ReadOptions::default()
+    };
+    let c = compare::collect(&cmp, level, &mut co).map_err(|e| anyhow!("{e}"))?;
+    let res = compare::compare(&b, &c, level);
+    if res.rows.is_empty() {
+        return Err(anyhow!(
+            "{} and {}: no {} rows on any device; nothing to compare",
+            base.name(),
+            cmp.name(),
+            if level == Level::Op {
+                "ATEN/ATB START/END"
+            } else {
+                "KERNEL_LAUNCH"
+            }
+        ));
+    }
+    for n in &res.notes {
+        eprintln!("memscope: note: {n}");
+    }
+    let path = compare::write_compare_csv(&args.output, &res.rows)
+        .with_context(|| format!("cannot write {}", args.output.join("compare").display()))?;
+    let matched = res
+        .rows
+        .iter()
+        .filter(|r| r.base.is_some() && r.compare.is_some())
+        .count();
+    println!(
+        "memory compare: {} row(s) ({} matched, {} base only, {} compare only) written to {}",
+        res.rows.len(),
+        matched,
+        res.rows.iter().filter(|r| r.compare.is_none()).count(),
+        res.rows.iter().filter(|r| r.base.is_none()).count(),
+        path.display()
+    );
+    Ok(())
+}
+
+/// Runs `memscope analyze ...`.
+///
+/// # Errors
+/// An unreadable or malformed input, or an output that cannot be written.
+pub fn run_analyze(cmd: &AnalyzeCmd) -> Result<()> {
+    match cmd {
+        AnalyzeCmd::Leaks(a) => {
+            let file = open(&a.file)?;
+            let sections = match &a.mstx_info {
+                Some(msg) => run_offline(&file, &mut || {
+                    vec![Box::new(RangeLeakLayer::new(msg, a.start_index))]
+                })?,
+                None => run_offline(&file, &mut || vec![Box::new(LeakLayer::new())])?,
+            };
+            print_sections(&sections);
+        }
+        AnalyzeCmd::Inefficient(a) => run_inefficient(a)?,
+        AnalyzeCmd::Decompose(a) => {
+            let file = open(&a.file)?;
+            let mut handles = Vec::new();
+            let sections = run_offline(&file, &mut || {
+                let (layer, h) = DecomposeLayer::collecting();
+                handles.push(h);
+                vec![Box::new(layer)]
+            })?;
+            print_sections(&sections);
+            let mut rows = Vec::new();
+            for h in handles {
+                rows.extend(
+                    h.lock()
+                        .map_err(|_| anyhow!("decompose analysis failed"))?
+                        .drain(..),
+                );
+            }
+            let path = write_decompose_csv(&a.output, &rows)
+                .with_context(|| format!("cannot write into {}", a.output.display()))?;
+            println!(
+                "decompose: {} row(s) written to {}",
+                rows.len(),
+                path.display()
+            );
+        }
+        AnalyzeCmd::Gap(a) => {
+            let file = open(&a.file)?;
+            print_sections(&run_offline(&file, &mut || {
+                vec![Box::new(GapLayer::new())]
+            })?);
+        }
+    }
+    Ok(())
+}
+
+fn run_inefficient(a: &InefficientArgs) -> Result<()> {
+    let types = match &a.types {
+        Some(t) => parse_types(t).map_err(|e| anyhow!("--types: {e}"))?,
+        None => Vec::new(),
+    };
+    let cfg = IneffConfig {
+        idle_threshold: a.idle_threshold,
+        mem_size: a.mem_size,
+        types,
+    };
+    let file = open(&a.file)?;
+    let mut handles = Vec::new();
+    let sections = run_offline(&file, &mut || {
+        let (layer, h) = InefficientLayer::collecting(cfg.clone());
+        handles.push(h);
+        vec![Box::new(layer)]
+    })?;
+    let mut found: HashMap<(Option<u32>, u64), Vec<Inefficiency>> = HashMap::new();
+    for h in handles {
+        let v = h
+            .lock()
+            .map_err(|_| anyhow!("inefficient analysis failed"))?;
+        for f in v.iter() {
+            found.insert((f.pid, f.malloc_id), f.types.clone());
+        }
+    }
+    print_sections(&sections);
+    let out = annotate::write_annotated(&file, &found)?;
+    println!(
+        "{} MALLOC row(s) annotated; annotated copy written to {}",
+        found.len(),
+        out.display()
+    );
+    Ok(())
+}

@@ -5,3 +5,6 @@ use memscope_adapter_mstx as _;
 use memscope_adapter_pta as _;
 use memscope_adapter_mindspore as _;
 use memscope_adapter_atb as _;
+use memscope_adapter_host as _;
+use memscope_adapter_hal as _;
+use memscope_adapter_acl as _;

@@ -154,8 +154,13 @@ pub fn run(a: RunArgs) -> ExitCode {
     let Some(program) = a.program.first() else {
         return usage_error("no program given (usage: memscope run [OPTIONS] [--] PROGRAM [ARGS]...)");
     };
-    if resolve_program(program).is_none() {
+    let Some(program_path) = resolve_program(program) else {
         return usage_error(format!("program {program:?} not found"));
+    };
+    // Statically linked programs (and, with HOST, programs with their own malloc) (issue 4).
+    let host = cfg.has_adapter(memscope_core::adapter::AdapterId::Host);
+    for w in memscope_adapter_host::preflight::warnings(&program_path, host) {
+        eprintln!("{w}");
     }
     let probe = match find_probe() {
         Ok(p) => p,
@@ -214,6 +219,7 @@ fn launch_and_collect(
             memscope_core::config::CollectMode::Deferred => "deferred",
         })
         .env(env::ENV_C_STACK, cfg.call_stack.c.unwrap_or(0).to_string())
+        .env(env::ENV_KERNEL_LAUNCH, if (cfg.events.launch || cfg.analysis.inefficient) && cfg.level.kernel { "1" } else { "0" }) // issue 5
         .env("MSTX_INJECTION_PATH", probe);
     if !cfg.adapter_paths.is_empty() {
         let joined: Vec<String> = cfg.adapter_paths.iter().map(|p| p.display().to_string()).collect();

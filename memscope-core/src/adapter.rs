@@ -93,6 +93,13 @@ pub struct TypeCtx {
     /// Warnings for the process log (double frees, unknown pointers, …), drained by the
     /// collector.
     warnings: Vec<String>,
+    /// Interned call stacks of the process (`StackDef` records): (image, id) → raw return
+    /// addresses, innermost first. Filled by the collector as it reads the streams, before the
+    /// records that use them are typed. Ids are per process image (each exec'd image of a pid
+    /// writes its own stream and numbers its stacks from 1).
+    stacks: std::collections::HashMap<(usize, u32), Vec<u64>>,
+    /// Image (stream index within the pid) of the record being typed.
+    image: usize,
 }
 
 impl TypeCtx {
@@ -149,6 +156,28 @@ impl TypeCtx {
     /// Takes the queued warnings.
     pub fn take_warnings(&mut self) -> Vec<String> {
         std::mem::take(&mut self.warnings)
+    }
+
+    /// Stores interned stack `id` of process image `image` (raw return addresses, innermost
+    /// first).
+    pub fn define_stack(&mut self, image: usize, id: u32, frames: Vec<u64>) {
+        self.stacks.insert((image, id), frames);
+    }
+
+    /// Interned stack `id` of the image of the record being typed, if its `StackDef` was seen.
+    pub fn stack(&self, id: u32) -> Option<&[u64]> {
+        self.stacks.get(&(self.image, id)).map(Vec::as_slice)
+    }
+
+    /// Sets the process image (stream index within the pid, from 0) of the record about to be
+    /// typed.
+    pub fn set_image(&mut self, image: usize) {
+        self.image = image;
+    }
+
+    /// The process image of the record being typed (stream index within the pid, from 0).
+    pub fn image(&self) -> usize {
+        self.image
     }
 
     /// Thread `tid`'s current (physical) device, if one was set.

@@ -11,132 +11,232 @@ use crate::event::{
 };
 use crate::owner::OwnerChain;
 
-/// Ordered key/value pairs of an event's Attr cell (empty when it has none).
-pub fn attr_pairs(ev: &Event) -> Vec<(String, String)> {
-    let mut v: Vec<(String, String)> = Vec::new();
-    let mut put = |k: &str, val: String| v.push((k.to_owned(), val));
+/// One Attr value, borrowed from the event (formatted only by the writer that needs it).
+#[derive(Clone, Copy, Debug)]
+pub enum AttrValue<'a> {
+    /// Decimal unsigned.
+    U(u64),
+    /// Decimal signed.
+    I(i64),
+    /// `0x%016x` address.
+    Addr(u64),
+    /// `0x%x` address.
+    Hex(u64),
+    /// Text as is.
+    S(&'a str),
+    /// `A@B@C`.
+    Owner(&'a OwnerChain),
+    /// Inefficiency classes joined with `,`.
+    Ineff(&'a [Inefficiency]),
+}
+
+impl AttrValue<'_> {
+    /// Appends the value's text to `out`.
+    pub fn write_to(&self, out: &mut String) {
+        use std::fmt::Write;
+        match *self {
+            AttrValue::U(v) => out.push_str(itoa::Buffer::new().format(v)),
+            AttrValue::I(v) => out.push_str(itoa::Buffer::new().format(v)),
+            AttrValue::Addr(v) => {
+                let _ = write!(out, "0x{v:016x}");
+            }
+            AttrValue::Hex(v) => {
+                let _ = write!(out, "0x{v:x}");
+            }
+            AttrValue::S(s) => out.push_str(s),
+            AttrValue::Owner(o) => {
+                let _ = write!(out, "{o}");
+            }
+            AttrValue::Ineff(t) => {
+                for (i, x) in t.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(x.as_str());
+                }
+            }
+        }
+    }
+}
+
+/// Calls `f` with each Attr key and value of `ev`, in msMemScope's order (behaviour spec §5.2).
+pub fn visit_attrs(ev: &Event, f: &mut dyn FnMut(&str, AttrValue<'_>)) {
+    use AttrValue::*;
     match &ev.attrs {
         Attrs::None => {}
         Attrs::Memory(m) => {
-            put("allocation_id", m.allocation_id.to_string());
-            put("addr", format!("0x{:016x}", m.addr));
-            put("size", m.size.to_string());
+            f("allocation_id", U(m.allocation_id));
+            f("addr", Addr(m.addr));
+            f("size", U(m.size));
             if m.pinned {
-                put("pinned", "true".into());
+                f("pinned", S("true"));
             }
             if let Some(u) = m.used {
-                put("used", u.to_string());
+                f("used", I(u));
             }
             if let Some(t) = m.total {
-                put("total", t.to_string());
+                f("total", I(t));
             }
             if let Some(p) = m.process_used {
-                put("process_used", p.to_string());
+                f("process_used", I(p));
             }
             if let Some(d) = m.device_used {
-                put("device_used", d.to_string());
+                f("device_used", I(d));
             }
             if m.shadow {
-                put("shadow", "true".into());
+                f("shadow", S("true"));
             }
             if let Some(o) = &m.owner {
-                put("owner", o.to_string());
+                f("owner", Owner(o));
             }
             if !m.inefficient.is_empty() {
-                let t: Vec<_> = m.inefficient.iter().map(|i| i.as_str()).collect();
-                put("inefficient", t.join(","));
+                f("inefficient", Ineff(&m.inefficient));
             }
             if let Some(p) = m.page_type {
-                put("page_type", p.as_str().into());
+                f("page_type", S(p.as_str()));
             }
             if let Some(a) = m.alloc_type {
-                put("alloc_type", a.as_str().into());
+                f("alloc_type", S(a.as_str()));
             }
             if let Some(mid) = m.module_id {
-                put("MID", mid.to_string());
+                f("MID", U(mid as u64));
             }
-            for (k, val) in &m.extra {
-                put(k, val.clone());
+            for (k, v) in &m.extra {
+                f(k, S(v));
             }
         }
         Attrs::Access(a) => {
             if let Some(id) = a.allocation_id {
-                put("allocation_id", id.to_string());
+                f("allocation_id", U(id));
             }
             if let Some(p) = ev.ptr {
-                put("addr", format!("0x{p:016x}"));
+                f("addr", Addr(p));
             }
             if let Some(s) = a.size {
-                put("size", s.to_string());
+                f("size", U(s));
             }
             if let Some(t) = &a.pool {
-                put("type", t.clone());
+                f("type", S(t));
             }
             if let Some(d) = &a.dtype {
-                put("dtype", d.clone());
+                f("dtype", S(d));
             }
-            if let Some(f) = &a.format {
-                put("format", f.clone());
+            if let Some(x) = &a.format {
+                f("format", S(x));
             }
-            if let Some(s) = &a.shape {
-                put("shape", s.clone());
+            if let Some(x) = &a.shape {
+                f("shape", S(x));
             }
-            for (k, val) in &a.extra {
-                put(k, val.clone());
+            for (k, v) in &a.extra {
+                f(k, S(v));
             }
         }
         Attrs::Launch(l) => {
             if let Some(p) = &l.path {
-                put("path", p.clone());
+                f("path", S(p));
             }
             if let Some(p) = l.workspace_ptr {
-                put("workspace ptr", format!("0x{p:x}"));
+                f("workspace ptr", Hex(p));
             }
             if let Some(s) = l.workspace_size {
-                put("workspace size", s.to_string());
+                f("workspace size", U(s));
             }
             if let Some(s) = l.stream_id {
-                put("streamId", s.to_string());
+                f("streamId", I(s));
             }
             if let Some(t) = l.task_id {
-                put("taskId", t.to_string());
+                f("taskId", I(t));
             }
-            for (k, val) in &l.extra {
-                put(k, val.clone());
+            for (k, v) in &l.extra {
+                f(k, S(v));
             }
         }
-        Attrs::Pairs(p) => v.extend(p.iter().cloned()),
+        Attrs::Pairs(p) => {
+            for (k, v) in p {
+                f(k, S(v));
+            }
+        }
     }
+}
+
+/// Ordered key/value pairs of an event's Attr cell (empty when it has none).
+pub fn attr_pairs(ev: &Event) -> Vec<(String, String)> {
+    let mut v = Vec::new();
+    visit_attrs(ev, &mut |k, val| {
+        let mut s = String::new();
+        val.write_to(&mut s);
+        v.push((k.to_owned(), s));
+    });
     v
 }
 
-/// The CSV Attr cell: `""` or `{k:v,...}` (the CSV writer adds RFC 4180 quoting).
+/// Appends the CSV Attr cell to `out`: nothing, or `{k:v,...}` (the CSV writer adds RFC 4180
+/// quoting).
+pub fn write_attr(ev: &Event, out: &mut String) {
+    let mut first = true;
+    visit_attrs(ev, &mut |k, v| {
+        out.push(if first { '{' } else { ',' });
+        first = false;
+        out.push_str(k);
+        out.push(':');
+        v.write_to(out);
+    });
+    if !first {
+        out.push('}');
+    }
+}
+
+/// The CSV Attr cell: `""` or `{k:v,...}`.
 pub fn format_attr(ev: &Event) -> String {
-    let pairs = attr_pairs(ev);
-    if pairs.is_empty() {
-        return String::new();
-    }
-    let mut s = String::with_capacity(64);
-    s.push('{');
-    for (i, (k, v)) in pairs.iter().enumerate() {
-        if i > 0 {
-            s.push(',');
-        }
-        s.push_str(k);
-        s.push(':');
-        s.push_str(v);
-    }
-    s.push('}');
+    let mut s = String::new();
+    write_attr(ev, &mut s);
     s
 }
 
-/// The SQLite Attr cell: a JSON object with every value a string; `{}` when empty.
+fn push_json_str(out: &mut String, s: &str) {
+    use std::fmt::Write;
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// Appends the SQLite Attr cell to `out`: a JSON object with every value a string; `{}` when
+/// empty (msMemScope's `.db` convention).
+pub fn write_attr_json(ev: &Event, out: &mut String) {
+    let mut val = String::new();
+    out.push('{');
+    let mut first = true;
+    visit_attrs(ev, &mut |k, v| {
+        if !first {
+            out.push(',');
+        }
+        first = false;
+        push_json_str(out, k);
+        out.push(':');
+        val.clear();
+        v.write_to(&mut val);
+        push_json_str(out, &val);
+    });
+    out.push('}');
+}
+
+/// The SQLite Attr cell as a new string.
 pub fn attr_json(ev: &Event) -> String {
-    let map: serde_json::Map<String, serde_json::Value> = attr_pairs(ev)
-        .into_iter()
-        .map(|(k, v)| (k, serde_json::Value::String(v)))
-        .collect();
-    serde_json::Value::Object(map).to_string()
+    let mut s = String::new();
+    write_attr_json(ev, &mut s);
+    s
 }
 
 fn looks_like_key(piece: &str) -> bool {

@@ -98,7 +98,15 @@ pub enum EventType {
     OomTrigger,
     OomRecentAlloc,
     OomTopAlloc,
+    /// A type named by a third-party adapter (plugin ABI), interned by [`EventType::custom`].
+    Custom(u16),
 }
+
+/// Names of custom (plugin) event types; leaked once each, at most [`MAX_CUSTOM_TYPES`].
+static CUSTOM_TYPES: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
+
+/// Distinct plugin event types kept; later ones are all spelled `PLUGIN`.
+pub const MAX_CUSTOM_TYPES: usize = 4096;
 
 impl EventType {
     const TABLE: [(EventType, &'static str, EventKind); 30] = [
@@ -134,21 +142,57 @@ impl EventType {
         (EventType::OomTopAlloc, "OOM_TOP_ALLOC", EventKind::OomDetail),
     ];
 
-    /// The seed's spelling (`MindSpore`, `PTA_WORKSPACE`, `Range_start`, …).
+    fn index(self) -> Option<usize> {
+        Self::TABLE.iter().position(|(t, _, _)| *t == self)
+    }
+
+    /// The seed's spelling (`MindSpore`, `PTA_WORKSPACE`, `Range_start`, …), or a plugin's own.
     pub fn as_str(self) -> &'static str {
-        Self::TABLE[self as usize].1
+        match self {
+            EventType::Custom(i) => {
+                let names = CUSTOM_TYPES.lock().unwrap_or_else(|e| e.into_inner());
+                names.get(i as usize).copied().unwrap_or("PLUGIN")
+            }
+            t => t.index().map(|i| Self::TABLE[i].1).unwrap_or("UNKNOWN"),
+        }
     }
 
     /// The kind this type belongs to. Memory types report [`EventKind::Malloc`]; they are
-    /// equally valid under [`EventKind::Free`] (see [`EventType::fits`]).
+    /// equally valid under [`EventKind::Free`] (see [`EventType::fits`]). Custom types report
+    /// MALLOC; their producer sets the event's kind.
     pub fn kind(self) -> EventKind {
-        Self::TABLE[self as usize].2
+        self.index().map(|i| Self::TABLE[i].2).unwrap_or(EventKind::Malloc)
     }
 
-    /// Whether this type may appear under `kind` (memory types fit MALLOC and FREE).
+    /// Whether this type may appear under `kind` (memory types fit MALLOC and FREE; custom
+    /// types fit any kind).
     pub fn fits(self, kind: EventKind) -> bool {
         let own = self.kind();
-        own == kind || (own == EventKind::Malloc && kind == EventKind::Free)
+        matches!(self, EventType::Custom(_))
+            || own == kind
+            || (own == EventKind::Malloc && kind == EventKind::Free)
+    }
+
+    /// The type spelled `name`: a known type, or a custom (third-party) type interned on first
+    /// use. Names are cut to 64 bytes; past [`MAX_CUSTOM_TYPES`] distinct names every new one
+    /// maps to `PLUGIN`.
+    pub fn custom(name: &str) -> EventType {
+        if let Some(t) = EventType::parse(name) {
+            return t;
+        }
+        let name = match name.char_indices().nth(64) {
+            Some((i, _)) => &name[..i],
+            None => name,
+        };
+        let mut names = CUSTOM_TYPES.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = names.iter().position(|n| *n == name) {
+            return EventType::Custom(i as u16);
+        }
+        if names.len() >= MAX_CUSTOM_TYPES {
+            return EventType::Custom(u16::MAX);
+        }
+        names.push(Box::leak(name.to_owned().into_boxed_str()));
+        EventType::Custom((names.len() - 1) as u16)
     }
 
     /// Whether this is a memory pool or allocator type (MALLOC/FREE rows).
@@ -454,8 +498,12 @@ mod tests {
     #[test]
     fn event_types_are_spelled_as_the_seed_and_table_is_in_enum_order() {
         for (i, (t, _, _)) in EventType::TABLE.iter().enumerate() {
-            assert_eq!(*t as usize, i);
+            assert_eq!(t.index(), Some(i));
         }
+        let c = EventType::custom("MYPOOL");
+        assert_eq!(c.as_str(), "MYPOOL");
+        assert_eq!(EventType::custom("MYPOOL"), c);
+        assert_eq!(EventType::custom("HAL"), EventType::Hal);
         assert_eq!(EventType::MindSpore.as_str(), "MindSpore");
         assert_eq!(EventType::PtaWorkspace.as_str(), "PTA_WORKSPACE");
         assert_eq!(EventType::RangeStart.as_str(), "Range_start");

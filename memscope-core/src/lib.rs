@@ -12,6 +12,7 @@ pub mod adapter;
 pub mod probe_env;
 pub mod event;
 pub mod owner;
+pub mod pool;
 pub mod wire;
 
 #[cfg(feature = "collector")]

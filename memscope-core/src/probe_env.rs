@@ -16,6 +16,11 @@ pub const ENV_C_STACK: &str = "MEMSCOPE_C_STACK";
 pub const ENV_HOST_MMAP: &str = "MEMSCOPE_HOST_MMAP";
 /// `:`-separated paths of third-party adapter libraries (plugin ABI in `schemas/`).
 pub const ENV_PLUGINS: &str = "MEMSCOPE_PLUGINS";
+/// `0`: kernel launches are not collected (`--level` lacks `kernel` or `--events` lacks
+/// `launch`), so the `acl` adapter neither records them nor registers its profiling callbacks;
+/// anything else or unset: it does. Read by the adapter itself (`adapters/acl`), not by
+/// [`ProbeSettings`].
+pub const ENV_KERNEL_LAUNCH: &str = "MEMSCOPE_KERNEL_LAUNCH";
 
 /// Settings decoded from the environment. Texts borrow from `environ`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

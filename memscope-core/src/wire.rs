@@ -268,6 +268,42 @@ pub enum Record<B = Box<[u8]>> {
         /// Encoded frames.
         raw: B,
     },
+    /// A loaded ELF object (HOST adapter, with C stacks): lets the collector symbolise return
+    /// addresses after the process is gone. Written once per object per process image.
+    Module {
+        /// Time the probe saw it loaded.
+        ts: u64,
+        /// Load bias: runtime address = ELF virtual address + `base`.
+        base: u64,
+        /// Lowest mapped address of its `PT_LOAD` segments.
+        start: u64,
+        /// Bytes from `start` to the end of its highest `PT_LOAD` segment.
+        size: u64,
+        /// GNU build id (`NT_GNU_BUILD_ID` descriptor bytes; empty when it has none).
+        build_id: B,
+        /// Path as the loader knows it (the executable's real path for the main program).
+        path: B,
+    },
+    /// Host `mmap` (HOST adapter with `MEMSCOPE_HOST_MMAP=1`): a mapping was created.
+    HostMmap {
+        /// Time.
+        ts: u64,
+        /// Mapping address.
+        addr: u64,
+        /// Requested length.
+        size: u64,
+        /// Interned call stack id (0: none).
+        stack: u32,
+    },
+    /// Host `munmap` of `[addr, addr + size)`.
+    HostMunmap {
+        /// Time.
+        ts: u64,
+        /// Start address.
+        addr: u64,
+        /// Length.
+        size: u64,
+    },
     /// An event from a third-party adapter (plugin ABI, `schemas/memscope_plugin.h`).
     Plugin {
         /// Time.
@@ -287,7 +323,176 @@ pub enum Record<B = Box<[u8]>> {
         /// Owner / extra attributes text (`k:v,k:v`).
         attrs: B,
     },
+    // ---- CANN sources (issue 5; codec in `wire/cann.rs`, tags 30–59) ----
+    /// `halMemAlloc` succeeded (abi.md §2.1): `size` bytes at `addr`, allocated with `flag`
+    /// (device, memory type, page type and module id packed as abi.md §2.3).
+    HalAlloc {
+        /// Time.
+        ts: u64,
+        /// Address handed out.
+        addr: u64,
+        /// Bytes requested.
+        size: u64,
+        /// The caller's flag word.
+        flag: u64,
+        /// Interned C stack id (0: none).
+        stack: u32,
+    },
+    /// `halMemCreate` succeeded: physical handle `handle` of `size` bytes (abi.md §2.1–§2.2).
+    HalCreate {
+        /// Time.
+        ts: u64,
+        /// The handle value (`*handle`), recorded as the block address like msMemScope does.
+        handle: u64,
+        /// Bytes requested.
+        size: u64,
+        /// The caller's flag word.
+        flag: u64,
+        /// `drv_mem_prop.devid` (`u32::MAX`: `prop` was NULL).
+        device: u32,
+        /// `drv_mem_prop.module_id` (`u32::MAX`: `prop` was NULL).
+        module: u32,
+        /// `drv_mem_prop.pg_type`: 0 normal, 1 huge, 2 giant (`u32::MAX`: `prop` was NULL).
+        page: u32,
+        /// Interned C stack id (0: none).
+        stack: u32,
+    },
+    /// `halMemFree(addr)` (`create` false) or `halMemRelease(addr)` (`create` true) returned
+    /// `ret`. Failed calls are recorded too, so the collector can warn about double frees.
+    HalFree {
+        /// Time.
+        ts: u64,
+        /// Address or handle passed.
+        addr: u64,
+        /// `halMemRelease` rather than `halMemFree`.
+        create: bool,
+        /// The driver's return code (0: success).
+        ret: i32,
+    },
+    /// `halMemAlloc` (`create` false) or `halMemCreate` (`create` true) returned
+    /// `DRV_ERROR_OUT_OF_MEMORY` (abi.md §2.5).
+    HalOom {
+        /// Time.
+        ts: u64,
+        /// The failing call was `halMemCreate`.
+        create: bool,
+        /// Bytes requested.
+        size: u64,
+        /// The caller's flag word.
+        flag: u64,
+        /// Device asked for: flag bits 0–9, or `drv_mem_prop.devid` (logical id).
+        device: u32,
+        /// Free device bytes reported by `aclrtGetMemInfo` at the failure (0: unknown).
+        free: u64,
+        /// Total device bytes reported by `aclrtGetMemInfo` (0: unknown).
+        total: u64,
+        /// Interned C stack id (0: none).
+        stack: u32,
+    },
+    /// `aclrtHostRegisterV2` with `ACL_HOST_REG_PINNED` succeeded (abi.md §3.2).
+    PinnedRegister {
+        /// Time.
+        ts: u64,
+        /// Host address registered.
+        addr: u64,
+        /// Bytes registered.
+        size: u64,
+        /// Resident set size of the process after the call, bytes (0: unknown).
+        rss: u64,
+        /// Interned C stack id (0: none).
+        stack: u32,
+    },
+    /// `aclrtHostUnregister(addr)` returned `ret`.
+    PinnedUnregister {
+        /// Time.
+        ts: u64,
+        /// Host address passed.
+        addr: u64,
+        /// The runtime's return code (0: success).
+        ret: i32,
+    },
+    /// `aclrtSetDevice(device)` succeeded on the writing thread (logical id).
+    SetDevice {
+        /// Time.
+        ts: u64,
+        /// Logical device id passed.
+        device: u32,
+    },
+    /// The runtime hashed a kernel name through the profiling GET_HASH_ID callback
+    /// (abi.md §3.6). Written once per hash per process image; carries no time stamp.
+    KernelName {
+        /// Hash id returned to the runtime.
+        hash: u64,
+        /// The kernel name.
+        name: B,
+    },
+    /// A kernel launch through one of the runtime entry points of abi.md §3.5, counted once
+    /// however many entry points it crossed.
+    KernelLaunch {
+        /// Time (entry into the outermost launch hook).
+        ts: u64,
+        /// Kernel-name hash from the runtime's task-track record (0: none arrived).
+        hash: u64,
+        /// Device id of the task-track record (`u32::MAX`: unknown).
+        device: u32,
+        /// Stream id (`u32::MAX`: unknown).
+        stream: u32,
+        /// Task id (`u32::MAX`: unknown).
+        task: u32,
+    },
+    /// `atb::Runner::Execute` started (`end` false) or returned (`end` true) (abi.md §4.2).
+    AtbOp {
+        /// Time.
+        ts: u64,
+        /// The operator returned.
+        end: bool,
+        /// Logical device of the calling thread (`u32::MAX`: unknown).
+        device: u32,
+        /// `workspaceBuffer` of the variant pack.
+        ws_ptr: u64,
+        /// `workspaceBufferSize + intermediateBufferSize`, bytes.
+        ws_size: u64,
+        /// Operation name (`Runner::GetOperationName`; empty: unknown).
+        name: B,
+        /// Runner directory (`Runner::GetSaveTensorDir`; empty: unknown).
+        path: B,
+    },
+    /// `atb::StoreUtil::SaveLaunchParam` with a `…/before` (`end` false) or `…/after`
+    /// (`end` true) path: an ATB kernel starts or ends.
+    AtbKernel {
+        /// Time.
+        ts: u64,
+        /// The kernel ended.
+        end: bool,
+        /// Logical device of the calling thread (`u32::MAX`: unknown).
+        device: u32,
+        /// The directory path passed (`…/<kernel>/before|after`).
+        path: B,
+    },
+    /// One tensor of the ATB operator (`kernel` false) or kernel (`kernel` true) the writing
+    /// thread is in.
+    AtbTensor {
+        /// Time.
+        ts: u64,
+        /// How the tensor is accessed.
+        access: AccessKind,
+        /// It belongs to the current kernel rather than the current operator.
+        kernel: bool,
+        /// Device address.
+        addr: u64,
+        /// Bytes.
+        size: u64,
+        /// `aclDataType` code.
+        dtype: i32,
+        /// `aclFormat` code.
+        format: i32,
+        /// Dimensions as zig-zag varints ([`encode_dims`], [`decode_dims`]).
+        dims: B,
+    },
 }
+
+mod cann;
+pub use cann::{decode_dims, encode_dims, AccessKind, MAX_DIMS};
 
 mod tag {
     pub const THREAD: u8 = 1;
@@ -308,6 +513,10 @@ mod tag {
     pub const HOST_FREE: u8 = 16;
     pub const STACK_DEF: u8 = 17;
     pub const PLUGIN: u8 = 18;
+    pub const MODULE: u8 = 19;
+    pub const HOST_MMAP: u8 = 20;
+    pub const HOST_MMAP_STACK: u8 = 21;
+    pub const HOST_MUNMAP: u8 = 22;
 }
 
 /// Delta state of one chunk, shared by encoder and decoder. Starts at zero for every chunk.
@@ -491,6 +700,30 @@ impl<B: AsRef<[u8]>> Record<B> {
                     None => o.ok = false,
                 }
             }
+            Record::Module { ts: t, base, start, size, build_id, path } => {
+                o.u8(tag::MODULE);
+                ts(&mut o, &mut next, *t);
+                o.var(*base);
+                o.var(*start);
+                o.var(*size);
+                o.text(build_id.as_ref());
+                o.text(path.as_ref());
+            }
+            Record::HostMmap { ts: t, addr, size, stack } => {
+                o.u8(if *stack == 0 { tag::HOST_MMAP } else { tag::HOST_MMAP_STACK });
+                ts(&mut o, &mut next, *t);
+                o.var(*addr);
+                o.var(*size);
+                if *stack != 0 {
+                    o.var(*stack as u64);
+                }
+            }
+            Record::HostMunmap { ts: t, addr, size } => {
+                o.u8(tag::HOST_MUNMAP);
+                ts(&mut o, &mut next, *t);
+                o.var(*addr);
+                o.var(*size);
+            }
             Record::Plugin { ts: t, kind, device, ptr, size, event_type, name, attrs } => {
                 o.u8(tag::PLUGIN);
                 ts(&mut o, &mut next, *t);
@@ -501,6 +734,20 @@ impl<B: AsRef<[u8]>> Record<B> {
                 o.text(event_type.as_ref());
                 o.text(name.as_ref());
                 o.text(attrs.as_ref());
+            }
+            Record::HalAlloc { .. }
+            | Record::HalCreate { .. }
+            | Record::HalFree { .. }
+            | Record::HalOom { .. }
+            | Record::PinnedRegister { .. }
+            | Record::PinnedUnregister { .. }
+            | Record::SetDevice { .. }
+            | Record::KernelName { .. }
+            | Record::KernelLaunch { .. }
+            | Record::AtbOp { .. }
+            | Record::AtbKernel { .. }
+            | Record::AtbTensor { .. } => {
+                cann::encode(self, &mut o, &mut next);
             }
         }
         if o.ok {
@@ -527,7 +774,22 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::System { ts, .. }
             | Record::HostMalloc { ts, .. }
             | Record::HostFree { ts, .. }
+            | Record::Module { ts, .. }
+            | Record::HostMmap { ts, .. }
+            | Record::HostMunmap { ts, .. }
             | Record::Plugin { ts, .. } => Some(*ts),
+            Record::HalAlloc { .. }
+            | Record::HalCreate { .. }
+            | Record::HalFree { .. }
+            | Record::HalOom { .. }
+            | Record::PinnedRegister { .. }
+            | Record::PinnedUnregister { .. }
+            | Record::SetDevice { .. }
+            | Record::KernelName { .. }
+            | Record::KernelLaunch { .. }
+            | Record::AtbOp { .. }
+            | Record::AtbKernel { .. }
+            | Record::AtbTensor { .. } => cann::ts_of(self),
         }
     }
 
@@ -575,6 +837,20 @@ impl<B: AsRef<[u8]>> Record<B> {
             Record::StackDef { id, count, raw } => {
                 Record::StackDef { id: *id, count: *count, raw: b(raw) }
             }
+            Record::Module { ts, base, start, size, build_id, path } => Record::Module {
+                ts: *ts,
+                base: *base,
+                start: *start,
+                size: *size,
+                build_id: b(build_id),
+                path: b(path),
+            },
+            Record::HostMmap { ts, addr, size, stack } => {
+                Record::HostMmap { ts: *ts, addr: *addr, size: *size, stack: *stack }
+            }
+            Record::HostMunmap { ts, addr, size } => {
+                Record::HostMunmap { ts: *ts, addr: *addr, size: *size }
+            }
             Record::Plugin { ts, kind, device, ptr, size, event_type, name, attrs } => {
                 Record::Plugin {
                     ts: *ts,
@@ -587,6 +863,18 @@ impl<B: AsRef<[u8]>> Record<B> {
                     attrs: b(attrs),
                 }
             }
+            Record::HalAlloc { .. }
+            | Record::HalCreate { .. }
+            | Record::HalFree { .. }
+            | Record::HalOom { .. }
+            | Record::PinnedRegister { .. }
+            | Record::PinnedUnregister { .. }
+            | Record::SetDevice { .. }
+            | Record::KernelName { .. }
+            | Record::KernelLaunch { .. }
+            | Record::AtbOp { .. }
+            | Record::AtbKernel { .. }
+            | Record::AtbTensor { .. } => cann::to_owned(self).expect("a CANN record"),
         }
     }
 }
@@ -718,6 +1006,24 @@ pub fn decode<'a>(
             let n = i.var()? as usize;
             Record::StackDef { id, count, raw: i.bytes(n)? }
         }
+        tag::MODULE => Record::Module {
+            ts: i.ts(&mut next)?,
+            base: i.var()?,
+            start: i.var()?,
+            size: i.var()?,
+            build_id: i.text()?,
+            path: i.text()?,
+        },
+        tag::HOST_MMAP | tag::HOST_MMAP_STACK => {
+            let ts = i.ts(&mut next)?;
+            let addr = i.var()?;
+            let size = i.var()?;
+            let stack = if t == tag::HOST_MMAP_STACK { i.u32()? } else { 0 };
+            Record::HostMmap { ts, addr, size, stack }
+        }
+        tag::HOST_MUNMAP => {
+            Record::HostMunmap { ts: i.ts(&mut next)?, addr: i.var()?, size: i.var()? }
+        }
         tag::PLUGIN => Record::Plugin {
             ts: i.ts(&mut next)?,
             kind: i.u8()?,
@@ -728,6 +1034,7 @@ pub fn decode<'a>(
             name: i.text()?,
             attrs: i.text()?,
         },
+        cann::tag::HAL_ALLOC..=cann::tag::LAST => cann::decode(t, &mut i, &mut next)?,
         other => return Err(WireError::BadTag(other)),
     };
     *st = next;
@@ -807,6 +1114,10 @@ mod tests {
             Record::HostMalloc { ts: 1_700_000_000_000_001_150, addr: 0x5555_0000_0f00, size: 64, stack: 3 },
             Record::HostFree { ts: 1_700_000_000_000_001_200, addr: 0x5555_0000_1000 },
             Record::StackDef { id: 3, count: 2, raw: &[0x81, 0x01, 0x05] },
+            Record::Module { ts: 1_700_000_000_000_001_210, base: 0x7f00_0000_0000, start: 0x7f00_0000_1000, size: 0x20_0000, build_id: &[0xab, 0xcd], path: b"/lib/libx.so" },
+            Record::HostMmap { ts: 1_700_000_000_000_001_220, addr: 0x7f11_0000_0000, size: 1 << 20, stack: 0 },
+            Record::HostMmap { ts: 1_700_000_000_000_001_230, addr: 0x7f12_0000_0000, size: 4096, stack: 9 },
+            Record::HostMunmap { ts: 1_700_000_000_000_001_240, addr: 0x7f11_0000_0000, size: 1 << 20 },
             Record::Plugin { ts: 1_700_000_000_000_001_300, kind: 1, device: 2, ptr: 7, size: 8, event_type: b"MYPOOL", name: b"n", attrs: b"owner:x" },
         ]);
     }

@@ -1,1 +1,40 @@
-//! mstx adapter (being written)
+//! memscope adapter `mstx`: msTX marks, ranges and memory-domain injection.
+//!
+//! Two halves, as every built-in adapter (`memscope_core::adapter`):
+//! * [`hooks`] — in-process: `InitInjectionMstx` and the functions it registers into each msTX
+//!   front end (abi.md §1.5–§1.6). They record `Mark`, `RangeStart`, `RangeEnd` (when the `mstx`
+//!   adapter is enabled) and the pool records `HeapRegister`, `HeapUnregister`,
+//!   `RegionRegister`, `RegionUnregister` (gated by the `pta`, `mindspore` or `atb` adapter,
+//!   whose collector-side typers live in those adapters).
+//! * [`typer`] — collector side: the [`memscope_core::adapter::AdapterDescriptor`] (registered
+//!   with `inventory`) and the typer of msTX records into `MSTX` events.
+//!
+//! The hook functions are ordinary Rust functions; only the probe turns them into dynamic
+//! symbols, by invoking [`export_hooks!`] once. So the CLI, which links this crate for its
+//! descriptor and typer, never exports msTX (or, in other adapters, `malloc`-like) symbols.
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+pub mod ffi;
+pub mod hooks;
+pub mod typer;
+
+/// Defines this adapter's exported C symbols in the invoking crate (the probe cdylib only):
+/// `int InitInjectionMstx(mstxGetModuleFuncTableFunc)`, forwarding to
+/// [`hooks::init_injection`].
+#[macro_export]
+macro_rules! export_hooks {
+    () => {
+        /// msTX injection entry point (abi.md §1.5): found by every msTX front end through
+        /// `dlsym(RTLD_DEFAULT, "InitInjectionMstx")` once the probe is preloaded.
+        ///
+        /// # Safety
+        /// `get` is NULL or a front end's `getModuleFuncTable`.
+        #[no_mangle]
+        pub unsafe extern "C" fn InitInjectionMstx(
+            get: ::core::option::Option<$crate::ffi::GetModuleFuncTable>,
+        ) -> ::core::ffi::c_int {
+            // SAFETY: forwarded caller contract.
+            unsafe { $crate::hooks::init_injection(get) }
+        }
+    };
+}

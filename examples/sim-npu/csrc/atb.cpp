@@ -19,7 +19,9 @@
  * launches its one kernel ("<OpName>Kernel") through
  * rtKernelLaunchWithHandleV2 in libruntime.so. With msMemScope-style Probe
  * overrides returning true, Execute also calls SaveLaunchParam with
- * "<save dir>/<OpName>Kernel/before" and ".../after".
+ * "<save dir>/<OpName>Kernel/before" and ".../after". After its kernel,
+ * Execute writes 0xA5 into the first (up to 16) bytes of every output
+ * tensor, so a test can check that the operator really ran.
  */
 #include <cstddef>
 #include <cstdint>
@@ -301,6 +303,20 @@ Status Runner::Execute(RunnerVariantPack &runnerVariantPack)
     rtArgsEx_t args;
     std::memset(&args, 0, sizeof args);
     Status rc = rtKernelLaunchWithHandleV2(kernelHandle_, 0, 1, &args, nullptr, stream, nullptr);
+
+    /* The "computation": mark the first bytes of every output with 0xA5, so
+     * a caller can tell that the operator really ran (a tracer must never
+     * skip it, abi.md §4.5). */
+    {
+        const SVector<Tensor> &outs = runnerVariantPack.outTensors;
+        const Tensor *elems = outs.heap_ ? outs.heap_ : outs.storage_;
+        std::size_t n = outs.heap_ ? outs.size_ : (outs.size_ < 65 ? outs.size_ : 65);
+        for (std::size_t i = 0; i < n; i++) {
+            if (elems[i].deviceData && elems[i].dataSize)
+                std::memset(elems[i].deviceData, 0xA5,
+                            elems[i].dataSize < 16 ? elems[i].dataSize : 16);
+        }
+    }
 
     if (inRange && Probe::IsSaveTensorAfter() && Probe::IsTensorNeedSave(ids, name_))
         StoreUtil::SaveLaunchParam(stream, *lp, kernelDir + "/after");

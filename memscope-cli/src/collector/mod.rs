@@ -2,6 +2,7 @@
 //! runs, and turns each process into its output directory (dumps, log, config.json, reports).
 
 pub mod layers;
+pub mod plugin_typer;
 pub mod process;
 pub mod stream;
 
@@ -127,10 +128,14 @@ impl Collector {
         let mut log = LogFile::new(&layout::log_path(&project, &ts), self.cfg.log_level);
         log.info(&format!("tracing pid {} (parent {}): {}", h.pid, h.ppid, h.exe));
         let mut layers: Vec<Box<dyn Layer>> = vec![Box::new(layers::CollectFilter::new(&self.cfg))];
+        layers.extend(memscope_adapter_host::leak_layer(&self.cfg)); // HOST leak summary (issue 4)
+        layers.push(Box::new(memscope_adapter_hal::oom::OomLayer::new(&self.cfg))); // OOM snapshot + top-K rows (issue 5)
         layers.extend((self.analyses)(&self.cfg));
         layers.push(Box::new(layers::WriteFilter::new(&self.cfg)));
         layers.push(sink(&self.cfg, &project, &ts));
-        let typers = descriptors().into_iter().map(|d| (d.new_typer)()).collect();
+        let mut typers: Vec<Box<dyn memscope_core::adapter::Typer>> =
+            descriptors().into_iter().map(|d| (d.new_typer)()).collect();
+        typers.push(Box::new(plugin_typer::PluginTyper::default()));
         let ctx = TypeCtx::new(h.pid, self.visible_devices.clone());
         Ok(ProcessState::new(
             h.pid,

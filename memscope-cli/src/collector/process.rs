@@ -8,7 +8,7 @@ use memscope_core::bus::{Bus, ReportSection};
 use memscope_core::event::{Event, EventKind};
 use memscope_core::wire::{Record, StackFrames};
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BinaryHeap};
 use std::path::PathBuf;
 
 struct Pending {
@@ -57,7 +57,6 @@ pub struct ProcessState {
     scratch: Vec<RawEvent>,
     typers: Vec<Box<dyn Typer>>,
     ctx: TypeCtx,
-    stacks: HashMap<u32, Vec<u64>>,
     bus: Bus,
     next_id: u64,
     untyped: u64,
@@ -86,7 +85,6 @@ impl ProcessState {
             scratch: Vec::new(),
             typers,
             ctx,
-            stacks: HashMap::new(),
             bus,
             next_id: 0,
             untyped: 0,
@@ -119,7 +117,7 @@ impl ProcessState {
             for ev in self.scratch.drain(..) {
                 match &ev.rec {
                     Record::StackDef { id, raw, .. } => {
-                        self.stacks.insert(*id, StackFrames::new(raw).collect());
+                        self.ctx.define_stack(i, *id, StackFrames::new(raw).collect());
                     }
                     rec => {
                         let ts = rec.ts().unwrap_or(0);
@@ -137,9 +135,10 @@ impl ProcessState {
         self.streams.iter().all(StreamReader::writer_gone)
     }
 
-    /// Interned stack `id` (raw return addresses, innermost first), if defined.
+    /// Interned stack `id` (raw return addresses, innermost first) of the image being typed,
+    /// if defined.
     pub fn stack(&self, id: u32) -> Option<&[u64]> {
-        self.stacks.get(&id).map(Vec::as_slice)
+        self.ctx.stack(id)
     }
 
     /// Types and emits every pending record stamped at or before `watermark_ns`.
@@ -151,6 +150,7 @@ impl ProcessState {
             }
             let Reverse(p) = self.pending.pop().expect("peeked");
             let (tid, rec) = (p.ev.tid, p.ev.rec);
+            self.ctx.set_image(p.key.1);
             match &rec {
                 Record::OwnerPush { label, .. } => {
                     self.ctx.push_owner(tid, String::from_utf8_lossy(label).into_owned());

@@ -1,1 +1,212 @@
-//! Dump-file readers (being written).
+//! Readers of dump files: msMemScope CSV in both of its formats, memscope's CSV, and the `.db`
+//! (SQLite) dumps. Output: [`Event`]s.
+//!
+//! * [`DumpFile::open`] checks the input (regular file, ≤ 8 GiB, CSV or SQLite by content).
+//! * [`DumpFile::for_each`] pushes events to a callback, in one of two [`Order`]s:
+//!   * [`Order::File`]: as stored, streaming, constant memory (used by `compare`, whose
+//!     algorithm does not depend on row order);
+//!   * [`Order::ById`]: grouped by process, then by ID — the order the events happened in.
+//!     msMemScope writes a block's rows when the block dies, so a row may come arbitrarily
+//!     late and only a sort restores ID order: CSV goes through a bounded-memory external
+//!     merge sort ([`sort`]), a `.db` through SQLite's `ORDER BY`.
+//! * Errors name the file and the line (CSV) or row (`.db`): `baseline.csv:17: bad
+//!   Timestamp(ns) "abc"`.
+//! * A progress callback receives `(done, total)` in bytes (CSV) or rows (`.db`).
+
+mod attrs;
+mod csv_source;
+mod db;
+mod error;
+mod row;
+pub mod sort;
+
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+pub use attrs::{access_attrs_fast, for_each_pair, memory_attrs_fast};
+pub use csv_source::{CsvEvents, CsvSource};
+pub use error::{ConsumerError, Location, ReadError};
+pub use row::{parse_row, Columns, TimeUnit};
+pub use sort::SortOptions;
+
+use crate::event::Event;
+
+/// Largest input accepted (msMemScope's limit for offline inputs).
+pub const MAX_INPUT_BYTES: u64 = 8 << 30;
+
+/// Storage format of a dump.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DumpFormat {
+    /// `memscope_dump_*.csv`.
+    Csv,
+    /// `memscope_dump_*.db` (SQLite, table `memscope_dump`).
+    Db,
+}
+
+/// Order in which [`DumpFile::for_each`] delivers events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Order {
+    /// As stored in the file.
+    File,
+    /// By process id (`N/A` last), then ID, then file position.
+    ById,
+}
+
+/// Reading options.
+#[derive(Default)]
+pub struct ReadOptions {
+    /// Force the time unit instead of detecting it ([`TimeUnit::detect`]).
+    pub time_unit: Option<TimeUnit>,
+    /// External-sort settings for [`Order::ById`].
+    pub sort: SortOptions,
+    /// Called with `(done, total)` now and then (bytes for CSV, rows for `.db`).
+    pub progress: Option<Box<dyn FnMut(u64, u64)>>,
+}
+
+/// What a read went through.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadStats {
+    /// Records (rows) read.
+    pub rows: u64,
+    /// Size of the input in bytes.
+    pub bytes: u64,
+}
+
+/// An input dump, checked and typed.
+#[derive(Clone, Debug)]
+pub struct DumpFile {
+    path: PathBuf,
+    name: String,
+    format: DumpFormat,
+    size: u64,
+}
+
+impl DumpFile {
+    /// Checks `path`: a readable regular file of at most 8 GiB; SQLite when it starts with
+    /// SQLite's magic, CSV otherwise.
+    ///
+    /// # Errors
+    /// Missing, not a regular file, too large, unreadable.
+    pub fn open(path: &Path) -> Result<DumpFile, ReadError> {
+        let name = path.display().to_string();
+        let md = std::fs::metadata(path).map_err(|e| ReadError::io(&name, e))?;
+        if !md.is_file() {
+            return Err(ReadError::parse(&name, None, "not a regular file"));
+        }
+        if md.len() > MAX_INPUT_BYTES {
+            return Err(ReadError::parse(
+                &name,
+                None,
+                format!("{} bytes is over the 8 GiB input limit", md.len()),
+            ));
+        }
+        let mut magic = [0u8; 16];
+        let mut f = File::open(path).map_err(|e| ReadError::io(&name, e))?;
+        let n = f.read(&mut magic).map_err(|e| ReadError::io(&name, e))?;
+        let format = if n == 16 && &magic == b"SQLite format 3\0" {
+            DumpFormat::Db
+        } else {
+            DumpFormat::Csv
+        };
+        Ok(DumpFile {
+            path: path.to_owned(),
+            name,
+            format,
+            size: md.len(),
+        })
+    }
+
+    /// The path as given.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The path as shown in messages.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// CSV or SQLite.
+    pub fn format(&self) -> DumpFormat {
+        self.format
+    }
+
+    /// Size in bytes.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Passes every event to `f` in `order`.
+    ///
+    /// # Errors
+    /// A [`ReadError`] naming the file and line, or `f`'s error as [`ReadError::Consumer`].
+    pub fn for_each(
+        &self,
+        order: Order,
+        opts: &mut ReadOptions,
+        f: &mut dyn FnMut(Event) -> Result<(), ConsumerError>,
+    ) -> Result<ReadStats, ReadError> {
+        let mut noop = |_: u64, _: u64| {};
+        let progress: &mut dyn FnMut(u64, u64) = match opts.progress.as_mut() {
+            Some(p) => p.as_mut(),
+            None => &mut noop,
+        };
+        let rows = match self.format {
+            DumpFormat::Db => db::read_db(
+                &self.path,
+                &self.name,
+                order == Order::ById,
+                opts.time_unit,
+                progress,
+                f,
+            )?,
+            DumpFormat::Csv => {
+                let file = File::open(&self.path).map_err(|e| ReadError::io(&self.name, e))?;
+                let mut src = CsvSource::new(&self.name, file, opts.time_unit)?;
+                match order {
+                    Order::ById => {
+                        sort::sort_csv(&mut src, &self.name, self.size, &opts.sort, progress, f)?
+                    }
+                    Order::File => {
+                        let mut n = 0u64;
+                        while src.next_record()? {
+                            f(src.event()?).map_err(ReadError::Consumer)?;
+                            n += 1;
+                            if n & 0xffff == 0 {
+                                progress(src.byte_pos(), self.size);
+                            }
+                        }
+                        progress(self.size, self.size);
+                        n
+                    }
+                }
+            }
+        };
+        Ok(ReadStats {
+            rows,
+            bytes: self.size,
+        })
+    }
+}
+
+/// Reads a whole dump into memory (tests and small files).
+///
+/// # Errors
+/// As [`DumpFile::for_each`].
+pub fn read_all(path: &Path, order: Order) -> Result<Vec<Event>, ReadError> {
+    let mut out = Vec::new();
+    DumpFile::open(path)?.for_each(order, &mut ReadOptions::default(), &mut |e| {
+        out.push(e);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Parses CSV text (tests, pipes); `name` appears in errors.
+///
+/// # Errors
+/// As [`DumpFile::for_each`].
+pub fn read_csv_str(name: &str, text: &str) -> Result<Vec<Event>, ReadError> {
+    CsvEvents::new(name, text.as_bytes(), None)?.collect()
+}

@@ -3,7 +3,7 @@
 //! newlines round-trip through the `csv` crate and Python's `csv` module).
 
 use super::{DeviceRouter, DeviceWriter};
-use crate::attr_text::format_attr;
+use crate::attr_text::write_attr;
 use crate::bus::{BusCtx, BusError, Layer, ReportSection};
 use crate::event::{Device, Event};
 use std::fs::File;
@@ -31,6 +31,7 @@ pub struct CsvFile {
     w: csv::Writer<BufWriter<File>>,
     path: PathBuf,
     rows: u64,
+    scratch: String,
 }
 
 fn io_err(path: &Path, e: impl Into<std::io::Error>) -> BusError {
@@ -52,7 +53,7 @@ impl CsvFile {
             .terminator(csv::Terminator::Any(b'\n'))
             .from_writer(BufWriter::with_capacity(1 << 18, file));
         w.write_record(HEADER).map_err(|e| csv_err(&path, e))?;
-        Ok(CsvFile { w, path, rows: 0 })
+        Ok(CsvFile { w, path, rows: 0, scratch: String::with_capacity(256) })
     }
 }
 
@@ -63,11 +64,16 @@ fn opt_u32(b: &mut itoa::Buffer, v: Option<u32>) -> &str {
     }
 }
 
-/// Writes the 12 fields of `ev` to `w` (shared with tools that export rows).
+/// Writes the 12 fields of `ev` to `w` (shared with tools that export rows); `scratch` is a
+/// reusable buffer so a row costs no allocation.
 ///
 /// # Errors
 /// The csv crate's error.
-pub fn write_row<W: std::io::Write>(w: &mut csv::Writer<W>, ev: &Event) -> csv::Result<()> {
+pub fn write_row<W: std::io::Write>(
+    w: &mut csv::Writer<W>,
+    ev: &Event,
+    scratch: &mut String,
+) -> csv::Result<()> {
     let (mut b1, mut b2, mut b3, mut b4) =
         (itoa::Buffer::new(), itoa::Buffer::new(), itoa::Buffer::new(), itoa::Buffer::new());
     w.write_field(b1.format(ev.id))?;
@@ -83,18 +89,34 @@ pub fn write_row<W: std::io::Write>(w: &mut csv::Writer<W>, ev: &Event) -> csv::
         Device::NotApplicable => w.write_field("N/A")?,
     }
     match ev.ptr {
-        Some(p) => w.write_field(format!("0x{p:016x}"))?,
+        Some(p) => {
+            let mut hex = [0u8; 18];
+            w.write_field(fmt_ptr(p, &mut hex))?
+        }
         None => w.write_field("N/A")?,
     }
-    w.write_field(format_attr(ev))?;
+    scratch.clear();
+    write_attr(ev, scratch);
+    w.write_field(scratch.as_bytes())?;
     w.write_field(ev.py_stack.as_deref().unwrap_or(""))?;
     w.write_field(ev.c_stack.as_deref().unwrap_or(""))?;
     w.write_record(None::<&[u8]>)
 }
 
+/// `0x%016x` into `buf` without allocating.
+pub fn fmt_ptr(p: u64, buf: &mut [u8; 18]) -> &[u8] {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    buf[0] = b'0';
+    buf[1] = b'x';
+    for i in 0..16 {
+        buf[2 + i] = HEX[((p >> ((15 - i) * 4)) & 0xf) as usize];
+    }
+    &buf[..]
+}
+
 impl DeviceWriter for CsvFile {
     fn write(&mut self, ev: &Event) -> Result<(), BusError> {
-        write_row(&mut self.w, ev).map_err(|e| csv_err(&self.path, e))?;
+        write_row(&mut self.w, ev, &mut self.scratch).map_err(|e| csv_err(&self.path, e))?;
         self.rows += 1;
         Ok(())
     }

@@ -3,7 +3,7 @@
 //! transactions (msMemScope inserts one row per transaction).
 
 use super::{DeviceRouter, DeviceWriter};
-use crate::attr_text::attr_json;
+use crate::attr_text::write_attr_json;
 use crate::bus::{BusCtx, BusError, Layer, ReportSection};
 use crate::event::Event;
 use std::path::{Path, PathBuf};
@@ -25,6 +25,7 @@ pub struct DbFile {
     path: PathBuf,
     rows: u64,
     in_tx: u64,
+    attr: String,
 }
 
 impl DbFile {
@@ -36,11 +37,11 @@ impl DbFile {
     pub fn open(path: PathBuf) -> Result<DbFile, BusError> {
         let err = |e| BusError::Sqlite { path: path.display().to_string(), source: e };
         let conn = rusqlite::Connection::open(&path).map_err(err)?;
-        conn.execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
+        conn.execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA cache_size=-65536;")
             .map_err(err)?;
         conn.busy_timeout(std::time::Duration::from_millis(5000)).map_err(err)?;
         conn.execute_batch(CREATE_TABLE).map_err(err)?;
-        Ok(DbFile { conn, path, rows: 0, in_tx: 0 })
+        Ok(DbFile { conn, path, rows: 0, in_tx: 0, attr: String::with_capacity(256) })
     }
 
     fn err(&self, e: rusqlite::Error) -> BusError {
@@ -57,7 +58,14 @@ impl DeviceWriter for DbFile {
             path: self.path.display().to_string(),
             source: e,
         })?;
-        let ptr = ev.ptr.map(|p| format!("0x{p:016x}"));
+        let mut hex = [0u8; 18];
+        let ptr = ev.ptr.map(|p| super::csv::fmt_ptr(p, &mut hex)).and_then(|b| std::str::from_utf8(b).ok());
+        self.attr.clear();
+        write_attr_json(ev, &mut self.attr);
+        let device = match ev.device {
+            crate::event::Device::Npu(n) => itoa::Buffer::new().format(n).to_owned(),
+            d => d.to_text(),
+        };
         st.execute(rusqlite::params![
             ev.id as i64,
             ev.kind.as_str(),
@@ -66,9 +74,9 @@ impl DeviceWriter for DbFile {
             ev.ts_ns as i64,
             ev.pid,
             ev.tid,
-            ev.device.to_text(),
-            ptr.as_deref().unwrap_or("N/A"),
-            attr_json(ev),
+            device,
+            ptr.unwrap_or("N/A"),
+            self.attr.as_str(),
             ev.py_stack.as_deref().unwrap_or(""),
             ev.c_stack.as_deref().unwrap_or(""),
         ])

@@ -1,1 +1,80 @@
-//! memscope-runtime (being written)
+//! memscope-runtime: the in-process runtime of the memscope probe.
+//!
+//! Everything the preloaded library needs besides the hooks themselves: lazy init from the
+//! environment, the per-process stream file and its per-thread chunks, the clock, the
+//! reentrancy guard, collection windows, fork handling and the third-party plugin host.
+//!
+//! # Rules this crate keeps (design notes §2–§3)
+//! * No `std::env`, no allocation on any path a hook takes (the encoder writes straight into
+//!   the mapped chunk; messages are formatted into stack buffers), no locks, no waiting on
+//!   other threads, no panics across `extern "C"`.
+//! * Hooks that run before init, during another thread's init, while passive, or re-entered
+//!   (the runtime's own `mmap`, a `malloc` inside `dlopen`) forward without recording.
+//! * A record is either wholly visible to the collector or not at all: it is encoded past the
+//!   chunk's committed length and published with a release store of the new length.
+//!
+//! # Using it from an adapter hook
+//! ```ignore
+//! use memscope_runtime as rt;
+//! pub unsafe extern "C" fn my_hook(msg: *const c_char) {
+//!     rt::safe_point();                                   // non-allocator hooks only
+//!     if !rt::enabled(AdapterId::Mstx) { return forward(); }   // one atomic load
+//!     let Some(_g) = rt::enter() else { return forward() };    // reentrancy guard
+//!     rt::record(&Record::Mark { ts: rt::now_ns(), stream: 0, msg: b"x", null: false });
+//!     forward()
+//! }
+//! ```
+//!
+//! # Stream facts the collector relies on
+//! See [`memscope_core::wire`] for the layout. In addition:
+//! * Chunk `i` is reserved (`posix_fallocate`) and mapped only when a thread takes it. A chunk
+//!   whose magic is still 0 after its process died was abandoned (mapping failed) — skip it.
+//! * Every chunk starts with a `Thread` record. A thread that exits parks its partly filled
+//!   chunk on a free list; the next thread that needs a chunk continues it after a new `Thread`
+//!   record, with the delta state (`ChunkState`) continuing. So one chunk can hold several
+//!   threads in sequence; decode each chunk front to back with one `ChunkState`.
+//! * `sealed = 1`: the chunk is full and unmapped; nothing more will be appended. Chunks held
+//!   by live threads or parked are not sealed; after the process died (the file's `flock` can
+//!   be taken) everything up to `committed` is final.
+//! * `FH_DROPPED` counts records that could not be written (disk full, re-entered from a
+//!   signal handler, no stream yet); `FH_FLAGS` gets `FLAG_EXITED` from an `atexit` handler.
+//! * A fork child opens its own stream on its first record; it never writes the parent's.
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+mod clock;
+pub mod plugin;
+mod settings;
+mod state;
+mod stream;
+mod sync;
+mod sys;
+mod writer;
+
+pub use clock::now_ns;
+pub use plugin::safe_point;
+pub use state::{
+    adapters_mask, c_stack_depth, enabled, ensure_init, host_mmap, init_state, owner_pop,
+    owner_push, plugins_enabled, recording, selected, start, step, stop, warn, InitState,
+    PLUGIN_BIT,
+};
+pub use writer::{enter, record, tid, Guard};
+
+/// Counts `n` events that an adapter could not record (they show up in the stream header's
+/// `FH_DROPPED`, read by the collector even after the process was killed).
+pub fn count_drop(n: u64) {
+    stream::count_drop(n);
+}
+
+/// Bytes of a C string for a record: at most `memscope_core::wire::MAX_TEXT` bytes (longer
+/// texts are cut by the encoder anyway), `None` for NULL.
+///
+/// # Safety
+/// `p` is NULL or points to a NUL-terminated string (or at least `MAX_TEXT` readable bytes)
+/// that stays valid and unchanged for `'a`.
+pub unsafe fn c_text<'a>(p: *const core::ffi::c_char) -> Option<&'a [u8]> {
+    // SAFETY: forwarded contract.
+    unsafe { sys::cstr_bytes(p, memscope_core::wire::MAX_TEXT) }
+}
+
+#[cfg(test)]
+mod tests;

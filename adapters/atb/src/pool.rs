@@ -1,0 +1,76 @@
+//! The ATB pool: msTX domain `atb` (abi.md §1.6). The mstx adapter's hooks record its heap and
+//! region calls when this adapter is selected (`--adapters atb`), with HANDLE refs resolved to
+//! the block address; [`new_typer`] turns them into `MALLOC`/`FREE` rows of Event Type `ATB`,
+//! with `used`, `total` and `owner` (framework level `ATB`) as [`memscope_core::pool`]
+//! describes. Unlike msMemScope, regions on a device without a registered heap are kept.
+
+use memscope_core::adapter::Typer;
+use memscope_core::pool::PoolTyper;
+use memscope_core::wire::PoolId;
+
+/// The pool this module types.
+pub const POOLS: &[PoolId] = &[PoolId::Atb];
+
+/// `Event/Event Type` pairs of the pool part.
+pub const EVENTS: &[&str] = &["MALLOC/ATB", "FREE/ATB"];
+
+/// The pool typer on its own, for an ATB typer that also handles operator records to delegate
+/// to: takes the heap and region records of [`POOLS`] only.
+pub fn pool_typer() -> PoolTyper {
+    PoolTyper::new(POOLS)
+}
+
+/// A fresh typer for one process (today: the pool typer alone).
+pub fn new_typer() -> Box<dyn Typer> {
+    Box::new(pool_typer())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memscope_core::adapter::{descriptors, AdapterId, TypeCtx};
+    use memscope_core::event::{EventKind, EventType};
+    use memscope_core::wire::Record;
+
+    #[test]
+    fn atb_descriptor_is_registered_with_pool_events() {
+        let d = descriptors().into_iter().find(|d| d.id == AdapterId::Atb).expect("registered");
+        // The descriptor lists the operator events too (issue 5); the pool's are all there.
+        assert!(EVENTS.iter().all(|e| d.events.contains(e)), "{:?}", d.events);
+    }
+
+    #[test]
+    fn atb_typer_frees_by_address_and_ignores_other_pools() {
+        let mut t = new_typer();
+        let mut ctx = TypeCtx::new(1, vec![]);
+        let mut out = Vec::new();
+        let heap =
+            Record::HeapRegister { ts: 1, pool: PoolId::Atb, device: 0, ptr: 0x100, size: 64 };
+        let reg =
+            Record::RegionRegister { ts: 2, pool: PoolId::Atb, device: 0, ptr: 0x100, size: 16 };
+        let unreg = Record::RegionUnregister { ts: 3, pool: PoolId::Atb, ptr: 0x100 };
+        let other = Record::RegionUnregister { ts: 3, pool: PoolId::MindSpore, ptr: 0x100 };
+        for r in [heap, reg, unreg] {
+            assert!(t.type_record(&mut ctx, 1, &r, &mut out));
+        }
+        assert!(!t.type_record(&mut ctx, 1, &other, &mut out));
+        let got: Vec<_> = out
+            .iter()
+            .map(|e| {
+                (
+                    e.kind,
+                    e.event_type,
+                    e.memory().and_then(|m| m.used),
+                    e.memory().and_then(|m| m.total),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (EventKind::Malloc, EventType::Atb, Some(16), Some(64)),
+                (EventKind::Free, EventType::Atb, Some(0), Some(64)),
+            ]
+        );
+    }
+}

@@ -1,0 +1,283 @@
+//! Unwind rules per return address, from the module's `.eh_frame` (DWARF CFI), cached
+//! lock-free.
+//!
+//! A rule says how to find the caller's frame from a frame at a given return address on
+//! x86_64: the canonical frame address (CFA) is `rsp + off` or `rbp + off`, the return address
+//! is at `CFA - 8`, and `rbp` was saved at `CFA + fp_off` (or not changed). Code built with
+//! frame pointers has the rule `CFA = rbp + 16, rbp at CFA - 16` in its prologue-free body, so
+//! following these rules *is* a frame-pointer walk there, and code without frame pointers
+//! (glibc, libstdc++, CPython) is unwound by its CFI instead of being silently skipped.
+//!
+//! The object containing an address is found with glibc's `_dl_find_object` (lock-free,
+//! async-signal-safe, glibc ≥ 2.35); its `PT_GNU_EH_FRAME` segment (`.eh_frame_hdr`) has the
+//! binary-search table that `gimli` uses to find the FDE, whose CFI program `gimli` evaluates
+//! with stack-allocated storage (no heap). The result is packed into one word and stored in a
+//! fixed open-addressed table, so each return address is evaluated once per process. Without
+//! `_dl_find_object`, or for code with no CFI (JIT code), the walk falls back to the frame
+//! pointer.
+
+use core::ffi::c_void;
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use gimli::{
+    BaseAddresses, CfaRule, EhFrame, EhFrameHdr, EndianSlice, LittleEndian, Pointer, Register,
+    RegisterRule, UnwindContext, UnwindContextStorage, UnwindSection, UnwindTableRow, X86_64,
+};
+
+/// How to step from a frame to its caller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rule {
+    /// `CFA = rsp + cfa_off`; `rbp` saved at `CFA + fp_off` when `Some`.
+    Sp {
+        /// CFA offset from the stack pointer.
+        cfa_off: i32,
+        /// Where `rbp` was saved, relative to the CFA.
+        fp_off: Option<i16>,
+    },
+    /// `CFA = rbp + cfa_off`; `rbp` saved at `CFA + fp_off` when `Some`.
+    Fp {
+        /// CFA offset from the frame pointer.
+        cfa_off: i32,
+        /// Where `rbp` was saved, relative to the CFA.
+        fp_off: Option<i16>,
+    },
+    /// No CFI for this address: follow the frame pointer (`CFA = rbp + 16`, saved `rbp` at
+    /// `CFA - 16`).
+    NoInfo,
+    /// The outermost frame (return address undefined) or a rule this walker does not handle
+    /// (CFA expressions, e.g. signal trampolines): stop here.
+    Stop,
+}
+
+const K_SP: u64 = 1;
+const K_FP: u64 = 2;
+const K_NOINFO: u64 = 3;
+const K_STOP: u64 = 4;
+const FP_SAVED: u64 = 8;
+
+impl Rule {
+    fn pack(self) -> u64 {
+        let (kind, cfa, fp) = match self {
+            Rule::Sp { cfa_off, fp_off } => (K_SP, cfa_off, fp_off),
+            Rule::Fp { cfa_off, fp_off } => (K_FP, cfa_off, fp_off),
+            Rule::NoInfo => (K_NOINFO, 0, None),
+            Rule::Stop => (K_STOP, 0, None),
+        };
+        let saved = if fp.is_some() { FP_SAVED } else { 0 };
+        kind | saved
+            | ((cfa as u32 as u64) << 16)
+            | ((fp.unwrap_or(0) as u16 as u64) << 48)
+    }
+
+    fn unpack(v: u64) -> Rule {
+        let cfa_off = (v >> 16) as u32 as i32;
+        let fp_off = (v & FP_SAVED != 0).then_some((v >> 48) as u16 as i16);
+        match v & 7 {
+            K_SP => Rule::Sp { cfa_off, fp_off },
+            K_FP => Rule::Fp { cfa_off, fp_off },
+            K_NOINFO => Rule::NoInfo,
+            _ => Rule::Stop,
+        }
+    }
+}
+
+// ---- cache -------------------------------------------------------------------------------------
+
+const CACHE_BITS: u32 = 16;
+const CACHE_SLOTS: usize = 1 << CACHE_BITS;
+const PROBES: usize = 16;
+
+struct Slot {
+    key: AtomicU64,
+    val: AtomicU64,
+}
+
+/// pc → packed rule. 1 MiB of zero pages, touched as addresses are seen.
+static CACHE: [Slot; CACHE_SLOTS] =
+    [const { Slot { key: AtomicU64::new(0), val: AtomicU64::new(0) } }; CACHE_SLOTS];
+
+#[inline]
+fn slot_of(pc: u64) -> usize {
+    (pc.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - CACHE_BITS)) as usize
+}
+
+/// The rule for the frame whose return address is `ra` (looked up at `ra - 1`, inside the
+/// call instruction). Cached; computed on first sight.
+#[inline]
+pub fn rule_for_return_address(ra: u64) -> Rule {
+    let pc = ra.wrapping_sub(1);
+    let start = slot_of(pc);
+    for i in 0..PROBES {
+        let s = &CACHE[(start + i) & (CACHE_SLOTS - 1)];
+        let k = s.key.load(Ordering::Acquire);
+        if k == pc {
+            let v = s.val.load(Ordering::Acquire);
+            return if v == 0 { compute(pc) } else { Rule::unpack(v) };
+        }
+        if k == 0 {
+            let rule = compute(pc);
+            if s.key.compare_exchange(0, pc, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                s.val.store(rule.pack(), Ordering::Release);
+            }
+            return rule;
+        }
+    }
+    compute(pc)
+}
+
+// ---- _dl_find_object ---------------------------------------------------------------------------
+
+/// glibc's `struct dl_find_object` (x86_64 layout, glibc 2.35+).
+#[repr(C)]
+struct DlFindObject {
+    flags: u64,
+    map_start: *mut c_void,
+    map_end: *mut c_void,
+    link_map: *mut c_void,
+    eh_frame: *mut c_void,
+    reserved: [u64; 7],
+}
+
+type DlFindObjectFn = unsafe extern "C" fn(*mut c_void, *mut DlFindObject) -> i32;
+
+/// 0: not looked up; 1: unavailable; else the function.
+static FIND: AtomicUsize = AtomicUsize::new(0);
+
+fn find_fn() -> Option<DlFindObjectFn> {
+    let mut f = FIND.load(Ordering::Acquire);
+    if f == 0 {
+        // SAFETY: RTLD_DEFAULT lookup of a NUL-terminated name. May allocate (the caller holds
+        // the reentrancy guard, so nested allocator calls only forward).
+        let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"_dl_find_object".as_ptr()) };
+        f = if p.is_null() { 1 } else { p as usize };
+        FIND.store(f, Ordering::Release);
+    }
+    if f == 1 {
+        return None;
+    }
+    // SAFETY: `f` is glibc's `_dl_find_object`, whose C signature this is.
+    Some(unsafe { core::mem::transmute::<usize, DlFindObjectFn>(f) })
+}
+
+/// The object containing `pc`: (map start, map end, `.eh_frame_hdr` address or 0).
+pub fn find_object(pc: u64) -> Option<(u64, u64, u64)> {
+    let f = find_fn()?;
+    // SAFETY: an all-zero `dl_find_object` is a valid out-parameter.
+    let mut r: DlFindObject = unsafe { core::mem::zeroed() };
+    // SAFETY: `_dl_find_object` only reads the address and writes `r`.
+    if unsafe { f(pc as *mut c_void, &mut r) } != 0 {
+        return None;
+    }
+    Some((r.map_start as u64, r.map_end as u64, r.eh_frame as u64))
+}
+
+// ---- CFI evaluation -------------------------------------------------------------------------
+
+/// Stack-only storage for gimli's unwind context (no heap: this runs inside `malloc`).
+struct StoreOnStack;
+
+impl<T: gimli::ReaderOffset> UnwindContextStorage<T> for StoreOnStack {
+    type Rules = [(Register, RegisterRule<T>); 24];
+    type Stack = [UnwindTableRow<T, Self>; 2];
+}
+
+type Slice = EndianSlice<'static, LittleEndian>;
+
+#[cold]
+fn compute(pc: u64) -> Rule {
+    let Some((start, end, hdr)) = find_object(pc) else { return Rule::NoInfo };
+    if hdr == 0 || hdr < start || hdr >= end {
+        return Rule::NoInfo;
+    }
+    evaluate(pc, hdr, end).unwrap_or(Rule::NoInfo)
+}
+
+fn evaluate(pc: u64, hdr: u64, end: u64) -> Option<Rule> {
+    // SAFETY: `.eh_frame_hdr` and `.eh_frame` lie in loaded, read-only segments of the object
+    // that contains `pc`, which stays loaded while one of its frames is on this thread's stack.
+    // The slices end at the object's mapping end; gimli only reads inside the sections, at
+    // offsets given by the well-formed header table and entries.
+    let hdr_data: &'static [u8] =
+        unsafe { core::slice::from_raw_parts(hdr as *const u8, (end - hdr) as usize) };
+    let mut bases = BaseAddresses::default().set_eh_frame_hdr(hdr);
+    let parsed = EhFrameHdr::new(hdr_data, LittleEndian).parse(&bases, 8).ok()?;
+    let eh_frame_addr = match parsed.eh_frame_ptr() {
+        Pointer::Direct(a) => a,
+        Pointer::Indirect(_) => return None,
+    };
+    if eh_frame_addr >= end {
+        return None;
+    }
+    // SAFETY: as above, for `.eh_frame`.
+    let eh_data: &'static [u8] = unsafe {
+        core::slice::from_raw_parts(eh_frame_addr as *const u8, (end - eh_frame_addr) as usize)
+    };
+    bases = bases.set_eh_frame(eh_frame_addr);
+    let eh_frame: EhFrame<Slice> = EhFrame::new(eh_data, LittleEndian);
+    let table = parsed.table()?;
+    let mut ctx = UnwindContext::<usize, StoreOnStack>::new_in();
+    let row = match table.unwind_info_for_address(&eh_frame, &bases, &mut ctx, pc, |f: &EhFrame<Slice>, b: &BaseAddresses, o| f.cie_from_offset(b, o)) {
+        Ok(r) => r,
+        Err(gimli::Error::NoUnwindInfoForAddress) => return Some(Rule::NoInfo),
+        Err(_) => return None,
+    };
+    match row.register(X86_64::RA) {
+        RegisterRule::Offset(-8) => {}
+        RegisterRule::Undefined => return Some(Rule::Stop),
+        _ => return Some(Rule::Stop),
+    }
+    let fp_off = match row.register(X86_64::RBP) {
+        RegisterRule::Offset(o) => Some(i16::try_from(o).ok()?),
+        RegisterRule::Undefined | RegisterRule::SameValue => None,
+        _ => return Some(Rule::Stop),
+    };
+    match *row.cfa() {
+        CfaRule::RegisterAndOffset { register, offset } => {
+            let cfa_off = i32::try_from(offset).ok()?;
+            if register == X86_64::RSP {
+                Some(Rule::Sp { cfa_off, fp_off })
+            } else if register == X86_64::RBP {
+                Some(Rule::Fp { cfa_off, fp_off })
+            } else {
+                Some(Rule::Stop)
+            }
+        }
+        CfaRule::Expression(_) => Some(Rule::Stop),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_pack_and_unpack() {
+        for r in [
+            Rule::Sp { cfa_off: 8, fp_off: None },
+            Rule::Sp { cfa_off: 4096, fp_off: Some(-48) },
+            Rule::Fp { cfa_off: 16, fp_off: Some(-16) },
+            Rule::Fp { cfa_off: -4, fp_off: None },
+            Rule::NoInfo,
+            Rule::Stop,
+        ] {
+            assert_ne!(r.pack(), 0);
+            assert_eq!(Rule::unpack(r.pack()), r);
+        }
+    }
+
+    #[inline(never)]
+    fn here() -> u64 {
+        // The return address of this call lies in the caller, a normal function with CFI.
+        let ra: u64;
+        // SAFETY: `lea` only computes the current instruction address; no memory is accessed.
+        unsafe { core::arch::asm!("lea {}, [rip]", out(reg) ra) };
+        ra
+    }
+
+    #[test]
+    fn test_binary_code_has_cfi_rules() {
+        let pc = here() + 1;
+        let r = rule_for_return_address(pc);
+        assert!(matches!(r, Rule::Sp { .. } | Rule::Fp { .. }), "{r:?}");
+        assert_eq!(rule_for_return_address(pc), r, "cached");
+    }
+}

@@ -1,0 +1,258 @@
+//! The allocator hooks. Each forwards to [`crate::real`] and, when the HOST adapter records,
+//! writes `HostMalloc`/`HostFree` records (semantics: crate documentation). The entry points
+//! exported by the probe (see [`crate::export_hooks!`]) pass `sp` (the stack pointer at entry,
+//! pointing at the caller's return address) and `fp` (the caller's frame pointer) for C stacks;
+//! 0 means "no stack".
+
+use crate::{intern, modules, real, unwind};
+use core::cell::UnsafeCell;
+use core::ffi::{c_int, c_void};
+use memscope_core::adapter::AdapterId;
+use memscope_core::wire::Record;
+use memscope_runtime as rt;
+
+/// Whether HOST records now. Before libc has initialised, `environ` is not set yet and the
+/// runtime must not initialise (it would find no settings and stay passive for good), so such
+/// early calls only forward.
+#[inline]
+fn host_on() -> bool {
+    if rt::init_state() == rt::InitState::Uninit && !real::libc_ready() {
+        return false;
+    }
+    rt::enabled(AdapterId::Host)
+}
+
+/// Most frames a stack may have (`MEMSCOPE_C_STACK` is capped at 1000 by the runtime).
+const MAX_FRAMES: usize = 1000;
+
+thread_local! {
+    /// Frame buffer of this thread's hook (used only under the runtime's reentrancy guard).
+    static FRAMES: UnsafeCell<[u64; MAX_FRAMES]> = const { UnsafeCell::new([0; MAX_FRAMES]) };
+}
+
+/// Captures and interns the caller's stack (0: none).
+#[inline]
+fn stack_id(sp: usize, fp: usize) -> u32 {
+    let depth = rt::c_stack_depth() as usize;
+    if depth == 0 || sp == 0 {
+        return 0;
+    }
+    modules::refresh_if_needed();
+    FRAMES
+        .try_with(|buf| {
+            // SAFETY: the caller holds the runtime's reentrancy guard, so no other use of this
+            // thread's buffer is active (a signal handler's hook finds the guard busy and does
+            // not capture).
+            let frames = unsafe { &mut *buf.get() };
+            let n = unwind::capture(sp, fp, &mut frames[..depth.min(MAX_FRAMES)]);
+            intern::intern(&frames[..n])
+        })
+        .unwrap_or(0)
+}
+
+/// Records a successful allocation of `size` bytes at `p` (guard held by the caller).
+#[inline]
+fn on_alloc(p: *mut c_void, size: usize, sp: usize, fp: usize) {
+    let stack = stack_id(sp, fp);
+    rt::record(&Record::HostMalloc { ts: rt::now_ns(), addr: p as u64, size: size as u64, stack });
+}
+
+macro_rules! alloc_hook {
+    ($(#[$m:meta])* $name:ident ($($arg:ident: $ty:ty),*) size = $size:expr) => {
+        $(#[$m])*
+        ///
+        /// # Safety
+        /// As the C function of the same name; `sp`/`fp` are the entry registers or 0.
+        pub unsafe extern "C" fn $name($($arg: $ty,)* sp: usize, fp: usize) -> *mut c_void {
+            if !host_on() {
+                // SAFETY: forwarded contract.
+                return unsafe { real::$name($($arg),*) };
+            }
+            let Some(_g) = rt::enter() else {
+                // SAFETY: forwarded contract.
+                return unsafe { real::$name($($arg),*) };
+            };
+            // SAFETY: forwarded contract.
+            let p = unsafe { real::$name($($arg),*) };
+            if !p.is_null() {
+                on_alloc(p, $size, sp, fp);
+            }
+            p
+        }
+    };
+}
+
+alloc_hook!(
+    /// `malloc(size)`.
+    malloc(size: usize) size = size
+);
+alloc_hook!(
+    /// `calloc(n, m)` (recorded size `n * m`).
+    calloc(n: usize, m: usize) size = n.saturating_mul(m)
+);
+alloc_hook!(
+    /// `memalign(align, size)`.
+    memalign(align: usize, size: usize) size = size
+);
+alloc_hook!(
+    /// `aligned_alloc(align, size)`.
+    aligned_alloc(align: usize, size: usize) size = size
+);
+alloc_hook!(
+    /// `valloc(size)`.
+    valloc(size: usize) size = size
+);
+alloc_hook!(
+    /// `pvalloc(size)` (recorded size: the requested one).
+    pvalloc(size: usize) size = size
+);
+
+/// `realloc(p, size)`: FREE of `p` (stamped before the call) + MALLOC of the result.
+///
+/// # Safety
+/// As `realloc(3)`; `sp`/`fp` are the entry registers or 0.
+pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize, sp: usize, fp: usize) -> *mut c_void {
+    if !host_on() {
+        // SAFETY: forwarded contract.
+        return unsafe { real::realloc(p, size) };
+    }
+    let Some(_g) = rt::enter() else {
+        // SAFETY: forwarded contract.
+        return unsafe { real::realloc(p, size) };
+    };
+    // SAFETY: forwarded contract.
+    unsafe { realloc_recorded(p, size, sp, fp) }
+}
+
+/// `realloc` with the guard held.
+///
+/// # Safety
+/// As `realloc(3)`.
+unsafe fn realloc_recorded(p: *mut c_void, size: usize, sp: usize, fp: usize) -> *mut c_void {
+    let ts_free = if p.is_null() { 0 } else { rt::now_ns() };
+    // SAFETY: forwarded contract.
+    let q = unsafe { real::realloc(p, size) };
+    if !p.is_null() && (!q.is_null() || size == 0) {
+        // Moved, resized in place, or `realloc(p, 0)` (glibc frees `p`, returns NULL).
+        rt::record(&Record::HostFree { ts: ts_free, addr: p as u64 });
+    }
+    if !q.is_null() {
+        on_alloc(q, size, sp, fp);
+    }
+    q
+}
+
+/// `reallocarray(p, n, m)`: `realloc(p, n * m)` unless the product overflows (ENOMEM).
+///
+/// # Safety
+/// As `reallocarray(3)`; `sp`/`fp` are the entry registers or 0.
+pub unsafe extern "C" fn reallocarray(
+    p: *mut c_void,
+    n: usize,
+    m: usize,
+    sp: usize,
+    fp: usize,
+) -> *mut c_void {
+    let Some(size) = n.checked_mul(m) else {
+        // SAFETY: `__errno_location` returns this thread's errno.
+        unsafe { *libc::__errno_location() = libc::ENOMEM };
+        return core::ptr::null_mut();
+    };
+    // SAFETY: forwarded contract.
+    unsafe { realloc(p, size, sp, fp) }
+}
+
+/// `posix_memalign(out, align, size)`.
+///
+/// # Safety
+/// As `posix_memalign(3)`; `sp`/`fp` are the entry registers or 0.
+pub unsafe extern "C" fn posix_memalign(
+    out: *mut *mut c_void,
+    align: usize,
+    size: usize,
+    sp: usize,
+    fp: usize,
+) -> c_int {
+    if !host_on() {
+        // SAFETY: forwarded contract.
+        return unsafe { real::posix_memalign(out, align, size) };
+    }
+    let Some(_g) = rt::enter() else {
+        // SAFETY: forwarded contract.
+        return unsafe { real::posix_memalign(out, align, size) };
+    };
+    // SAFETY: forwarded contract.
+    let rc = unsafe { real::posix_memalign(out, align, size) };
+    if rc == 0 {
+        // SAFETY: on success `*out` holds the new block (`out` is writable per the contract).
+        let p = unsafe { out.read() };
+        on_alloc(p, size, sp, fp);
+    }
+    rc
+}
+
+/// `free(p)`: records the FREE before the block is released.
+///
+/// # Safety
+/// As `free(3)`.
+pub unsafe fn free(p: *mut c_void) {
+    if !p.is_null() && host_on() {
+        if let Some(_g) = rt::enter() {
+            rt::record(&Record::HostFree { ts: rt::now_ns(), addr: p as u64 });
+            // SAFETY: forwarded contract.
+            return unsafe { real::free(p) };
+        }
+    }
+    // SAFETY: forwarded contract.
+    unsafe { real::free(p) }
+}
+
+fn mmap_on() -> bool {
+    host_on() && rt::host_mmap()
+}
+
+/// `mmap`: the system call, recorded as a HOST block with `MEMSCOPE_HOST_MMAP=1`.
+///
+/// # Safety
+/// As `mmap(2)`.
+pub unsafe fn mmap(
+    addr: *mut c_void,
+    len: usize,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: i64,
+) -> *mut c_void {
+    // SAFETY: the raw system call glibc's `mmap` makes on LP64; errno is set by `syscall`.
+    let r =
+        unsafe { libc::syscall(libc::SYS_mmap, addr, len, prot, flags, fd, off) } as *mut c_void;
+    if r != libc::MAP_FAILED && mmap_on() {
+        if let Some(_g) = rt::enter() {
+            rt::record(&Record::HostMmap {
+                ts: rt::now_ns(),
+                addr: r as u64,
+                size: len as u64,
+                stack: 0,
+            });
+        }
+    }
+    r
+}
+
+/// `munmap`: recorded (before the call) with `MEMSCOPE_HOST_MMAP=1`.
+///
+/// # Safety
+/// As `munmap(2)`.
+pub unsafe fn munmap(addr: *mut c_void, len: usize) -> c_int {
+    if mmap_on() {
+        if let Some(_g) = rt::enter() {
+            rt::record(&Record::HostMunmap {
+                ts: rt::now_ns(),
+                addr: addr as u64,
+                size: len as u64,
+            });
+        }
+    }
+    // SAFETY: the raw system call; errno is set by `syscall`.
+    unsafe { libc::syscall(libc::SYS_munmap, addr, len) as c_int }
+}

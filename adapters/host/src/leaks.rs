@@ -1,0 +1,152 @@
+//! The HOST leak summary: blocks of the libc allocator still live when the process ended,
+//! grouped by allocation stack, largest first — a bus layer whose report section the CLI
+//! prints and logs. It runs for killed processes too (the collector finishes every process
+//! whose stream ended, however it ended).
+#![forbid(unsafe_code)]
+
+use memscope_core::adapter::AdapterId;
+use memscope_core::bus::{BusCtx, BusError, Layer, ReportSection};
+use memscope_core::config::RunConfig;
+use memscope_core::event::{Device, Event, EventKind, EventType};
+use std::collections::HashMap;
+
+/// Stack groups listed in the report.
+pub const MAX_GROUPS: usize = 10;
+/// Frames shown per group.
+pub const MAX_FRAMES: usize = 6;
+
+/// The leak layer when the HOST adapter is selected.
+pub fn leak_layer(cfg: &RunConfig) -> Option<Box<dyn Layer>> {
+    cfg.has_adapter(AdapterId::Host).then(|| Box::new(HostLeaks::default()) as Box<dyn Layer>)
+}
+
+/// Tracks live HOST blocks by allocation id, with an interned stack text.
+#[derive(Default)]
+pub struct HostLeaks {
+    live: HashMap<u64, (u64, u32)>,
+    stack_ids: HashMap<String, u32>,
+    stacks: Vec<String>,
+}
+
+fn is_host_block(ev: &Event) -> bool {
+    ev.event_type == EventType::Host
+        && ev.device == Device::Cpu
+        && ev.memory().is_some_and(|m| !m.pinned)
+}
+
+impl HostLeaks {
+    fn stack_index(&mut self, text: Option<&str>) -> u32 {
+        let t = text.unwrap_or("");
+        if let Some(&i) = self.stack_ids.get(t) {
+            return i;
+        }
+        let i = self.stacks.len() as u32;
+        self.stacks.push(t.to_owned());
+        self.stack_ids.insert(t.to_owned(), i);
+        i
+    }
+
+    /// The report lines (also used by tests).
+    pub fn report(&self, pid: Option<u32>) -> ReportSection {
+        let mut groups: HashMap<u32, (u64, u64)> = HashMap::new();
+        for &(size, s) in self.live.values() {
+            let g = groups.entry(s).or_default();
+            g.0 += 1;
+            g.1 += size;
+        }
+        let (blocks, bytes) = groups.values().fold((0, 0), |a, g| (a.0 + g.0, a.1 + g.1));
+        let mut v: Vec<(u32, u64, u64)> = groups.into_iter().map(|(s, (n, b))| (s, n, b)).collect();
+        v.sort_by(|a, b| b.2.cmp(&a.2).then(b.1.cmp(&a.1)).then(a.0.cmp(&b.0)));
+        let pid = pid.map(|p| format!(" (pid {p})")).unwrap_or_default();
+        let mut lines = Vec::new();
+        for (s, n, b) in v.iter().take(MAX_GROUPS) {
+            lines.push(format!("{n} block(s), {b} bytes, allocated at:"));
+            let text = &self.stacks[*s as usize];
+            if text.is_empty() {
+                lines.push("    (no call stack: run with --call-stack c:N)".to_owned());
+            }
+            let frames: Vec<&str> = text.lines().collect();
+            for f in frames.iter().take(MAX_FRAMES) {
+                lines.push(format!("    {f}"));
+            }
+            if frames.len() > MAX_FRAMES {
+                lines.push(format!("    … {} more frame(s)", frames.len() - MAX_FRAMES));
+            }
+        }
+        if v.len() > MAX_GROUPS {
+            let rest = &v[MAX_GROUPS..];
+            let (n, b) = rest.iter().fold((0, 0), |a, g| (a.0 + g.1, a.1 + g.2));
+            lines.push(format!("… {} more stack(s): {n} block(s), {b} bytes", rest.len()));
+        }
+        ReportSection {
+            title: format!("HOST memory live at exit{pid}: {blocks} block(s), {bytes} bytes"),
+            lines,
+        }
+    }
+}
+
+impl Layer for HostLeaks {
+    fn name(&self) -> &'static str {
+        "host-leaks"
+    }
+
+    fn on_event(&mut self, ev: Event, _ctx: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError> {
+        if is_host_block(&ev) {
+            let m = ev.memory().expect("checked");
+            match ev.kind {
+                EventKind::Malloc => {
+                    let s = self.stack_index(ev.c_stack.as_deref());
+                    self.live.insert(m.allocation_id, (m.size, s));
+                }
+                EventKind::Free => {
+                    self.live.remove(&m.allocation_id);
+                }
+                _ => {}
+            }
+        }
+        out.push(ev);
+        Ok(())
+    }
+
+    fn finish(&mut self, ctx: &BusCtx, _out: &mut Vec<Event>, report: &mut Vec<ReportSection>) -> Result<(), BusError> {
+        report.push(self.report(ctx.pid));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memscope_core::event::{Attrs, MemoryAttrs};
+
+    fn ev(kind: EventKind, id: u64, size: u64, stack: Option<&str>) -> Event {
+        let mut e = Event::new(EventType::Host, 1, 1, 1);
+        e.kind = kind;
+        e.device = Device::Cpu;
+        e.attrs = Attrs::Memory(MemoryAttrs { allocation_id: id, size, ..MemoryAttrs::default() });
+        e.c_stack = stack.map(str::to_owned);
+        e
+    }
+
+    #[test]
+    fn groups_live_blocks_by_stack_largest_first() {
+        let mut l = HostLeaks::default();
+        let ctx = BusCtx::default();
+        let mut out = Vec::new();
+        for (k, id, size, st) in [
+            (EventKind::Malloc, 1, 100, Some("a\nmain\n")),
+            (EventKind::Malloc, 2, 100, Some("a\nmain\n")),
+            (EventKind::Malloc, 3, 1000, Some("b\nmain\n")),
+            (EventKind::Malloc, 4, 5, Some("c\n")),
+            (EventKind::Free, 4, 5, None),
+        ] {
+            l.on_event(ev(k, id, size, st), &ctx, &mut out).unwrap();
+        }
+        assert_eq!(out.len(), 5, "events pass through");
+        let r = l.report(Some(9));
+        assert_eq!(r.title, "HOST memory live at exit (pid 9): 3 block(s), 1200 bytes");
+        assert_eq!(r.lines[0], "1 block(s), 1000 bytes, allocated at:");
+        assert_eq!(r.lines[1], "    b");
+        assert_eq!(r.lines[3], "2 block(s), 200 bytes, allocated at:");
+    }
+}

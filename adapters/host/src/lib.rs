@@ -1,0 +1,211 @@
+//! memscope adapter `host`: the libc allocator of any dynamically linked process, with C call
+//! stacks.
+//!
+//! Two halves, as every built-in adapter (`memscope_core::adapter`):
+//!
+//! * In the traced process (probe side, no allocation on any hook path):
+//!   - [`hooks`] — `malloc`, `calloc`, `realloc`, `reallocarray`, `free`, `posix_memalign`,
+//!     `aligned_alloc`, `memalign`, `valloc`, `pvalloc`, and with `MEMSCOPE_HOST_MMAP=1`
+//!     `mmap`/`mmap64`/`munmap`; `dlopen` (strips `RTLD_DEEPBIND`, refreshes the module map).
+//!     The probe exports them through [`export_hooks!`]; the allocator entry points are naked
+//!     x86_64 stubs that hand the hook the caller's stack pointer and frame pointer, so stacks
+//!     start exactly at the caller and never contain probe frames.
+//!   - [`real`] — where the hooks forward: glibc's `__libc_*` entry points, or the next
+//!     definition (`dlsym(RTLD_NEXT)`) when another allocator (jemalloc, tcmalloc) is preloaded
+//!     after the probe; a bootstrap arena serves `dlsym`'s own allocations.
+//!   - [`unwind`] + [`cfi`] — C stack capture: a frame walk whose per-return-address rules come
+//!     from the module's `.eh_frame` (evaluated once, cached lock-free); frames with a frame
+//!     pointer follow it, frames without one are unwound by their CFI rule.
+//!   - [`intern`] — lock-free stack interning: each distinct stack is written once per process
+//!     as a `StackDef` record.
+//!   - [`modules`] — the module map (`Module` records: path, load bias, range, build id).
+//! * In the collector (feature `collector`, safe code):
+//!   - `typer` — `HostMalloc`/`HostFree`/`HostMmap`/`HostMunmap`/`Module` records into
+//!     `MALLOC`/`FREE` events of type `HOST` on device `cpu` (`allocation_id`, `addr`, `size`,
+//!     `total` = live host bytes), with the symbolised `Call Stack(C)`.
+//!   - `symbolize` — return address → function, file:line, inlined frames (`addr2line`), with
+//!     the ELF symbol table as fallback, cached per address and per stack.
+//!   - `leaks` — the end-of-run leak summary layer (live blocks by allocation stack).
+//!   - `preflight` — the statically-linked-program check made before launch.
+//!
+//! # Recorded semantics (glibc's documented behaviour)
+//! * A successful allocation is one `HostMalloc` (size = requested bytes; `calloc`: `n * m`;
+//!   zero-size requests that return a pointer are recorded with size 0). A failed one (NULL,
+//!   or an error code from `posix_memalign`) records nothing.
+//! * `free(NULL)` records nothing; `free(p)` records `HostFree` stamped *before* the block is
+//!   released, so another thread that receives the same address is ordered after it.
+//! * `realloc(NULL, n)` is `malloc(n)`. `realloc(p, 0)` frees `p` and returns NULL (glibc):
+//!   one `HostFree`. A successful `realloc(p, n)` is a `HostFree` of `p` (stamped before the
+//!   call) and a `HostMalloc` of the result (also when the address did not change). A failed
+//!   `realloc` leaves `p` alive and records nothing. `reallocarray` is `realloc` after its
+//!   overflow check (`ENOMEM`, nothing recorded).
+//! * Calls made while the probe is not ready (before libc's own initialisation, while another
+//!   thread initialises, passive probe), re-entered calls (the probe's own allocations, a
+//!   signal handler interrupting a hook) and calls during `fork` are forwarded and not
+//!   recorded; the collector ignores frees of blocks it never saw allocated.
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+pub mod cfi;
+pub mod hooks;
+pub mod intern;
+pub mod modules;
+pub mod real;
+pub mod unwind;
+
+#[cfg(feature = "collector")]
+pub mod leaks;
+#[cfg(feature = "collector")]
+pub mod preflight;
+#[cfg(feature = "collector")]
+pub mod symbolize;
+#[cfg(feature = "collector")]
+pub mod typer;
+
+#[cfg(feature = "collector")]
+pub use leaks::leak_layer;
+
+/// Defines this adapter's exported C symbols in the invoking crate (the probe cdylib only).
+///
+/// On x86_64 the allocation entry points are naked stubs: they pass the entry stack pointer
+/// (which points at the caller's return address) and the caller's frame pointer as two extra
+/// arguments and tail-jump to the hook, which therefore returns straight to the caller.
+#[macro_export]
+macro_rules! export_hooks {
+    () => {
+        $crate::__host_stub!(malloc, "rsi", "rdx", (size: usize) -> *mut ::core::ffi::c_void);
+        $crate::__host_stub!(calloc, "rdx", "rcx", (n: usize, m: usize) -> *mut ::core::ffi::c_void);
+        $crate::__host_stub!(realloc, "rdx", "rcx", (p: *mut ::core::ffi::c_void, size: usize) -> *mut ::core::ffi::c_void);
+        $crate::__host_stub!(reallocarray, "rcx", "r8", (p: *mut ::core::ffi::c_void, n: usize, m: usize) -> *mut ::core::ffi::c_void);
+        $crate::__host_stub!(posix_memalign, "rcx", "r8", (out: *mut *mut ::core::ffi::c_void, align: usize, size: usize) -> ::core::ffi::c_int);
+        $crate::__host_stub!(aligned_alloc, "rdx", "rcx", (align: usize, size: usize) -> *mut ::core::ffi::c_void);
+        $crate::__host_stub!(memalign, "rdx", "rcx", (align: usize, size: usize) -> *mut ::core::ffi::c_void);
+        $crate::__host_stub!(valloc, "rsi", "rdx", (size: usize) -> *mut ::core::ffi::c_void);
+        $crate::__host_stub!(pvalloc, "rsi", "rdx", (size: usize) -> *mut ::core::ffi::c_void);
+
+        /// `free`: forwards to the real allocator; records the free when HOST is enabled.
+        ///
+        /// # Safety
+        /// `p` is NULL or a live block of this process's allocator.
+        #[no_mangle]
+        pub unsafe extern "C" fn free(p: *mut ::core::ffi::c_void) {
+            // SAFETY: forwarded caller contract.
+            unsafe { $crate::hooks::free(p) }
+        }
+
+        /// `mmap` (recorded with `MEMSCOPE_HOST_MMAP=1`).
+        ///
+        /// # Safety
+        /// As `mmap(2)`.
+        #[no_mangle]
+        pub unsafe extern "C" fn mmap(
+            addr: *mut ::core::ffi::c_void,
+            len: usize,
+            prot: ::core::ffi::c_int,
+            flags: ::core::ffi::c_int,
+            fd: ::core::ffi::c_int,
+            off: i64,
+        ) -> *mut ::core::ffi::c_void {
+            // SAFETY: forwarded caller contract.
+            unsafe { $crate::hooks::mmap(addr, len, prot, flags, fd, off) }
+        }
+
+        /// `mmap64` (the same function on LP64).
+        ///
+        /// # Safety
+        /// As `mmap(2)`.
+        #[no_mangle]
+        pub unsafe extern "C" fn mmap64(
+            addr: *mut ::core::ffi::c_void,
+            len: usize,
+            prot: ::core::ffi::c_int,
+            flags: ::core::ffi::c_int,
+            fd: ::core::ffi::c_int,
+            off: i64,
+        ) -> *mut ::core::ffi::c_void {
+            // SAFETY: forwarded caller contract.
+            unsafe { $crate::hooks::mmap(addr, len, prot, flags, fd, off) }
+        }
+
+        /// `munmap` (recorded with `MEMSCOPE_HOST_MMAP=1`).
+        ///
+        /// # Safety
+        /// As `munmap(2)`.
+        #[no_mangle]
+        pub unsafe extern "C" fn munmap(addr: *mut ::core::ffi::c_void, len: usize) -> ::core::ffi::c_int {
+            // SAFETY: forwarded caller contract.
+            unsafe { $crate::hooks::munmap(addr, len) }
+        }
+
+        /// `dlopen`: strips `RTLD_DEEPBIND` while HOST records (so the library's allocator calls
+        /// stay interposed) and refreshes the module map for C stacks.
+        ///
+        /// # Safety
+        /// As `dlopen(3)`.
+        #[no_mangle]
+        pub unsafe extern "C" fn dlopen(
+            file: *const ::core::ffi::c_char,
+            mode: ::core::ffi::c_int,
+        ) -> *mut ::core::ffi::c_void {
+            // SAFETY: forwarded caller contract.
+            unsafe { $crate::modules::dlopen(file, mode) }
+        }
+    };
+}
+
+/// One exported allocation entry point (internal to [`export_hooks!`]).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __host_stub {
+    ($name:ident, $sp:literal, $fp:literal, ($($arg:ident: $ty:ty),*) -> $ret:ty) => {
+        /// Allocator entry point of the HOST adapter (forwards to the real allocator, records
+        /// when HOST is enabled).
+        ///
+        /// # Safety
+        /// As the C function of the same name.
+        #[cfg(target_arch = "x86_64")]
+        #[unsafe(naked)]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+            ::core::arch::naked_asm!(
+                concat!("mov ", $sp, ", rsp"),
+                concat!("mov ", $fp, ", rbp"),
+                "jmp {hook}",
+                hook = sym $crate::hooks::$name,
+            )
+        }
+
+        /// Allocator entry point of the HOST adapter (no C stacks on this architecture).
+        ///
+        /// # Safety
+        /// As the C function of the same name.
+        #[cfg(not(target_arch = "x86_64"))]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+            // SAFETY: forwarded caller contract; 0/0 means "no stack".
+            unsafe { $crate::hooks::$name($($arg,)* 0, 0) }
+        }
+    };
+}
+
+#[cfg(feature = "collector")]
+mod descriptor {
+    use memscope_core::adapter::{AdapterDescriptor, AdapterId, ConfigKey};
+
+    inventory::submit! {
+        AdapterDescriptor {
+            id: AdapterId::Host,
+            summary: "libc allocator (malloc & co., optional mmap) with C call stacks; opt-in",
+            symbols: &[
+                "malloc", "calloc", "realloc", "reallocarray", "free", "posix_memalign",
+                "aligned_alloc", "memalign", "valloc", "pvalloc", "mmap", "mmap64", "munmap",
+                "dlopen",
+            ],
+            events: &["MALLOC/HOST", "FREE/HOST"],
+            config_keys: &[ConfigKey {
+                name: "MEMSCOPE_HOST_MMAP (environment)",
+                summary: "1: also record mmap/munmap as HOST blocks (default off)",
+            }],
+            new_typer: || Box::new(crate::typer::HostTyper::new()),
+        }
+    }
+}

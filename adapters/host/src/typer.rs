@@ -1,0 +1,223 @@
+//! Collector side: HOST records → `MALLOC`/`FREE` events of Event Type `HOST` on device `cpu`.
+//!
+//! * Attr: `allocation_id` (per process, shared counter of `TypeCtx`), `addr`, `size` (FREE:
+//!   the block's size), `total` = live host bytes of the process after the event.
+//! * `Call Stack(C)` of MALLOC rows: the allocation stack symbolised with the process's module
+//!   map ([`crate::symbolize`]), one frame per line, innermost first; cached per stack id.
+//! * A FREE of an address that is not live (allocated before tracing started, in an untraced
+//!   context, or by a signal handler that interrupted a hook) gives no row; the first one is
+//!   noted in the log. A MALLOC at an address that is still live (its FREE was not seen) first
+//!   closes the old block with a synthetic FREE (`shadow:true`), as the pools do.
+//! * Blocks still live when the process ends get no FREE: they are what the leak summary
+//!   ([`crate::leaks`]) reports.
+//! * `mmap` blocks (`MEMSCOPE_HOST_MMAP=1`) are HOST blocks too (Attr `mmap:true`); a `munmap`
+//!   frees every mapping that starts inside the unmapped range.
+#![forbid(unsafe_code)]
+
+use crate::symbolize::Symbolizer;
+use memscope_core::adapter::{TypeCtx, Typer};
+use memscope_core::event::{Attrs, Device, Event, EventKind, EventType, MemoryAttrs};
+use memscope_core::wire::Record;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+#[derive(Clone, Copy)]
+struct Block {
+    id: u64,
+    size: u64,
+}
+
+/// The HOST typer of one process.
+#[derive(Default)]
+pub struct HostTyper {
+    live: HashMap<u64, Block>,
+    maps: BTreeMap<u64, Block>,
+    total: i64,
+    /// Module map and symbol caches per process image (stream of the pid).
+    syms: HashMap<usize, Symbolizer>,
+    /// Symbolised stacks by (image, stack id).
+    stacks: HashMap<(usize, u32), Arc<str>>,
+    unknown_frees: u64,
+}
+
+impl HostTyper {
+    /// A typer with no live blocks.
+    pub fn new() -> HostTyper {
+        HostTyper::default()
+    }
+
+    fn stack_text(&mut self, ctx: &TypeCtx, id: u32) -> Option<String> {
+        if id == 0 {
+            return None;
+        }
+        let key = (ctx.image(), id);
+        if let Some(s) = self.stacks.get(&key) {
+            return Some(s.to_string());
+        }
+        let frames = ctx.stack(id)?;
+        let text: Arc<str> = self.syms.entry(key.0).or_default().stack_text(frames).into();
+        self.stacks.insert(key, text.clone());
+        Some(text.to_string())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn event(
+        &self,
+        ctx: &TypeCtx,
+        kind: EventKind,
+        ts: u64,
+        tid: u32,
+        addr: u64,
+        b: Block,
+        shadow: bool,
+        mmap: bool,
+    ) -> Event {
+        let mut e = Event::new(EventType::Host, ts, ctx.pid, tid);
+        e.kind = kind;
+        e.device = Device::Cpu;
+        e.ptr = Some(addr);
+        let mut m = MemoryAttrs {
+            allocation_id: b.id,
+            addr,
+            size: b.size,
+            total: (!shadow).then_some(self.total),
+            shadow,
+            ..MemoryAttrs::default()
+        };
+        if mmap {
+            m.extra.push(("mmap".to_owned(), "true".to_owned()));
+        }
+        e.attrs = Attrs::Memory(m);
+        e
+    }
+
+    fn malloc(&mut self, ctx: &mut TypeCtx, tid: u32, ts: u64, addr: u64, size: u64, stack: u32, mmap: bool, out: &mut Vec<Event>) {
+        let old = if mmap { self.maps.remove(&addr) } else { self.live.remove(&addr) };
+        if let Some(old) = old {
+            self.total -= old.size as i64;
+            ctx.warn(format!("HOST: block 0x{addr:x} allocated again before its free was seen; closed with a synthetic FREE"));
+            out.push(self.event(ctx, EventKind::Free, ts, tid, addr, old, true, mmap));
+        }
+        let b = Block { id: ctx.next_allocation_id(), size };
+        self.total += size as i64;
+        if mmap {
+            self.maps.insert(addr, b);
+        } else {
+            self.live.insert(addr, b);
+        }
+        let mut e = self.event(ctx, EventKind::Malloc, ts, tid, addr, b, false, mmap);
+        e.c_stack = self.stack_text(ctx, stack);
+        out.push(e);
+    }
+
+    fn free(&mut self, ctx: &mut TypeCtx, tid: u32, ts: u64, addr: u64, out: &mut Vec<Event>) {
+        match self.live.remove(&addr) {
+            Some(b) => {
+                self.total -= b.size as i64;
+                out.push(self.event(ctx, EventKind::Free, ts, tid, addr, b, false, false));
+            }
+            None => {
+                self.unknown_frees += 1;
+                if self.unknown_frees == 1 {
+                    ctx.warn(format!(
+                        "HOST: free of 0x{addr:x}, a block not seen allocated (allocated before tracing started or in an untraced context); such frees are ignored"
+                    ));
+                }
+            }
+        }
+    }
+
+    fn munmap(&mut self, ctx: &mut TypeCtx, tid: u32, ts: u64, addr: u64, size: u64, out: &mut Vec<Event>) {
+        let end = addr.saturating_add(size.max(1));
+        let gone: Vec<u64> = self.maps.range(addr..end).map(|(a, _)| *a).collect();
+        for a in gone {
+            if let Some(b) = self.maps.remove(&a) {
+                self.total -= b.size as i64;
+                out.push(self.event(ctx, EventKind::Free, ts, tid, a, b, false, true));
+            }
+        }
+    }
+}
+
+impl Typer for HostTyper {
+    fn type_record(&mut self, ctx: &mut TypeCtx, tid: u32, rec: &Record<Box<[u8]>>, out: &mut Vec<Event>) -> bool {
+        match rec {
+            Record::HostMalloc { ts, addr, size, stack } => self.malloc(ctx, tid, *ts, *addr, *size, *stack, false, out),
+            Record::HostFree { ts, addr } => self.free(ctx, tid, *ts, *addr, out),
+            Record::HostMmap { ts, addr, size, stack } => self.malloc(ctx, tid, *ts, *addr, *size, *stack, true, out),
+            Record::HostMunmap { ts, addr, size } => self.munmap(ctx, tid, *ts, *addr, *size, out),
+            Record::Module { base, start, size, build_id, path, .. } => {
+                let image = ctx.image();
+                self.syms.entry(image).or_default().add_module(*base, *start, *size, path, build_id);
+                // Stacks symbolised before this module was known are redone on next use.
+                self.stacks.retain(|k, _| k.0 != image);
+            }
+            _ => return false,
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(recs: &[Record<Box<[u8]>>]) -> Vec<Event> {
+        let mut ctx = TypeCtx::new(7, vec![]);
+        let mut t = HostTyper::new();
+        let mut out = Vec::new();
+        for r in recs {
+            assert!(t.type_record(&mut ctx, 9, r, &mut out));
+        }
+        out
+    }
+
+    fn mem(e: &Event) -> &MemoryAttrs {
+        e.memory().unwrap()
+    }
+
+    #[test]
+    fn malloc_free_pairs_share_ids_and_total_counts_live_bytes() {
+        let ev = run(&[
+            Record::HostMalloc { ts: 1, addr: 0x100, size: 10, stack: 0 },
+            Record::HostMalloc { ts: 2, addr: 0x200, size: 20, stack: 0 },
+            Record::HostFree { ts: 3, addr: 0x100 },
+            Record::HostFree { ts: 4, addr: 0x999 },
+            Record::HostFree { ts: 5, addr: 0x200 },
+        ]);
+        let got: Vec<_> = ev.iter().map(|e| (e.kind, mem(e).allocation_id, mem(e).size, mem(e).total)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (EventKind::Malloc, 1, 10, Some(10)),
+                (EventKind::Malloc, 2, 20, Some(30)),
+                (EventKind::Free, 1, 10, Some(20)),
+                (EventKind::Free, 2, 20, Some(0)),
+            ]
+        );
+        assert!(ev.iter().all(|e| e.event_type == EventType::Host && e.device == Device::Cpu && e.pid == Some(7)));
+    }
+
+    #[test]
+    fn a_second_malloc_at_a_live_address_closes_the_old_block() {
+        let ev = run(&[
+            Record::HostMalloc { ts: 1, addr: 0x100, size: 10, stack: 0 },
+            Record::HostMalloc { ts: 2, addr: 0x100, size: 5, stack: 0 },
+        ]);
+        assert_eq!(ev.len(), 3);
+        assert!(mem(&ev[1]).shadow && ev[1].kind == EventKind::Free && mem(&ev[1]).allocation_id == 1);
+        assert_eq!(mem(&ev[2]).total, Some(5));
+    }
+
+    #[test]
+    fn munmap_frees_the_mappings_in_its_range() {
+        let ev = run(&[
+            Record::HostMmap { ts: 1, addr: 0x10000, size: 4096, stack: 0 },
+            Record::HostMmap { ts: 2, addr: 0x20000, size: 8192, stack: 0 },
+            Record::HostMunmap { ts: 3, addr: 0x10000, size: 0x20000 },
+        ]);
+        assert_eq!(ev.len(), 4);
+        assert_eq!(mem(&ev[3]).total, Some(0));
+        assert!(mem(&ev[0]).extra.contains(&("mmap".to_owned(), "true".to_owned())));
+    }
+}

@@ -1,0 +1,59 @@
+//! memscope adapter `mindspore`: MindSpore's device memory pool.
+//!
+//! MindSpore reports its pool through the msTX memory API on domain `mindsporeMemPool`
+//! (abi.md §1.6). The mstx adapter's hooks record those calls when this adapter is selected
+//! (`--adapters mindspore`); this crate's typer turns them into `MALLOC`/`FREE` rows of Event
+//! Type `MindSpore`, with `used`, `total` and `owner` (framework level `MindSpore`) as
+//! [`memscope_core::pool`] describes.
+#![forbid(unsafe_code)]
+
+use memscope_core::adapter::{AdapterDescriptor, AdapterId, Typer};
+use memscope_core::pool::{PoolTyper, MSTX_POOL_SYMBOLS};
+use memscope_core::wire::PoolId;
+
+/// The pool this adapter types.
+pub const POOLS: &[PoolId] = &[PoolId::MindSpore];
+
+/// A fresh typer for one process: takes the heap and region records of [`POOLS`] only.
+pub fn new_typer() -> Box<dyn Typer> {
+    Box::new(PoolTyper::new(POOLS))
+}
+
+inventory::submit! {
+    AdapterDescriptor {
+        id: AdapterId::MindSpore,
+        summary: "MindSpore memory pool (msTX domain mindsporeMemPool): blocks as MindSpore \
+                  with used, total and owner",
+        symbols: MSTX_POOL_SYMBOLS,
+        events: &["MALLOC/MindSpore", "FREE/MindSpore"],
+        config_keys: &[],
+        new_typer,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memscope_core::adapter::{descriptors, TypeCtx};
+    use memscope_core::event::EventType;
+    use memscope_core::wire::Record;
+
+    #[test]
+    fn mindspore_descriptor_is_registered() {
+        let d = descriptors().into_iter().find(|d| d.id == AdapterId::MindSpore);
+        assert_eq!(d.expect("registered").events, ["MALLOC/MindSpore", "FREE/MindSpore"]);
+    }
+
+    #[test]
+    fn mindspore_typer_takes_only_the_mindspore_pool() {
+        let mut t = new_typer();
+        let mut ctx = TypeCtx::new(1, vec![]);
+        let mut out = Vec::new();
+        for pool in PoolId::ALL {
+            let r = Record::RegionRegister { ts: 1, pool, device: 0, ptr: 0x10, size: 8 };
+            assert_eq!(t.type_record(&mut ctx, 1, &r, &mut out), pool == PoolId::MindSpore);
+        }
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].event_type, EventType::MindSpore);
+    }
+}

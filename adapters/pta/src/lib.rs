@@ -1,0 +1,70 @@
+//! memscope adapter `pta`: torch_npu's caching allocator and workspace allocator.
+//!
+//! torch_npu reports both pools through the msTX memory API (abi.md §1.6): domain `ptaCaching`
+//! (older name `msleaks`) for the caching allocator, `ptaWorkspace` for the workspace
+//! allocator; heap register/unregister for the segments a pool reserves, region
+//! register/unregister for each block it hands out. The mstx adapter's hooks record those calls
+//! when this adapter is selected (`--adapters pta`); this crate's typer turns them into
+//! `MALLOC`/`FREE` rows of Event Type `PTA` and `PTA_WORKSPACE`, with `used`, `total` and
+//! `owner` (framework level `PTA` / `PTA_WORKSPACE`) as [`memscope_core::pool`] describes.
+#![forbid(unsafe_code)]
+
+use memscope_core::adapter::{AdapterDescriptor, AdapterId, Typer};
+use memscope_core::pool::{PoolTyper, MSTX_POOL_SYMBOLS};
+use memscope_core::wire::PoolId;
+
+/// The pools this adapter types: the caching pool (`PTA`) and the workspace pool
+/// (`PTA_WORKSPACE`).
+pub const POOLS: &[PoolId] = &[PoolId::PtaCaching, PoolId::PtaWorkspace];
+
+/// A fresh typer for one process: takes the heap and region records of [`POOLS`] only.
+pub fn new_typer() -> Box<dyn Typer> {
+    Box::new(PoolTyper::new(POOLS))
+}
+
+inventory::submit! {
+    AdapterDescriptor {
+        id: AdapterId::Pta,
+        summary: "torch_npu caching and workspace pools (msTX domains ptaCaching/msleaks, \
+                  ptaWorkspace): blocks as PTA / PTA_WORKSPACE with used, total and owner",
+        symbols: MSTX_POOL_SYMBOLS,
+        events: &["MALLOC/PTA", "FREE/PTA", "MALLOC/PTA_WORKSPACE", "FREE/PTA_WORKSPACE"],
+        config_keys: &[],
+        new_typer,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memscope_core::adapter::{descriptors, TypeCtx};
+    use memscope_core::event::{EventKind, EventType};
+    use memscope_core::wire::Record;
+
+    #[test]
+    fn pta_descriptor_is_registered_with_its_events() {
+        let d = descriptors().into_iter().find(|d| d.id == AdapterId::Pta).expect("registered");
+        assert!(d.events.contains(&"MALLOC/PTA_WORKSPACE"));
+        assert!(d.symbols.contains(&"mstxMemRegionsRegister"));
+    }
+
+    #[test]
+    fn pta_typer_types_caching_and_workspace_and_leaves_other_pools() {
+        let mut t = new_typer();
+        let mut ctx = TypeCtx::new(1, vec![]);
+        let mut out = Vec::new();
+        for (pool, ptr) in [(PoolId::PtaCaching, 0x10), (PoolId::PtaWorkspace, 0x20)] {
+            let r = Record::RegionRegister { ts: 1, pool, device: 0, ptr, size: 8 };
+            assert!(t.type_record(&mut ctx, 1, &r, &mut out));
+        }
+        for pool in [PoolId::MindSpore, PoolId::Atb] {
+            let r = Record::RegionRegister { ts: 1, pool, device: 0, ptr: 0x30, size: 8 };
+            assert!(!t.type_record(&mut ctx, 1, &r, &mut out));
+        }
+        let got: Vec<_> = out.iter().map(|e| (e.kind, e.event_type)).collect();
+        assert_eq!(
+            got,
+            [(EventKind::Malloc, EventType::Pta), (EventKind::Malloc, EventType::PtaWorkspace)]
+        );
+    }
+}

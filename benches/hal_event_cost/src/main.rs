@@ -1,0 +1,90 @@
+//! `hal-event-cost`: nanoseconds per HAL event on the recording thread, plain and under the
+//! memscope probe (issue 5; target ≤ 150 ns added per event, where msMemScope makes two DCMI
+//! driver queries per HAL event).
+//!
+//! It runs `hal_loop` (built by `build.rs`: `halMemAlloc` + `halMemFree` pairs over a fake
+//! driver that does no work) in three ways, alternating, `--repeats` times each:
+//! * `plain` — no probe;
+//! * `probe, hal off` — under `memscope run --adapters mstx`: the hooks only forward;
+//! * `probe, hal on` — under `memscope run --adapters hal`: every call is recorded.
+//!
+//! and prints the median ns per event of each and the added cost. Usage (same profile for
+//! the workspace and the benchmark, release recommended):
+//!
+//! ```text
+//! cargo build --release --workspace
+//! cargo run --release -p memscope-bench-hal-event-cost -- [--iterations N] [--repeats R]
+//! ```
+#![forbid(unsafe_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The measured loop built by `build.rs`.
+const HAL_LOOP: &str = env!("HAL_LOOP");
+
+/// `memscope` next to this binary (`target/<profile>/`).
+fn memscope() -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("current exe: {e}"))?;
+    let p = exe.parent().map(|d| d.join("memscope")).ok_or("no parent dir")?;
+    if p.is_file() {
+        Ok(p)
+    } else {
+        Err(format!("{} not found: build the workspace in the same profile first", p.display()))
+    }
+}
+
+/// Runs `cmd` and parses the `ns_per_event` line of its stdout.
+fn measure(mut cmd: Command) -> Result<f64, String> {
+    let out = cmd.output().map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!("{cmd:?} failed: {}\n{}", text, String::from_utf8_lossy(&out.stderr)));
+    }
+    text.lines()
+        .find_map(|l| l.strip_prefix("ns_per_event "))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| format!("no ns_per_event in {text:?}"))
+}
+
+fn under_probe(memscope: &Path, adapters: &str, iterations: u64, out: &Path) -> Command {
+    let mut c = Command::new(memscope);
+    c.args(["run", "-q", "--adapters", adapters, "-o"])
+        .arg(out)
+        .args(["--", HAL_LOOP, &iterations.to_string()]);
+    c
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn arg(args: &[String], name: &str, default: u64) -> Result<u64, String> {
+    match args.iter().position(|a| a == name) {
+        Some(i) => args.get(i + 1).and_then(|v| v.parse().ok()).ok_or_else(|| format!("{name} needs a number")),
+        None => Ok(default),
+    }
+}
+
+fn main() -> Result<(), String> {
+    let args: Vec<String> = std::env::args().collect();
+    let iterations = arg(&args, "--iterations", 1_000_000)?;
+    let repeats = arg(&args, "--repeats", 5)?.max(1);
+    let memscope = memscope()?;
+    let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let (mut plain, mut off, mut on) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..repeats {
+        let mut c = Command::new(HAL_LOOP);
+        c.arg(iterations.to_string());
+        plain.push(measure(c)?);
+        off.push(measure(under_probe(&memscope, "mstx", iterations, tmp.path()))?);
+        on.push(measure(under_probe(&memscope, "hal", iterations, tmp.path()))?);
+    }
+    let (p, f, n) = (median(&mut plain), median(&mut off), median(&mut on));
+    println!("HAL event cost on the recording thread ({iterations} alloc+free pairs, median of {repeats} runs)");
+    println!("  plain                 {p:8.1} ns/event");
+    println!("  probe, hal off        {f:8.1} ns/event  (+{:.1})", f - p);
+    println!("  probe, hal recording  {n:8.1} ns/event  (+{:.1}; target <= 150)", n - p);
+    Ok(())
+}

@@ -1,0 +1,169 @@
+//! The annotated copy written by `memscope analyze inefficient`: the input, record for record,
+//! with the inefficient types added to the Attr of the MALLOC rows found. The input is never
+//! rewritten; the copy gets a name that does not exist yet (`<stem>_inefficient.<ext>`,
+//! `_1`, …), mode 0600.
+//!
+//! * CSV: records are copied with RFC 4180 quoting; a MALLOC row's Attr gets
+//!   `inefficient:<t1,t2>` (merged into an existing `inefficient`/`inefficient_type` pair).
+//! * `.db`: SQLite copies the database (`VACUUM INTO`), then the copy's Attr JSON is updated
+//!   with parameterised statements matched by ID and Process Id.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use anyhow::{anyhow, Context, Result};
+
+use memscope_core::analysis::outfile::create_sibling;
+use memscope_core::event::Inefficiency;
+use memscope_core::reader::{for_each_pair, CsvSource, DumpFile, DumpFormat};
+
+type Found = HashMap<(Option<u32>, u64), Vec<Inefficiency>>;
+
+fn merge(existing: &str, add: &[Inefficiency]) -> String {
+    let mut names: Vec<String> = existing
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect();
+    for t in add {
+        if !names.iter().any(|n| n == t.as_str()) {
+            names.push(t.as_str().to_owned());
+        }
+    }
+    names.join(",")
+}
+
+/// The Attr text of a MALLOC row with `add` merged in.
+pub fn annotate_attr(cell: &str, add: &[Inefficiency]) -> String {
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    for_each_pair(cell, |k, v| pairs.push((k.to_owned(), v.to_owned())));
+    match pairs
+        .iter_mut()
+        .find(|(k, _)| k == "inefficient" || k == "inefficient_type")
+    {
+        Some(p) => p.1 = merge(&p.1, add),
+        None => {
+            let at = pairs
+                .iter()
+                .position(|(k, _)| matches!(k.as_str(), "page_type" | "alloc_type" | "MID"))
+                .unwrap_or(pairs.len());
+            pairs.insert(at, ("inefficient".to_owned(), merge("", add)));
+        }
+    }
+    let body: Vec<String> = pairs.into_iter().map(|(k, v)| format!("{k}:{v}")).collect();
+    format!("{{{}}}", body.join(","))
+}
+
+fn write_csv(file: &DumpFile, found: &Found) -> Result<PathBuf> {
+    let (out, f) = create_sibling(file.path(), "_inefficient")
+        .with_context(|| format!("cannot create a copy next to {}", file.name()))?;
+    let input = std::fs::File::open(file.path()).with_context(|| file.name().to_owned())?;
+    let mut src = CsvSource::new(file.name(), input, None).map_err(|e| anyhow!("{e}"))?;
+    let mut w = csv::WriterBuilder::new()
+        .terminator(csv::Terminator::Any(b'\n'))
+        .from_writer(std::io::BufWriter::new(f));
+    let werr = |e: csv::Error| anyhow!("cannot write {}: {e}", out.display());
+    w.write_byte_record(src.header()).map_err(werr)?;
+    let header_cells = src.cols.clone();
+    while src.next_record().map_err(|e| anyhow!("{e}"))? {
+        let ev = src.event().map_err(|e| anyhow!("{e}"))?;
+        let add = (ev.kind == memscope_core::event::EventKind::Malloc)
+            .then(|| found.get(&(ev.pid, ev.id)))
+            .flatten();
+        match add {
+            Some(types) if !types.is_empty() => {
+                let attr_at = header_cells.attr_index();
+                let rec: Vec<String> = src.with_cells(|c| {
+                    c.iter()
+                        .enumerate()
+                        .map(|(i, s)| {
+                            if i == attr_at {
+                                annotate_attr(s, types)
+                            } else {
+                                (*s).to_owned()
+                            }
+                        })
+                        .collect()
+                });
+                w.write_record(&rec).map_err(werr)?;
+            }
+            _ => w.write_byte_record(src.record()).map_err(werr)?,
+        }
+    }
+    w.flush()
+        .with_context(|| format!("cannot write {}", out.display()))?;
+    Ok(out)
+}
+
+fn write_db(file: &DumpFile, found: &Found) -> Result<PathBuf> {
+    let (out, f) = create_sibling(file.path(), "_inefficient")
+        .with_context(|| format!("cannot create a copy next to {}", file.name()))?;
+    drop(f);
+    let fail = |e: rusqlite::Error| anyhow!("cannot write {}: {e}", out.display());
+    let src = rusqlite::Connection::open_with_flags(
+        file.path(),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .map_err(|e| anyhow!("{}: {e}", file.name()))?;
+    src.execute("VACUUM INTO ?1", [out.display().to_string()])
+        .map_err(fail)?;
+    drop(src);
+    let mut db = rusqlite::Connection::open(&out).map_err(fail)?;
+    let tx = db.transaction().map_err(fail)?;
+    {
+        let mut get = tx
+            .prepare(r#"SELECT rowid, "Attr" FROM memscope_dump WHERE "ID" = ?1 AND "Process Id" IS ?2 AND "Event" = 'MALLOC'"#)
+            .map_err(fail)?;
+        let mut set = tx
+            .prepare(r#"UPDATE memscope_dump SET "Attr" = ?1 WHERE rowid = ?2"#)
+            .map_err(fail)?;
+        for ((pid, id), types) in found.iter().filter(|(_, t)| !t.is_empty()) {
+            let rows: Vec<(i64, String)> = get
+                .query_map(rusqlite::params![*id as i64, pid.map(i64::from)], |r| {
+                    Ok((
+                        r.get(0)?,
+                        r.get::<_, Option<String>>(1)?.unwrap_or_default(),
+                    ))
+                })
+                .map_err(fail)?
+                .collect::<Result<_, _>>()
+                .map_err(fail)?;
+            for (rowid, attr) in rows {
+                let mut obj: serde_json::Map<String, serde_json::Value> =
+                    serde_json::from_str(&attr).unwrap_or_default();
+                let key = if obj.contains_key("inefficient_type") {
+                    "inefficient_type"
+                } else {
+                    "inefficient"
+                };
+                let old = obj
+                    .get(key)
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("")
+                    .to_owned();
+                obj.insert(
+                    key.to_owned(),
+                    serde_json::Value::String(merge(&old, types)),
+                );
+                set.execute(rusqlite::params![
+                    serde_json::Value::Object(obj).to_string(),
+                    rowid
+                ])
+                .map_err(fail)?;
+            }
+        }
+    }
+    tx.commit().map_err(fail)?;
+    Ok(out)
+}
+
+/// Writes the annotated copy of `file` and returns its path.
+///
+/// # Errors
+/// The input cannot be read again or the copy cannot be written.
+pub fn write_annotated(file: &DumpFile, found: &Found) -> Result<PathBuf> {
+    match file.format() {
+        DumpFormat::Csv => write_csv(file, found),
+        DumpFormat::Db => write_db(file, found),
+    }
+}

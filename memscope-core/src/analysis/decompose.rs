@@ -1,0 +1,296 @@
+//! Decompose: bytes per owner chain, per device and allocator (Event Type), at the allocator's
+//! peak and at the end of the run (issue 6 §5, behaviour spec §7).
+//!
+//! * The owner of a block is its MALLOC's `owner` attribute; a HAL block without one but with a
+//!   module id (2025 `MID:n`) is `CANN@<MODULE>`; otherwise `(no owner)`.
+//! * Allocators are kept apart (a pool's blocks live inside HAL memory, so adding them would
+//!   count bytes twice): the peak is the moment the allocator's live bytes on that device were
+//!   highest (the first such moment), and the table shows how those bytes split by owner.
+//! * A synthetic FREE marked `shadow:true` (msMemScope closes every block at exit with one) does
+//!   not end a block, so "end" shows what was live at exit.
+//! * Memory: one entry per live block plus one counter per (device, allocator, owner). The
+//!   per-owner split is copied only when live bytes start to fall from a new peak.
+//!
+//! Console table plus, when an output folder is set, `decompose_{ts}.csv`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use crate::bus::{BusCtx, BusError, Layer, ReportSection};
+use crate::event::{Device, Event, EventKind, EventType};
+
+use super::cann::module_name;
+use super::mib;
+use super::outfile::create_unique;
+
+/// Header of `decompose_{ts}.csv`.
+pub const DECOMPOSE_HEADER: &str =
+    "Process Id,Device Id,Event Type,Owner,Peak Memory(byte),End Memory(byte)";
+
+/// Rows shared with the caller by [`DecomposeLayer::collecting`], with their process.
+pub type RowsHandle = Arc<Mutex<Vec<(Option<u32>, DecomposeRow)>>>;
+
+#[derive(Default)]
+struct Allocator {
+    by_owner: HashMap<u32, i64>,
+    total: i64,
+    peak: i64,
+    at_peak: bool,
+    peak_split: HashMap<u32, i64>,
+}
+
+impl Allocator {
+    fn add(&mut self, owner: u32, delta: i64) {
+        if delta < 0 && self.at_peak {
+            self.peak_split = self.by_owner.clone();
+            self.at_peak = false;
+        }
+        *self.by_owner.entry(owner).or_default() += delta;
+        self.total += delta;
+        if self.total > self.peak {
+            self.peak = self.total;
+            self.at_peak = true;
+        }
+    }
+}
+
+/// One line of the result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DecomposeRow {
+    /// Device.
+    pub device: Device,
+    /// Allocator (Event Type).
+    pub pool: EventType,
+    /// Owner chain (`A@B@C`, or `(no owner)`).
+    pub owner: String,
+    /// Bytes of this owner when the allocator peaked.
+    pub peak: i64,
+    /// Bytes of this owner live at the end.
+    pub end: i64,
+}
+
+/// The decompose analysis as a bus layer (passes events on unchanged).
+#[derive(Default)]
+pub struct DecomposeLayer {
+    out_dir: Option<PathBuf>,
+    collect: Option<RowsHandle>,
+    owners: Vec<String>,
+    owner_ids: HashMap<String, u32>,
+    live: HashMap<(EventType, u64), (Device, u32, u64)>,
+    alloc: BTreeMap<(Device, EventType), Allocator>,
+}
+
+impl DecomposeLayer {
+    /// A layer that writes `decompose_{ts}.csv` into `out_dir` at the end, when given.
+    pub fn new(out_dir: Option<PathBuf>) -> DecomposeLayer {
+        DecomposeLayer {
+            out_dir,
+            ..DecomposeLayer::default()
+        }
+    }
+
+    /// A layer that hands its rows to the returned handle at the end instead of writing a file
+    /// (offline: one file for all processes of a dump, see [`write_decompose_csv`]).
+    pub fn collecting() -> (DecomposeLayer, RowsHandle) {
+        let h = RowsHandle::default();
+        (
+            DecomposeLayer {
+                collect: Some(h.clone()),
+                ..DecomposeLayer::default()
+            },
+            h,
+        )
+    }
+
+    fn owner_id(&mut self, name: String) -> u32 {
+        if let Some(i) = self.owner_ids.get(&name) {
+            return *i;
+        }
+        let i = self.owners.len() as u32;
+        self.owners.push(name.clone());
+        self.owner_ids.insert(name, i);
+        i
+    }
+
+    fn observe(&mut self, ev: &Event) {
+        let Some(m) = ev.memory() else { return };
+        let addr = ev.ptr.unwrap_or(m.addr);
+        let key = (ev.event_type, addr);
+        match ev.kind {
+            EventKind::Malloc if ev.device != Device::NotApplicable => {
+                let owner = match (&m.owner, m.module_id) {
+                    (Some(o), _) if !o.is_empty() => o.to_string(),
+                    (_, Some(mid)) if ev.event_type == EventType::Hal => {
+                        format!("CANN@{}", module_name(mid))
+                    }
+                    _ => "(no owner)".to_owned(),
+                };
+                let oid = self.owner_id(owner);
+                if let Some((dev, old, size)) = self.live.insert(key, (ev.device, oid, m.size)) {
+                    self.alloc
+                        .entry((dev, ev.event_type))
+                        .or_default()
+                        .add(old, -(size as i64));
+                }
+                self.alloc
+                    .entry((ev.device, ev.event_type))
+                    .or_default()
+                    .add(oid, m.size as i64);
+            }
+            EventKind::Free if !m.shadow => {
+                if let Some((dev, oid, size)) = self.live.remove(&key) {
+                    self.alloc
+                        .entry((dev, ev.event_type))
+                        .or_default()
+                        .add(oid, -(size as i64));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The result so far: per device and allocator, owners by peak bytes (largest first).
+    pub fn rows(&self) -> Vec<DecomposeRow> {
+        let mut rows = Vec::new();
+        for ((dev, pool), a) in &self.alloc {
+            let peak_split = if a.at_peak {
+                &a.by_owner
+            } else {
+                &a.peak_split
+            };
+            let mut ids: Vec<u32> = a
+                .by_owner
+                .keys()
+                .chain(peak_split.keys())
+                .copied()
+                .collect();
+            ids.sort_unstable();
+            ids.dedup();
+            let mut part: Vec<DecomposeRow> = ids
+                .into_iter()
+                .map(|i| DecomposeRow {
+                    device: *dev,
+                    pool: *pool,
+                    owner: self.owners[i as usize].clone(),
+                    peak: peak_split.get(&i).copied().unwrap_or(0),
+                    end: a.by_owner.get(&i).copied().unwrap_or(0),
+                })
+                .filter(|r| r.peak != 0 || r.end != 0)
+                .collect();
+            part.sort_by(|x, y| {
+                y.peak
+                    .cmp(&x.peak)
+                    .then(y.end.cmp(&x.end))
+                    .then(x.owner.cmp(&y.owner))
+            });
+            rows.extend(part);
+        }
+        rows
+    }
+}
+
+/// Writes `dir/decompose_{ts}.csv` (folder 0750, file 0600, a new name) and returns its path.
+///
+/// # Errors
+/// The folder or file cannot be created or written.
+pub fn write_decompose_csv(
+    dir: &Path,
+    rows: &[(Option<u32>, DecomposeRow)],
+) -> std::io::Result<PathBuf> {
+    let ts = chrono::Local::now().format("%Y%m%d%H%M%S");
+    let (path, file) = create_unique(dir, &format!("decompose_{ts}"), "csv")?;
+    let mut w = csv::WriterBuilder::new()
+        .terminator(csv::Terminator::Any(b'\n'))
+        .from_writer(std::io::BufWriter::new(file));
+    w.write_record(DECOMPOSE_HEADER.split(','))?;
+    for (pid, r) in rows {
+        w.write_record([
+            pid.map_or("N/A".to_owned(), |p| p.to_string()),
+            r.device.to_text(),
+            r.pool.as_str().to_owned(),
+            r.owner.clone(),
+            r.peak.to_string(),
+            r.end.to_string(),
+        ])?;
+    }
+    w.flush()?;
+    Ok(path)
+}
+
+/// Console lines of a decompose result.
+pub fn format_table(rows: &[DecomposeRow]) -> Vec<String> {
+    let mut lines = Vec::new();
+    if rows.is_empty() {
+        lines.push("No MALLOC rows on any device.".to_owned());
+    }
+    let mut last: Option<(Device, EventType)> = None;
+    for r in rows {
+        if last != Some((r.device, r.pool)) {
+            last = Some((r.device, r.pool));
+            let (peak, end): (i64, i64) = rows
+                .iter()
+                .filter(|x| (x.device, x.pool) == (r.device, r.pool))
+                .fold((0, 0), |(p, e), x| (p + x.peak, e + x.end));
+            lines.push(format!(
+                "Device {} {}: peak {:.6} MiB, end {:.6} MiB",
+                r.device.to_text(),
+                r.pool.as_str(),
+                mib(peak.max(0) as u64),
+                mib(end.max(0) as u64)
+            ));
+            lines.push(format!(
+                "  {:<48} {:>16} {:>16}",
+                "Owner", "Peak(MiB)", "End(MiB)"
+            ));
+        }
+        lines.push(format!(
+            "  {:<48} {:>16.6} {:>16.6}",
+            r.owner,
+            r.peak as f64 / 1_048_576.0,
+            r.end as f64 / 1_048_576.0
+        ));
+    }
+    lines
+}
+
+impl Layer for DecomposeLayer {
+    fn name(&self) -> &'static str {
+        "decompose"
+    }
+
+    fn on_event(&mut self, ev: Event, _ctx: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError> {
+        self.observe(&ev);
+        out.push(ev);
+        Ok(())
+    }
+
+    fn finish(
+        &mut self,
+        ctx: &BusCtx,
+        _out: &mut Vec<Event>,
+        report: &mut Vec<ReportSection>,
+    ) -> Result<(), BusError> {
+        let rows = self.rows();
+        let mut lines = format_table(&rows);
+        let tagged: Vec<(Option<u32>, DecomposeRow)> =
+            rows.into_iter().map(|r| (ctx.pid, r)).collect();
+        if let Some(h) = &self.collect {
+            h.lock()
+                .map_err(|_| BusError::Other("decompose: poisoned lock".into()))?
+                .extend(tagged);
+        } else if let Some(dir) = &self.out_dir {
+            let p = write_decompose_csv(dir, &tagged).map_err(|e| BusError::Io {
+                path: dir.display().to_string(),
+                source: e,
+            })?;
+            lines.push(format!("written to {}", p.display()));
+        }
+        let sfx = ctx.pid.map_or(String::new(), |p| format!(" (pid {p})"));
+        report.push(ReportSection {
+            title: format!("Memory decomposition{sfx}"),
+            lines,
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,239 @@
+//! Step-based leak detection (online during `memscope run`, offline in `memscope analyze
+//! leaks`), issue 6 §3 / behaviour spec §10.1.
+//!
+//! **Rule.** A framework-pool block (PTA, PTA workspace, ATB, MindSpore) allocated in step
+//! *a* ≥ 2 that is still live when a later step *S* > *a* ends, and is still live at the end of
+//! the run, is a leak. Unlike msMemScope a candidate freed later is not reported. Because steps
+//! end in increasing order, "live at some later step end and at the end of the run" is the same
+//! as "live at the end and the highest ended step is > *a*", so no scan per step is needed.
+//!
+//! **Live at the end.** msMemScope closes every block still alive at exit with a synthetic FREE
+//! marked `shadow:true`; such a FREE does not end a block here (it is what "live at exit"
+//! looks like in a dump). A later MALLOC at the same address does.
+//!
+//! **HAL.** Every HAL block live at the end is reported too (msMemScope writes these only to
+//! its log; here they reach the console). HAL blocks are keyed by address, because 2025 dumps
+//! write HAL FREEs without a device.
+//!
+//! Memory: one entry per live block; stacks are kept only for blocks that can still become
+//! leaks (*a* ≥ 2).
+
+use std::collections::HashMap;
+
+use crate::bus::{BusCtx, BusError, Layer, ReportSection};
+use crate::event::{Device, Event, EventKind, EventType};
+
+use super::ops::Under;
+use super::steps::StepTracker;
+use super::{mib, pool_name, OpTracker};
+
+/// Longest list of live HAL blocks printed; the rest is summed up.
+pub const MAX_HAL_LINES: usize = 200;
+
+struct PoolBlock {
+    id: u64,
+    addr: u64,
+    device: Device,
+    pool: EventType,
+    size: u64,
+    step: u32,
+    under: Under,
+    owner: Option<String>,
+    stacks: Option<(Option<String>, Option<String>)>,
+}
+
+struct HalBlock {
+    pid: Option<u32>,
+    device: Device,
+    size: u64,
+}
+
+/// The leak analysis as a bus layer (passes every event on unchanged).
+#[derive(Default)]
+pub struct LeakLayer {
+    steps: StepTracker,
+    ops: OpTracker,
+    pool: HashMap<(EventType, u64), PoolBlock>,
+    hal: HashMap<u64, HalBlock>,
+}
+
+impl LeakLayer {
+    /// A fresh layer.
+    pub fn new() -> LeakLayer {
+        LeakLayer::default()
+    }
+
+    fn observe(&mut self, ev: &Event, ctx: &BusCtx) {
+        self.steps.observe(ev, ctx);
+        self.ops.observe(ev);
+        let (Some(m), Some(addr)) = (ev.memory(), ev.ptr.or_else(|| ev.memory().map(|m| m.addr)))
+        else {
+            return;
+        };
+        let addr = if m.addr != 0 { m.addr } else { addr };
+        if ev.event_type.is_framework_pool() {
+            let key = (ev.event_type, addr);
+            match ev.kind {
+                EventKind::Malloc => {
+                    let step = self.steps.current();
+                    let keep = step >= 2;
+                    self.pool.insert(
+                        key,
+                        PoolBlock {
+                            id: ev.id,
+                            addr,
+                            device: ev.device,
+                            pool: ev.event_type,
+                            size: m.size,
+                            step,
+                            under: self.ops.label(ev),
+                            owner: m.owner.as_ref().map(|o| o.to_string()),
+                            stacks: keep.then(|| (ev.py_stack.clone(), ev.c_stack.clone())),
+                        },
+                    );
+                }
+                EventKind::Free if !m.shadow => {
+                    self.pool.remove(&key);
+                }
+                _ => {}
+            }
+        } else if ev.event_type == EventType::Hal {
+            match ev.kind {
+                EventKind::Malloc => {
+                    self.hal.insert(
+                        addr,
+                        HalBlock {
+                            pid: ev.pid,
+                            device: ev.device,
+                            size: m.size,
+                        },
+                    );
+                }
+                EventKind::Free if !m.shadow => {
+                    self.hal.remove(&addr);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn pool_report(&self, title: String) -> ReportSection {
+        let s_max = self.steps.closed_max();
+        let mut leaks: Vec<&PoolBlock> = self
+            .pool
+            .values()
+            .filter(|b| b.step >= 2 && s_max > b.step)
+            .collect();
+        leaks.sort_by_key(|b| (b.device, b.step, b.id));
+        let mut lines = Vec::new();
+        if leaks.is_empty() {
+            lines.push(format!(
+                "No memory pool leaks detected ({} step(s) ended; blocks of step 1 and of the last ended step are not judged).",
+                s_max
+            ));
+        }
+        let mut i = 0;
+        while i < leaks.len() {
+            let dev = leaks[i].device;
+            let group: Vec<&PoolBlock> = leaks[i..]
+                .iter()
+                .take_while(|b| b.device == dev)
+                .copied()
+                .collect();
+            i += group.len();
+            lines.push(format!(
+                "====== ERROR: Detected memory leaks on device {} ======",
+                dev.to_text()
+            ));
+            let mut sum = 0u64;
+            for b in &group {
+                sum += b.size;
+                lines.push(format!(
+                    "Direct {} leak of {:.6} Mb(s) at 0x{:016x} in {} at step {}. owner: {}",
+                    pool_name(b.pool),
+                    mib(b.size),
+                    b.addr,
+                    b.under,
+                    b.step,
+                    b.owner.as_deref().unwrap_or("N/A"),
+                ));
+                if let Some((py, c)) = &b.stacks {
+                    for (label, st) in [("Python", py), ("C", c)] {
+                        if let Some(st) = st.as_deref().filter(|s| !s.trim().is_empty()) {
+                            lines.push(format!("    Call Stack({label}):"));
+                            lines.extend(
+                                st.lines()
+                                    .filter(|l| !l.is_empty())
+                                    .map(|l| format!("        {l}")),
+                            );
+                        }
+                    }
+                }
+            }
+            lines.push(format!(
+                "====== SUMMARY: {:.6} Mb(s) leaked in {} allocation(s) ======",
+                mib(sum),
+                group.len()
+            ));
+        }
+        ReportSection { title, lines }
+    }
+
+    fn hal_report(&self, title: String) -> ReportSection {
+        let mut live: Vec<(&u64, &HalBlock)> = self.hal.iter().collect();
+        live.sort_by_key(|(a, b)| (b.device, b.pid, **a));
+        let mut lines = Vec::new();
+        if live.is_empty() {
+            lines.push("There is no hal leak memory".to_owned());
+        }
+        for (addr, b) in live.iter().take(MAX_HAL_LINES) {
+            lines.push(format!(
+                "[client {}][device: {}]: Leak memory in Malloc operator, addr: 0x{:016x}, size: {} bytes",
+                b.pid.map_or("N/A".to_owned(), |p| p.to_string()),
+                b.device.to_text(),
+                addr,
+                b.size
+            ));
+        }
+        if live.len() > MAX_HAL_LINES {
+            lines.push(format!("... and {} more", live.len() - MAX_HAL_LINES));
+        }
+        if !live.is_empty() {
+            let total: u64 = live.iter().map(|(_, b)| b.size).sum();
+            lines.push(format!(
+                "{} HAL block(s), {:.6} Mb(s), live at exit",
+                live.len(),
+                mib(total)
+            ));
+        }
+        ReportSection { title, lines }
+    }
+}
+
+fn suffix(ctx: &BusCtx) -> String {
+    ctx.pid.map_or(String::new(), |p| format!(" (pid {p})"))
+}
+
+impl Layer for LeakLayer {
+    fn name(&self) -> &'static str {
+        "leaks"
+    }
+
+    fn on_event(&mut self, ev: Event, ctx: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError> {
+        self.observe(&ev, ctx);
+        out.push(ev);
+        Ok(())
+    }
+
+    fn finish(
+        &mut self,
+        ctx: &BusCtx,
+        _out: &mut Vec<Event>,
+        report: &mut Vec<ReportSection>,
+    ) -> Result<(), BusError> {
+        let sfx = suffix(ctx);
+        report.push(self.pool_report(format!("Memory pool leaks{sfx}")));
+        report.push(self.hal_report(format!("HAL memory live at exit{sfx}")));
+        Ok(())
+    }
+}

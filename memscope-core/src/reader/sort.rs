@@ -1,0 +1,370 @@
+//! External sort of a CSV dump into process / ID order.
+//!
+//! msMemScope writes a block's MALLOC and ACCESS rows only when the block dies, so a row can
+//! come arbitrarily late; no window bounded by live blocks can restore ID order, because a live
+//! block's rows are not known before it dies. Analyses that need ID order (leaks, inefficient,
+//! decompose, gap) therefore read through this sort:
+//!
+//! * phase 1 reads records, keeps each one's raw cells (a compact blob) with its key
+//!   `(pid, ID, file position)` in a run buffer of at most `run_bytes`; a full buffer is sorted
+//!   and spilled to an anonymous temporary file (unlinked at once, so nothing is left behind);
+//! * phase 2 merges the runs (k-way, a heap over the run heads) and parses each record into an
+//!   event, reporting errors at the record's original line.
+//!
+//! A file that fits in one run is sorted in memory and never spilled. Memory stays at about
+//! `run_bytes` plus 64 KiB per run, whatever the file size; temporary disk use is about the size
+//! of the file.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::Path;
+
+use crate::event::Event;
+
+use super::csv_source::CsvSource;
+use super::error::{ConsumerError, Location, ReadError};
+use super::row::{parse_id, parse_opt_u32, parse_row, TimeUnit};
+
+type Key = (u64, u64, u64); // (pid, or u64::MAX for N/A; ID; file sequence)
+
+struct Entry {
+    key: Key,
+    line: u64,
+    off: usize,
+    len: usize,
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn get_varint(b: &[u8], pos: &mut usize) -> u64 {
+    let mut v = 0u64;
+    let mut shift = 0;
+    while let Some(&x) = b.get(*pos) {
+        *pos += 1;
+        v |= u64::from(x & 0x7f) << shift;
+        if x < 0x80 {
+            break;
+        }
+        shift += 7;
+    }
+    v
+}
+
+/// Appends the cells of `rec` as a blob: count, then each length and its bytes.
+fn encode(rec: &csv::ByteRecord, out: &mut Vec<u8>) {
+    put_varint(out, rec.len() as u64);
+    for c in rec.iter() {
+        put_varint(out, c.len() as u64);
+    }
+    out.extend_from_slice(rec.as_slice());
+}
+
+/// Calls `f` with the cells of a blob (one UTF-8 check for the whole record).
+fn with_blob_cells<T>(blob: &[u8], lens: &mut Vec<usize>, f: impl FnOnce(&[&str]) -> T) -> T {
+    let mut pos = 0;
+    let n = get_varint(blob, &mut pos) as usize;
+    lens.clear();
+    lens.extend((0..n).map(|_| get_varint(blob, &mut pos) as usize));
+    let body = &blob[pos.min(blob.len())..];
+    let owned;
+    let text: &str = match std::str::from_utf8(body) {
+        Ok(t) => t,
+        Err(_) => {
+            // rare: invalid UTF-8; replace per cell so cell boundaries stay right
+            let mut s = String::new();
+            let mut p = 0;
+            for l in lens.iter_mut() {
+                let end = (p + *l).min(body.len());
+                let cell = String::from_utf8_lossy(&body[p..end]);
+                p = end;
+                *l = cell.len();
+                s.push_str(&cell);
+            }
+            owned = s;
+            &owned
+        }
+    };
+    let mut cells: Vec<&str> = Vec::with_capacity(n);
+    let mut p = 0;
+    for l in lens.iter() {
+        let end = (p + l).min(text.len());
+        cells.push(text.get(p..end).unwrap_or(""));
+        p = end;
+    }
+    f(&cells)
+}
+
+fn ascii(b: &[u8]) -> &str {
+    std::str::from_utf8(b).unwrap_or("?")
+}
+
+/// Settings of the sort.
+#[derive(Clone, Debug)]
+pub struct SortOptions {
+    /// Bytes of record data held in memory before a run is spilled.
+    pub run_bytes: usize,
+    /// Where spill files go (default: the system temporary directory).
+    pub temp_dir: Option<std::path::PathBuf>,
+}
+
+impl Default for SortOptions {
+    fn default() -> Self {
+        SortOptions {
+            run_bytes: 64 << 20,
+            temp_dir: None,
+        }
+    }
+}
+
+struct Run {
+    rdr: BufReader<File>,
+    buf: Vec<u8>,
+    head: Option<(Key, u64)>,
+}
+
+impl Run {
+    fn advance(&mut self) -> std::io::Result<()> {
+        let mut hdr = [0u8; 36];
+        match self.rdr.read_exact(&mut hdr) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                self.head = None;
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        }
+        let u = |i: usize| u64::from_le_bytes(hdr[i..i + 8].try_into().unwrap_or([0; 8]));
+        let len = u32::from_le_bytes(hdr[32..36].try_into().unwrap_or([0; 4])) as usize;
+        self.buf.resize(len, 0);
+        self.rdr.read_exact(&mut self.buf)?;
+        self.head = Some(((u(0), u(8), u(16)), u(24)));
+        Ok(())
+    }
+}
+
+fn spill(dir: &Path, arena: &[u8], idx: &mut [Entry]) -> std::io::Result<File> {
+    idx.sort_unstable_by_key(|e| e.key);
+    let mut f = anon_file(dir)?;
+    {
+        let mut w = BufWriter::with_capacity(1 << 20, &mut f);
+        for e in idx.iter() {
+            w.write_all(&e.key.0.to_le_bytes())?;
+            w.write_all(&e.key.1.to_le_bytes())?;
+            w.write_all(&e.key.2.to_le_bytes())?;
+            w.write_all(&e.line.to_le_bytes())?;
+            w.write_all(&(e.len as u32).to_le_bytes())?;
+            w.write_all(&arena[e.off..e.off + e.len])?;
+        }
+        w.flush()?;
+    }
+    f.seek(SeekFrom::Start(0))?;
+    Ok(f)
+}
+
+fn anon_file(dir: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let p = dir.join(format!(".memscope-sort-{}-{nanos}-{n}", std::process::id()));
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&p)?;
+    std::fs::remove_file(&p)?;
+    Ok(f)
+}
+
+/// Reads every record of `src` and passes the events to `f` in (pid, ID) order.
+/// `progress(done, total)` runs now and then; the read counts as the first half of `total`
+/// when runs are spilled.
+///
+/// # Errors
+/// Malformed records, I/O on the input or the spill files, or `f`'s error.
+pub fn sort_csv<R: Read>(
+    src: &mut CsvSource<R>,
+    file: &str,
+    total: u64,
+    opts: &SortOptions,
+    progress: &mut dyn FnMut(u64, u64),
+    f: &mut dyn FnMut(Event) -> Result<(), ConsumerError>,
+) -> Result<u64, ReadError> {
+    let dir = opts.temp_dir.clone().unwrap_or_else(std::env::temp_dir);
+    // reserved up front: growing a run-sized buffer by doubling would copy it several times
+    let cap = opts
+        .run_bytes
+        .min(usize::try_from(total).unwrap_or(usize::MAX))
+        .saturating_add(1 << 16);
+    let mut arena: Vec<u8> = Vec::with_capacity(cap);
+    let mut idx: Vec<Entry> = Vec::with_capacity(cap / 96);
+    let mut runs: Vec<File> = Vec::new();
+    let mut seq = 0u64;
+    while src.next_record()? {
+        if src.known_unit().is_none() {
+            src.unit()?;
+        }
+        let rec = src.record();
+        let key = (|| -> Result<Key, String> {
+            let pid = parse_opt_u32(
+                ascii(rec.get(src.cols.pid_index()).unwrap_or(b"")),
+                "Process Id",
+            )?;
+            let id = parse_id(ascii(rec.get(src.cols.id_index()).unwrap_or(b"")))?;
+            Ok((pid.map_or(u64::MAX, u64::from), id, seq))
+        })()
+        .map_err(|m| src.error(m))?;
+        seq += 1;
+        let off = arena.len();
+        encode(src.record(), &mut arena);
+        idx.push(Entry {
+            key,
+            line: src.line(),
+            off,
+            len: arena.len() - off,
+        });
+        if arena.len() >= opts.run_bytes {
+            runs.push(
+                spill(&dir, &arena, &mut idx)
+                    .map_err(|e| ReadError::io(&dir.display().to_string(), e))?,
+            );
+            arena.clear();
+            idx.clear();
+        }
+        if seq & 0xffff == 0 {
+            progress(
+                src.byte_pos(),
+                if runs.is_empty() { total } else { 2 * total },
+            );
+        }
+    }
+    let unit = src.known_unit().unwrap_or(TimeUnit::Nanos);
+    let cols = src.cols.clone();
+    let mut lens = Vec::new();
+    let mut emit =
+        |blob: &[u8], line: u64, f: &mut dyn FnMut(Event) -> Result<(), ConsumerError>| {
+            let ev = with_blob_cells(blob, &mut lens, |c| parse_row(&cols, c, unit, false))
+                .map_err(|m| ReadError::parse(file, Some(Location::Line(line)), m))?;
+            f(ev).map_err(ReadError::Consumer)
+        };
+    if runs.is_empty() {
+        idx.sort_unstable_by_key(|e| e.key);
+        for e in &idx {
+            emit(&arena[e.off..e.off + e.len], e.line, f)?;
+        }
+        progress(total, total);
+        return Ok(seq);
+    }
+    if !idx.is_empty() {
+        runs.push(
+            spill(&dir, &arena, &mut idx)
+                .map_err(|e| ReadError::io(&dir.display().to_string(), e))?,
+        );
+    }
+    drop((arena, idx));
+    let io = |e: std::io::Error| ReadError::io(&dir.display().to_string(), e);
+    let mut runs: Vec<Run> = runs
+        .into_iter()
+        .map(|f| Run {
+            rdr: BufReader::with_capacity(64 << 10, f),
+            buf: Vec::new(),
+            head: None,
+        })
+        .collect();
+    let mut heap = BinaryHeap::new();
+    for (i, r) in runs.iter_mut().enumerate() {
+        r.advance().map_err(io)?;
+        if let Some((k, _)) = r.head {
+            heap.push(Reverse((k, i)));
+        }
+    }
+    let mut done = 0u64;
+    while let Some(Reverse((_, i))) = heap.pop() {
+        let r = &mut runs[i];
+        let (_, line) = r.head.unwrap_or(((0, 0, 0), 0));
+        emit(&r.buf, line, f)?;
+        done += 1;
+        if done & 0xffff == 0 {
+            progress(total + total * done / seq.max(1), 2 * total);
+        }
+        r.advance().map_err(io)?;
+        if let Some((k, _)) = r.head {
+            heap.push(Reverse((k, i)));
+        }
+    }
+    progress(2 * total, 2 * total);
+    Ok(seq)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varints_and_blobs_round_trip() {
+        let mut rec = csv::ByteRecord::new();
+        rec.push_field(b"12");
+        rec.push_field(&[b'x'; 300]);
+        rec.push_field(b"");
+        rec.push_field(&[0xff, b'a']);
+        let mut out = Vec::new();
+        encode(&rec, &mut out);
+        let cells: Vec<String> = with_blob_cells(&out, &mut Vec::new(), |c| {
+            c.iter().map(|s| s.to_string()).collect()
+        });
+        assert_eq!(cells.len(), 4);
+        assert_eq!(cells[0], "12");
+        assert_eq!(cells[1].len(), 300);
+        assert_eq!(cells[2], "");
+        assert_eq!(cells[3], "\u{fffd}a");
+    }
+
+    #[test]
+    fn spilled_runs_merge_in_pid_then_id_order() {
+        let mut text = String::from("ID,Event,Event Type,Name,Timestamp(ns),Process Id,Thread Id,Device Id,Ptr,Attr,Call Stack(Python),Call Stack(C)\n");
+        let ids = [9u64, 3, 7, 1, 8, 2, 6, 4, 5, 0];
+        for (n, id) in ids.iter().enumerate() {
+            let pid = if n % 3 == 0 { 2 } else { 1 };
+            text.push_str(&format!(
+                "{id},MSTX,Mark,\"m{id}\",{},{pid},1,0,N/A,,\"a\nb\",\n",
+                100 + id
+            ));
+        }
+        let mut src = CsvSource::new("t.csv", text.as_bytes(), None).unwrap();
+        let opts = SortOptions {
+            run_bytes: 64,
+            temp_dir: None,
+        };
+        let mut got = Vec::new();
+        let n = sort_csv(
+            &mut src,
+            "t.csv",
+            text.len() as u64,
+            &opts,
+            &mut |_, _| {},
+            &mut |e| {
+                got.push((e.pid.unwrap(), e.id, e.py_stack.clone().unwrap()));
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert_eq!(n, 10);
+        let keys: Vec<(u32, u64)> = got.iter().map(|g| (g.0, g.1)).collect();
+        let mut want = keys.clone();
+        want.sort();
+        assert_eq!(keys, want);
+        assert_eq!(keys[0], (1, 2)); // pid 1 has IDs 3, 7, 8, 2, 4, 5
+        assert!(got.iter().all(|g| g.2 == "a\nb"));
+    }
+}

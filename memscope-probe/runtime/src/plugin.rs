@@ -1,0 +1,373 @@
+//! Third-party adapter plugins: the C ABI of `schemas/memscope_plugin.h`, the loader and the
+//! host vtable handed to plugins.
+//!
+//! Plugins are listed in `MEMSCOPE_PLUGINS` (`:`-separated paths). They are loaded lazily, at
+//! the first *safe point* after init ([`safe_point`]: called by the probe's non-allocator entry
+//! points — msTX callbacks, the `memscope_*` C API — never from a constructor and never from an
+//! allocator hook), on the calling application thread, under the reentrancy guard. For each
+//! path: `dlopen(RTLD_NOW|RTLD_LOCAL)` (a plugin that is also in `LD_PRELOAD` is already loaded:
+//! the same object is returned and was not re-initialised), `dlsym("memscope_plugin")`, then the
+//! header's magic, major version, size and init pointer are checked *before any plugin function
+//! is called*. A refused plugin gets one stderr line and a `Plugin` record of kind
+//! [`KIND_DIAGNOSTIC`]; the probe continues without it. Nothing is ever `dlclose`d.
+
+use crate::sys::{cstr_bytes, stderr_write, FixedBuf};
+use crate::{clock, settings, state, writer};
+use core::ffi::{c_char, c_int};
+use core::fmt::Write;
+use core::sync::atomic::{AtomicU8, Ordering};
+use memscope_core::wire::{Record, MAX_TEXT};
+
+/// `memscope_plugin_header.magic`: `"MSPL"` read as a big-endian u32.
+pub const PLUGIN_MAGIC: u32 = 0x4D53_504C;
+/// Plugin ABI major version this probe implements.
+pub const ABI_MAJOR: u16 = 1;
+/// Plugin ABI minor version this probe implements.
+pub const ABI_MINOR: u16 = 0;
+/// Kind code reserved for the host: a diagnostic about a plugin (refusal, failed init). Plugins
+/// cannot emit it.
+pub const KIND_DIAGNOSTIC: u8 = 255;
+/// Highest kind code plugins may emit (codes 200–255 are reserved for the host).
+pub const KIND_PLUGIN_MAX: u32 = 199;
+/// Event type text of a refusal diagnostic.
+pub const DIAG_REFUSED: &[u8] = b"PLUGIN_REFUSED";
+/// Event type text of a plugin that loaded but failed (dlopen error, init returned non-zero).
+pub const DIAG_FAILED: &[u8] = b"PLUGIN_FAILED";
+
+/// `memscope_plugin_header` (ABI 1.0): exported by a plugin as the data symbol
+/// `memscope_plugin`. Size 32 on LP64.
+#[repr(C)]
+pub struct PluginHeader {
+    /// [`PLUGIN_MAGIC`].
+    pub magic: u32,
+    /// Major ABI version the plugin was built for; must equal [`ABI_MAJOR`].
+    pub abi_major: u16,
+    /// Minor ABI version; any value is accepted.
+    pub abi_minor: u16,
+    /// `sizeof(memscope_plugin_header)` as the plugin compiled it (≥ 32).
+    pub size: u32,
+    /// Zero.
+    pub reserved: u32,
+    /// Plugin name (NUL-terminated, may be NULL).
+    pub name: *const c_char,
+    /// Called once by the probe with the host vtable; 0 = started, non-zero = declined.
+    pub init: Option<unsafe extern "C" fn(host: *const Host) -> c_int>,
+}
+
+/// `memscope_plugin_event` (ABI 1.0). Size 56 on LP64.
+#[repr(C)]
+pub struct PluginEvent {
+    /// `sizeof(memscope_plugin_event)` as the plugin compiled it (≥ 56).
+    pub struct_size: u32,
+    /// `MEMSCOPE_KIND_*`.
+    pub kind: u32,
+    /// Device id, or `MEMSCOPE_DEVICE_NONE` (`u32::MAX`), `MEMSCOPE_DEVICE_CPU` (`u32::MAX-1`).
+    pub device: u32,
+    /// Zero.
+    pub reserved: u32,
+    /// Address (0: none).
+    pub ptr: u64,
+    /// Bytes.
+    pub size: u64,
+    /// Event type text (NULL: empty).
+    pub event_type: *const c_char,
+    /// Name text (NULL: empty).
+    pub name: *const c_char,
+    /// Attributes, `k:v,k:v` (NULL: empty).
+    pub attrs: *const c_char,
+}
+
+/// `memscope_host` (ABI 1.0): the vtable handed to a plugin's init. Starts with its own size;
+/// later minors only append fields.
+#[repr(C)]
+pub struct Host {
+    /// `sizeof(memscope_host)` as this probe compiled it.
+    pub size: u32,
+    /// [`ABI_MAJOR`].
+    pub abi_major: u16,
+    /// [`ABI_MINOR`].
+    pub abi_minor: u16,
+    /// Records an event: 0 recorded, 1 not recording now (outside a window), -1 rejected or
+    /// dropped.
+    pub emit: unsafe extern "C" fn(ev: *const PluginEvent) -> c_int,
+    /// The probe's clock: ns since the epoch, monotonic.
+    pub now_ns: extern "C" fn() -> u64,
+    /// 1 while recording (a collection window is open), else 0.
+    pub enabled: extern "C" fn() -> c_int,
+    /// Logs one message: levels 0 error, 1 warning (to stderr), 2 info, 3 debug (ignored).
+    pub log: unsafe extern "C" fn(level: c_int, msg: *const c_char),
+}
+
+/// The one host vtable (process-global, never freed).
+pub static HOST: Host = Host {
+    size: core::mem::size_of::<Host>() as u32,
+    abi_major: ABI_MAJOR,
+    abi_minor: ABI_MINOR,
+    emit: host_emit,
+    now_ns: host_now_ns,
+    enabled: host_enabled,
+    log: host_log,
+};
+
+/// Bytes of the v1.0 header the probe reads.
+const HEADER_V1_SIZE: u32 = core::mem::size_of::<PluginHeader>() as u32;
+/// Bytes of the v1.0 event the probe reads.
+const EVENT_V1_SIZE: u32 = core::mem::size_of::<PluginEvent>() as u32;
+
+unsafe extern "C" fn host_emit(ev: *const PluginEvent) -> c_int {
+    std::panic::catch_unwind(|| {
+        if ev.is_null() {
+            return -1;
+        }
+        // SAFETY: a non-NULL event points to at least its `struct_size` field (ABI contract).
+        let struct_size = unsafe { (*ev).struct_size };
+        if struct_size < EVENT_V1_SIZE {
+            return -1;
+        }
+        // SAFETY: the plugin declared at least the v1.0 size, so every field we read exists.
+        let ev = unsafe { &*ev };
+        if ev.kind == 0 || ev.kind > KIND_PLUGIN_MAX {
+            return -1;
+        }
+        if !state::plugins_enabled() {
+            return 1;
+        }
+        // Plugins emit from init, which the loader calls with this thread's guard held: take
+        // the guard when free (so nothing emit does is recorded twice) but never require it;
+        // `writer::record` has its own re-entry check.
+        let _g = writer::enter();
+        // SAFETY: ABI contract: the texts are NULL or NUL-terminated, valid during the call.
+        let (t, n, a) = unsafe {
+            (
+                cstr_bytes(ev.event_type, MAX_TEXT).unwrap_or(b""),
+                cstr_bytes(ev.name, MAX_TEXT).unwrap_or(b""),
+                cstr_bytes(ev.attrs, MAX_TEXT).unwrap_or(b""),
+            )
+        };
+        let rec = Record::Plugin {
+            ts: clock::now_ns(),
+            kind: ev.kind as u8,
+            device: ev.device,
+            ptr: ev.ptr,
+            size: ev.size,
+            event_type: t,
+            name: n,
+            attrs: a,
+        };
+        if writer::record(&rec) {
+            0
+        } else {
+            -1
+        }
+    })
+    .unwrap_or(-1)
+}
+
+extern "C" fn host_now_ns() -> u64 {
+    clock::now_ns()
+}
+
+extern "C" fn host_enabled() -> c_int {
+    state::plugins_enabled() as c_int
+}
+
+unsafe extern "C" fn host_log(level: c_int, msg: *const c_char) {
+    if level > 1 {
+        return;
+    }
+    // SAFETY: ABI contract: NULL or a NUL-terminated string valid during the call.
+    let m = unsafe { cstr_bytes(msg, 2048) }.unwrap_or(b"(null)");
+    let mut b = FixedBuf::<2200>::new();
+    b.push(if level <= 0 {
+        b"memscope: plugin error: "
+    } else {
+        b"memscope: plugin warning: "
+    });
+    b.push(m);
+    b.push(b"\n");
+    stderr_write(b.as_bytes());
+}
+
+// ---- loading --------------------------------------------------------------------------------
+
+const PENDING: u8 = 0;
+const LOADING: u8 = 1;
+const DONE: u8 = 2;
+static PLUGINS: AtomicU8 = AtomicU8::new(PENDING);
+
+/// A point where the probe may run plugin code: called by non-allocator entry points on an
+/// application thread. The first call after init loads `MEMSCOPE_PLUGINS`; later calls cost one
+/// atomic load. Concurrent callers do not wait for the loading thread.
+#[inline]
+pub fn safe_point() {
+    if PLUGINS.load(Ordering::Acquire) != DONE {
+        safe_point_slow();
+    }
+}
+
+#[cold]
+fn safe_point_slow() {
+    if !state::ensure_init() {
+        if state::init_state() == state::InitState::Disabled {
+            PLUGINS.store(DONE, Ordering::Release);
+        }
+        return;
+    }
+    if settings::plugins().is_empty() {
+        PLUGINS.store(DONE, Ordering::Release);
+        return;
+    }
+    if PLUGINS
+        .compare_exchange(PENDING, LOADING, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        return;
+    }
+    let Some(_g) = writer::enter() else {
+        // Called from inside another hook: try again at the next safe point.
+        PLUGINS.store(PENDING, Ordering::Release);
+        return;
+    };
+    for path in settings::plugins().split(|&b| b == b':') {
+        if !path.is_empty() {
+            load_one(path);
+        }
+    }
+    PLUGINS.store(DONE, Ordering::Release);
+}
+
+/// Why a plugin was not started.
+enum Refusal {
+    /// Not a usable memscope plugin (wrong magic, version, size, missing symbol).
+    Refused,
+    /// It could not be loaded, or its init declined.
+    Failed,
+}
+
+fn diagnose(kind: Refusal, path: &[u8], msg: &[u8]) {
+    let mut line = FixedBuf::<6000>::new();
+    line.push(b"memscope: ");
+    line.push(msg);
+    line.push(b"\n");
+    stderr_write(line.as_bytes());
+    let event_type = match kind {
+        Refusal::Refused => DIAG_REFUSED,
+        Refusal::Failed => DIAG_FAILED,
+    };
+    writer::record(&Record::Plugin {
+        ts: clock::now_ns(),
+        kind: KIND_DIAGNOSTIC,
+        device: u32::MAX,
+        ptr: 0,
+        size: 0,
+        event_type,
+        name: path,
+        attrs: msg,
+    });
+}
+
+/// Checks a plugin header; `Err` carries the refusal text after `"refusing adapter plugin
+/// <path>: "`.
+///
+/// # Safety
+/// `hdr` points to readable memory of at least `min(its size field, HEADER_V1_SIZE)` bytes once
+/// magic and size were checked (the first 12 bytes are always read).
+unsafe fn check_header(hdr: *const PluginHeader, why: &mut FixedBuf<512>) -> bool {
+    // SAFETY: per the contract, the first fields are readable.
+    let (magic, major, minor, size) = unsafe {
+        (
+            (*hdr).magic,
+            (*hdr).abi_major,
+            (*hdr).abi_minor,
+            (*hdr).size,
+        )
+    };
+    if magic != PLUGIN_MAGIC {
+        let _ = write!(why, "bad magic 0x{magic:08x} (expected 0x{PLUGIN_MAGIC:08x} \"MSPL\"), not a memscope adapter plugin");
+        return false;
+    }
+    if major != ABI_MAJOR {
+        let _ = write!(
+            why,
+            "ABI version {major}.{minor}, this probe supports {ABI_MAJOR}.x"
+        );
+        return false;
+    }
+    if size < HEADER_V1_SIZE {
+        let _ = write!(
+            why,
+            "header size {size} is smaller than ABI 1.0's {HEADER_V1_SIZE}"
+        );
+        return false;
+    }
+    // SAFETY: size checked: the init field exists.
+    if unsafe { (*hdr).init }.is_none() {
+        let _ = write!(why, "its header has no init function");
+        return false;
+    }
+    true
+}
+
+fn load_one(path: &[u8]) {
+    let mut msg = FixedBuf::<5000>::new();
+    if path.len() > 4096 {
+        msg.push(b"refusing adapter plugin ");
+        msg.push(&path[..200]);
+        msg.push(b"...: path too long");
+        diagnose(Refusal::Refused, path, msg.as_bytes());
+        return;
+    }
+    let mut c = FixedBuf::<4100>::new();
+    c.push(path);
+    // SAFETY: `c` is a NUL-terminated path. dlopen runs the object's ELF constructors (the
+    // plugin ABI asks plugins not to rely on or have any).
+    let h = unsafe { libc::dlopen(c.c_str(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    if h.is_null() {
+        msg.push(b"cannot load adapter plugin ");
+        msg.push(path);
+        msg.push(b": ");
+        // SAFETY: dlerror returns NULL or a NUL-terminated thread-local string.
+        let e = unsafe { cstr_bytes(libc::dlerror(), 2048) }.unwrap_or(b"unknown error");
+        msg.push(e);
+        diagnose(Refusal::Failed, path, msg.as_bytes());
+        return;
+    }
+    // SAFETY: `h` is a live handle; the symbol name is NUL-terminated.
+    let sym = unsafe { libc::dlsym(h, c"memscope_plugin".as_ptr()) };
+    if sym.is_null() {
+        msg.push(b"refusing adapter plugin ");
+        msg.push(path);
+        msg.push(b": it exports no `memscope_plugin` header, not a memscope adapter plugin");
+        diagnose(Refusal::Refused, path, msg.as_bytes());
+        return;
+    }
+    let hdr = sym as *const PluginHeader;
+    let mut why = FixedBuf::<512>::new();
+    // SAFETY: `memscope_plugin` is a data symbol of the plugin; the ABI requires it to be a
+    // `memscope_plugin_header`, whose first 12 bytes every version shares. (A symbol of that
+    // name that is smaller than 12 bytes would be a broken plugin; the magic check stops it
+    // before anything else is read.)
+    if !unsafe { check_header(hdr, &mut why) } {
+        msg.push(b"refusing adapter plugin ");
+        msg.push(path);
+        msg.push(b": ");
+        msg.push(why.as_bytes());
+        diagnose(Refusal::Refused, path, msg.as_bytes());
+        return;
+    }
+    // SAFETY: the header was validated (magic, major, size, init present).
+    let (init, name) = unsafe { ((*hdr).init, (*hdr).name) };
+    let Some(init) = init else { return };
+    // SAFETY: calling the plugin's init per the ABI with the static host vtable. A C plugin
+    // cannot unwind into us; if it does (C++ exception), the process aborts — documented.
+    let rc = unsafe { init(&HOST) };
+    if rc != 0 {
+        msg.push(b"adapter plugin ");
+        msg.push(path);
+        msg.push(b" (");
+        // SAFETY: the name is NULL or a NUL-terminated string of the plugin.
+        msg.push(unsafe { cstr_bytes(name, 256) }.unwrap_or(b"unnamed"));
+        let _ = write!(msg, ") declined to start: init returned {rc}");
+        diagnose(Refusal::Failed, path, msg.as_bytes());
+    }
+}

@@ -1,0 +1,120 @@
+//! Settings read from `environ` (env protocol of `memscope_core::probe_env`) into static
+//! storage, without `std::env` and without allocating.
+
+use crate::sync::RacyCell;
+use crate::sys::{stderr_write, FixedBuf};
+use core::ffi::c_char;
+use core::fmt::Write;
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use memscope_core::probe_env::ProbeSettings;
+
+/// Longest spool directory accepted (bytes); longer ones leave the probe passive.
+pub(crate) const SPOOL_MAX: usize = 4000;
+/// Longest `MEMSCOPE_PLUGINS` value kept (bytes); entries past it are ignored with a warning.
+pub(crate) const PLUGINS_MAX: usize = 8192;
+
+static SPOOL: RacyCell<[u8; SPOOL_MAX]> = RacyCell::new([0; SPOOL_MAX]);
+static SPOOL_LEN: AtomicUsize = AtomicUsize::new(0);
+static PLUGINS: RacyCell<[u8; PLUGINS_MAX]> = RacyCell::new([0; PLUGINS_MAX]);
+static PLUGINS_LEN: AtomicUsize = AtomicUsize::new(0);
+static ADAPTERS: AtomicU32 = AtomicU32::new(0);
+static DEFERRED: AtomicBool = AtomicBool::new(false);
+static C_STACK: AtomicU32 = AtomicU32::new(0);
+static HOST_MMAP: AtomicBool = AtomicBool::new(false);
+
+extern "C" {
+    static environ: *const *const c_char;
+}
+
+/// Walks `environ` and stores the settings. Returns `false` when the probe must stay passive
+/// (no `MEMSCOPE_SPOOL`, or an unusable one). Called only by the thread that owns init.
+pub(crate) fn load() -> bool {
+    let mut s = ProbeSettings::default();
+    // SAFETY: `environ` is the C library's NULL-terminated array of NUL-terminated strings; we
+    // read it once, on the initializing thread, before any `setenv` of the program can race
+    // with a hook that has not returned yet (the same assumption `getenv` makes).
+    let mut p = unsafe { environ };
+    if !p.is_null() {
+        loop {
+            // SAFETY: `p` walks the array up to (not past) its NULL terminator.
+            let entry = unsafe { *p };
+            if entry.is_null() {
+                break;
+            }
+            // SAFETY: each entry is a NUL-terminated string owned by the C library.
+            let bytes = unsafe { core::ffi::CStr::from_ptr(entry) }.to_bytes();
+            s.apply(bytes);
+            // SAFETY: the terminator has not been reached, so the next element exists.
+            p = unsafe { p.add(1) };
+        }
+    }
+    ADAPTERS.store(s.adapters, Ordering::Relaxed);
+    DEFERRED.store(s.deferred, Ordering::Relaxed);
+    C_STACK.store(s.c_stack_depth, Ordering::Relaxed);
+    HOST_MMAP.store(s.host_mmap, Ordering::Relaxed);
+
+    let plugins = s.plugins.unwrap_or(b"");
+    let mut n = plugins.len().min(PLUGINS_MAX);
+    if n < plugins.len() {
+        // Keep whole entries only.
+        n = plugins[..n].iter().rposition(|&b| b == b':').unwrap_or(0);
+        let mut m = FixedBuf::<160>::new();
+        let _ = write!(
+            m,
+            "memscope: MEMSCOPE_PLUGINS is longer than {PLUGINS_MAX} bytes; "
+        );
+        m.push(b"the entries past that are ignored\n");
+        stderr_write(m.as_bytes());
+    }
+    // SAFETY: only the initializing thread writes; readers wait for READY (acquire).
+    unsafe { (&mut *PLUGINS.get())[..n].copy_from_slice(&plugins[..n]) };
+    PLUGINS_LEN.store(n, Ordering::Relaxed);
+
+    let Some(spool) = s.spool else {
+        SPOOL_LEN.store(0, Ordering::Relaxed);
+        return false;
+    };
+    if spool.len() >= SPOOL_MAX {
+        stderr_write(b"memscope: MEMSCOPE_SPOOL path is too long; the probe stays passive\n");
+        return false;
+    }
+    // SAFETY: as for PLUGINS above.
+    unsafe { (&mut *SPOOL.get())[..spool.len()].copy_from_slice(spool) };
+    SPOOL_LEN.store(spool.len(), Ordering::Relaxed);
+    true
+}
+
+/// The spool directory (empty before init or when passive).
+pub(crate) fn spool() -> &'static [u8] {
+    let n = SPOOL_LEN.load(Ordering::Relaxed);
+    // SAFETY: written once before READY was published; never written again (fork re-init
+    // rewrites the same bytes on the only thread of the child).
+    unsafe { &(&*SPOOL.get())[..n] }
+}
+
+/// The `MEMSCOPE_PLUGINS` value (`:`-separated paths), empty if unset.
+pub(crate) fn plugins() -> &'static [u8] {
+    let n = PLUGINS_LEN.load(Ordering::Relaxed);
+    // SAFETY: as for `spool`.
+    unsafe { &(&*PLUGINS.get())[..n] }
+}
+
+/// Selected adapter mask (`MEMSCOPE_ADAPTERS`).
+pub(crate) fn adapters() -> u32 {
+    ADAPTERS.load(Ordering::Relaxed)
+}
+
+/// `MEMSCOPE_COLLECT_MODE=deferred`.
+pub(crate) fn deferred() -> bool {
+    DEFERRED.load(Ordering::Relaxed)
+}
+
+/// `MEMSCOPE_C_STACK` (frames, ≤ 1000).
+pub(crate) fn c_stack_depth() -> u32 {
+    C_STACK.load(Ordering::Relaxed)
+}
+
+/// `MEMSCOPE_HOST_MMAP=1`.
+pub(crate) fn host_mmap() -> bool {
+    HOST_MMAP.load(Ordering::Relaxed)
+}

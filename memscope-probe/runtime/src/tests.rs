@@ -1,0 +1,174 @@
+//! In-process tests of the runtime: one test function, because the runtime is a process-wide
+//! singleton initialised once from `environ`.
+
+use crate::{enabled, now_ns, record, start, step, stop, tid};
+use memscope_core::adapter::AdapterId;
+use memscope_core::wire::{
+    decode, ChunkState, Record, SystemCode, CHUNK_HEADER_SIZE, CHUNK_MAGIC, CHUNK_SIZE,
+    CH_COMMITTED, CH_MAGIC, CH_SEALED, FH_DROPPED, FH_PID, FILE_HEADER_SIZE, STREAM_MAGIC,
+};
+use std::collections::HashMap;
+
+fn u32at(b: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes(b[o..o + 4].try_into().unwrap())
+}
+
+/// (tid, record) of every committed record, chunk by chunk, plus (chunks, sealed chunks).
+fn read_stream(path: &std::path::Path) -> (Vec<(u32, Record)>, usize, usize, u64) {
+    let b = std::fs::read(path).unwrap();
+    assert_eq!(&b[..8], &STREAM_MAGIC);
+    assert_eq!(u32at(&b, FH_PID), std::process::id());
+    let dropped = u64::from_le_bytes(b[FH_DROPPED..FH_DROPPED + 8].try_into().unwrap());
+    let mut out = Vec::new();
+    let (mut chunks, mut sealed) = (0, 0);
+    let mut off = FILE_HEADER_SIZE;
+    while off + CHUNK_SIZE <= b.len() {
+        let c = &b[off..off + CHUNK_SIZE];
+        off += CHUNK_SIZE;
+        if u32at(c, CH_MAGIC) != CHUNK_MAGIC {
+            continue;
+        }
+        chunks += 1;
+        sealed += (u32at(c, CH_SEALED) == 1) as usize;
+        let n = u32at(c, CH_COMMITTED) as usize;
+        let payload = &c[CHUNK_HEADER_SIZE..CHUNK_HEADER_SIZE + n];
+        let mut st = ChunkState::default();
+        let mut pos = 0;
+        let mut tid = None;
+        while pos < n {
+            let (r, len) = decode(&payload[pos..], &mut st).expect("decodes");
+            pos += len;
+            if let Record::Thread { tid: t } = r {
+                tid = Some(t);
+            }
+            out.push((
+                tid.expect("chunk starts with a Thread record"),
+                r.to_owned(),
+            ));
+        }
+    }
+    (out, chunks, sealed, dropped)
+}
+
+#[test]
+fn stream_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    // The runtime reads `environ` on first use; nothing else in this test binary touches it.
+    std::env::set_var("MEMSCOPE_SPOOL", dir.path());
+    std::env::set_var("MEMSCOPE_ADAPTERS", AdapterId::Mstx.bit().to_string());
+    std::env::set_var("MEMSCOPE_COLLECT_MODE", "deferred");
+
+    // Deferred: nothing enabled until start().
+    assert!(!enabled(AdapterId::Mstx));
+    assert!(crate::ensure_init());
+    assert!(!enabled(AdapterId::Mstx));
+    assert!(!step());
+    assert!(start());
+    assert!(enabled(AdapterId::Mstx));
+    assert!(!enabled(AdapterId::Host));
+
+    let main_tid = tid();
+    let t0 = now_ns();
+    assert!(t0 > 1_600_000_000_000_000_000, "epoch ns");
+    for i in 0..10u32 {
+        let msg = format!("main-{i}");
+        assert!(record(&Record::Mark {
+            ts: now_ns(),
+            stream: 0,
+            msg: msg.as_bytes(),
+            null: false
+        }));
+    }
+    assert!(step());
+
+    // 8 threads, enough data to fill several chunks each (~100 B per record).
+    let big = [b'x'; 100];
+    let handles: Vec<_> = (0..8)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let t = tid();
+                for i in 0..6000u64 {
+                    let r = Record::RangeStart {
+                        ts: now_ns(),
+                        id: i,
+                        stream: t as u64,
+                        msg: &big[..],
+                        null: false,
+                    };
+                    assert!(record(&r));
+                }
+                t
+            })
+        })
+        .collect();
+    let tids: Vec<u32> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+
+    // 300 short threads, one record each: they recycle parked chunks instead of taking new ones.
+    for _ in 0..30 {
+        let hs: Vec<_> = (0..10)
+            .map(|_| std::thread::spawn(|| record(&Record::OwnerPop { ts: now_ns() })))
+            .collect();
+        for h in hs {
+            assert!(h.join().unwrap());
+        }
+    }
+    assert!(stop());
+    crate::writer::release_thread_chunk();
+
+    let files: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let (recs, chunks, sealed, dropped) = read_stream(&files[0]);
+    assert_eq!(dropped, 0);
+
+    let mut per_tid: HashMap<u32, Vec<(u64, u64)>> = HashMap::new();
+    let mut pops = 0;
+    let mut systems = Vec::new();
+    for (t, r) in &recs {
+        match r {
+            Record::RangeStart { ts, id, stream, .. } => {
+                assert_eq!(*stream as u32, *t, "record attributed to its writer");
+                per_tid.entry(*t).or_default().push((*ts, *id));
+            }
+            Record::OwnerPop { .. } => pops += 1,
+            Record::System { code, .. } => systems.push(*code),
+            Record::Mark { .. } => assert_eq!(*t, main_tid),
+            _ => {}
+        }
+    }
+    for t in &tids {
+        // A thread's chunks are not in file order (it may continue a parked chunk of a lower
+        // index), so order by time stamp.
+        let mut v = per_tid[t].clone();
+        v.sort_by_key(|&(ts, _)| ts);
+        let ids: Vec<u64> = v.into_iter().map(|(_, id)| id).collect();
+        assert_eq!(ids.len(), 6000);
+        let bad: Vec<_> = ids
+            .windows(2)
+            .filter(|w| w[0] + 1 != w[1])
+            .take(5)
+            .collect();
+        assert!(
+            bad.is_empty(),
+            "in order, no holes: {bad:?} len {}",
+            ids.len()
+        );
+    }
+    assert_eq!(pops, 300);
+    assert_eq!(
+        systems,
+        [
+            SystemCode::StartTrace,
+            SystemCode::Step,
+            SystemCode::StopTrace
+        ]
+    );
+    // 8 × 6000 × ~115 B ≈ 5.5 MB → ~22 full chunks; the 300 short threads add none.
+    assert!(sealed >= 16, "sealed {sealed}");
+    assert!(
+        chunks <= sealed + 12,
+        "chunks {chunks}, sealed {sealed}: short threads recycled"
+    );
+}

@@ -1,0 +1,165 @@
+/*
+ * memscope_plugin.h — ABI 1.0 of third-party memscope adapter plugins.
+ *
+ * A plugin is a shared library that reports memory events of an allocator or framework the
+ * built-in adapters do not know. It exports ONE data symbol, `memscope_plugin`, of type
+ * `memscope_plugin_header`; the probe (libmemscope_probe.so) loads it and calls its `init` with
+ * a host vtable; the plugin then calls `host->emit(...)` whenever something happens.
+ *
+ * Loading
+ *   - `memscope run --plugin /path/libx.so` puts the path in MEMSCOPE_PLUGINS (':'-separated)
+ *     and also in LD_PRELOAD after the probe, so a plugin can interpose functions itself
+ *     (only LD_PRELOAD interposes; dlopen does not).
+ *   - The probe loads the plugins lazily, at its first "safe point" after start-up: the first
+ *     call the program makes into the probe that is not an allocator hook (an msTX call, a
+ *     memscope_* API call, later ACL hooks). It never loads plugins from its own constructor.
+ *     Consequence: until then the plugin has no host. A plugin whose own hooks run earlier must
+ *     tolerate `host == NULL` (drop or count the event). Calling any msTX function or
+ *     memscope_start() from the program is enough to bring plugins up.
+ *   - For each path: dlopen(path, RTLD_NOW | RTLD_LOCAL) (a preloaded plugin is already loaded;
+ *     the same object is returned), dlsym("memscope_plugin"), then the header is checked
+ *     BEFORE any plugin function is called: magic must be MEMSCOPE_PLUGIN_MAGIC, abi_major
+ *     must equal the probe's major (1); abi_minor may be anything (older or newer); `size` must
+ *     cover the 1.0 header; `init` must be non-NULL. Then init(host) is called once, on an
+ *     application thread, possibly while the dynamic loader lock is held: init must not wait
+ *     for other threads, and must not call msTX (the msTX front end may be initialising).
+ *   - A refused plugin is reported with one line on stderr, e.g.
+ *       memscope: refusing adapter plugin /path/libx.so: ABI version 2.0, this probe supports 1.x
+ *     and with a MEMSCOPE_KIND_DIAGNOSTIC record in the process's stream (the collector lists
+ *     it in its report); the job continues without the plugin. Plugins are never dlclose'd.
+ *   - Do not rely on ELF constructors: the probe calls `init`. (dlopen runs constructors
+ *     before the probe can check the header; keep them absent or trivial.)
+ *   - A C++ plugin must not let exceptions escape init or its calls into the host.
+ *
+ * Versioning
+ *   - Major: incompatible change; the probe refuses other majors.
+ *   - Minor: only appends fields at the END of memscope_host / memscope_plugin_event /
+ *     memscope_plugin_header and adds kind codes. Each struct starts with (or carries) its own
+ *     size: the probe reads only the fields a plugin's `size` covers; a plugin must check
+ *     `host->size` before using a function added in a later minor.
+ *
+ * Threading: emit/now_ns/enabled/log may be called from any thread, concurrently, at any time
+ * after init returned (also from signal handlers: emit then only drops). They never block,
+ * never allocate through the traced allocator and never unwind.
+ */
+#ifndef MEMSCOPE_PLUGIN_H
+#define MEMSCOPE_PLUGIN_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MEMSCOPE_PLUGIN_MAGIC     0x4D53504Cu   /* "MSPL" */
+#define MEMSCOPE_PLUGIN_ABI_MAJOR 1
+#define MEMSCOPE_PLUGIN_ABI_MINOR 0
+
+/* ---- event kinds (memscope_plugin_event.kind) -------------------------------------------
+ * How the collector turns each into a dump row ("Event" column / "Event Type" column):
+ *   MALLOC        MALLOC / event_type   a block [ptr, ptr+size) was allocated on `device`.
+ *   FREE          FREE   / event_type   the block at ptr was freed (size may be 0 = unknown;
+ *                                       the collector takes the size of the MALLOC).
+ *   MARK          MSTX   / Mark         a point in time; name = message.
+ *   OP_START      OP_LAUNCH / event_type  an operator began; name = operator name.
+ *   OP_END        OP_LAUNCH / event_type  the operator ended (same name).
+ *   KERNEL_START  KERNEL_LAUNCH / event_type  a kernel began; name = kernel name.
+ *   KERNEL_END    KERNEL_LAUNCH / event_type  the kernel ended.
+ *   ACCESS        ACCESS / event_type   a read/write of the block at ptr (size bytes);
+ *                                       attrs may carry `type:READ` / `type:WRITE`.
+ * Codes 1..199 are for plugins; 200..255 are reserved for the host. */
+#define MEMSCOPE_KIND_MALLOC       1
+#define MEMSCOPE_KIND_FREE         2
+#define MEMSCOPE_KIND_MARK         3
+#define MEMSCOPE_KIND_OP_START     4
+#define MEMSCOPE_KIND_OP_END       5
+#define MEMSCOPE_KIND_KERNEL_START 6
+#define MEMSCOPE_KIND_KERNEL_END   7
+#define MEMSCOPE_KIND_ACCESS       8
+/* Host only (emit rejects it): a diagnostic about a plugin, written by the probe into the
+ * stream. event_type "PLUGIN_REFUSED" (bad magic, other major, no header, short header, no
+ * init) or "PLUGIN_FAILED" (dlopen failed, init returned non-zero); name = the plugin path;
+ * attrs = the whole human-readable message (free text, NOT k:v pairs). */
+#define MEMSCOPE_KIND_DIAGNOSTIC   255
+
+/* ---- devices (memscope_plugin_event.device) ---------------------------------------------- */
+#define MEMSCOPE_DEVICE_NONE 0xFFFFFFFFu  /* no device: "N/A" */
+#define MEMSCOPE_DEVICE_CPU  0xFFFFFFFEu  /* host memory: "cpu" */
+/* any other value: logical NPU device id (the collector maps it through
+ * ASCEND_RT_VISIBLE_DEVICES) */
+
+/* ---- log levels (memscope_host.log) ------------------------------------------------------ */
+#define MEMSCOPE_LOG_ERROR 0   /* printed to stderr as "memscope: plugin error: <msg>" */
+#define MEMSCOPE_LOG_WARN  1   /* printed to stderr as "memscope: plugin warning: <msg>" */
+#define MEMSCOPE_LOG_INFO  2   /* ignored in 1.0 */
+#define MEMSCOPE_LOG_DEBUG 3   /* ignored in 1.0 */
+
+/* One event, borrowed by the host for the duration of emit() (texts are copied). 56 bytes on
+ * LP64. Texts are NUL-terminated UTF-8 (NULL = empty); each is cut at 1024 bytes. */
+typedef struct memscope_plugin_event {
+    uint32_t    struct_size;  /* sizeof(memscope_plugin_event) as the plugin compiled it */
+    uint32_t    kind;         /* MEMSCOPE_KIND_* (1..199) */
+    uint32_t    device;       /* MEMSCOPE_DEVICE_NONE, MEMSCOPE_DEVICE_CPU, or a device id */
+    uint32_t    reserved;     /* 0 */
+    uint64_t    ptr;          /* address, 0 = none */
+    uint64_t    size;         /* bytes */
+    const char *event_type;   /* "Event Type" column, e.g. "MYPOOL" */
+    const char *name;         /* "Name" column */
+    const char *attrs;        /* extra attributes "k:v,k:v" (e.g. "owner:kv_cache") */
+} memscope_plugin_event;
+
+/* Host vtable handed to init(); valid for the life of the process. */
+typedef struct memscope_host {
+    uint32_t size;            /* sizeof(memscope_host) as the probe compiled it */
+    uint16_t abi_major;       /* MEMSCOPE_PLUGIN_ABI_MAJOR of the probe */
+    uint16_t abi_minor;       /* MEMSCOPE_PLUGIN_ABI_MINOR of the probe */
+    /* Records `ev` with the current time and thread. Returns 0 recorded, 1 not recording now
+     * (outside a collection window: the event is not kept), -1 rejected (NULL, struct_size
+     * too small, kind 0 or >= 200) or dropped (no space, re-entered). */
+    int      (*emit)(const memscope_plugin_event *ev);
+    /* The probe's clock: ns since the Unix epoch, monotonic (same clock as every record). */
+    uint64_t (*now_ns)(void);
+    /* 1 while a collection window is open (emit would record), else 0. */
+    int      (*enabled)(void);
+    /* Logs `msg` at `level` (MEMSCOPE_LOG_*). */
+    void     (*log)(int level, const char *msg);
+} memscope_host;
+
+/* The one symbol a plugin exports: `const memscope_plugin_header memscope_plugin = {...};`
+ * 32 bytes on LP64. */
+typedef struct memscope_plugin_header {
+    uint32_t    magic;        /* MEMSCOPE_PLUGIN_MAGIC */
+    uint16_t    abi_major;    /* MEMSCOPE_PLUGIN_ABI_MAJOR the plugin was built against */
+    uint16_t    abi_minor;    /* MEMSCOPE_PLUGIN_ABI_MINOR the plugin was built against */
+    uint32_t    size;         /* sizeof(memscope_plugin_header) */
+    uint32_t    reserved;     /* 0 */
+    const char *name;         /* short plugin name, for messages */
+    /* Called once with the host; keep `host` for later emits. Return 0 to start, non-zero to
+     * decline (reported as PLUGIN_FAILED; the plugin then gets no further calls). */
+    int       (*init)(const memscope_host *host);
+} memscope_plugin_header;
+
+#if defined(__GNUC__)
+#define MEMSCOPE_PLUGIN_EXPORT __attribute__((visibility("default")))
+#else
+#define MEMSCOPE_PLUGIN_EXPORT
+#endif
+
+#ifdef __cplusplus
+#define MEMSCOPE_PLUGIN_LINKAGE extern "C"
+#else
+#define MEMSCOPE_PLUGIN_LINKAGE
+#endif
+
+/* Defines the exported header (C or C++):  MEMSCOPE_PLUGIN_DEFINE("mypool", my_init); */
+#define MEMSCOPE_PLUGIN_DEFINE(plugin_name, init_fn)                                   \
+    MEMSCOPE_PLUGIN_LINKAGE MEMSCOPE_PLUGIN_EXPORT                                     \
+    const memscope_plugin_header memscope_plugin = {                                   \
+        MEMSCOPE_PLUGIN_MAGIC, MEMSCOPE_PLUGIN_ABI_MAJOR, MEMSCOPE_PLUGIN_ABI_MINOR,  \
+        (uint32_t)sizeof(memscope_plugin_header), 0, (plugin_name), (init_fn)}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MEMSCOPE_PLUGIN_H */
