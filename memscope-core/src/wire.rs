@@ -489,6 +489,34 @@ pub enum Record<B = Box<[u8]>> {
         /// Dimensions as zig-zag varints ([`encode_dims`], [`decode_dims`]).
         dims: B,
     },
+    /// Definition of an interned text (mark and range messages): later `MarkRef` /
+    /// `RangeStartRef` records of any thread of the process name it by `id`.
+    TextDef {
+        /// Text id (per process, from 1).
+        id: u32,
+        /// The text.
+        text: B,
+    },
+    /// `mstxMarkA` whose message was interned ([`Record::TextDef`]).
+    MarkRef {
+        /// Time.
+        ts: u64,
+        /// Stream pointer.
+        stream: u64,
+        /// Text id.
+        text: u32,
+    },
+    /// `mstxRangeStartA` whose message was interned.
+    RangeStartRef {
+        /// Time.
+        ts: u64,
+        /// Range id returned to the caller.
+        id: u64,
+        /// Stream pointer.
+        stream: u64,
+        /// Text id.
+        text: u32,
+    },
 }
 
 mod cann;
@@ -513,6 +541,9 @@ mod tag {
     pub const HOST_FREE: u8 = 16;
     pub const STACK_DEF: u8 = 17;
     pub const PLUGIN: u8 = 18;
+    pub const TEXT_DEF: u8 = 60;
+    pub const MARK_REF: u8 = 61;
+    pub const RANGE_START_REF: u8 = 62;
     pub const MODULE: u8 = 19;
     pub const HOST_MMAP: u8 = 20;
     pub const HOST_MMAP_STACK: u8 = 21;
@@ -686,6 +717,24 @@ impl<B: AsRef<[u8]>> Record<B> {
                 o.var(zigzag(addr.wrapping_sub(next.last_addr) as i64));
                 next.last_addr = *addr;
             }
+            Record::TextDef { id, text } => {
+                o.u8(tag::TEXT_DEF);
+                o.var(*id as u64);
+                o.text(text.as_ref());
+            }
+            Record::MarkRef { ts: t, stream, text } => {
+                o.u8(tag::MARK_REF);
+                ts(&mut o, &mut next, *t);
+                o.var(*stream);
+                o.var(*text as u64);
+            }
+            Record::RangeStartRef { ts: t, id, stream, text } => {
+                o.u8(tag::RANGE_START_REF);
+                ts(&mut o, &mut next, *t);
+                o.var(*id);
+                o.var(*stream);
+                o.var(*text as u64);
+            }
             Record::StackDef { id, count, raw } => {
                 let raw = raw.as_ref();
                 o.u8(tag::STACK_DEF);
@@ -761,7 +810,8 @@ impl<B: AsRef<[u8]>> Record<B> {
     /// The record's time stamp (`None` for `Thread` and `StackDef`, which have none).
     pub fn ts(&self) -> Option<u64> {
         match self {
-            Record::Thread { .. } | Record::StackDef { .. } => None,
+            Record::Thread { .. } | Record::StackDef { .. } | Record::TextDef { .. } => None,
+            Record::MarkRef { ts, .. } | Record::RangeStartRef { ts, .. } => Some(*ts),
             Record::Mark { ts, .. }
             | Record::RangeStart { ts, .. }
             | Record::RangeEnd { ts, .. }
@@ -834,6 +884,13 @@ impl<B: AsRef<[u8]>> Record<B> {
                 Record::HostMalloc { ts: *ts, addr: *addr, size: *size, stack: *stack }
             }
             Record::HostFree { ts, addr } => Record::HostFree { ts: *ts, addr: *addr },
+            Record::TextDef { id, text } => Record::TextDef { id: *id, text: b(text) },
+            Record::MarkRef { ts, stream, text } => {
+                Record::MarkRef { ts: *ts, stream: *stream, text: *text }
+            }
+            Record::RangeStartRef { ts, id, stream, text } => {
+                Record::RangeStartRef { ts: *ts, id: *id, stream: *stream, text: *text }
+            }
             Record::StackDef { id, count, raw } => {
                 Record::StackDef { id: *id, count: *count, raw: b(raw) }
             }
@@ -1024,6 +1081,16 @@ pub fn decode<'a>(
         tag::HOST_MUNMAP => {
             Record::HostMunmap { ts: i.ts(&mut next)?, addr: i.var()?, size: i.var()? }
         }
+        tag::TEXT_DEF => Record::TextDef { id: i.u32()?, text: i.text()? },
+        tag::MARK_REF => {
+            Record::MarkRef { ts: i.ts(&mut next)?, stream: i.var()?, text: i.u32()? }
+        }
+        tag::RANGE_START_REF => Record::RangeStartRef {
+            ts: i.ts(&mut next)?,
+            id: i.var()?,
+            stream: i.var()?,
+            text: i.u32()?,
+        },
         tag::PLUGIN => Record::Plugin {
             ts: i.ts(&mut next)?,
             kind: i.u8()?,
@@ -1119,6 +1186,9 @@ mod tests {
             Record::HostMmap { ts: 1_700_000_000_000_001_230, addr: 0x7f12_0000_0000, size: 4096, stack: 9 },
             Record::HostMunmap { ts: 1_700_000_000_000_001_240, addr: 0x7f11_0000_0000, size: 1 << 20 },
             Record::Plugin { ts: 1_700_000_000_000_001_300, kind: 1, device: 2, ptr: 7, size: 8, event_type: b"MYPOOL", name: b"n", attrs: b"owner:x" },
+            Record::TextDef { id: 4, text: b"step start" },
+            Record::MarkRef { ts: 1_700_000_000_009_000_000, stream: 0, text: 4 },
+            Record::RangeStartRef { ts: 1_700_000_000_009_000_010, id: 2, stream: 0, text: 4 },
         ]);
     }
 

@@ -140,10 +140,13 @@ unsafe fn free_like(real: &Real, p: *mut c_void, create: bool) -> c_int {
     let Some(f) = real.get() else { return DRV_ERROR_NOT_SUPPORT };
     // SAFETY: guaranteed by the caller.
     let f: FreeFn = unsafe { core::mem::transmute::<*mut c_void, FreeFn>(f) };
-    let ts = rt::now_ns();
+    // The time is taken before the call (see the module docs), only when recording.
+    let ts = if rt::enabled(AdapterId::Hal) { rt::now_ns() } else { 0 };
     // SAFETY: forwarding the caller's argument.
     let rc = unsafe { f(p) };
-    record_if_enabled(|| Record::HalFree { ts, addr: p as u64, create, ret: rc });
+    if ts != 0 {
+        record_if_enabled(|| Record::HalFree { ts, addr: p as u64, create, ret: rc });
+    }
     rc
 }
 

@@ -159,12 +159,7 @@ pub unsafe extern "C" fn mark_a(msg: *const c_char, stream: *mut c_void) {
         let Some(_g) = rt::enter() else { return };
         // SAFETY: caller contract.
         let (msg, null) = unsafe { message(msg) };
-        rt::record(&Record::Mark {
-            ts: rt::now_ns(),
-            stream: stream as u64,
-            msg,
-            null,
-        });
+        rt::record_mark(rt::now_ns(), stream as u64, msg, null);
     })
 }
 
@@ -184,13 +179,7 @@ pub unsafe extern "C" fn range_start_a(msg: *const c_char, stream: *mut c_void) 
         if let Some(_g) = rt::enter() {
             // SAFETY: caller contract.
             let (msg, null) = unsafe { message(msg) };
-            rt::record(&Record::RangeStart {
-                ts: rt::now_ns(),
-                id,
-                stream: stream as u64,
-                msg,
-                null,
-            });
+            rt::record_range_start(rt::now_ns(), id, stream as u64, msg, null);
         }
         id
     })

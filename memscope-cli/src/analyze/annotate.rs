@@ -167,3 +167,28 @@ pub fn write_annotated(file: &DumpFile, found: &Found) -> Result<PathBuf> {
         DumpFormat::Db => write_db(file, found),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn types_are_added_before_the_hal_keys_or_merged_into_an_existing_pair() {
+        use Inefficiency::*;
+        assert_eq!(
+            annotate_attr("{allocation_id:1,addr:0x10,size:8,owner:PTA@a}", &[EarlyAllocation, TemporaryIdleness]),
+            "{allocation_id:1,addr:0x10,size:8,owner:PTA@a,inefficient:early_allocation,temporary_idleness}"
+        );
+        assert_eq!(
+            annotate_attr(
+                "{size:8,inefficient_type:late_deallocation,page_type:normal}",
+                &[EarlyAllocation, LateDeallocation]
+            ),
+            "{size:8,inefficient_type:late_deallocation,early_allocation,page_type:normal}"
+        );
+        assert_eq!(
+            annotate_attr("", &[LateDeallocation]),
+            "{inefficient:late_deallocation}"
+        );
+    }
+}

@@ -8,7 +8,7 @@ use memscope_core::bus::{Bus, ReportSection};
 use memscope_core::event::{Event, EventKind};
 use memscope_core::wire::{Record, StackFrames};
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::path::PathBuf;
 
 struct Pending {
@@ -57,6 +57,7 @@ pub struct ProcessState {
     scratch: Vec<RawEvent>,
     typers: Vec<Box<dyn Typer>>,
     ctx: TypeCtx,
+    texts: HashMap<(usize, u32), Box<[u8]>>,
     bus: Bus,
     next_id: u64,
     untyped: u64,
@@ -85,6 +86,7 @@ impl ProcessState {
             scratch: Vec::new(),
             typers,
             ctx,
+            texts: HashMap::new(),
             bus,
             next_id: 0,
             untyped: 0,
@@ -119,6 +121,9 @@ impl ProcessState {
                     Record::StackDef { id, raw, .. } => {
                         self.ctx.define_stack(i, *id, StackFrames::new(raw).collect());
                     }
+                    Record::TextDef { id, text } => {
+                        self.texts.insert((i, *id), text.clone());
+                    }
                     rec => {
                         let ts = rec.ts().unwrap_or(0);
                         self.pending.push(Reverse(Pending { key: (ts, i, ev.seq), ev }));
@@ -149,7 +154,8 @@ impl ProcessState {
                 break;
             }
             let Reverse(p) = self.pending.pop().expect("peeked");
-            let (tid, rec) = (p.ev.tid, p.ev.rec);
+            let image = p.key.1;
+            let (tid, rec) = (p.ev.tid, self.resolve_text(image, p.ev.rec));
             self.ctx.set_image(p.key.1);
             match &rec {
                 Record::OwnerPush { label, .. } => {
@@ -185,6 +191,24 @@ impl ProcessState {
         }
         self.log.open();
         Ok(())
+    }
+
+    /// Replaces an interned-text reference of image `image` by the record with its text
+    /// inline, so typers see one form. An unknown id (definition lost) gives `<text #id>`.
+    fn resolve_text(&self, image: usize, rec: Record<Box<[u8]>>) -> Record<Box<[u8]>> {
+        let text = |id: u32| -> Box<[u8]> {
+            self.texts
+                .get(&(image, id))
+                .cloned()
+                .unwrap_or_else(|| format!("<text #{id}>").into_bytes().into())
+        };
+        match rec {
+            Record::MarkRef { ts, stream, text: id } => Record::Mark { ts, stream, msg: text(id), null: false },
+            Record::RangeStartRef { ts, id, stream, text: t } => {
+                Record::RangeStart { ts, id, stream, msg: text(t), null: false }
+            }
+            other => other,
+        }
     }
 
     fn emit(&mut self, mut ev: Event) {

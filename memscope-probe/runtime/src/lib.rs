@@ -42,6 +42,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod clock;
+mod intern;
 pub mod plugin;
 mod settings;
 mod state;
@@ -51,6 +52,7 @@ mod sys;
 mod writer;
 
 pub use clock::now_ns;
+pub use intern::{record_mark, record_range_start};
 pub use plugin::safe_point;
 pub use state::{
     adapters_mask, c_stack_depth, enabled, ensure_init, host_mmap, init_state, owner_pop,
