@@ -38,14 +38,21 @@ impl AttrValue<'_> {
             AttrValue::U(v) => out.push_str(itoa::Buffer::new().format(v)),
             AttrValue::I(v) => out.push_str(itoa::Buffer::new().format(v)),
             AttrValue::Addr(v) => {
-                let _ = write!(out, "0x{v:016x}");
+                let mut b = [0u8; 18];
+                let hex = crate::sink::csv::fmt_ptr(v, &mut b);
+                out.push_str(std::str::from_utf8(hex).unwrap_or("0x?"));
             }
             AttrValue::Hex(v) => {
                 let _ = write!(out, "0x{v:x}");
             }
             AttrValue::S(s) => out.push_str(s),
             AttrValue::Owner(o) => {
-                let _ = write!(out, "{o}");
+                for (i, l) in o.levels().iter().enumerate() {
+                    if i > 0 {
+                        out.push('@');
+                    }
+                    out.push_str(l);
+                }
             }
             AttrValue::Ineff(t) => {
                 for (i, x) in t.iter().enumerate() {
