@@ -8,7 +8,10 @@ at exit for blocks still alive. The workload is a training loop: `step start` ms
 ATen ops that allocate, use and free PTA blocks, a kernel launch per op, some weights alive
 for the whole run and one leaked block per step.
 
-usage: gen_dump.py ROWS OUT.csv [--seed N]
+With --id-order every row is written when its event happens, i.e. in ID order, as memscope
+writes its own dumps.
+
+usage: gen_dump.py ROWS OUT.csv [--seed N] [--id-order]
 """
 import random
 import sys
@@ -21,7 +24,9 @@ PID = 4242
 def main():
     rows_wanted = int(sys.argv[1])
     out = sys.argv[2]
-    seed = int(sys.argv[4]) if len(sys.argv) > 4 and sys.argv[3] == "--seed" else 1
+    args = sys.argv[3:]
+    seed = int(args[args.index("--seed") + 1]) if "--seed" in args else 1
+    id_order = "--id-order" in args
     rnd = random.Random(seed)
     f = open(out, "w", buffering=1 << 22)
     f.write(HEADER)
@@ -33,11 +38,11 @@ def main():
     def nid():
         st["id"] += 1
         st["ts"] += rnd.randint(50, 500)
+        st["rows"] += 1  # one row per event, whenever it is written
         return st["id"], st["ts"]
 
     def emit(line):
         buf.append(line)
-        st["rows"] += 1
         if len(buf) >= 100_000:
             f.write("".join(buf))
             buf.clear()
@@ -54,15 +59,22 @@ def main():
         next_addr[0] += (size + 511) // 512 * 512
         st["used"] += size
         attr = f'"{{allocation_id:{a},addr:0x{addr:016x},size:{size},total:21474836480,used:{st["used"]}}}"'
-        live[a] = [addr, size, [f'{i},MALLOC,PTA,N/A,{ts},{PID},{PID},0,0x{addr:016x},{attr},,\n']]
+        row = f'{i},MALLOC,PTA,N/A,{ts},{PID},{PID},0,0x{addr:016x},{attr},,\n'
+        if id_order:
+            emit(row)
+        live[a] = [addr, size, [] if id_order else [row]]
         return a
 
     def access(a, op):
         i, ts = nid()
         addr, size, rows = live[a]
         rw = "WRITE" if rnd.random() < 0.3 else "READ"
-        rows.append(f'{i},ACCESS,{rw},{op},{ts},{PID},{PID},0,0x{addr:016x},'
-                    f'"{{allocation_id:{a},addr:0x{addr:016x},size:{size},type:PTA,dtype:torch.float32,shape:torch.Size([{size // 4}])}}",,\n')
+        row = (f'{i},ACCESS,{rw},{op},{ts},{PID},{PID},0,0x{addr:016x},'
+               f'"{{allocation_id:{a},addr:0x{addr:016x},size:{size},type:PTA,dtype:torch.float32,shape:torch.Size([{size // 4}])}}",,\n')
+        if id_order:
+            emit(row)
+        else:
+            rows.append(row)
 
     def free(a, shadow=False):
         i, ts = nid()

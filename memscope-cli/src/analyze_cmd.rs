@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, Result};
 use clap::{Args, Subcommand, ValueEnum};
 
 use memscope_core::analysis::compare::{self, Level};
@@ -130,6 +130,12 @@ fn open(path: &Path) -> Result<DumpFile> {
     DumpFile::open(path).map_err(|e| anyhow!("{e}"))
 }
 
+/// Prints one line on stdout; a closed pipe (`| head`) is not an error of the analysis.
+fn say(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stdout().lock(), "{line}");
+}
+
 fn print_sections(sections: &[ReportSection]) {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
@@ -195,21 +201,25 @@ pub fn run_compare(args: &CompareArgs) -> Result<()> {
     for n in &res.notes {
         eprintln!("memscope: note: {n}");
     }
-    let path = compare::write_compare_csv(&args.output, &res.rows)
-        .with_context(|| format!("cannot write {}", args.output.join("compare").display()))?;
+    let path = compare::write_compare_csv(&args.output, &res.rows).map_err(|e| {
+        anyhow!(
+            "cannot write {}: {e}",
+            args.output.join("compare").display()
+        )
+    })?;
     let matched = res
         .rows
         .iter()
         .filter(|r| r.base.is_some() && r.compare.is_some())
         .count();
-    println!(
+    say(&format!(
         "memory compare: {} row(s) ({} matched, {} base only, {} compare only) written to {}",
         res.rows.len(),
         matched,
         res.rows.iter().filter(|r| r.compare.is_none()).count(),
         res.rows.iter().filter(|r| r.base.is_none()).count(),
         path.display()
-    );
+    ));
     Ok(())
 }
 
@@ -248,12 +258,12 @@ pub fn run_analyze(cmd: &AnalyzeCmd) -> Result<()> {
                 );
             }
             let path = write_decompose_csv(&a.output, &rows)
-                .with_context(|| format!("cannot write into {}", a.output.display()))?;
-            println!(
+                .map_err(|e| anyhow!("cannot write into {}: {e}", a.output.display()))?;
+            say(&format!(
                 "decompose: {} row(s) written to {}",
                 rows.len(),
                 path.display()
-            );
+            ));
         }
         AnalyzeCmd::Gap(a) => {
             let file = open(&a.file)?;
@@ -293,10 +303,10 @@ fn run_inefficient(a: &InefficientArgs) -> Result<()> {
     }
     print_sections(&sections);
     let out = annotate::write_annotated(&file, &found)?;
-    println!(
+    say(&format!(
         "{} MALLOC row(s) annotated; annotated copy written to {}",
         found.len(),
         out.display()
-    );
+    ));
     Ok(())
 }

@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 mod adapters_cmd;
+mod analyze_cmd;
 mod builtin;
 mod collector;
 mod logfile;
@@ -35,6 +36,13 @@ enum Cmd {
         #[command(subcommand)]
         cmd: ConfigCmd,
     },
+    /// Compare the memory change of each op/kernel between two dumps.
+    Compare(analyze_cmd::CompareArgs),
+    /// Offline analyses of a dump file (CSV of msMemScope or memscope, or a memscope .db).
+    Analyze {
+        #[command(subcommand)]
+        cmd: analyze_cmd::AnalyzeCmd,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -64,6 +72,8 @@ fn main() -> ExitCode {
     let result = match cli.cmd {
         Cmd::Run(args) => return run::run(*args),
         Cmd::Adapters { cmd } => adapters_cmd::run(&cmd),
+        Cmd::Compare(args) => analyze_cmd::run_compare(&args),
+        Cmd::Analyze { cmd } => analyze_cmd::run_analyze(&cmd),
         Cmd::Config { cmd: ConfigCmd::Schema } => {
             print!("{}", include_str!("../../schemas/config.schema.json"));
             Ok(())

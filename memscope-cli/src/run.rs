@@ -186,8 +186,28 @@ pub fn run(a: RunArgs) -> ExitCode {
     code
 }
 
+/// The online analyses of `--analysis` (memscope-core's analysis layers), run in the
+/// collector after attribution and before the dump is written; their reports end the run's
+/// summary and the process log. `--steps` keeps them on (msMemScope turns every analysis off).
 fn analysis_factory() -> AnalysisFactory {
-    Arc::new(|_cfg: &RunConfig| Vec::new())
+    use memscope_core::analysis::{online_layers, AnalysisConfig, AnalysisKind};
+    Arc::new(|cfg: &RunConfig, project: &Path| {
+        let a = cfg.analysis;
+        let mut kinds = Vec::new();
+        for (on, k) in [
+            (a.leaks, AnalysisKind::Leaks),
+            (a.gap, AnalysisKind::Gap),
+            (a.decompose, AnalysisKind::Decompose),
+            (a.inefficient, AnalysisKind::Inefficient),
+        ] {
+            if on {
+                kinds.push(k);
+            }
+        }
+        let mut ac = AnalysisConfig { kinds, output_dir: Some(project.to_path_buf()), ..AnalysisConfig::default() };
+        ac.inefficient.idle_threshold = cfg.idle_threshold;
+        online_layers(&ac)
+    })
 }
 
 fn preload_value(probe: &Path, cfg: &RunConfig) -> String {

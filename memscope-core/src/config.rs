@@ -146,7 +146,7 @@ impl CallStack {
     }
 }
 
-/// Online analyses (`--analysis leaks,decompose,inefficient,oom[:K],none`).
+/// Online analyses (`--analysis leaks,decompose,inefficient,gap,oom[:K],none`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AnalysisSet {
     /// Leak detection (default on).
@@ -157,11 +157,15 @@ pub struct AnalysisSet {
     pub inefficient: bool,
     /// OOM top-K blocks, `Some(K)`.
     pub oom: Option<u32>,
+    /// Pool fluctuation per step (msMemScope's health analyzer; memscope runs it with leaks by
+    /// default and accepts `gap` as an `--analysis` token).
+    #[serde(default)]
+    pub gap: bool,
 }
 
 impl Default for AnalysisSet {
     fn default() -> Self {
-        AnalysisSet { leaks: true, decompose: false, inefficient: false, oom: None }
+        AnalysisSet { leaks: true, decompose: false, inefficient: false, oom: None, gap: true }
     }
 }
 
@@ -171,13 +175,14 @@ impl AnalysisSet {
     /// # Errors
     /// An unknown token or a bad K.
     pub fn parse(s: &str) -> Result<AnalysisSet, ConfigError> {
-        let mut a = AnalysisSet { leaks: false, decompose: false, inefficient: false, oom: None };
+        let mut a = AnalysisSet { leaks: false, decompose: false, inefficient: false, oom: None, gap: false };
         let mut none = false;
         for t in split_list(s) {
             match t {
                 "leaks" => a.leaks = true,
                 "decompose" => a.decompose = true,
                 "inefficient" => a.inefficient = true,
+                "gap" => a.gap = true,
                 "oom" => a.oom = Some(10),
                 "none" => none = true,
                 _ if t.starts_with("oom:") => {
@@ -187,11 +192,11 @@ impl AnalysisSet {
                     }
                     a.oom = Some(k);
                 }
-                other => return Err(bad("--analysis", format!("unknown analysis {other:?} (expected leaks, decompose, inefficient, oom[:K] or none)"))),
+                other => return Err(bad("--analysis", format!("unknown analysis {other:?} (expected leaks, decompose, inefficient, gap, oom[:K] or none)"))),
             }
         }
         if none {
-            a = AnalysisSet { leaks: false, decompose: false, inefficient: false, oom: None };
+            a = AnalysisSet { leaks: false, decompose: false, inefficient: false, oom: None, gap: false };
         }
         Ok(a)
     }

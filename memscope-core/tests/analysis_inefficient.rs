@@ -274,3 +274,30 @@ fn offline_on_a_file_in_msmemscope_row_order_finds_the_same_blocks() {
         vec![(3, vec![Early, Idle]), (12, vec![Late]), (16, vec![Early])]
     );
 }
+
+#[test]
+fn offline_a_read_that_restarts_late_reports_each_block_once() {
+    // pid 9's rows in ID order, then rows of pid 8: the order breaks only at the very end,
+    // after every finding of pid 9 was made; the restarted read must not add them twice.
+    let mut text = format!("{HEADER}\n{}\n", rows().join("\n"));
+    text.push_str("1,MSTX,Mark,m,5,8,8,0,N/A,,,\n2,MSTX,Mark,m,6,8,8,0,N/A,,,\n");
+    let t = tempfile::tempdir().unwrap();
+    let p = t.path().join("d.csv");
+    std::fs::write(&p, text).unwrap();
+    let mut handles = Vec::new();
+    let (report, stats) = run_layers(
+        &DumpFile::open(&p).unwrap(),
+        &mut ReadOptions::default(),
+        &mut || {
+            let (l, h) = InefficientLayer::collecting(cfg());
+            handles.push(h);
+            vec![Box::new(l)]
+        },
+    )
+    .unwrap();
+    assert_eq!(stats.rows, 33);
+    assert_eq!(report.len(), 2); // one section per process
+    assert!(report[0].title.ends_with("(pid 8)"));
+    let found: usize = handles.iter().map(|h| h.lock().unwrap().len()).sum();
+    assert_eq!(found, 3);
+}

@@ -52,15 +52,15 @@ fn records_spanning_lines_and_attr_values_with_commas_and_colons_are_read() {
 #[test]
 fn malformed_cells_name_the_file_and_the_line_where_the_record_starts() {
     let t = tempfile::tempdir().unwrap();
-    // record 1 spans lines 2-3, so record 2 starts on line 4
+    // the first record spans lines 2-3, so the second starts on line 4
     let p = write(
         t.path(),
         "bad.csv",
-        "1,MSTX,Mark,m,10,1,1,0,N/A,,\"x\ny\",\n2,MALLOC,PTA,N/A,abc,1,1,0,0x10,\"{size:1}\",,\n",
+        "5,MSTX,Mark,m,10,1,1,0,N/A,,\"x\ny\",\n2,MALLOC,PTA,N/A,abc,1,1,0,0x10,\"{size:1}\",,\n",
     );
     let e = read_all(&p, Order::File).unwrap_err().to_string();
     assert_eq!(e, format!("{}:4: bad Timestamp(ns) \"abc\"", p.display()));
-    // the sorted path reports the same line
+    // IDs out of order (5, 2): the sort path reports the same line
     let e = read_all(&p, Order::ById).unwrap_err().to_string();
     assert_eq!(e, format!("{}:4: bad Timestamp(ns) \"abc\"", p.display()));
     let p = write(t.path(), "cells.csv", "1,MSTX,Mark,a,b,10,1,1,0,N/A,,,\n");
@@ -181,4 +181,34 @@ fn a_header_in_another_column_order_is_mapped_by_name() {
         ),
         (9, 3, None)
     );
+}
+
+#[test]
+fn a_file_already_in_id_order_is_streamed_with_the_same_events() {
+    let t = tempfile::tempdir().unwrap();
+    let mut body = String::new();
+    for id in 0..300u64 {
+        body.push_str(&format!(
+            "{id},MSTX,Mark,\"m{id}\",{},7,1,0,N/A,,,\n",
+            1000 + id
+        ));
+    }
+    let p = write(t.path(), "sorted.csv", &body);
+    let mut opts = ReadOptions {
+        // a run size this small would spill if the file went through the sort
+        sort: SortOptions {
+            run_bytes: 64,
+            temp_dir: Some(t.path().join("no-such-dir")),
+        },
+        ..ReadOptions::default()
+    };
+    let mut got = Vec::new();
+    DumpFile::open(&p)
+        .unwrap()
+        .for_each(Order::ById, &mut opts, &mut |e| {
+            got.push(e);
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(got, read_all(&p, Order::File).unwrap());
 }

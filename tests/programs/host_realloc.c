@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+void *volatile sink;
+
 int main(void) {
     char *p = realloc(NULL, 101);          /* MALLOC 101 */
     p = realloc(p, 202);                   /* FREE 101, MALLOC 202 */
@@ -12,8 +14,8 @@ int main(void) {
     char *q = realloc(p, 0);               /* FREE 404, returns NULL (glibc) */
     if (q != NULL) return 10;
     free(NULL);                            /* nothing */
-    char *z = malloc(0);                   /* MALLOC 0 */
-    free(z);                               /* FREE */
+    sink = malloc(0);                      /* MALLOC 0 */
+    free(sink);                            /* FREE */
     errno = 0;
     char *r = reallocarray(NULL, SIZE_MAX / 2, 4); /* overflow: NULL, ENOMEM, nothing */
     if (r != NULL || errno != ENOMEM) return 11;

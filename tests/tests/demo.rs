@@ -17,16 +17,42 @@ fn the_training_demo_shows_every_cann_source_pools_and_mstx_in_one_run() {
     let atb = sim.join("atb/cxx_abi_1");
     let train = repo_root().join("examples/sim-npu/train.py");
     let run = memscope_run(
-        &["--level", "op,kernel", "--events", "alloc,free,launch,access", "--device", "npu,cpu"],
+        &[
+            "--level",
+            "op,kernel",
+            "--events",
+            "alloc,free,launch,access",
+            "--device",
+            "npu,cpu",
+        ],
         &["python3", train.to_str().unwrap(), "--steps", "3"],
-        &[("ATB_HOME_PATH", atb.to_str().unwrap()), ("SIM_NPU_DIR", sim.to_str().unwrap())],
+        &[
+            ("ATB_HOME_PATH", atb.to_str().unwrap()),
+            ("SIM_NPU_DIR", sim.to_str().unwrap()),
+        ],
     );
-    assert_eq!(run.code(), 0, "stdout: {}\nstderr: {}", run.stdout(), run.stderr());
+    assert_eq!(
+        run.code(),
+        0,
+        "stdout: {}\nstderr: {}",
+        run.stdout(),
+        run.stderr()
+    );
     assert!(run.stdout().contains("atb=on"), "{}", run.stdout());
     let rows = run.rows();
-    let pid = rows.iter().find(|r| r["Event Type"] == "ATB_START").expect("an ATB operator")["Process Id"].clone();
-    let rows: Vec<Row> = rows.into_iter().filter(|r| r["Process Id"] == pid).collect();
-    let seen: BTreeSet<(String, String)> = rows.iter().map(|r| (r["Event"].clone(), r["Event Type"].clone())).collect();
+    let pid = rows
+        .iter()
+        .find(|r| r["Event Type"] == "ATB_START")
+        .expect("an ATB operator")["Process Id"]
+        .clone();
+    let rows: Vec<Row> = rows
+        .into_iter()
+        .filter(|r| r["Process Id"] == pid)
+        .collect();
+    let seen: BTreeSet<(String, String)> = rows
+        .iter()
+        .map(|r| (r["Event"].clone(), r["Event Type"].clone()))
+        .collect();
     for (e, t) in [
         ("SYSTEM", "ACL_INIT"),
         ("SYSTEM", "ACL_FINI"),
@@ -46,36 +72,76 @@ fn the_training_demo_shows_every_cann_source_pools_and_mstx_in_one_run() {
         ("MSTX", "Mark"),
         ("MSTX", "Range_start"),
     ] {
-        assert!(seen.contains(&(e.to_owned(), t.to_owned())), "{e}/{t} missing; seen {seen:?}");
+        assert!(
+            seen.contains(&(e.to_owned(), t.to_owned())),
+            "{e}/{t} missing; seen {seen:?}"
+        );
     }
     let pinned: Vec<&Row> = rows.iter().filter(|r| r["Event Type"] == "HOST").collect();
-    assert!(pinned.iter().all(|r| attrs(r)["pinned"] == "true" && r["Device Id"] == "cpu"));
+    assert!(pinned
+        .iter()
+        .all(|r| attrs(r)["pinned"] == "true" && r["Device Id"] == "cpu"));
     // Per step: 3 rt launches, 3 aclrt launches, 1 ATB kernel launched through the runtime.
-    let kernels: Vec<&str> = select(&rows, "KERNEL_LAUNCH", "KERNEL_LAUNCH").iter().map(|r| r["Name"].as_str()).collect();
+    let kernels: Vec<&str> = select(&rows, "KERNEL_LAUNCH", "KERNEL_LAUNCH")
+        .iter()
+        .map(|r| r["Name"].as_str())
+        .collect();
     assert_eq!(kernels.len(), 3 * 7, "{kernels:?}");
-    assert!(kernels.iter().all(|k| k.ends_with("Kernel")), "every launch named: {kernels:?}");
+    assert!(
+        kernels.iter().all(|k| k.ends_with("Kernel")),
+        "every launch named: {kernels:?}"
+    );
     // One time line: device 0 rows are in time order and their IDs increase with time.
     let dev0: Vec<&Row> = rows.iter().filter(|r| r["Device Id"] == "0").collect();
-    let ts: Vec<u64> = dev0.iter().map(|r| r["Timestamp(ns)"].parse().unwrap()).collect();
+    let ts: Vec<u64> = dev0
+        .iter()
+        .map(|r| r["Timestamp(ns)"].parse().unwrap())
+        .collect();
     assert!(ts.windows(2).all(|w| w[0] <= w[1]), "time order");
     let hal = select(&rows, "MALLOC", "HAL");
     let owners: BTreeSet<String> = hal.iter().map(|r| attrs(r)["owner"].clone()).collect();
-    assert_eq!(owners, BTreeSet::from(["CANN@APP".to_owned(), "CANN@RUNTIME".to_owned()]));
+    assert_eq!(
+        owners,
+        BTreeSet::from(["CANN@APP".to_owned(), "CANN@RUNTIME".to_owned()])
+    );
 }
 
 #[test]
 fn adapters_list_describes_all_seven_built_in_adapters() {
-    let o = Command::new(memscope_bin()).args(["adapters", "list"]).output().unwrap();
+    let o = Command::new(memscope_bin())
+        .args(["adapters", "list"])
+        .output()
+        .unwrap();
     assert!(o.status.success());
     let text = String::from_utf8_lossy(&o.stdout);
     for name in ["mstx", "pta", "mindspore", "atb", "hal", "acl", "host"] {
-        let line = text.lines().find(|l| l.split_whitespace().next() == Some(name));
-        assert!(line.is_some_and(|l| l.len() > name.len() + 10), "{name} has a summary line:\n{text}");
+        let line = text
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name));
+        assert!(
+            line.is_some_and(|l| l.len() > name.len() + 10),
+            "{name} has a summary line:\n{text}"
+        );
     }
-    for sym in ["halMemAlloc", "halMemCreate", "aclInit", "aclrtHostRegisterV2", "rtKernelLaunch", "aclrtLaunchKernelWithHostArgs", "_ZN3atb6Runner7ExecuteERNS_17RunnerVariantPackE"] {
+    for sym in [
+        "halMemAlloc",
+        "halMemCreate",
+        "aclInit",
+        "aclrtHostRegisterV2",
+        "rtKernelLaunch",
+        "aclrtLaunchKernelWithHostArgs",
+        "_ZN3atb6Runner7ExecuteERNS_17RunnerVariantPackE",
+    ] {
         assert!(text.contains(sym), "{sym} listed:\n{text}");
     }
-    for ev in ["MALLOC/HAL", "SNAPSHOT/SNAPSHOT", "KERNEL_LAUNCH/KERNEL_LAUNCH", "SYSTEM/ACL_INIT", "OP_LAUNCH/ATB_START", "ACCESS/UNKNOWN"] {
+    for ev in [
+        "MALLOC/HAL",
+        "SNAPSHOT/SNAPSHOT",
+        "KERNEL_LAUNCH/KERNEL_LAUNCH",
+        "SYSTEM/ACL_INIT",
+        "OP_LAUNCH/ATB_START",
+        "ACCESS/UNKNOWN",
+    ] {
         assert!(text.contains(ev), "{ev} listed:\n{text}");
     }
 }

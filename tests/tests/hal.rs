@@ -3,7 +3,7 @@
 
 use memscope_tests::*;
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 fn hal_program(name: &str) -> PathBuf {
     let src = repo_root().join("tests/programs").join(format!("{name}.c"));
@@ -29,9 +29,11 @@ fn ptr(row: &Row) -> u64 {
 }
 
 /// The MALLOC and FREE rows of block `addr` (any Event Type).
-fn block<'a>(rows: &'a [Row], addr: u64) -> (&'a Row, &'a Row) {
+fn block(rows: &[Row], addr: u64) -> (&Row, &Row) {
     let find = |ev: &str| {
-        rows.iter().find(|r| r["Event"] == ev && ptr(r) == addr).unwrap_or_else(|| panic!("no {ev} row at 0x{addr:x}"))
+        rows.iter()
+            .find(|r| r["Event"] == ev && ptr(r) == addr)
+            .unwrap_or_else(|| panic!("no {ev} row at 0x{addr:x}"))
     };
     (find("MALLOC"), find("FREE"))
 }
@@ -47,9 +49,15 @@ fn log_text(run: &Run) -> String {
     s
 }
 
-fn run_ok(args: &[&str], prog: &PathBuf, envs: &[(&str, &str)]) -> Run {
+fn run_ok(args: &[&str], prog: &Path, envs: &[(&str, &str)]) -> Run {
     let run = memscope_run(args, &[prog.to_str().unwrap()], envs);
-    assert_eq!(run.code(), 0, "stdout: {}\nstderr: {}", run.stdout(), run.stderr());
+    assert_eq!(
+        run.code(),
+        0,
+        "stdout: {}\nstderr: {}",
+        run.stdout(),
+        run.stderr()
+    );
     run
 }
 
@@ -62,7 +70,16 @@ fn flag_bits_give_device_memory_type_page_type_and_cann_module_owner() {
     // (block, event type, device, size, owner, page_type, used after MALLOC, used after FREE)
     let expect = [
         (1, "HAL", "0", 4096, "CANN@RUNTIME", "normal", 4096, 512),
-        (2, "HAL", "1", 2 << 20, "CANN@HCCL", "huge", 2 << 20, 1 << 20),
+        (
+            2,
+            "HAL",
+            "1",
+            2 << 20,
+            "CANN@HCCL",
+            "huge",
+            2 << 20,
+            1 << 20,
+        ),
         (3, "HAL", "3", 1 << 20, "CANN@UNKNOWN", "giant", 1 << 20, 0),
         (4, "HOST", "cpu", 8192, "CANN@APP", "normal", 8192, 0),
         (5, "HAL", "0", 512, "CANN@RUNTIME", "giant", 4608, 0),
@@ -70,8 +87,16 @@ fn flag_bits_give_device_memory_type_page_type_and_cann_module_owner() {
     for (i, t, dev, size, owner, page, used_m, used_f) in expect {
         let (m, f) = block(&rows, a[&i]);
         let (ma, fa) = (attrs(m), attrs(f));
-        assert_eq!((m["Event Type"].as_str(), m["Device Id"].as_str()), (t, dev), "block {i}");
-        assert_eq!((f["Event Type"].as_str(), f["Device Id"].as_str()), (t, dev), "block {i}");
+        assert_eq!(
+            (m["Event Type"].as_str(), m["Device Id"].as_str()),
+            (t, dev),
+            "block {i}"
+        );
+        assert_eq!(
+            (f["Event Type"].as_str(), f["Device Id"].as_str()),
+            (t, dev),
+            "block {i}"
+        );
         assert_eq!(ma["size"], size.to_string(), "block {i}");
         assert_eq!(ma["owner"], owner, "block {i}");
         assert_eq!(ma["page_type"], page, "block {i}");
@@ -80,7 +105,10 @@ fn flag_bits_give_device_memory_type_page_type_and_cann_module_owner() {
         assert_eq!(fa["used"], used_f.to_string(), "block {i}");
         assert_eq!(fa["allocation_id"], ma["allocation_id"], "block {i}");
         assert_eq!(fa["size"], ma["size"], "block {i}");
-        assert!(!fa.contains_key("owner") && !fa.contains_key("page_type"), "FREE carries no owner/page: {fa:?}");
+        assert!(
+            !fa.contains_key("owner") && !fa.contains_key("page_type"),
+            "FREE carries no owner/page: {fa:?}"
+        );
     }
 }
 
@@ -90,29 +118,53 @@ fn create_and_release_give_alloc_type_create_with_prop_device_module_and_page_ty
     let run = run_ok(&["--adapters", "hal", "--device", "npu,cpu"], &prog, &[]);
     let a = addrs(&run.stdout());
     let rows = run.rows();
-    for (i, dev, owner, page, size) in [(6, "2", "CANN@HCCL", "huge", 3 << 20), (7, "1", "CANN@RUNTIME", "giant", 1 << 20)] {
+    for (i, dev, owner, page, size) in [
+        (6, "2", "CANN@HCCL", "huge", 3 << 20),
+        (7, "1", "CANN@RUNTIME", "giant", 1 << 20),
+    ] {
         let (m, f) = block(&rows, a[&i]);
         let ma = attrs(m);
-        assert_eq!((m["Event Type"].as_str(), m["Device Id"].as_str()), ("HAL", dev), "handle {i}");
+        assert_eq!(
+            (m["Event Type"].as_str(), m["Device Id"].as_str()),
+            ("HAL", dev),
+            "handle {i}"
+        );
         assert_eq!(f["Device Id"], dev);
-        assert_eq!((ma["alloc_type"].as_str(), ma["page_type"].as_str(), ma["owner"].as_str()), ("create", page, owner));
+        assert_eq!(
+            (
+                ma["alloc_type"].as_str(),
+                ma["page_type"].as_str(),
+                ma["owner"].as_str()
+            ),
+            ("create", page, owner)
+        );
         assert_eq!(ma["size"], size.to_string());
         assert_eq!(attrs(f)["allocation_id"], ma["allocation_id"]);
     }
     // Device 1 holds block 2 (2 MiB) when handle 7 (1 MiB) is created.
-    assert_eq!(attrs(block(&rows, a[&7]).0)["used"], (3u64 << 20).to_string());
+    assert_eq!(
+        attrs(block(&rows, a[&7]).0)["used"],
+        (3u64 << 20).to_string()
+    );
 }
 
 #[test]
 fn hal_device_ids_are_mapped_through_ascend_rt_visible_devices() {
     let prog = hal_program("hal_flags");
-    let run = run_ok(&["--adapters", "hal"], &prog, &[("ASCEND_RT_VISIBLE_DEVICES", "4,5,6,7")]);
+    let run = run_ok(
+        &["--adapters", "hal"],
+        &prog,
+        &[("ASCEND_RT_VISIBLE_DEVICES", "4,5,6,7")],
+    );
     let a = addrs(&run.stdout());
     let rows = run.rows();
     for (i, dev) in [(1, "4"), (2, "5"), (3, "7"), (5, "4"), (6, "6"), (7, "5")] {
         assert_eq!(block(&rows, a[&i]).0["Device Id"], dev, "block {i}");
     }
-    assert!(rows.iter().all(|r| r["Device Id"] != "cpu"), "HOST rows need --device cpu");
+    assert!(
+        rows.iter().all(|r| r["Device Id"] != "cpu"),
+        "HOST rows need --device cpu"
+    );
 }
 
 #[test]
@@ -121,11 +173,27 @@ fn double_free_and_free_of_an_unknown_pointer_are_warned_and_the_driver_error_re
     let run = run_ok(&["--adapters", "hal"], &prog, &[]);
     assert!(run.stdout().contains("rc 3 3 3"), "{}", run.stdout());
     let rows = run.rows();
-    let kinds: Vec<(&str, &str)> = rows.iter().map(|r| (r["Event"].as_str(), r["Event Type"].as_str())).collect();
-    assert_eq!(kinds, [("MALLOC", "HAL"), ("MALLOC", "HAL"), ("FREE", "HAL"), ("FREE", "HAL")]);
+    let kinds: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| (r["Event"].as_str(), r["Event Type"].as_str()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("MALLOC", "HAL"),
+            ("MALLOC", "HAL"),
+            ("FREE", "HAL"),
+            ("FREE", "HAL")
+        ]
+    );
     let log = log_text(&run);
     assert_eq!(log.matches("[WARN").count(), 3, "{log}");
-    assert!(log.contains("halMemFree(0x") && log.contains("failed with driver error 3: double free or free of an unknown pointer"), "{log}");
+    assert!(
+        log.contains("halMemFree(0x")
+            && log
+                .contains("failed with driver error 3: double free or free of an unknown pointer"),
+        "{log}"
+    );
     assert!(log.contains("halMemRelease(0x"), "{log}");
 }
 
@@ -133,22 +201,51 @@ fn double_free_and_free_of_an_unknown_pointer_are_warned_and_the_driver_error_re
 fn the_driver_is_found_when_it_was_loaded_rtld_local() {
     let prog = hal_program("hal_local");
     let sim = sim_npu_dir();
-    let run = run_ok(&["--adapters", "hal"], &prog, &[("SIM_NPU_DIR", sim.to_str().unwrap())]);
-    assert!(run.stdout().contains("rtMalloc 0") && run.stdout().contains("rtFree 0"), "{}", run.stdout());
+    let run = run_ok(
+        &["--adapters", "hal"],
+        &prog,
+        &[("SIM_NPU_DIR", sim.to_str().unwrap())],
+    );
+    assert!(
+        run.stdout().contains("rtMalloc 0") && run.stdout().contains("rtFree 0"),
+        "{}",
+        run.stdout()
+    );
     let rows = run.rows();
     let m = select(&rows, "MALLOC", "HAL");
     assert_eq!(m.len(), 1);
     let a = attrs(m[0]);
-    assert_eq!((a["owner"].as_str(), a["page_type"].as_str(), a["size"].as_str()), ("CANN@HCCL", "huge", "3145728"));
+    assert_eq!(
+        (
+            a["owner"].as_str(),
+            a["page_type"].as_str(),
+            a["size"].as_str()
+        ),
+        ("CANN@HCCL", "huge", "3145728")
+    );
     assert_eq!(select(&rows, "FREE", "HAL").len(), 1);
 }
 
 fn oom_run(analysis: &str, adapters: &str) -> Run {
     let prog = hal_program("hal_oom");
     let limit = (64u64 << 20).to_string();
-    let run = memscope_run(&["--adapters", adapters, "--analysis", analysis], &[prog.to_str().unwrap()], &[("SIM_NPU_HBM_LIMIT", &limit)]);
-    assert_eq!(run.code(), 0, "stdout: {}\nstderr: {}", run.stdout(), run.stderr());
-    assert!(run.stdout().contains("oom 6 6"), "the driver's error comes back unchanged: {}", run.stdout());
+    let run = memscope_run(
+        &["--adapters", adapters, "--analysis", analysis],
+        &[prog.to_str().unwrap()],
+        &[("SIM_NPU_HBM_LIMIT", &limit)],
+    );
+    assert_eq!(
+        run.code(),
+        0,
+        "stdout: {}\nstderr: {}",
+        run.stdout(),
+        run.stderr()
+    );
+    assert!(
+        run.stdout().contains("oom 6 6"),
+        "the driver's error comes back unchanged: {}",
+        run.stdout()
+    );
     run
 }
 
@@ -158,7 +255,9 @@ fn out_of_memory_gives_an_oom_snapshot_with_pool_and_device_figures() {
     let rows = run.rows();
     let snaps = select(&rows, "SNAPSHOT", "SNAPSHOT");
     assert_eq!(snaps.len(), 2, "one per failed call");
-    assert!(snaps.iter().all(|r| r["Name"] == "OOM_Snapshot" && r["Device Id"] == "0"));
+    assert!(snaps
+        .iter()
+        .all(|r| r["Name"] == "OOM_Snapshot" && r["Device Id"] == "0"));
     let s = attrs(snaps[0]);
     let mib = |n: u64| (n << 20).to_string();
     assert_eq!(s["reserved"], mib(32));
@@ -169,7 +268,10 @@ fn out_of_memory_gives_an_oom_snapshot_with_pool_and_device_figures() {
     assert_eq!(s["free"], mib(27), "64 MiB minus 37 MiB live");
     assert_eq!(s["device_rate"], "57.812500");
     assert_eq!(s["reserved_rate"], "37.500000");
-    assert!(rows.iter().all(|r| r["Event"] != "OOM_DETAIL"), "detail rows need --analysis oom");
+    assert!(
+        rows.iter().all(|r| r["Event"] != "OOM_DETAIL"),
+        "detail rows need --analysis oom"
+    );
 }
 
 #[test]
@@ -177,24 +279,47 @@ fn analysis_oom_k_adds_the_trigger_and_the_k_most_recent_and_largest_live_blocks
     let run = oom_run("oom:3", "hal,pta,acl");
     let rows = run.rows();
     let detail: Vec<&Row> = rows.iter().filter(|r| r["Event"] == "OOM_DETAIL").collect();
-    let kinds: Vec<(&str, &str)> = detail.iter().map(|r| (r["Event Type"].as_str(), r["Name"].as_str())).collect();
-    let (t, r, p) = (("OOM_TRIGGER", "OOM_Trigger"), ("OOM_RECENT_ALLOC", "OOM_RecentAlloc"), ("OOM_TOP_ALLOC", "OOM_TopAlloc"));
-    assert_eq!(kinds, [t, r, r, r, p, p, p], "the second OOM, < 2 s later, only snapshots");
+    let kinds: Vec<(&str, &str)> = detail
+        .iter()
+        .map(|r| (r["Event Type"].as_str(), r["Name"].as_str()))
+        .collect();
+    let (t, r, p) = (
+        ("OOM_TRIGGER", "OOM_Trigger"),
+        ("OOM_RECENT_ALLOC", "OOM_RecentAlloc"),
+        ("OOM_TOP_ALLOC", "OOM_TopAlloc"),
+    );
+    assert_eq!(
+        kinds,
+        [t, r, r, r, p, p, p],
+        "the second OOM, < 2 s later, only snapshots"
+    );
     let trig = attrs(detail[0]);
-    assert_eq!((trig["func"].as_str(), trig["req_size"].as_str()), ("halMemAlloc", "1073741824"));
+    assert_eq!(
+        (trig["func"].as_str(), trig["req_size"].as_str()),
+        ("halMemAlloc", "1073741824")
+    );
     let desc = |row: &Row| {
         let a = attrs(row);
         (a["pool"].clone(), a["size"].parse::<u64>().unwrap() >> 20)
     };
     let recent: Vec<_> = detail[1..4].iter().map(|r| desc(r)).collect();
-    assert_eq!(recent, [("PTA".into(), 3), ("PTA".into(), 1), ("PTA".into(), 8)]);
+    assert_eq!(
+        recent,
+        [("PTA".into(), 3), ("PTA".into(), 1), ("PTA".into(), 8)]
+    );
     let top: Vec<_> = detail[4..7].iter().map(|r| desc(r)).collect();
-    assert_eq!(top, [("HAL".into(), 32), ("PTA".into(), 8), ("HAL".into(), 4)]);
+    assert_eq!(
+        top,
+        [("HAL".into(), 32), ("PTA".into(), 8), ("HAL".into(), 4)]
+    );
     // Each record names the block's MALLOC row by address and time.
     for row in &detail[1..] {
         let a = attrs(row);
         let addr = u64::from_str_radix(a["ptr"].trim_start_matches("0x"), 16).unwrap();
-        let m = rows.iter().find(|m| m["Event"] == "MALLOC" && ptr(m) == addr && m["Event Type"] == a["pool"]).expect("its MALLOC row");
+        let m = rows
+            .iter()
+            .find(|m| m["Event"] == "MALLOC" && ptr(m) == addr && m["Event Type"] == a["pool"])
+            .expect("its MALLOC row");
         assert_eq!(m["Timestamp(ns)"], a["timestamp"]);
     }
     let ids: Vec<u64> = rows.iter().map(|r| r["ID"].parse().unwrap()).collect();
@@ -210,13 +335,27 @@ fn hal_selected_alone_records_only_hal_rows_and_other_adapters_leave_hal_alone()
     let rows = run.rows();
     assert!(!rows.is_empty());
     for r in &rows {
-        let ok = matches!(r["Event Type"].as_str(), "HAL" | "SNAPSHOT" | "OOM_TRIGGER" | "OOM_RECENT_ALLOC" | "OOM_TOP_ALLOC");
+        let ok = matches!(
+            r["Event Type"].as_str(),
+            "HAL" | "SNAPSHOT" | "OOM_TRIGGER" | "OOM_RECENT_ALLOC" | "OOM_TOP_ALLOC"
+        );
         assert!(ok, "unexpected row {r:?}");
     }
-    let top: Vec<_> = rows.iter().filter(|r| r["Event Type"] == "OOM_TOP_ALLOC").map(|r| attrs(r)["pool"].clone()).collect();
-    assert_eq!(top, ["HAL", "HAL"], "without the pta adapter only HAL blocks are live");
+    let top: Vec<_> = rows
+        .iter()
+        .filter(|r| r["Event Type"] == "OOM_TOP_ALLOC")
+        .map(|r| attrs(r)["pool"].clone())
+        .collect();
+    assert_eq!(
+        top,
+        ["HAL", "HAL"],
+        "without the pta adapter only HAL blocks are live"
+    );
 
     let prog = hal_program("hal_flags");
     let run = run_ok(&["--adapters", "mstx"], &prog, &[]);
-    assert!(run.rows().iter().all(|r| r["Event Type"] != "HAL"), "hal not selected: no HAL rows");
+    assert!(
+        run.rows().iter().all(|r| r["Event Type"] != "HAL"),
+        "hal not selected: no HAL rows"
+    );
 }

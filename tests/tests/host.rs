@@ -16,7 +16,12 @@ fn build(name: &str, suffix: &str, flags: &[&str]) -> PathBuf {
     let (src, cc) = if c.is_file() {
         (c, "cc")
     } else {
-        (repo_root().join("tests/programs").join(format!("{name}.cpp")), "c++")
+        (
+            repo_root()
+                .join("tests/programs")
+                .join(format!("{name}.cpp")),
+            "c++",
+        )
     };
     let out = dir.join(format!("{name}{suffix}"));
     let o = Command::new(cc)
@@ -28,7 +33,11 @@ fn build(name: &str, suffix: &str, flags: &[&str]) -> PathBuf {
         .args(["-lpthread", "-ldl"])
         .output()
         .expect("run the C compiler");
-    assert!(o.status.success(), "compiling {name}: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "compiling {name}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     out
 }
 
@@ -45,19 +54,23 @@ fn size(r: &Row) -> u64 {
 }
 
 fn count(rows: &[&Row], event: &str, sz: u64) -> usize {
-    rows.iter().filter(|r| r["Event"] == event && size(r) == sz).count()
+    rows.iter()
+        .filter(|r| r["Event"] == event && size(r) == sz)
+        .count()
 }
 
 fn run_host(args: &[&str], program: &[&str]) -> Run {
     let mut a = vec!["--adapters", "host"];
     a.extend_from_slice(args);
-    let run = memscope_run(&a, program, &[]);
-    run
+    memscope_run(&a, program, &[])
 }
 
 /// The real CPython binary (the `python3` on PATH may be a wrapper script).
 fn python() -> String {
-    let o = Command::new("python3").args(["-c", "import sys; print(sys.executable)"]).output().expect("python3");
+    let o = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .expect("python3");
     String::from_utf8_lossy(&o.stdout).trim().to_owned()
 }
 
@@ -65,35 +78,70 @@ fn python() -> String {
 fn leak_of_three_blocks_is_reported_with_counts_bytes_and_functions() {
     for (suffix, flags) in [
         ("", &["-O1", "-fno-omit-frame-pointer"][..]),
-        ("-nofp", &["-O2", "-fomit-frame-pointer"][..]),
+        (
+            "-nofp",
+            &["-O2", "-fomit-frame-pointer", "-fno-optimize-sibling-calls"][..],
+        ),
     ] {
         let p = build("host_leak", suffix, flags);
         let run = run_host(&["--call-stack", "c:16"], &[p.to_str().unwrap()]);
         assert_eq!(run.code(), 0, "{}", run.stderr());
         let rows = run.rows();
         let h = host(&rows);
-        assert!(run.dumps(".csv").iter().all(|d| d.to_string_lossy().contains("device_cpu")));
+        assert!(run
+            .dumps(".csv")
+            .iter()
+            .all(|d| d.to_string_lossy().contains("device_cpu")));
         // MALLOC rows of the leak sites carry their function in Call Stack(C), innermost first.
         for site in ["leak_site_alpha", "leak_site_beta", "leak_site_gamma"] {
             let m: Vec<_> = h
                 .iter()
                 .filter(|r| r["Event"] == "MALLOC" && size(r) == 1024)
-                .filter(|r| r["Call Stack(C)"].lines().next().is_some_and(|l| l.starts_with(site)))
+                .filter(|r| {
+                    r["Call Stack(C)"]
+                        .lines()
+                        .next()
+                        .is_some_and(|l| l.starts_with(site))
+                })
                 .collect();
-            assert_eq!(m.len(), 1, "{site}{suffix}: {:?}", h.iter().filter(|r| size(r) == 1024).map(|r| &r["Call Stack(C)"]).collect::<Vec<_>>());
+            assert_eq!(
+                m.len(),
+                1,
+                "{site}{suffix}: {:?}",
+                h.iter()
+                    .filter(|r| size(r) == 1024)
+                    .map(|r| &r["Call Stack(C)"])
+                    .collect::<Vec<_>>()
+            );
             let stack = &m[0]["Call Stack(C)"];
             assert!(stack.contains("main"), "{stack}");
             assert!(stack.contains("host_leak.c:"), "file:line in {stack}");
             assert!(!stack.contains("memscope"), "no probe frames: {stack}");
         }
-        let level2: Vec<_> = h.iter().filter(|r| r["Call Stack(C)"].starts_with("leak_site_alpha")).collect();
-        assert!(level2[0]["Call Stack(C)"].lines().nth(1).unwrap().starts_with("level2"), "{}", level2[0]["Call Stack(C)"]);
+        let level2: Vec<_> = h
+            .iter()
+            .filter(|r| r["Call Stack(C)"].starts_with("leak_site_alpha"))
+            .collect();
+        assert!(
+            level2[0]["Call Stack(C)"]
+                .lines()
+                .nth(1)
+                .unwrap()
+                .starts_with("level2"),
+            "{}",
+            level2[0]["Call Stack(C)"]
+        );
         // The leak summary: one group per site, 1 block of 1024 bytes each, with the function.
         let err = run.stderr();
         for site in ["leak_site_alpha", "leak_site_beta", "leak_site_gamma"] {
-            let i = err.find(&format!("        {site}")).unwrap_or_else(|| panic!("{site} in report:\n{err}"));
+            let i = err
+                .find(&format!("        {site}"))
+                .unwrap_or_else(|| panic!("{site} in report:\n{err}"));
             let head = err[..i].lines().last().unwrap();
-            assert!(head.contains("1 block(s), 1024 bytes"), "{site}: {head}\n{err}");
+            assert!(
+                head.contains("1 block(s), 1024 bytes"),
+                "{site}: {head}\n{err}"
+            );
         }
         // Totals: every FREE matches a MALLOC; `total` is the running live sum.
         let mut live: HashMap<String, u64> = HashMap::new();
@@ -145,14 +193,32 @@ fn realloc_chains_and_glibc_edge_cases() {
     let chain: Vec<(String, u64, String)> = h
         .iter()
         .filter(|r| [101, 202, 30303, 404].contains(&size(r)))
-        .map(|r| (r["Event"].clone(), size(r), attrs(r)["allocation_id"].clone()))
+        .map(|r| {
+            (
+                r["Event"].clone(),
+                size(r),
+                attrs(r)["allocation_id"].clone(),
+            )
+        })
         .collect();
     let kinds: Vec<(&str, u64)> = chain.iter().map(|(e, s, _)| (e.as_str(), *s)).collect();
     assert_eq!(
         kinds,
-        [("MALLOC", 101), ("FREE", 101), ("MALLOC", 202), ("FREE", 202), ("MALLOC", 30303), ("FREE", 30303), ("MALLOC", 404), ("FREE", 404)]
+        [
+            ("MALLOC", 101),
+            ("FREE", 101),
+            ("MALLOC", 202),
+            ("FREE", 202),
+            ("MALLOC", 30303),
+            ("FREE", 30303),
+            ("MALLOC", 404),
+            ("FREE", 404)
+        ]
     );
-    assert_ne!(chain[0].2, chain[2].2, "a realloc'd block gets a new allocation_id");
+    assert_ne!(
+        chain[0].2, chain[2].2,
+        "a realloc'd block gets a new allocation_id"
+    );
     // malloc(0) is a block of size 0; free(NULL), failed allocations and the overflowing
     // reallocarray record nothing.
     assert!(count(&h, "MALLOC", 0) >= 1);
@@ -166,8 +232,17 @@ fn every_alignment_function_is_recorded() {
     assert_eq!(run.code(), 0, "{}", run.stderr());
     let rows = run.rows();
     let h = host(&rows);
-    for (sz, n, align) in [(1001, 2, 64), (1027, 1, 128), (1004, 1, 256), (1005, 1, 4096), (1006, 1, 4096)] {
-        let m: Vec<_> = h.iter().filter(|r| r["Event"] == "MALLOC" && size(r) == sz).collect();
+    for (sz, n, align) in [
+        (1001, 2, 64),
+        (1027, 1, 128),
+        (1004, 1, 256),
+        (1005, 1, 4096),
+        (1006, 1, 4096),
+    ] {
+        let m: Vec<_> = h
+            .iter()
+            .filter(|r| r["Event"] == "MALLOC" && size(r) == sz)
+            .collect();
         assert_eq!(m.len(), n, "MALLOC {sz}");
         assert_eq!(count(&h, "FREE", sz), n, "FREE {sz}");
         let addr = u64::from_str_radix(m[0]["Ptr"].trim_start_matches("0x"), 16).unwrap();
@@ -175,21 +250,31 @@ fn every_alignment_function_is_recorded() {
             assert_eq!(addr % align, 0, "{sz} aligned to {align}");
         }
     }
-    assert_eq!(count(&h, "MALLOC", 1002), 0, "posix_memalign with a bad alignment records nothing");
+    assert_eq!(
+        count(&h, "MALLOC", 1002),
+        0,
+        "posix_memalign with a bad alignment records nothing"
+    );
 }
 
 #[test]
 fn sixteen_threads_times_100k_pairs_have_exact_totals() {
     let p = prog("host_threads");
     let t0 = Instant::now();
-    let run = run_host(&["--events", "alloc,free"], &[p.to_str().unwrap(), "16", "100000"]);
+    let run = run_host(
+        &["--events", "alloc,free"],
+        &[p.to_str().unwrap(), "16", "100000"],
+    );
     assert_eq!(run.code(), 0, "{}", run.stderr());
     let rows = run.rows();
     let h = host(&rows);
     assert_eq!(count(&h, "MALLOC", 777), 1_600_000);
     assert_eq!(count(&h, "FREE", 777), 1_600_000);
-    let tids: std::collections::BTreeSet<&str> =
-        h.iter().filter(|r| size(r) == 777).map(|r| r["Thread Id"].as_str()).collect();
+    let tids: std::collections::BTreeSet<&str> = h
+        .iter()
+        .filter(|r| size(r) == 777)
+        .map(|r| r["Thread Id"].as_str())
+        .collect();
     assert_eq!(tids.len(), 16);
     assert!(!run.stderr().contains("DROPPED"), "{}", run.stderr());
     eprintln!("16x100k under memscope: {:?}", t0.elapsed());
@@ -205,11 +290,20 @@ fn fork_and_exec_children_get_their_own_dumps() {
         assert!(d.to_string_lossy().contains("device_cpu"));
         for r in read_csv(&d) {
             if r["Event"] == "MALLOC" && r["Event Type"] == "HOST" {
-                by_pid.entry(r["Process Id"].clone()).or_default().push(size(&r));
+                by_pid
+                    .entry(r["Process Id"].clone())
+                    .or_default()
+                    .push(size(&r));
             }
         }
     }
-    let with = |s: u64| by_pid.iter().filter(|(_, v)| v.contains(&s)).map(|(p, _)| p.clone()).collect::<Vec<_>>();
+    let with = |s: u64| {
+        by_pid
+            .iter()
+            .filter(|(_, v)| v.contains(&s))
+            .map(|(p, _)| p.clone())
+            .collect::<Vec<_>>()
+    };
     let (parent, forked, execd, execd_before) = (with(1111), with(2222), with(3333), with(4444));
     assert_eq!(parent.len(), 1, "{by_pid:?}");
     assert_eq!(forked.len(), 1);
@@ -217,9 +311,24 @@ fn fork_and_exec_children_get_their_own_dumps() {
     assert_ne!(parent, forked);
     assert_ne!(parent, execd);
     assert_ne!(forked, execd);
-    assert_eq!(execd, execd_before, "the exec'd image keeps its pid's directory");
+    assert_eq!(
+        execd, execd_before,
+        "the exec'd image keeps its pid's directory"
+    );
     // Each process has its own output directory.
-    let dirs: std::collections::BTreeSet<_> = run.dumps(".csv").iter().map(|d| d.parent().unwrap().parent().unwrap().parent().unwrap().to_path_buf()).collect();
+    let dirs: std::collections::BTreeSet<_> = run
+        .dumps(".csv")
+        .iter()
+        .map(|d| {
+            d.parent()
+                .unwrap()
+                .parent()
+                .unwrap()
+                .parent()
+                .unwrap()
+                .to_path_buf()
+        })
+        .collect();
     assert!(dirs.len() >= 3, "{dirs:?}");
     // The forked child's 1111 block is inherited, not allocated by it.
     assert!(!by_pid[&forked[0]].contains(&1111));
@@ -241,14 +350,31 @@ fn cpp_static_constructors_containers_and_exceptions() {
     assert_eq!(run.code(), 0, "{}", run.stderr());
     let rows = run.rows();
     let h = host(&rows);
-    let ctor: Vec<_> = h.iter().filter(|r| r["Event"] == "MALLOC" && size(r) == 5555).collect();
+    let ctor: Vec<_> = h
+        .iter()
+        .filter(|r| r["Event"] == "MALLOC" && size(r) == 5555)
+        .collect();
     assert_eq!(ctor.len(), 1, "the static constructor's new char[5555]");
-    assert!(ctor[0]["Call Stack(C)"].contains("Global::Global"), "{}", ctor[0]["Call Stack(C)"]);
-    assert!(ctor[0]["Call Stack(C)"].lines().next().unwrap().starts_with("operator new"), "{}", ctor[0]["Call Stack(C)"]);
+    assert!(
+        ctor[0]["Call Stack(C)"].contains("Global::Global"),
+        "{}",
+        ctor[0]["Call Stack(C)"]
+    );
+    assert!(
+        ctor[0]["Call Stack(C)"]
+            .lines()
+            .next()
+            .unwrap()
+            .starts_with("operator new"),
+        "{}",
+        ctor[0]["Call Stack(C)"]
+    );
     // 50 exceptions were thrown: each allocates its exception object.
     let exc = h
         .iter()
-        .filter(|r| r["Event"] == "MALLOC" && r["Call Stack(C)"].contains("__cxa_allocate_exception"))
+        .filter(|r| {
+            r["Event"] == "MALLOC" && r["Call Stack(C)"].contains("__cxa_allocate_exception")
+        })
         .count();
     assert!(exc >= 50, "{exc} exception allocations");
 }
@@ -274,7 +400,10 @@ fn sigkill_loses_nothing_already_recorded() {
         if let Ok(s) = std::fs::read_to_string(&pidfile) {
             break s.trim().parse::<i32>().unwrap();
         }
-        assert!(t0.elapsed() < Duration::from_secs(60), "program did not start");
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "program did not start"
+        );
         std::thread::sleep(Duration::from_millis(20));
     };
     // SAFETY-free: kill(2) through the libc crate.
@@ -284,11 +413,18 @@ fn sigkill_loses_nothing_already_recorded() {
     assert_eq!(run.code(), 128 + 9, "{}", run.stderr());
     let rows = run.rows();
     assert_eq!(count(&host(&rows), "MALLOC", 6666), 300);
-    assert!(run.stderr().contains("HOST memory live at exit"), "leak summary of a killed job: {}", run.stderr());
+    assert!(
+        run.stderr().contains("HOST memory live at exit"),
+        "leak summary of a killed job: {}",
+        run.stderr()
+    );
 }
 
 fn unsafe_kill(pid: i32) -> i32 {
-    let o = Command::new("kill").args(["-KILL", &pid.to_string()]).status().unwrap();
+    let o = Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
     if o.success() {
         0
     } else {
@@ -308,10 +444,16 @@ fn python_runs_under_the_host_adapter() {
     let rows = run.rows();
     let h = host(&rows);
     assert!(h.len() > 1000, "{} HOST rows", h.len());
-    let big: Vec<_> = h.iter().filter(|r| r["Event"] == "MALLOC" && (7777777..7777900).contains(&size(r))).collect();
+    let big: Vec<_> = h
+        .iter()
+        .filter(|r| r["Event"] == "MALLOC" && (7777777..7777900).contains(&size(r)))
+        .collect();
     assert_eq!(big.len(), 1);
     let st = &big[0]["Call Stack(C)"];
-    assert!(st.contains("bytearray") || st.contains("PyByteArray"), "symbolised CPython frames: {st}");
+    assert!(
+        st.contains("bytearray") || st.contains("PyByteArray"),
+        "symbolised CPython frames: {st}"
+    );
     assert!(run.stderr().contains("HOST memory live at exit"));
 }
 
@@ -325,8 +467,16 @@ fn threads_signals_deepbind_and_teardown_frees_are_safe() {
     assert_eq!(count(&h, "MALLOC", 8888), 200);
     assert_eq!(count(&h, "FREE", 8888), 200);
     assert_eq!(count(&h, "MALLOC", 9999), 200);
-    assert_eq!(count(&h, "FREE", 9999), 200, "frees made by thread-exit destructors are recorded");
-    assert_eq!(count(&h, "MALLOC", 1212), 50, "allocations in a signal handler");
+    assert_eq!(
+        count(&h, "FREE", 9999),
+        200,
+        "frees made by thread-exit destructors are recorded"
+    );
+    assert_eq!(
+        count(&h, "MALLOC", 1212),
+        50,
+        "allocations in a signal handler"
+    );
 }
 
 #[test]
@@ -344,13 +494,24 @@ fn statically_linked_programs_run_untraced_with_a_warning() {
     std::fs::create_dir_all(&dir).unwrap();
     let out = dir.join("host_exit_static");
     let src = repo_root().join("tests/programs/host_exit.c");
-    let ok = Command::new("cc").arg("-static").arg(&src).arg("-o").arg(&out).status().unwrap().success();
+    let ok = Command::new("cc")
+        .arg("-static")
+        .arg(&src)
+        .arg("-o")
+        .arg(&out)
+        .status()
+        .unwrap()
+        .success();
     if !ok {
         eprintln!("no static libc: skipped");
         return;
     }
     let run = run_host(&[], &[out.to_str().unwrap(), "10"]);
     assert_eq!(run.code(), 3, "{}", run.stderr());
-    assert!(run.stderr().contains("statically linked"), "{}", run.stderr());
+    assert!(
+        run.stderr().contains("statically linked"),
+        "{}",
+        run.stderr()
+    );
     assert!(host(&run.rows()).is_empty());
 }

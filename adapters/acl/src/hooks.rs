@@ -33,8 +33,16 @@ macro_rules! acl {
     ($sym:literal) => {
         Real::new(&[
             Step::Next($sym),
-            Step::Loaded { lib: ACL, sym: $sym },
-            Step::Load { env: c"ASCEND_HOME_PATH", sub: "lib64", lib: ACL, sym: $sym },
+            Step::Loaded {
+                lib: ACL,
+                sym: $sym,
+            },
+            Step::Load {
+                env: c"ASCEND_HOME_PATH",
+                sub: "lib64",
+                lib: ACL,
+                sym: $sym,
+            },
         ])
     };
 }
@@ -55,7 +63,11 @@ fn record_if(on: bool, make: impl FnOnce() -> Record<&'static [u8]>) {
 }
 
 fn system(code: SystemCode) {
-    record_if(rt::enabled(AdapterId::Acl), || Record::System { ts: rt::now_ns(), code, device: u32::MAX });
+    record_if(rt::enabled(AdapterId::Acl), || Record::System {
+        ts: rt::now_ns(),
+        code,
+        device: u32::MAX,
+    });
 }
 
 /// `aclError aclInit(const char *configPath)` hook.
@@ -64,9 +76,13 @@ fn system(code: SystemCode) {
 /// ACL's contract: `config_path` is NULL or a NUL-terminated path.
 pub unsafe extern "C" fn acl_init(config_path: *const c_char) -> c_int {
     rt::safe_point();
-    let Some(p) = INIT.get() else { return ACL_ERROR_INTERNAL_ERROR };
+    let Some(p) = INIT.get() else {
+        return ACL_ERROR_INTERNAL_ERROR;
+    };
     // SAFETY: the symbol is `aclInit`.
-    let f = unsafe { core::mem::transmute::<*mut c_void, unsafe extern "C" fn(*const c_char) -> c_int>(p) };
+    let f = unsafe {
+        core::mem::transmute::<*mut c_void, unsafe extern "C" fn(*const c_char) -> c_int>(p)
+    };
     // SAFETY: forwarding the caller's argument.
     let rc = unsafe { f(config_path) };
     system(SystemCode::AclInit);
@@ -80,7 +96,9 @@ pub unsafe extern "C" fn acl_init(config_path: *const c_char) -> c_int {
 /// None beyond ACL's.
 pub unsafe extern "C" fn acl_finalize() -> c_int {
     rt::safe_point();
-    let Some(p) = FINALIZE.get() else { return ACL_ERROR_INTERNAL_ERROR };
+    let Some(p) = FINALIZE.get() else {
+        return ACL_ERROR_INTERNAL_ERROR;
+    };
     // SAFETY: the symbol is `aclFinalize`.
     let f = unsafe { core::mem::transmute::<*mut c_void, unsafe extern "C" fn() -> c_int>(p) };
     // SAFETY: no arguments.
@@ -95,13 +113,18 @@ pub unsafe extern "C" fn acl_finalize() -> c_int {
 /// None beyond ACL's.
 pub unsafe extern "C" fn aclrt_set_device(device: i32) -> c_int {
     rt::safe_point();
-    let Some(p) = SET_DEVICE.get() else { return ACL_ERROR_INTERNAL_ERROR };
+    let Some(p) = SET_DEVICE.get() else {
+        return ACL_ERROR_INTERNAL_ERROR;
+    };
     // SAFETY: the symbol is `aclrtSetDevice`.
     let f = unsafe { core::mem::transmute::<*mut c_void, unsafe extern "C" fn(i32) -> c_int>(p) };
     // SAFETY: forwarding the caller's argument.
     let rc = unsafe { f(device) };
     if rc == 0 && device >= 0 {
-        record_if(rt::selected(AdapterId::Acl), || Record::SetDevice { ts: rt::now_ns(), device: device as u32 });
+        record_if(rt::selected(AdapterId::Acl), || Record::SetDevice {
+            ts: rt::now_ns(),
+            device: device as u32,
+        });
     }
     rc
 }
@@ -112,9 +135,13 @@ pub unsafe extern "C" fn aclrt_set_device(device: i32) -> c_int {
 /// ACL's contract.
 pub unsafe extern "C" fn aclrt_host_register_v2(ptr: *mut c_void, size: u64, flag: u32) -> c_int {
     rt::safe_point();
-    let Some(p) = HOST_REGISTER.get() else { return ACL_ERROR_INTERNAL_ERROR };
+    let Some(p) = HOST_REGISTER.get() else {
+        return ACL_ERROR_INTERNAL_ERROR;
+    };
     // SAFETY: the symbol is `aclrtHostRegisterV2`.
-    let f = unsafe { core::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut c_void, u64, u32) -> c_int>(p) };
+    let f = unsafe {
+        core::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut c_void, u64, u32) -> c_int>(p)
+    };
     // SAFETY: forwarding the caller's arguments.
     let rc = unsafe { f(ptr, size, flag) };
     if rc == 0 && flag & ACL_HOST_REG_PINNED != 0 {
@@ -135,13 +162,21 @@ pub unsafe extern "C" fn aclrt_host_register_v2(ptr: *mut c_void, size: u64, fla
 /// ACL's contract.
 pub unsafe extern "C" fn aclrt_host_unregister(ptr: *mut c_void) -> c_int {
     rt::safe_point();
-    let Some(p) = HOST_UNREGISTER.get() else { return ACL_ERROR_INTERNAL_ERROR };
+    let Some(p) = HOST_UNREGISTER.get() else {
+        return ACL_ERROR_INTERNAL_ERROR;
+    };
     // SAFETY: the symbol is `aclrtHostUnregister`.
-    let f = unsafe { core::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut c_void) -> c_int>(p) };
+    let f = unsafe {
+        core::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut c_void) -> c_int>(p)
+    };
     let ts = rt::now_ns();
     // SAFETY: forwarding the caller's argument.
     let rc = unsafe { f(ptr) };
-    record_if(rt::enabled(AdapterId::Acl), || Record::PinnedUnregister { ts, addr: ptr as u64, ret: rc });
+    record_if(rt::enabled(AdapterId::Acl), || Record::PinnedUnregister {
+        ts,
+        addr: ptr as u64,
+        ret: rc,
+    });
     rc
 }
 
@@ -150,7 +185,12 @@ pub unsafe extern "C" fn aclrt_host_unregister(ptr: *mut c_void) -> c_int {
 pub fn resident_bytes() -> u64 {
     let mut buf = [0u8; 128];
     // SAFETY: NUL-terminated path; flags are plain.
-    let fd = unsafe { libc::open(c"/proc/self/statm".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    let fd = unsafe {
+        libc::open(
+            c"/proc/self/statm".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    };
     if fd < 0 {
         return 0;
     }

@@ -80,8 +80,16 @@ fn wanted() -> bool {
 
 static REGISTER: Real = Real::new(&[
     Step::Default(c"MsprofRegisterProfileCallback"),
-    Step::Loaded { lib: c"libprofapi.so", sym: c"MsprofRegisterProfileCallback" },
-    Step::Load { env: c"ASCEND_HOME_PATH", sub: "lib64", lib: c"libprofapi.so", sym: c"MsprofRegisterProfileCallback" },
+    Step::Loaded {
+        lib: c"libprofapi.so",
+        sym: c"MsprofRegisterProfileCallback",
+    },
+    Step::Load {
+        env: c"ASCEND_HOME_PATH",
+        sub: "lib64",
+        lib: c"libprofapi.so",
+        sym: c"MsprofRegisterProfileCallback",
+    },
 ]);
 type RegisterFn = unsafe extern "C" fn(i32, *mut c_void, u32) -> i32;
 
@@ -94,10 +102,16 @@ const MAX_TRIES: u32 = 16;
 /// Registers the profiling callbacks once, if kernel launches are wanted. Cheap after the
 /// first success (one load).
 pub fn ensure_callbacks() {
-    if REGISTERED.load(Ordering::Acquire) == 2 || !wanted() || TRIES.load(Ordering::Relaxed) >= MAX_TRIES {
+    if REGISTERED.load(Ordering::Acquire) == 2
+        || !wanted()
+        || TRIES.load(Ordering::Relaxed) >= MAX_TRIES
+    {
         return;
     }
-    if REGISTERED.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+    if REGISTERED
+        .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Relaxed)
+        .is_err()
+    {
         return;
     }
     let Some(_g) = rt::enter() else {
@@ -228,8 +242,20 @@ fn record_launch(ts: u64, p: Option<Pending>) {
         return;
     }
     let Some(_g) = rt::enter() else { return };
-    let p = p.unwrap_or(Pending { filled: false, hash: 0, device: u32::MAX, stream: u32::MAX, task: u32::MAX });
-    rt::record(&Record::KernelLaunch { ts, hash: p.hash, device: p.device, stream: p.stream, task: p.task });
+    let p = p.unwrap_or(Pending {
+        filled: false,
+        hash: 0,
+        device: u32::MAX,
+        stream: u32::MAX,
+        task: u32::MAX,
+    });
+    rt::record(&Record::KernelLaunch {
+        ts,
+        hash: p.hash,
+        device: p.device,
+        stream: p.stream,
+        task: p.task,
+    });
 }
 
 /// Runs one launch hook: `call` gets the real function's address (from `real`) and calls it.
@@ -249,7 +275,13 @@ pub fn launch(real: &Real, missing: c_int, call: impl FnOnce(*mut c_void) -> c_i
     let ts = if track {
         ensure_callbacks();
         let _ = TLS.try_with(|t| {
-            t.pending.set(Some(Pending { filled: false, hash: 0, device: u32::MAX, stream: u32::MAX, task: u32::MAX }))
+            t.pending.set(Some(Pending {
+                filled: false,
+                hash: 0,
+                device: u32::MAX,
+                stream: u32::MAX,
+                task: u32::MAX,
+            }))
         });
         rt::now_ns()
     } else {
@@ -300,8 +332,16 @@ macro_rules! rt_steps {
     ($sym:literal) => {
         &[
             Step::Next($sym),
-            Step::Loaded { lib: c"libruntime.so", sym: $sym },
-            Step::Load { env: c"ASCEND_HOME_PATH", sub: "lib64", lib: c"libruntime.so", sym: $sym }
+            Step::Loaded {
+                lib: c"libruntime.so",
+                sym: $sym,
+            },
+            Step::Load {
+                env: c"ASCEND_HOME_PATH",
+                sub: "lib64",
+                lib: c"libruntime.so",
+                sym: $sym,
+            },
         ]
     };
 }
@@ -309,9 +349,20 @@ macro_rules! impl_steps {
     ($sym:literal) => {
         &[
             Step::Next($sym),
-            Step::Loaded { lib: c"libascendcl_impl.so", sym: $sym },
-            Step::Loaded { lib: c"libacl_rt_impl.so", sym: $sym },
-            Step::Load { env: c"ASCEND_HOME_PATH", sub: "lib64", lib: c"libascendcl_impl.so", sym: $sym }
+            Step::Loaded {
+                lib: c"libascendcl_impl.so",
+                sym: $sym,
+            },
+            Step::Loaded {
+                lib: c"libacl_rt_impl.so",
+                sym: $sym,
+            },
+            Step::Load {
+                env: c"ASCEND_HOME_PATH",
+                sub: "lib64",
+                lib: c"libascendcl_impl.so",
+                sym: $sym,
+            },
         ]
     };
 }
@@ -319,8 +370,16 @@ macro_rules! acl_steps {
     ($sym:literal) => {
         &[
             Step::Next($sym),
-            Step::Loaded { lib: c"libascendcl.so", sym: $sym },
-            Step::Load { env: c"ASCEND_HOME_PATH", sub: "lib64", lib: c"libascendcl.so", sym: $sym }
+            Step::Loaded {
+                lib: c"libascendcl.so",
+                sym: $sym,
+            },
+            Step::Load {
+                env: c"ASCEND_HOME_PATH",
+                sub: "lib64",
+                lib: c"libascendcl.so",
+                sym: $sym,
+            },
         ]
     };
 }

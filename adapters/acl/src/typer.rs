@@ -51,7 +51,14 @@ impl AclTyper {
     }
 
     /// A pinned `HOST` row of block `(size, allocation_id)` at `addr`.
-    fn pinned_row(&self, ctx: &TypeCtx, (tid, ts): (u32, u64), kind: EventKind, addr: u64, (size, id): (u64, u64)) -> Event {
+    fn pinned_row(
+        &self,
+        ctx: &TypeCtx,
+        (tid, ts): (u32, u64),
+        kind: EventKind,
+        addr: u64,
+        (size, id): (u64, u64),
+    ) -> Event {
         let mut ev = Event::new(EventType::Host, ts, ctx.pid, tid);
         ev.kind = kind;
         ev.device = Device::Cpu;
@@ -74,8 +81,23 @@ impl AclTyper {
     }
 
     /// The rows of a `PinnedRegister` record.
-    fn register(&mut self, ctx: &mut TypeCtx, tid: u32, rec: &Record<Box<[u8]>>, out: &mut Vec<Event>) {
-        let Record::PinnedRegister { ts, addr, size, rss, .. } = *rec else { return };
+    fn register(
+        &mut self,
+        ctx: &mut TypeCtx,
+        tid: u32,
+        rec: &Record<Box<[u8]>>,
+        out: &mut Vec<Event>,
+    ) {
+        let Record::PinnedRegister {
+            ts,
+            addr,
+            size,
+            rss,
+            ..
+        } = *rec
+        else {
+            return;
+        };
         if self.pinned.contains_key(&addr) {
             ctx.warn(format!("ACL: 0x{addr:x} registered as pinned twice: the live block is closed with a synthetic FREE"));
             if let Some(mut ev) = self.unpin(ctx, tid, ts, addr) {
@@ -97,25 +119,53 @@ impl AclTyper {
 
     /// The `KERNEL_LAUNCH` row of a `KernelLaunch` record.
     fn launch(&self, ctx: &TypeCtx, tid: u32, rec: &Record<Box<[u8]>>) -> Option<Event> {
-        let Record::KernelLaunch { ts, hash, device, stream, task } = *rec else { return None };
+        let Record::KernelLaunch {
+            ts,
+            hash,
+            device,
+            stream,
+            task,
+        } = *rec
+        else {
+            return None;
+        };
         let known = |v: u32| (v != u32::MAX).then_some(i64::from(v));
         let mut ev = Event::new(EventType::KernelLaunch, ts, ctx.pid, tid);
         ev.name = self.names.get(&hash).cloned();
         ev.device = if device != u32::MAX {
             Device::Npu(ctx.map_device(device))
         } else {
-            ctx.current_device(tid).map_or(Device::NotApplicable, Device::Npu)
+            ctx.current_device(tid)
+                .map_or(Device::NotApplicable, Device::Npu)
         };
-        ev.attrs = Attrs::Launch(LaunchAttrs { stream_id: known(stream), task_id: known(task), ..LaunchAttrs::default() });
+        ev.attrs = Attrs::Launch(LaunchAttrs {
+            stream_id: known(stream),
+            task_id: known(task),
+            ..LaunchAttrs::default()
+        });
         Some(ev)
     }
 }
 
 impl Typer for AclTyper {
-    fn type_record(&mut self, ctx: &mut TypeCtx, tid: u32, rec: &Record<Box<[u8]>>, out: &mut Vec<Event>) -> bool {
+    fn type_record(
+        &mut self,
+        ctx: &mut TypeCtx,
+        tid: u32,
+        rec: &Record<Box<[u8]>>,
+        out: &mut Vec<Event>,
+    ) -> bool {
         match rec {
-            Record::System { ts, code: code @ (SystemCode::AclInit | SystemCode::AclFini), .. } => {
-                let t = if *code == SystemCode::AclInit { EventType::AclInit } else { EventType::AclFini };
+            Record::System {
+                ts,
+                code: code @ (SystemCode::AclInit | SystemCode::AclFini),
+                ..
+            } => {
+                let t = if *code == SystemCode::AclInit {
+                    EventType::AclInit
+                } else {
+                    EventType::AclFini
+                };
                 out.push(Event::new(t, *ts, ctx.pid, tid));
             }
             Record::SetDevice { device, .. } => {
@@ -123,15 +173,22 @@ impl Typer for AclTyper {
                 ctx.set_current_device(tid, d);
             }
             Record::PinnedRegister { .. } => self.register(ctx, tid, rec, out),
-            Record::PinnedUnregister { ts, addr, ret } => match (*ret, self.pinned.contains_key(addr)) {
-                (0, _) => out.extend(self.unpin(ctx, tid, *ts, *addr)),
-                (r, known) => ctx.warn(format!(
-                    "ACL: aclrtHostUnregister(0x{addr:x}) failed with error {r}{}",
-                    if known { "; the pinned block stays live" } else { "" }
-                )),
-            },
+            Record::PinnedUnregister { ts, addr, ret } => {
+                match (*ret, self.pinned.contains_key(addr)) {
+                    (0, _) => out.extend(self.unpin(ctx, tid, *ts, *addr)),
+                    (r, known) => ctx.warn(format!(
+                        "ACL: aclrtHostUnregister(0x{addr:x}) failed with error {r}{}",
+                        if known {
+                            "; the pinned block stays live"
+                        } else {
+                            ""
+                        }
+                    )),
+                }
+            }
             Record::KernelName { hash, name } => {
-                self.names.insert(*hash, String::from_utf8_lossy(name).into_owned());
+                self.names
+                    .insert(*hash, String::from_utf8_lossy(name).into_owned());
             }
             Record::KernelLaunch { .. } => out.extend(self.launch(ctx, tid, rec)),
             _ => return false,
@@ -157,24 +214,77 @@ mod tests {
 
     #[test]
     fn acl_init_and_fini_are_device_less_system_rows() {
-        let (ev, _) = feed(vec![
-            (1, Record::System { ts: 5, code: SystemCode::AclInit, device: u32::MAX }),
-            (1, Record::System { ts: 6, code: SystemCode::AclFini, device: u32::MAX }),
-        ], vec![]);
-        let got: Vec<_> = ev.iter().map(|e| (e.kind, e.event_type, e.device, e.name.clone(), format_attr(e))).collect();
-        assert_eq!(got, [
-            (EventKind::System, EventType::AclInit, Device::NotApplicable, None, String::new()),
-            (EventKind::System, EventType::AclFini, Device::NotApplicable, None, String::new()),
-        ]);
+        let (ev, _) = feed(
+            vec![
+                (
+                    1,
+                    Record::System {
+                        ts: 5,
+                        code: SystemCode::AclInit,
+                        device: u32::MAX,
+                    },
+                ),
+                (
+                    1,
+                    Record::System {
+                        ts: 6,
+                        code: SystemCode::AclFini,
+                        device: u32::MAX,
+                    },
+                ),
+            ],
+            vec![],
+        );
+        let got: Vec<_> = ev
+            .iter()
+            .map(|e| {
+                (
+                    e.kind,
+                    e.event_type,
+                    e.device,
+                    e.name.clone(),
+                    format_attr(e),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    EventKind::System,
+                    EventType::AclInit,
+                    Device::NotApplicable,
+                    None,
+                    String::new()
+                ),
+                (
+                    EventKind::System,
+                    EventType::AclFini,
+                    Device::NotApplicable,
+                    None,
+                    String::new()
+                ),
+            ]
+        );
         let mut t = AclTyper::default();
         let mut ctx = TypeCtx::new(1, vec![]);
-        let step = Record::System { ts: 1, code: SystemCode::Step, device: 0 };
-        assert!(!t.type_record(&mut ctx, 1, &step, &mut Vec::new()), "other system codes are not ours");
+        let step = Record::System {
+            ts: 1,
+            code: SystemCode::Step,
+            device: 0,
+        };
+        assert!(
+            !t.type_record(&mut ctx, 1, &step, &mut Vec::new()),
+            "other system codes are not ours"
+        );
     }
 
     #[test]
     fn set_device_sets_the_threads_mapped_current_device() {
-        let (ev, ctx) = feed(vec![(7, Record::SetDevice { ts: 1, device: 1 })], vec![2, 3]);
+        let (ev, ctx) = feed(
+            vec![(7, Record::SetDevice { ts: 1, device: 1 })],
+            vec![2, 3],
+        );
         assert!(ev.is_empty());
         assert_eq!(ctx.current_device(7), Some(3));
         assert_eq!(ctx.current_device(8), None);
@@ -182,14 +292,59 @@ mod tests {
 
     #[test]
     fn pinned_register_and_unregister_are_host_rows_on_cpu_with_pinned_true() {
-        let (ev, mut ctx) = feed(vec![
-            (1, Record::PinnedRegister { ts: 1, addr: 0x7000, size: 4096, rss: 1 << 20, stack: 0 }),
-            (1, Record::PinnedRegister { ts: 2, addr: 0x9000, size: 100, rss: 0, stack: 0 }),
-            (1, Record::PinnedUnregister { ts: 3, addr: 0x7000, ret: 0 }),
-            (1, Record::PinnedUnregister { ts: 4, addr: 0x5555, ret: 0 }),
-            (1, Record::PinnedUnregister { ts: 5, addr: 0x7000, ret: 107000 }),
-        ], vec![]);
-        let got: Vec<_> = ev.iter().map(|e| (e.kind, e.event_type, e.device, format_attr(e))).collect();
+        let (ev, mut ctx) = feed(
+            vec![
+                (
+                    1,
+                    Record::PinnedRegister {
+                        ts: 1,
+                        addr: 0x7000,
+                        size: 4096,
+                        rss: 1 << 20,
+                        stack: 0,
+                    },
+                ),
+                (
+                    1,
+                    Record::PinnedRegister {
+                        ts: 2,
+                        addr: 0x9000,
+                        size: 100,
+                        rss: 0,
+                        stack: 0,
+                    },
+                ),
+                (
+                    1,
+                    Record::PinnedUnregister {
+                        ts: 3,
+                        addr: 0x7000,
+                        ret: 0,
+                    },
+                ),
+                (
+                    1,
+                    Record::PinnedUnregister {
+                        ts: 4,
+                        addr: 0x5555,
+                        ret: 0,
+                    },
+                ),
+                (
+                    1,
+                    Record::PinnedUnregister {
+                        ts: 5,
+                        addr: 0x7000,
+                        ret: 107000,
+                    },
+                ),
+            ],
+            vec![],
+        );
+        let got: Vec<_> = ev
+            .iter()
+            .map(|e| (e.kind, e.event_type, e.device, format_attr(e)))
+            .collect();
         assert_eq!(got, [
             (EventKind::Malloc, EventType::Host, Device::Cpu, "{allocation_id:1,addr:0x0000000000007000,size:4096,pinned:true,used:4096,process_used:1048576}".to_owned()),
             (EventKind::Malloc, EventType::Host, Device::Cpu, "{allocation_id:2,addr:0x0000000000009000,size:100,pinned:true,used:4196}".to_owned()),
@@ -197,25 +352,80 @@ mod tests {
         ]);
         let w = ctx.take_warnings();
         assert_eq!(w.len(), 1, "{w:?}");
-        assert!(w[0].contains("aclrtHostUnregister(0x7000) failed with error 107000"), "{w:?}");
+        assert!(
+            w[0].contains("aclrtHostUnregister(0x7000) failed with error 107000"),
+            "{w:?}"
+        );
     }
 
     #[test]
     fn kernel_launches_take_names_from_hashes_and_devices_from_track_or_thread() {
-        let (ev, _) = feed(vec![
-            (1, Record::KernelName { hash: 42, name: b"MatMulKernel".to_vec().into() }),
-            (1, Record::SetDevice { ts: 1, device: 1 }),
-            (1, Record::KernelLaunch { ts: 2, hash: 42, device: 0, stream: 3, task: 9 }),
-            (1, Record::KernelLaunch { ts: 3, hash: 0, device: u32::MAX, stream: u32::MAX, task: u32::MAX }),
-            (2, Record::KernelLaunch { ts: 4, hash: 77, device: u32::MAX, stream: 0, task: 1 }),
-        ], vec![4, 5]);
-        let got: Vec<_> = ev.iter().map(|e| (e.kind, e.name.clone(), e.device, format_attr(e))).collect();
+        let (ev, _) = feed(
+            vec![
+                (
+                    1,
+                    Record::KernelName {
+                        hash: 42,
+                        name: b"MatMulKernel".to_vec().into(),
+                    },
+                ),
+                (1, Record::SetDevice { ts: 1, device: 1 }),
+                (
+                    1,
+                    Record::KernelLaunch {
+                        ts: 2,
+                        hash: 42,
+                        device: 0,
+                        stream: 3,
+                        task: 9,
+                    },
+                ),
+                (
+                    1,
+                    Record::KernelLaunch {
+                        ts: 3,
+                        hash: 0,
+                        device: u32::MAX,
+                        stream: u32::MAX,
+                        task: u32::MAX,
+                    },
+                ),
+                (
+                    2,
+                    Record::KernelLaunch {
+                        ts: 4,
+                        hash: 77,
+                        device: u32::MAX,
+                        stream: 0,
+                        task: 1,
+                    },
+                ),
+            ],
+            vec![4, 5],
+        );
+        let got: Vec<_> = ev
+            .iter()
+            .map(|e| (e.kind, e.name.clone(), e.device, format_attr(e)))
+            .collect();
         let k = EventKind::KernelLaunch;
-        assert_eq!(got, [
-            (k, Some("MatMulKernel".to_owned()), Device::Npu(4), "{streamId:3,taskId:9}".to_owned()),
-            (k, None, Device::Npu(5), String::new()),
-            (k, None, Device::NotApplicable, "{streamId:0,taskId:1}".to_owned()),
-        ]);
+        assert_eq!(
+            got,
+            [
+                (
+                    k,
+                    Some("MatMulKernel".to_owned()),
+                    Device::Npu(4),
+                    "{streamId:3,taskId:9}".to_owned()
+                ),
+                (k, None, Device::Npu(5), String::new()),
+                (
+                    k,
+                    None,
+                    Device::NotApplicable,
+                    "{streamId:0,taskId:1}".to_owned()
+                ),
+            ]
+        );
         assert!(ev.iter().all(|e| e.event_type == EventType::KernelLaunch));
     }
 }

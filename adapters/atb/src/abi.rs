@@ -182,7 +182,13 @@ pub unsafe fn read_string(abi1: bool, s: *const u8, out: &mut [u8; 256]) -> usiz
 /// # Safety
 /// `get` is the getter of the ABI `abi1` names, `dtor` that ABI's destructor, `this` a live
 /// `atb::Runner`.
-pub unsafe fn call_string(abi1: bool, get: StringGetter, dtor: Option<StringDtor>, this: *const c_void, out: &mut [u8; 256]) -> usize {
+pub unsafe fn call_string(
+    abi1: bool,
+    get: StringGetter,
+    dtor: Option<StringDtor>,
+    this: *const c_void,
+    out: &mut [u8; 256],
+) -> usize {
     let mut r = Ret32::default();
     #[cfg(target_arch = "x86_64")]
     {
@@ -314,22 +320,55 @@ mod tests {
             t[80..88].copy_from_slice(&addr.to_ne_bytes());
             t[96..104].copy_from_slice(&size.to_ne_bytes());
         };
-        put(&mut v[ATB_STORAGE..ATB_STORAGE + ATB_TENSOR], 0x10, 64, &[4, 8]);
-        put(&mut v[ATB_STORAGE + ATB_TENSOR..ATB_STORAGE + 2 * ATB_TENSOR], 0x20, 2, &[1]);
+        put(
+            &mut v[ATB_STORAGE..ATB_STORAGE + ATB_TENSOR],
+            0x10,
+            64,
+            &[4, 8],
+        );
+        put(
+            &mut v[ATB_STORAGE + ATB_TENSOR..ATB_STORAGE + 2 * ATB_TENSOR],
+            0x20,
+            2,
+            &[1],
+        );
         let mut got = Vec::new();
         // SAFETY: `v` is a zeroed buffer with the SVector layout.
-        unsafe { atb_tensors(v.as_ptr(), |t| got.push((t.addr, t.size, t.dtype, t.format, t.dims[..t.ndims].to_vec()))) };
-        assert_eq!(got, [(0x10, 64, 1, 2, vec![4, 8]), (0x20, 2, 1, 2, vec![1])]);
+        unsafe {
+            atb_tensors(v.as_ptr(), |t| {
+                got.push((
+                    t.addr,
+                    t.size,
+                    t.dtype,
+                    t.format,
+                    t.dims[..t.ndims].to_vec(),
+                ))
+            })
+        };
+        assert_eq!(
+            got,
+            [(0x10, 64, 1, 2, vec![4, 8]), (0x20, 2, 1, 2, vec![1])]
+        );
 
         let mut heap = vec![0u8; ATB_TENSOR * 70];
         for i in 0..70 {
-            put(&mut heap[i * ATB_TENSOR..(i + 1) * ATB_TENSOR], 0x100 + i as u64, 1, &[]);
+            put(
+                &mut heap[i * ATB_TENSOR..(i + 1) * ATB_TENSOR],
+                0x100 + i as u64,
+                1,
+                &[],
+            );
         }
         v[ATB_SIZE..ATB_SIZE + 8].copy_from_slice(&70usize.to_ne_bytes());
         v[ATB_HEAP..ATB_HEAP + 8].copy_from_slice(&(heap.as_ptr() as usize).to_ne_bytes());
         let mut n = 0;
         // SAFETY: heap mode pointing at 70 valid elements.
-        unsafe { atb_tensors(v.as_ptr(), |t| { assert_eq!(t.addr, 0x100 + n); n += 1; }) };
+        unsafe {
+            atb_tensors(v.as_ptr(), |t| {
+                assert_eq!(t.addr, 0x100 + n);
+                n += 1;
+            })
+        };
         assert_eq!(n, 70);
     }
 
@@ -343,7 +382,11 @@ mod tests {
         v[MKI_DATA_SIZE..MKI_DATA_SIZE + 8].copy_from_slice(&5u64.to_ne_bytes());
         let mut got = Vec::new();
         // SAFETY: `v` has the Mki layout.
-        unsafe { mki_tensors(v.as_ptr(), |t| got.push((t.addr, t.size, t.dims[..t.ndims].to_vec()))) };
+        unsafe {
+            mki_tensors(v.as_ptr(), |t| {
+                got.push((t.addr, t.size, t.dims[..t.ndims].to_vec()))
+            })
+        };
         assert_eq!(got, [(0xabc, 5, vec![0, 0, 7])]);
     }
 
@@ -368,8 +411,14 @@ mod tests {
         // SAFETY: on x86_64 the in-place form is the ABI of a by-value return.
         let (g1, g0) = unsafe {
             (
-                core::mem::transmute::<unsafe extern "C" fn(*mut Ret32, *const c_void) -> *mut Ret32, StringGetter>(abi1),
-                core::mem::transmute::<unsafe extern "C" fn(*mut Ret32, *const c_void) -> *mut Ret32, StringGetter>(abi0),
+                core::mem::transmute::<
+                    unsafe extern "C" fn(*mut Ret32, *const c_void) -> *mut Ret32,
+                    StringGetter,
+                >(abi1),
+                core::mem::transmute::<
+                    unsafe extern "C" fn(*mut Ret32, *const c_void) -> *mut Ret32,
+                    StringGetter,
+                >(abi0),
             )
         };
         // SAFETY: fakes of the two string shapes; no destructor needed.

@@ -36,11 +36,13 @@ pub mod sym {
     /// `atb::Runner::Execute(atb::RunnerVariantPack&)` (same in both ABIs).
     pub const EXECUTE: &str = "_ZN3atb6Runner7ExecuteERNS_17RunnerVariantPackE";
     /// `atb::StoreUtil::SaveLaunchParam(void*, Mki::LaunchParam const&, std::string const&)`, abi0.
-    pub const SAVE_LAUNCH_PARAM_0: &str = "_ZN3atb9StoreUtil15SaveLaunchParamEPvRKN3Mki11LaunchParamERKSs";
+    pub const SAVE_LAUNCH_PARAM_0: &str =
+        "_ZN3atb9StoreUtil15SaveLaunchParamEPvRKN3Mki11LaunchParamERKSs";
     /// The same, abi1.
     pub const SAVE_LAUNCH_PARAM_1: &str = "_ZN3atb9StoreUtil15SaveLaunchParamEPvRKN3Mki11LaunchParamERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE";
     /// `atb::Probe::IsTensorNeedSave(std::vector<long> const&, std::string const&)`, abi0.
-    pub const IS_TENSOR_NEED_SAVE_0: &str = "_ZN3atb5Probe16IsTensorNeedSaveERKSt6vectorIlSaIlEERKSs";
+    pub const IS_TENSOR_NEED_SAVE_0: &str =
+        "_ZN3atb5Probe16IsTensorNeedSaveERKSt6vectorIlSaIlEERKSs";
     /// The same, abi1.
     pub const IS_TENSOR_NEED_SAVE_1: &str = "_ZN3atb5Probe16IsTensorNeedSaveERKSt6vectorIlSaIlEERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE";
     /// `atb::Probe::IsSaveTensorAfter()`.
@@ -59,7 +61,13 @@ const LIBATB: &CStr = c"libatb.so";
 
 macro_rules! original {
     ($sym:literal) => {
-        Real::new(&[Step::Next($sym), Step::Loaded { lib: LIBATB, sym: $sym }])
+        Real::new(&[
+            Step::Next($sym),
+            Step::Loaded {
+                lib: LIBATB,
+                sym: $sym,
+            },
+        ])
     };
 }
 
@@ -75,9 +83,15 @@ static SAVE_DESC: Real = original!(c"_ZN3atb5Probe16IsSaveTensorDescEv");
 static IS_SAVE: Real = original!(c"_ZNK3atb6Runner12IsSaveTensorEv");
 static GET_DEVICE: Real = Real::new(&[
     Step::Default(c"aclrtGetDeviceImpl"),
-    Step::Loaded { lib: c"libascendcl_impl.so", sym: c"aclrtGetDeviceImpl" },
+    Step::Loaded {
+        lib: c"libascendcl_impl.so",
+        sym: c"aclrtGetDeviceImpl",
+    },
     Step::Default(c"rtGetDevice"),
-    Step::Loaded { lib: c"libruntime.so", sym: c"rtGetDevice" },
+    Step::Loaded {
+        lib: c"libruntime.so",
+        sym: c"rtGetDevice",
+    },
 ]);
 
 type ExecuteFn = unsafe extern "C" fn(*mut c_void, *mut c_void) -> i32;
@@ -106,10 +120,14 @@ fn lib() -> &'static AtbLib {
             .map(|p| unsafe { libc::dlopen(p, libc::RTLD_NOW | libc::RTLD_NOLOAD) })
             .unwrap_or(core::ptr::null_mut());
         let find = |s: &CStr| -> *mut c_void {
-            // SAFETY: `handle` is null or live; `s` is NUL-terminated.
-            let p = if handle.is_null() { core::ptr::null_mut() } else { unsafe { libc::dlsym(handle, s.as_ptr()) } };
+            let p = if handle.is_null() {
+                core::ptr::null_mut()
+            } else {
+                // SAFETY: `handle` is a live handle; `s` is NUL-terminated.
+                unsafe { libc::dlsym(handle, s.as_ptr()) }
+            };
             if p.is_null() {
-                // SAFETY: as above.
+                // SAFETY: RTLD_DEFAULT is a valid pseudo-handle; `s` is NUL-terminated.
                 unsafe { libc::dlsym(libc::RTLD_DEFAULT, s.as_ptr()) }
             } else {
                 p
@@ -118,18 +136,29 @@ fn lib() -> &'static AtbLib {
         let name1 = find(c"_ZNK3atb6Runner16GetOperationNameB5cxx11Ev");
         let abi1 = !name1.is_null();
         let (name, dir, dtor) = if abi1 {
-            (name1, find(c"_ZNK3atb6Runner16GetSaveTensorDirB5cxx11Ev"), find(c"_ZNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEED1Ev"))
+            (
+                name1,
+                find(c"_ZNK3atb6Runner16GetSaveTensorDirB5cxx11Ev"),
+                find(c"_ZNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEED1Ev"),
+            )
         } else {
-            (find(c"_ZNK3atb6Runner16GetOperationNameEv"), find(c"_ZNK3atb6Runner16GetSaveTensorDirEv"), find(c"_ZNSsD1Ev"))
+            (
+                find(c"_ZNK3atb6Runner16GetOperationNameEv"),
+                find(c"_ZNK3atb6Runner16GetSaveTensorDirEv"),
+                find(c"_ZNSsD1Ev"),
+            )
         };
         // SAFETY: each pointer is null (mapped to None) or the named libatb or libstdc++
         // function, whose C view is the declared type (abi.md §4.3).
         unsafe {
             AtbLib {
                 abi1,
-                name: (!name.is_null()).then(|| core::mem::transmute::<*mut c_void, StringGetter>(name)),
-                dir: (!dir.is_null()).then(|| core::mem::transmute::<*mut c_void, StringGetter>(dir)),
-                dtor: (!dtor.is_null()).then(|| core::mem::transmute::<*mut c_void, StringDtor>(dtor)),
+                name: (!name.is_null())
+                    .then(|| core::mem::transmute::<*mut c_void, StringGetter>(name)),
+                dir: (!dir.is_null())
+                    .then(|| core::mem::transmute::<*mut c_void, StringGetter>(dir)),
+                dtor: (!dtor.is_null())
+                    .then(|| core::mem::transmute::<*mut c_void, StringDtor>(dtor)),
                 in_tensors: tensors_fn(find(c"_ZN3Mki11LaunchParam12GetInTensorsEv")),
                 out_tensors: tensors_fn(find(c"_ZN3Mki11LaunchParam13GetOutTensorsEv")),
             }
@@ -146,9 +175,12 @@ unsafe fn tensors_fn(p: *mut c_void) -> Option<TensorsFn> {
 
 /// The calling thread's device (logical), `u32::MAX` when the runtime cannot tell.
 fn current_device() -> u32 {
-    let Some(p) = GET_DEVICE.get() else { return u32::MAX };
+    let Some(p) = GET_DEVICE.get() else {
+        return u32::MAX;
+    };
     // SAFETY: `aclrtGetDeviceImpl` and `rtGetDevice` both are `int f(int32_t *)`.
-    let f = unsafe { core::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut i32) -> i32>(p) };
+    let f =
+        unsafe { core::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut i32) -> i32>(p) };
     let mut d = -1i32;
     // SAFETY: `d` is writable.
     if unsafe { f(&mut d) } == 0 && d >= 0 {
@@ -183,8 +215,12 @@ fn tensor(kind: AccessKind, kernel: bool, t: TensorInfo) {
 unsafe fn pack_tensors(pack: *const u8) {
     // SAFETY: the two vectors are inside the pack (caller contract).
     unsafe {
-        abi::atb_tensors(pack.add(abi::pack::IN_TENSORS), |t| tensor(AccessKind::Unknown, false, t));
-        abi::atb_tensors(pack.add(abi::pack::OUT_TENSORS), |t| tensor(AccessKind::Write, false, t));
+        abi::atb_tensors(pack.add(abi::pack::IN_TENSORS), |t| {
+            tensor(AccessKind::Unknown, false, t)
+        });
+        abi::atb_tensors(pack.add(abi::pack::OUT_TENSORS), |t| {
+            tensor(AccessKind::Write, false, t)
+        });
     }
 }
 
@@ -194,7 +230,9 @@ unsafe fn pack_tensors(pack: *const u8) {
 /// libatb's contract: `this` is a live `Runner`, `pack` a live `RunnerVariantPack`.
 pub unsafe extern "C" fn runner_execute(this: *mut c_void, pack: *mut c_void) -> i32 {
     rt::safe_point();
-    let Some(p) = EXECUTE.get() else { return ATB_ERROR };
+    let Some(p) = EXECUTE.get() else {
+        return ATB_ERROR;
+    };
     // SAFETY: the original `Runner::Execute`, `int32_t f(Runner *, RunnerVariantPack *)`.
     let real = unsafe { core::mem::transmute::<*mut c_void, ExecuteFn>(p) };
     if !rt::enabled(AdapterId::Atb) || pack.is_null() || this.is_null() {
@@ -219,11 +257,26 @@ pub unsafe extern "C" fn runner_execute(this: *mut c_void, pack: *mut c_void) ->
             // SAFETY: fields of the live pack (abi.md §4.4 offsets).
             unsafe {
                 ws_ptr = pk.add(abi::pack::WORKSPACE).cast::<u64>().read_unaligned();
-                ws_size = pk.add(abi::pack::WORKSPACE_SIZE).cast::<u64>().read_unaligned()
-                    .wrapping_add(pk.add(abi::pack::INTERMEDIATE_SIZE).cast::<u64>().read_unaligned());
+                ws_size = pk
+                    .add(abi::pack::WORKSPACE_SIZE)
+                    .cast::<u64>()
+                    .read_unaligned()
+                    .wrapping_add(
+                        pk.add(abi::pack::INTERMEDIATE_SIZE)
+                            .cast::<u64>()
+                            .read_unaligned(),
+                    );
             }
             device = current_device();
-            let op = |end| Record::AtbOp { ts: rt::now_ns(), end, device, ws_ptr, ws_size, name: &name[..nn], path: &path[..np] };
+            let op = |end| Record::AtbOp {
+                ts: rt::now_ns(),
+                end,
+                device,
+                ws_ptr,
+                ws_size,
+                name: &name[..nn],
+                path: &path[..np],
+            };
             rt::record(&op(false));
             // SAFETY: the live pack.
             unsafe { pack_tensors(pk) };
@@ -237,7 +290,15 @@ pub unsafe extern "C" fn runner_execute(this: *mut c_void, pack: *mut c_void) ->
         if let Some(_g) = rt::enter() {
             // SAFETY: the pack is still live (the caller owns it across the call).
             unsafe { pack_tensors(pack.cast::<u8>().cast_const()) };
-            rt::record(&Record::AtbOp { ts: rt::now_ns(), end: true, device, ws_ptr, ws_size, name: &name[..nn], path: &path[..np] });
+            rt::record(&Record::AtbOp {
+                ts: rt::now_ns(),
+                end: true,
+                device,
+                ws_ptr,
+                ws_size,
+                name: &name[..nn],
+                path: &path[..np],
+            });
         }
     }
     rc
@@ -248,7 +309,12 @@ pub unsafe extern "C" fn runner_execute(this: *mut c_void, pack: *mut c_void) ->
 ///
 /// # Safety
 /// libatb's contract: `lp` a live `Mki::LaunchParam`, `dir` a live `std::string` of that ABI.
-pub unsafe fn save_launch_param(abi1: bool, stream: *mut c_void, lp: *const c_void, dir: *const c_void) {
+pub unsafe fn save_launch_param(
+    abi1: bool,
+    stream: *mut c_void,
+    lp: *const c_void,
+    dir: *const c_void,
+) {
     rt::safe_point();
     if !rt::enabled(AdapterId::Atb) || dir.is_null() {
         let real = if abi1 { &SAVE_1 } else { &SAVE_0 };
@@ -273,12 +339,20 @@ pub unsafe fn save_launch_param(abi1: bool, stream: *mut c_void, lp: *const c_vo
     } else {
         return;
     };
-    rt::record(&Record::AtbKernel { ts: rt::now_ns(), end, device: current_device(), path });
+    rt::record(&Record::AtbKernel {
+        ts: rt::now_ns(),
+        end,
+        device: current_device(),
+        path,
+    });
     if lp.is_null() {
         return;
     }
     let l = lib();
-    for (get, kind) in [(l.in_tensors, AccessKind::Read), (l.out_tensors, AccessKind::Write)] {
+    for (get, kind) in [
+        (l.in_tensors, AccessKind::Read),
+        (l.out_tensors, AccessKind::Write),
+    ] {
         if let Some(get) = get {
             // SAFETY: `Mki::LaunchParam::Get*Tensors` on the live launch param returns a
             // reference to its `SVector<Mki::Tensor>`.
@@ -317,7 +391,12 @@ fn nullary(p: *mut c_void) -> bool {
 pub unsafe fn is_tensor_need_save(abi1: bool, ids: *const c_void, op_type: *const c_void) -> bool {
     predicate(if abi1 { &NEED_SAVE_1 } else { &NEED_SAVE_0 }, true, |p| {
         // SAFETY: the original of the same spelling.
-        let f = unsafe { core::mem::transmute::<*mut c_void, unsafe extern "C" fn(*const c_void, *const c_void) -> bool>(p) };
+        let f = unsafe {
+            core::mem::transmute::<
+                *mut c_void,
+                unsafe extern "C" fn(*const c_void, *const c_void) -> bool,
+            >(p)
+        };
         // SAFETY: forwarding the caller's references.
         unsafe { f(ids, op_type) }
     })
@@ -342,7 +421,8 @@ pub extern "C" fn is_save_tensor_desc() -> bool {
 pub extern "C" fn is_execute_count_in_range(count: u64) -> bool {
     predicate(&COUNT_IN_RANGE, true, |p| {
         // SAFETY: the original, `bool f(uint64_t)`.
-        let f = unsafe { core::mem::transmute::<*mut c_void, unsafe extern "C" fn(u64) -> bool>(p) };
+        let f =
+            unsafe { core::mem::transmute::<*mut c_void, unsafe extern "C" fn(u64) -> bool>(p) };
         // SAFETY: plain value argument.
         unsafe { f(count) }
     })
@@ -356,7 +436,9 @@ pub extern "C" fn is_execute_count_in_range(count: u64) -> bool {
 pub unsafe fn is_save_tensor(this: *const c_void) -> bool {
     predicate(&IS_SAVE, false, |p| {
         // SAFETY: the original, `bool f(const Runner *)`.
-        let f = unsafe { core::mem::transmute::<*mut c_void, unsafe extern "C" fn(*const c_void) -> bool>(p) };
+        let f = unsafe {
+            core::mem::transmute::<*mut c_void, unsafe extern "C" fn(*const c_void) -> bool>(p)
+        };
         // SAFETY: forwarding `this`.
         unsafe { f(this) }
     })
@@ -370,7 +452,8 @@ mod tests {
     fn mangled_names_differ_between_abis_only_where_a_string_appears() {
         assert!(sym::SAVE_LAUNCH_PARAM_0.ends_with("RKSs"));
         assert!(sym::SAVE_LAUNCH_PARAM_1.contains("__cxx11"));
-        assert!(sym::IS_TENSOR_NEED_SAVE_1.starts_with(&sym::IS_TENSOR_NEED_SAVE_0[..sym::IS_TENSOR_NEED_SAVE_0.len() - 4]));
+        assert!(sym::IS_TENSOR_NEED_SAVE_1
+            .starts_with(&sym::IS_TENSOR_NEED_SAVE_0[..sym::IS_TENSOR_NEED_SAVE_0.len() - 4]));
         assert!(!sym::EXECUTE.contains("cxx11"));
     }
 }

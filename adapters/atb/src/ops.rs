@@ -39,7 +39,10 @@ pub const EVENTS: &[&str] = &[
 /// The kernel name of a `SaveLaunchParam` path: the component before the last `/before` or
 /// `/after` marker (`…/0_LinearOperation/LinearKernel/before` → `LinearKernel`).
 pub fn kernel_name(path: &str) -> Option<&str> {
-    let cut = [path.rfind("/before"), path.rfind("/after")].into_iter().flatten().max()?;
+    let cut = [path.rfind("/before"), path.rfind("/after")]
+        .into_iter()
+        .flatten()
+        .max()?;
     let head = &path[..cut];
     Some(head.rsplit('/').next().unwrap_or(head)).filter(|n| !n.is_empty())
 }
@@ -64,7 +67,8 @@ fn device(ctx: &TypeCtx, tid: u32, d: u32) -> Device {
     if d != u32::MAX {
         Device::Npu(ctx.map_device(d))
     } else {
-        ctx.current_device(tid).map_or(Device::NotApplicable, Device::Npu)
+        ctx.current_device(tid)
+            .map_or(Device::NotApplicable, Device::Npu)
     }
 }
 
@@ -76,19 +80,44 @@ impl OpsTyper {
 }
 
 impl Typer for OpsTyper {
-    fn type_record(&mut self, ctx: &mut TypeCtx, tid: u32, rec: &Record<Box<[u8]>>, out: &mut Vec<Event>) -> bool {
+    fn type_record(
+        &mut self,
+        ctx: &mut TypeCtx,
+        tid: u32,
+        rec: &Record<Box<[u8]>>,
+        out: &mut Vec<Event>,
+    ) -> bool {
         let st = self.threads.entry(tid).or_default();
         match rec {
-            Record::AtbOp { ts, end, device: d, ws_ptr, ws_size, name, path } => {
+            Record::AtbOp {
+                ts,
+                end,
+                device: d,
+                ws_ptr,
+                ws_size,
+                name,
+                path,
+            } => {
                 let name = text(name);
                 let dev = if *end {
-                    st.ops.pop().map_or_else(|| device(ctx, tid, *d), |(_, dev)| dev)
+                    st.ops
+                        .pop()
+                        .map_or_else(|| device(ctx, tid, *d), |(_, dev)| dev)
                 } else {
                     let dev = device(ctx, tid, *d);
                     st.ops.push((name.clone(), dev));
                     dev
                 };
-                let mut ev = Event::new(if *end { EventType::AtbEnd } else { EventType::AtbStart }, *ts, ctx.pid, tid);
+                let mut ev = Event::new(
+                    if *end {
+                        EventType::AtbEnd
+                    } else {
+                        EventType::AtbStart
+                    },
+                    *ts,
+                    ctx.pid,
+                    tid,
+                );
                 ev.name = name;
                 ev.device = dev;
                 ev.attrs = Attrs::Launch(LaunchAttrs {
@@ -99,19 +128,49 @@ impl Typer for OpsTyper {
                 });
                 out.push(ev);
             }
-            Record::AtbKernel { ts, end, device: d, path } => {
+            Record::AtbKernel {
+                ts,
+                end,
+                device: d,
+                path,
+            } => {
                 let path = String::from_utf8_lossy(path).into_owned();
                 let name = kernel_name(&path).map(str::to_owned);
                 let dev = device(ctx, tid, *d);
                 st.kernel = Some((name.clone(), dev));
-                let mut ev = Event::new(if *end { EventType::KernelEnd } else { EventType::KernelStart }, *ts, ctx.pid, tid);
+                let mut ev = Event::new(
+                    if *end {
+                        EventType::KernelEnd
+                    } else {
+                        EventType::KernelStart
+                    },
+                    *ts,
+                    ctx.pid,
+                    tid,
+                );
                 ev.name = name;
                 ev.device = dev;
-                ev.attrs = Attrs::Launch(LaunchAttrs { path: Some(path), ..LaunchAttrs::default() });
+                ev.attrs = Attrs::Launch(LaunchAttrs {
+                    path: Some(path),
+                    ..LaunchAttrs::default()
+                });
                 out.push(ev);
             }
-            Record::AtbTensor { ts, access, kernel, addr, size, dtype, format, dims } => {
-                let owner = if *kernel { st.kernel.clone() } else { st.ops.last().cloned() };
+            Record::AtbTensor {
+                ts,
+                access,
+                kernel,
+                addr,
+                size,
+                dtype,
+                format,
+                dims,
+            } => {
+                let owner = if *kernel {
+                    st.kernel.clone()
+                } else {
+                    st.ops.last().cloned()
+                };
                 let (name, dev) = owner.unwrap_or_else(|| (None, device(ctx, tid, u32::MAX)));
                 let t = match access {
                     AccessKind::Read => EventType::Read,
@@ -147,12 +206,21 @@ pub struct AtbTyper {
 
 impl Default for AtbTyper {
     fn default() -> Self {
-        AtbTyper { pool: crate::pool::pool_typer(), ops: OpsTyper::default() }
+        AtbTyper {
+            pool: crate::pool::pool_typer(),
+            ops: OpsTyper::default(),
+        }
     }
 }
 
 impl Typer for AtbTyper {
-    fn type_record(&mut self, ctx: &mut TypeCtx, tid: u32, rec: &Record<Box<[u8]>>, out: &mut Vec<Event>) -> bool {
+    fn type_record(
+        &mut self,
+        ctx: &mut TypeCtx,
+        tid: u32,
+        rec: &Record<Box<[u8]>>,
+        out: &mut Vec<Event>,
+    ) -> bool {
         self.pool.type_record(ctx, tid, rec, out) || self.ops.type_record(ctx, tid, rec, out)
     }
 }

@@ -10,13 +10,30 @@ fn b(s: &str) -> Box<[u8]> {
 }
 
 fn op(ts: u64, end: bool, device: u32, name: &str) -> Record<Box<[u8]>> {
-    Record::AtbOp { ts, end, device, ws_ptr: 0xbeef00, ws_size: 3 << 20, name: b(name), path: b(&format!("/tmp/atb/0_1/0_{name}")) }
+    Record::AtbOp {
+        ts,
+        end,
+        device,
+        ws_ptr: 0xbeef00,
+        ws_size: 3 << 20,
+        name: b(name),
+        path: b(&format!("/tmp/atb/0_1/0_{name}")),
+    }
 }
 
 fn tensor(ts: u64, access: AccessKind, kernel: bool, addr: u64, dims: &[i64]) -> Record<Box<[u8]>> {
     let mut raw = [0u8; 80];
     let n = encode_dims(dims, &mut raw).unwrap();
-    Record::AtbTensor { ts, access, kernel, addr, size: 2048, dtype: 1, format: 2, dims: raw[..n].into() }
+    Record::AtbTensor {
+        ts,
+        access,
+        kernel,
+        addr,
+        size: 2048,
+        dtype: 1,
+        format: 2,
+        dims: raw[..n].into(),
+    }
 }
 
 fn feed(recs: Vec<(u32, Record<Box<[u8]>>)>) -> Vec<Event> {
@@ -31,7 +48,10 @@ fn feed(recs: Vec<(u32, Record<Box<[u8]>>)>) -> Vec<Event> {
 
 #[test]
 fn kernel_names_are_the_component_before_the_marker() {
-    assert_eq!(kernel_name("/tmp/atb/0_7/3_LinearOperation/LinearOperationKernel/before"), Some("LinearOperationKernel"));
+    assert_eq!(
+        kernel_name("/tmp/atb/0_7/3_LinearOperation/LinearOperationKernel/before"),
+        Some("LinearOperationKernel")
+    );
     assert_eq!(kernel_name("a/K/after"), Some("K"));
     assert_eq!(kernel_name("K/before"), Some("K"));
     assert_eq!(kernel_name("/before"), None);
@@ -46,7 +66,19 @@ fn an_operator_gives_start_accesses_and_end_with_path_and_workspace() {
         (1, tensor(3, AccessKind::Write, false, 0x2000, &[1024])),
         (1, op(4, true, 1, "LinearOperation")),
     ]);
-    let got: Vec<_> = ev.iter().map(|e| (e.kind, e.event_type, e.name.clone().unwrap(), e.device, e.ptr, format_attr(e))).collect();
+    let got: Vec<_> = ev
+        .iter()
+        .map(|e| {
+            (
+                e.kind,
+                e.event_type,
+                e.name.clone().unwrap(),
+                e.device,
+                e.ptr,
+                format_attr(e),
+            )
+        })
+        .collect();
     let name = "LinearOperation".to_owned();
     let d = Device::Npu(4);
     assert_eq!(got, [
@@ -59,7 +91,12 @@ fn an_operator_gives_start_accesses_and_end_with_path_and_workspace() {
 
 #[test]
 fn nested_operators_and_kernels_name_their_own_tensors_per_thread() {
-    let kernel = |ts, end, path: &str| Record::AtbKernel { ts, end, device: 0, path: b(path) };
+    let kernel = |ts, end, path: &str| Record::AtbKernel {
+        ts,
+        end,
+        device: 0,
+        path: b(path),
+    };
     let ev = feed(vec![
         (1, op(1, false, 0, "GraphOperation")),
         (1, op(2, false, 0, "AddOperation")),
@@ -72,31 +109,57 @@ fn nested_operators_and_kernels_name_their_own_tensors_per_thread() {
         (1, tensor(9, AccessKind::Write, false, 0x30, &[])),
         (2, tensor(10, AccessKind::Write, false, 0x40, &[])),
     ]);
-    let got: Vec<_> = ev.iter().map(|e| (e.event_type, e.name.clone().unwrap_or_default(), e.device)).collect();
+    let got: Vec<_> = ev
+        .iter()
+        .map(|e| (e.event_type, e.name.clone().unwrap_or_default(), e.device))
+        .collect();
     let (d, na) = (Device::Npu(3), Device::NotApplicable);
-    assert_eq!(got, [
-        (EventType::AtbStart, "GraphOperation".into(), d),
-        (EventType::AtbStart, "AddOperation".into(), d),
-        (EventType::AtbStart, "OtherThreadOp".into(), na),
-        (EventType::KernelStart, "AddKernel".into(), d),
-        (EventType::Read, "AddKernel".into(), d),
-        (EventType::Unknown, "AddOperation".into(), d),
-        (EventType::KernelEnd, "AddKernel".into(), d),
-        (EventType::AtbEnd, "AddOperation".into(), d),
-        (EventType::Write, "GraphOperation".into(), d),
-        (EventType::Write, "OtherThreadOp".into(), na),
-    ]);
-    assert_eq!(format_attr(&ev[3]), "{path:/x/1_AddOperation/AddKernel/before}");
+    assert_eq!(
+        got,
+        [
+            (EventType::AtbStart, "GraphOperation".into(), d),
+            (EventType::AtbStart, "AddOperation".into(), d),
+            (EventType::AtbStart, "OtherThreadOp".into(), na),
+            (EventType::KernelStart, "AddKernel".into(), d),
+            (EventType::Read, "AddKernel".into(), d),
+            (EventType::Unknown, "AddOperation".into(), d),
+            (EventType::KernelEnd, "AddKernel".into(), d),
+            (EventType::AtbEnd, "AddOperation".into(), d),
+            (EventType::Write, "GraphOperation".into(), d),
+            (EventType::Write, "OtherThreadOp".into(), na),
+        ]
+    );
+    assert_eq!(
+        format_attr(&ev[3]),
+        "{path:/x/1_AddOperation/AddKernel/before}"
+    );
     assert_eq!(ev[3].kind, EventKind::KernelLaunch);
 }
 
 #[test]
 fn the_atb_typer_still_types_the_atb_pool_and_leaves_other_records() {
-    let ev = feed(vec![(1, Record::RegionRegister { ts: 1, pool: PoolId::Atb, device: 0, ptr: 0x100, size: 16 })]);
-    assert_eq!((ev[0].kind, ev[0].event_type), (EventKind::Malloc, EventType::Atb));
+    let ev = feed(vec![(
+        1,
+        Record::RegionRegister {
+            ts: 1,
+            pool: PoolId::Atb,
+            device: 0,
+            ptr: 0x100,
+            size: 16,
+        },
+    )]);
+    assert_eq!(
+        (ev[0].kind, ev[0].event_type),
+        (EventKind::Malloc, EventType::Atb)
+    );
     let mut t = AtbTyper::default();
     let mut ctx = TypeCtx::new(1, vec![]);
-    let r = Record::HalFree { ts: 1, addr: 1, create: false, ret: 0 };
+    let r = Record::HalFree {
+        ts: 1,
+        addr: 1,
+        create: false,
+        ret: 0,
+    };
     assert!(!t.type_record(&mut ctx, 1, &r, &mut Vec::new()));
 }
 

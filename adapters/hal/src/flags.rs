@@ -195,7 +195,13 @@ mod tests {
         let t = |v: u64| mem_type(v << MEM_TYPE_SHIFT);
         assert_eq!(
             [t(0), t(1), t(2), t(3), t(9)],
-            [MemType::Svm, MemType::Device, MemType::Host, MemType::Dvpp, MemType::Invalid(9)]
+            [
+                MemType::Svm,
+                MemType::Device,
+                MemType::Host,
+                MemType::Dvpp,
+                MemType::Invalid(9)
+            ]
         );
     }
 

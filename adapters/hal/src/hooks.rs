@@ -63,8 +63,16 @@ macro_rules! driver {
         Real::new(&[
             Step::Default($inner),
             Step::Next($public),
-            Step::Loaded { lib: HAL, sym: $inner },
-            Step::Load { env: ASCEND, sub: "lib64", lib: HAL, sym: $inner },
+            Step::Loaded {
+                lib: HAL,
+                sym: $inner,
+            },
+            Step::Load {
+                env: ASCEND,
+                sub: "lib64",
+                lib: HAL,
+                sym: $inner,
+            },
         ])
     };
 }
@@ -75,7 +83,10 @@ static CREATE: Real = driver!(c"halMemCreateInner", c"halMemCreate");
 static RELEASE: Real = driver!(c"halMemReleaseInner", c"halMemRelease");
 static MEM_INFO: Real = Real::new(&[
     Step::Default(c"aclrtGetMemInfo"),
-    Step::Loaded { lib: c"libascendcl.so", sym: c"aclrtGetMemInfo" },
+    Step::Loaded {
+        lib: c"libascendcl.so",
+        sym: c"aclrtGetMemInfo",
+    },
 ]);
 
 /// `ACL_HBM_MEM`, the `attr` of `aclrtGetMemInfo` for device memory.
@@ -97,7 +108,9 @@ fn record_if_enabled(make: impl FnOnce() -> Record<&'static [u8]>) {
 /// The caller's contract of `halMemAlloc`: `pp` is NULL or writable.
 pub unsafe extern "C" fn hal_mem_alloc(pp: *mut *mut c_void, size: u64, flag: u64) -> c_int {
     rt::safe_point();
-    let Some(f) = ALLOC.get() else { return DRV_ERROR_NOT_SUPPORT };
+    let Some(f) = ALLOC.get() else {
+        return DRV_ERROR_NOT_SUPPORT;
+    };
     // SAFETY: the resolved symbol is `halMemAllocInner` or `halMemAlloc`, both `AllocFn`.
     let f: AllocFn = unsafe { core::mem::transmute::<*mut c_void, AllocFn>(f) };
     // SAFETY: forwarding the caller's arguments to the real function.
@@ -105,7 +118,13 @@ pub unsafe extern "C" fn hal_mem_alloc(pp: *mut *mut c_void, size: u64, flag: u6
     if rc == DRV_ERROR_NONE && !pp.is_null() {
         // SAFETY: the driver wrote the address to `*pp` on success.
         let addr = unsafe { *pp } as u64;
-        record_if_enabled(|| Record::HalAlloc { ts: rt::now_ns(), addr, size, flag, stack: 0 });
+        record_if_enabled(|| Record::HalAlloc {
+            ts: rt::now_ns(),
+            addr,
+            size,
+            flag,
+            stack: 0,
+        });
     } else if rc == DRV_ERROR_OUT_OF_MEMORY {
         oom(false, size, flag, flags::device(flag));
     }
@@ -137,15 +156,26 @@ pub unsafe extern "C" fn hal_mem_release(handle: *mut c_void) -> c_int {
 /// `real` resolves to a [`FreeFn`]; `p` satisfies that function's contract.
 unsafe fn free_like(real: &Real, p: *mut c_void, create: bool) -> c_int {
     rt::safe_point();
-    let Some(f) = real.get() else { return DRV_ERROR_NOT_SUPPORT };
+    let Some(f) = real.get() else {
+        return DRV_ERROR_NOT_SUPPORT;
+    };
     // SAFETY: guaranteed by the caller.
     let f: FreeFn = unsafe { core::mem::transmute::<*mut c_void, FreeFn>(f) };
     // The time is taken before the call (see the module docs), only when recording.
-    let ts = if rt::enabled(AdapterId::Hal) { rt::now_ns() } else { 0 };
+    let ts = if rt::enabled(AdapterId::Hal) {
+        rt::now_ns()
+    } else {
+        0
+    };
     // SAFETY: forwarding the caller's argument.
     let rc = unsafe { f(p) };
     if ts != 0 {
-        record_if_enabled(|| Record::HalFree { ts, addr: p as u64, create, ret: rc });
+        record_if_enabled(|| Record::HalFree {
+            ts,
+            addr: p as u64,
+            create,
+            ret: rc,
+        });
     }
     rc
 }
@@ -162,7 +192,9 @@ pub unsafe extern "C" fn hal_mem_create(
     flag: u64,
 ) -> c_int {
     rt::safe_point();
-    let Some(f) = CREATE.get() else { return DRV_ERROR_NOT_SUPPORT };
+    let Some(f) = CREATE.get() else {
+        return DRV_ERROR_NOT_SUPPORT;
+    };
     // SAFETY: the resolved symbol is `halMemCreateInner` or `halMemCreate`, both `CreateFn`.
     let f: CreateFn = unsafe { core::mem::transmute::<*mut c_void, CreateFn>(f) };
     // SAFETY: forwarding the caller's arguments.
@@ -188,7 +220,11 @@ pub unsafe extern "C" fn hal_mem_create(
             stack: 0,
         });
     } else if rc == DRV_ERROR_OUT_OF_MEMORY {
-        let device = if device == u32::MAX { flags::device(flag) } else { device };
+        let device = if device == u32::MAX {
+            flags::device(flag)
+        } else {
+            device
+        };
         oom(true, size as u64, flag, device);
     }
     rc
@@ -203,13 +239,24 @@ fn oom(create: bool, size: u64, flag: u64, device: u32) {
     let Some(_g) = rt::enter() else { return };
     let ts = rt::now_ns();
     let (free, total) = mem_info();
-    rt::record(&Record::HalOom { ts, create, size, flag, device, free, total, stack: 0 });
+    rt::record(&Record::HalOom {
+        ts,
+        create,
+        size,
+        flag,
+        device,
+        free,
+        total,
+        stack: 0,
+    });
 }
 
 /// Free and total device bytes from `aclrtGetMemInfo(ACL_HBM_MEM)` for the calling thread's
 /// device, `(0, 0)` when the runtime is not there or fails. Called with the guard held.
 fn mem_info() -> (u64, u64) {
-    let Some(f) = MEM_INFO.get() else { return (0, 0) };
+    let Some(f) = MEM_INFO.get() else {
+        return (0, 0);
+    };
     // SAFETY: the symbol is `aclrtGetMemInfo`, declared as `MemInfoFn` (abi.md §3.4).
     let f: MemInfoFn = unsafe { core::mem::transmute::<*mut c_void, MemInfoFn>(f) };
     let (mut free, mut total) = (0usize, 0usize);

@@ -61,7 +61,10 @@ pub struct OomLayer {
 
 /// Whether `t` is scanned for OOM detail rows.
 fn scanned(t: EventType) -> bool {
-    matches!(t, EventType::Hal | EventType::Pta | EventType::Atb | EventType::MindSpore)
+    matches!(
+        t,
+        EventType::Hal | EventType::Pta | EventType::Atb | EventType::MindSpore
+    )
 }
 
 fn pairs(ev: &Event) -> &[(String, String)] {
@@ -72,7 +75,11 @@ fn pairs(ev: &Event) -> &[(String, String)] {
 }
 
 fn pct(num: i64, den: i64) -> String {
-    let r = if den > 0 { num as f64 / den as f64 * 100.0 } else { 0.0 };
+    let r = if den > 0 {
+        num as f64 / den as f64 * 100.0
+    } else {
+        0.0
+    };
     format!("{r:.6}")
 }
 
@@ -82,15 +89,23 @@ impl OomLayer {
     pub fn new(cfg: &RunConfig) -> OomLayer {
         set_oom_top_k(cfg.analysis.oom);
         let (e, a) = (cfg.events, cfg.analysis);
-        let memory =
-            e.alloc || e.free || e.access || a.leaks || a.decompose || a.inefficient || a.oom.is_some();
+        let memory = e.alloc
+            || e.free
+            || e.access
+            || a.leaks
+            || a.decompose
+            || a.inefficient
+            || a.oom.is_some();
         OomLayer::with_memory(memory)
     }
 
     /// A layer that keeps (`memory` true) or drops the OOM rows, without touching the typers'
     /// K (for tests and offline use).
     pub fn with_memory(memory: bool) -> OomLayer {
-        OomLayer { memory, ..OomLayer::default() }
+        OomLayer {
+            memory,
+            ..OomLayer::default()
+        }
     }
 
     fn watch(&mut self, ev: &Event) {
@@ -135,13 +150,21 @@ impl OomLayer {
     /// (reserved, allocated) of the framework pools on `device`.
     fn figures(&self, device: Device) -> (i64, i64) {
         let sum = |m: &HashMap<(EventType, Device), i64>| -> i64 {
-            m.iter().filter(|((_, d), _)| *d == device).map(|(_, v)| *v).fold(0i64, |a, b| a.saturating_add(b))
+            m.iter()
+                .filter(|((_, d), _)| *d == device)
+                .map(|(_, v)| *v)
+                .fold(0i64, |a, b| a.saturating_add(b))
         };
         (sum(&self.pool_total), sum(&self.pool_used))
     }
 
     fn snapshot(&mut self, ev: &mut Event) {
-        let find = |k: &str| pairs(ev).iter().find(|(key, _)| key == k).and_then(|(_, v)| v.parse::<i64>().ok());
+        let find = |k: &str| {
+            pairs(ev)
+                .iter()
+                .find(|(key, _)| key == k)
+                .and_then(|(_, v)| v.parse::<i64>().ok())
+        };
         let (total, free) = (find("total"), find("free"));
         let (reserved, allocated) = self.figures(ev.device);
         let (max_r, max_a) = self.peaks.get(&ev.device).copied().unwrap_or_default();
@@ -159,8 +182,15 @@ impl OomLayer {
         a.push(("reserved_rate".into(), pct(allocated, reserved)));
         ev.attrs = Attrs::Pairs(a);
         // Prepare the detail rows that follow (if the typer reserved any).
-        self.dropping_detail = self.last_detail.is_some_and(|t| ev.ts_ns.saturating_sub(t) < DETAIL_INTERVAL_NS);
-        let mut blocks: Vec<Live> = self.live.iter().filter(|((_, d, _), _)| *d == ev.device).map(|(_, l)| l.clone()).collect();
+        self.dropping_detail = self
+            .last_detail
+            .is_some_and(|t| ev.ts_ns.saturating_sub(t) < DETAIL_INTERVAL_NS);
+        let mut blocks: Vec<Live> = self
+            .live
+            .iter()
+            .filter(|((_, d, _), _)| *d == ev.device)
+            .map(|(_, l)| l.clone())
+            .collect();
         blocks.sort_by(|x, y| y.ts.cmp(&x.ts).then(y.seq.cmp(&x.seq)));
         self.recent = blocks.iter().cloned().collect();
         blocks.sort_by(|x, y| y.size.cmp(&x.size).then(y.seq.cmp(&x.seq)));
@@ -190,7 +220,12 @@ impl Layer for OomLayer {
         "oom"
     }
 
-    fn on_event(&mut self, mut ev: Event, _: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError> {
+    fn on_event(
+        &mut self,
+        mut ev: Event,
+        _: &BusCtx,
+        out: &mut Vec<Event>,
+    ) -> Result<(), BusError> {
         match ev.event_type {
             EventType::Snapshot
                 if ev.name.as_deref() == Some(OOM_SNAPSHOT)

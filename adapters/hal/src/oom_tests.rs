@@ -15,7 +15,14 @@ fn pool_malloc(t: EventType, ts: u64, addr: u64, size: u64, used: i64, total: i6
     ev.device = Device::Npu(0);
     ev.ptr = Some(addr);
     ev.c_stack = Some(format!("stack of 0x{addr:x}"));
-    ev.attrs = Attrs::Memory(MemoryAttrs { allocation_id: 1, addr, size, used: Some(used), total: Some(total), ..Default::default() });
+    ev.attrs = Attrs::Memory(MemoryAttrs {
+        allocation_id: 1,
+        addr,
+        size,
+        used: Some(used),
+        total: Some(total),
+        ..Default::default()
+    });
     ev
 }
 
@@ -39,7 +46,16 @@ fn typed(top_k: u32, recs: Vec<Record<Box<[u8]>>>) -> Vec<Event> {
 }
 
 fn oom_rec(ts: u64) -> Record<Box<[u8]>> {
-    Record::HalOom { ts, create: false, size: 1 << 30, flag: DEV, device: 0, free: 1 << 20, total: 4 << 20, stack: 0 }
+    Record::HalOom {
+        ts,
+        create: false,
+        size: 1 << 30,
+        flag: DEV,
+        device: 0,
+        free: 1 << 20,
+        total: 4 << 20,
+        stack: 0,
+    }
 }
 
 #[test]
@@ -65,26 +81,98 @@ fn snapshot_reports_pool_figures_peaks_and_device_rates() {
 #[test]
 fn top_k_rows_list_most_recent_and_largest_live_blocks_with_stacks() {
     let mut l = OomLayer::with_memory(true);
-    let mut evs = typed(2, vec![
-        Record::HalAlloc { ts: T, addr: 0x1000, size: 4096, flag: DEV, stack: 0 },
-        Record::HalAlloc { ts: T + 1, addr: 0x2000, size: 10, flag: DEV, stack: 0 },
-        Record::HalAlloc { ts: T + 2, addr: 0x3000, size: 1 << 20, flag: DEV, stack: 0 },
-        Record::HalAlloc { ts: T + 3, addr: 0x4000, size: 77, flag: 2 << 10, stack: 0 }, // HOST: not scanned
-        Record::HalFree { ts: T + 4, addr: 0x3000, create: false, ret: 0 },
-    ]);
+    let mut evs = typed(
+        2,
+        vec![
+            Record::HalAlloc {
+                ts: T,
+                addr: 0x1000,
+                size: 4096,
+                flag: DEV,
+                stack: 0,
+            },
+            Record::HalAlloc {
+                ts: T + 1,
+                addr: 0x2000,
+                size: 10,
+                flag: DEV,
+                stack: 0,
+            },
+            Record::HalAlloc {
+                ts: T + 2,
+                addr: 0x3000,
+                size: 1 << 20,
+                flag: DEV,
+                stack: 0,
+            },
+            Record::HalAlloc {
+                ts: T + 3,
+                addr: 0x4000,
+                size: 77,
+                flag: 2 << 10,
+                stack: 0,
+            }, // HOST: not scanned
+            Record::HalFree {
+                ts: T + 4,
+                addr: 0x3000,
+                create: false,
+                ret: 0,
+            },
+        ],
+    );
     evs.push(pool_malloc(EventType::Pta, T + 5, 0x8000, 500, 500, 1000));
-    evs.push(pool_malloc(EventType::PtaWorkspace, T + 6, 0x9000, 1 << 40, 1, 1)); // not scanned
+    evs.push(pool_malloc(
+        EventType::PtaWorkspace,
+        T + 6,
+        0x9000,
+        1 << 40,
+        1,
+        1,
+    )); // not scanned
     evs.extend(typed(2, vec![oom_rec(T + 7)]));
     let out = run(&mut l, evs);
-    let detail: Vec<_> = out.iter().filter(|e| e.kind == EventKind::OomDetail).collect();
-    let got: Vec<_> = detail.iter().map(|e| (e.event_type, format_attr(e))).collect();
-    assert_eq!(got, [
-        (EventType::OomTrigger, format!("{{func:halMemAlloc,req_size:1073741824,flag:{DEV}}}")),
-        (EventType::OomRecentAlloc, format!("{{pool:PTA,ptr:0x0000000000008000,size:500,timestamp:{}}}", T + 5)),
-        (EventType::OomRecentAlloc, format!("{{pool:HAL,ptr:0x0000000000002000,size:10,timestamp:{}}}", T + 1)),
-        (EventType::OomTopAlloc, format!("{{pool:HAL,ptr:0x0000000000001000,size:4096,timestamp:{T}}}")),
-        (EventType::OomTopAlloc, format!("{{pool:PTA,ptr:0x0000000000008000,size:500,timestamp:{}}}", T + 5)),
-    ]);
+    let detail: Vec<_> = out
+        .iter()
+        .filter(|e| e.kind == EventKind::OomDetail)
+        .collect();
+    let got: Vec<_> = detail
+        .iter()
+        .map(|e| (e.event_type, format_attr(e)))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (
+                EventType::OomTrigger,
+                format!("{{func:halMemAlloc,req_size:1073741824,flag:{DEV}}}")
+            ),
+            (
+                EventType::OomRecentAlloc,
+                format!(
+                    "{{pool:PTA,ptr:0x0000000000008000,size:500,timestamp:{}}}",
+                    T + 5
+                )
+            ),
+            (
+                EventType::OomRecentAlloc,
+                format!(
+                    "{{pool:HAL,ptr:0x0000000000002000,size:10,timestamp:{}}}",
+                    T + 1
+                )
+            ),
+            (
+                EventType::OomTopAlloc,
+                format!("{{pool:HAL,ptr:0x0000000000001000,size:4096,timestamp:{T}}}")
+            ),
+            (
+                EventType::OomTopAlloc,
+                format!(
+                    "{{pool:PTA,ptr:0x0000000000008000,size:500,timestamp:{}}}",
+                    T + 5
+                )
+            ),
+        ]
+    );
     assert_eq!(detail[1].c_stack.as_deref(), Some("stack of 0x8000"));
     assert_eq!(detail[1].name.as_deref(), Some("OOM_RecentAlloc"));
 }
@@ -92,7 +180,19 @@ fn top_k_rows_list_most_recent_and_largest_live_blocks_with_stacks() {
 #[test]
 fn unfilled_placeholders_are_dropped_and_a_second_dump_within_two_seconds_only_snapshots() {
     let mut l = OomLayer::with_memory(true);
-    let mut evs = typed(3, vec![Record::HalAlloc { ts: T, addr: 0x1000, size: 1, flag: DEV, stack: 0 }, oom_rec(T + 1)]);
+    let mut evs = typed(
+        3,
+        vec![
+            Record::HalAlloc {
+                ts: T,
+                addr: 0x1000,
+                size: 1,
+                flag: DEV,
+                stack: 0,
+            },
+            oom_rec(T + 1),
+        ],
+    );
     evs.extend(typed(3, vec![oom_rec(T + 1_000_000_000)]));
     evs.extend(typed(3, vec![oom_rec(T + 3_000_000_000)]));
     let out = run(&mut l, evs);
@@ -109,7 +209,10 @@ fn without_memory_collection_every_oom_row_is_dropped_and_other_rows_pass() {
     mark.name = Some("m".into());
     evs.push(mark);
     let out = run(&mut l, evs);
-    assert_eq!(out.iter().map(|e| e.event_type).collect::<Vec<_>>(), [EventType::Mark]);
+    assert_eq!(
+        out.iter().map(|e| e.event_type).collect::<Vec<_>>(),
+        [EventType::Mark]
+    );
 }
 
 #[test]

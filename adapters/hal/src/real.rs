@@ -62,7 +62,10 @@ pub struct Real {
 impl Real {
     /// A resolver trying `steps` in order.
     pub const fn new(steps: &'static [Step]) -> Real {
-        Real { cache: AtomicPtr::new(null_mut()), steps }
+        Real {
+            cache: AtomicPtr::new(null_mut()),
+            steps,
+        }
     }
 
     /// The function's address, resolving it on first use. `None` when no step finds it (not
@@ -79,7 +82,11 @@ impl Real {
     #[cold]
     fn resolve(&self) -> Option<*mut c_void> {
         let _guard = memscope_runtime::enter();
-        let p = self.steps.iter().map(|s| lookup(*s)).find(|p| !p.is_null())?;
+        let p = self
+            .steps
+            .iter()
+            .map(|s| lookup(*s))
+            .find(|p| !p.is_null())?;
         self.cache.store(p, Ordering::Release);
         Some(p)
     }
@@ -169,7 +176,10 @@ pub fn object_of(addr: usize, buf: &mut [u8; 4096]) -> Option<*const c_char> {
 mod tests {
     use super::*;
 
-    static ABS: Real = Real::new(&[Step::Next(c"memscope_no_such_symbol"), Step::Default(c"abs")]);
+    static ABS: Real = Real::new(&[
+        Step::Next(c"memscope_no_such_symbol"),
+        Step::Default(c"abs"),
+    ]);
     static NONE: Real = Real::new(&[Step::Default(c"memscope_no_such_symbol")]);
 
     #[test]
@@ -189,8 +199,16 @@ mod tests {
 
     #[test]
     fn loaded_step_finds_libc_by_soname_and_load_step_builds_the_install_path() {
-        assert!(!lookup(Step::Loaded { lib: c"libc.so.6", sym: c"abs" }).is_null());
-        assert!(lookup(Step::Loaded { lib: c"libmemscope_not_loaded.so", sym: c"abs" }).is_null());
+        assert!(!lookup(Step::Loaded {
+            lib: c"libc.so.6",
+            sym: c"abs"
+        })
+        .is_null());
+        assert!(lookup(Step::Loaded {
+            lib: c"libmemscope_not_loaded.so",
+            sym: c"abs"
+        })
+        .is_null());
         let mut buf = [0u8; 4096];
         assert!(install_path(c"MEMSCOPE_TEST_UNSET_ROOT", "lib64", c"x.so", &mut buf).is_none());
         let p = install_path(c"PATH", "lib64", c"x.so", &mut buf).expect("PATH is set");

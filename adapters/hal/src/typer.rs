@@ -113,7 +113,10 @@ fn as_i64(v: u64) -> i64 {
 impl HalTyper {
     /// A typer that reserves `top_k` recent and `top_k` largest OOM detail rows (0: none).
     pub fn with_top_k(top_k: u32) -> HalTyper {
-        HalTyper { top_k, ..HalTyper::default() }
+        HalTyper {
+            top_k,
+            ..HalTyper::default()
+        }
     }
 
     /// Live HAL bytes of this process on `device`.
@@ -135,7 +138,15 @@ impl HalTyper {
     }
 
     fn malloc(&mut self, ctx: &mut TypeCtx, at: At, a: Alloc, out: &mut Vec<Event>) {
-        let Alloc { create, addr, size, device, event_type, module, page } = a;
+        let Alloc {
+            create,
+            addr,
+            size,
+            device,
+            event_type,
+            module,
+            page,
+        } = a;
         let At { tid, ts } = at;
         if self.live.contains_key(&(create, addr)) {
             ctx.warn(format!(
@@ -149,7 +160,15 @@ impl HalTyper {
             }
         }
         let allocation_id = ctx.next_allocation_id();
-        self.live.insert((create, addr), Block { device, event_type, size, allocation_id });
+        self.live.insert(
+            (create, addr),
+            Block {
+                device,
+                event_type,
+                size,
+                allocation_id,
+            },
+        );
         let used = self.used.entry(device).or_default();
         *used = used.saturating_add(size);
         let used = as_i64(*used);
@@ -168,7 +187,11 @@ impl HalTyper {
             used: Some(used),
             owner: Some(owner),
             page_type: Some(page),
-            alloc_type: Some(if create { AllocType::Create } else { AllocType::Alloc }),
+            alloc_type: Some(if create {
+                AllocType::Create
+            } else {
+                AllocType::Alloc
+            }),
             ..MemoryAttrs::default()
         });
         out.push(ev);
@@ -193,8 +216,20 @@ impl HalTyper {
         Some(ev)
     }
 
-    fn free(&mut self, ctx: &mut TypeCtx, at: At, create: bool, addr: u64, ret: i32, out: &mut Vec<Event>) {
-        let func = if create { "halMemRelease" } else { "halMemFree" };
+    fn free(
+        &mut self,
+        ctx: &mut TypeCtx,
+        at: At,
+        create: bool,
+        addr: u64,
+        ret: i32,
+        out: &mut Vec<Event>,
+    ) {
+        let func = if create {
+            "halMemRelease"
+        } else {
+            "halMemFree"
+        };
         let known = self.live.contains_key(&(create, addr));
         match (ret, known) {
             (0, true) => out.extend(self.free_row(ctx, at, create, addr)),
@@ -211,9 +246,24 @@ impl HalTyper {
     }
 
     fn oom(&self, ctx: &TypeCtx, at: At, rec: &Record<Box<[u8]>>, out: &mut Vec<Event>) {
-        let Record::HalOom { create, size, flag, device, free, total, .. } = *rec else { return };
+        let Record::HalOom {
+            create,
+            size,
+            flag,
+            device,
+            free,
+            total,
+            ..
+        } = *rec
+        else {
+            return;
+        };
         let At { tid, ts } = at;
-        let func = if create { "halMemCreate" } else { "halMemAlloc" };
+        let func = if create {
+            "halMemCreate"
+        } else {
+            "halMemAlloc"
+        };
         let (device, _) = HalTyper::place(ctx, flag, device);
         let trigger = vec![
             (OOM_FUNC_KEY.to_owned(), func.to_owned()),
@@ -237,7 +287,10 @@ impl HalTyper {
             return;
         }
         out.push(row(EventType::OomTrigger, "OOM_Trigger", trigger));
-        for (t, name) in [(EventType::OomRecentAlloc, "OOM_RecentAlloc"), (EventType::OomTopAlloc, "OOM_TopAlloc")] {
+        for (t, name) in [
+            (EventType::OomRecentAlloc, "OOM_RecentAlloc"),
+            (EventType::OomTopAlloc, "OOM_TopAlloc"),
+        ] {
             for _ in 0..self.top_k {
                 out.push(row(t, name, Vec::new()));
             }
@@ -246,23 +299,73 @@ impl HalTyper {
 }
 
 impl Typer for HalTyper {
-    fn type_record(&mut self, ctx: &mut TypeCtx, tid: u32, rec: &Record<Box<[u8]>>, out: &mut Vec<Event>) -> bool {
+    fn type_record(
+        &mut self,
+        ctx: &mut TypeCtx,
+        tid: u32,
+        rec: &Record<Box<[u8]>>,
+        out: &mut Vec<Event>,
+    ) -> bool {
         match *rec {
-            Record::HalAlloc { ts, addr, size, flag, .. } => {
+            Record::HalAlloc {
+                ts,
+                addr,
+                size,
+                flag,
+                ..
+            } => {
                 let (device, event_type) = HalTyper::place(ctx, flag, flags::device(flag));
                 let page = flags::page_type(flag);
-                let a = Alloc { create: false, addr, size, device, event_type, module: flags::module_id(flag), page };
+                let a = Alloc {
+                    create: false,
+                    addr,
+                    size,
+                    device,
+                    event_type,
+                    module: flags::module_id(flag),
+                    page,
+                };
                 self.malloc(ctx, At { tid, ts }, a, out);
             }
-            Record::HalCreate { ts, handle, size, flag, device, module, page, .. } => {
-                let device = if device == u32::MAX { flags::device(flag) } else { device };
-                let module = if module == u32::MAX { flags::module_id(flag) } else { module };
+            Record::HalCreate {
+                ts,
+                handle,
+                size,
+                flag,
+                device,
+                module,
+                page,
+                ..
+            } => {
+                let device = if device == u32::MAX {
+                    flags::device(flag)
+                } else {
+                    device
+                };
+                let module = if module == u32::MAX {
+                    flags::module_id(flag)
+                } else {
+                    module
+                };
                 let (device, event_type) = HalTyper::place(ctx, flag, device);
                 let page = flags::create_page_type(flag, page);
-                let a = Alloc { create: true, addr: handle, size, device, event_type, module, page };
+                let a = Alloc {
+                    create: true,
+                    addr: handle,
+                    size,
+                    device,
+                    event_type,
+                    module,
+                    page,
+                };
                 self.malloc(ctx, At { tid, ts }, a, out);
             }
-            Record::HalFree { ts, addr, create, ret } => self.free(ctx, At { tid, ts }, create, addr, ret, out),
+            Record::HalFree {
+                ts,
+                addr,
+                create,
+                ret,
+            } => self.free(ctx, At { tid, ts }, create, addr, ret, out),
             Record::HalOom { ts, .. } => self.oom(ctx, At { tid, ts }, rec, out),
             _ => return false,
         }

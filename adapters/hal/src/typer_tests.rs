@@ -19,7 +19,11 @@ struct Feed {
 
 impl Feed {
     fn new(visible: Vec<u32>, top_k: u32) -> Feed {
-        Feed { ctx: TypeCtx::new(9, visible), typer: HalTyper::with_top_k(top_k), out: Vec::new() }
+        Feed {
+            ctx: TypeCtx::new(9, visible),
+            typer: HalTyper::with_top_k(top_k),
+            out: Vec::new(),
+        }
     }
     fn rec(&mut self, r: Record<Box<[u8]>>) {
         assert!(self.typer.type_record(&mut self.ctx, 5, &r, &mut self.out));
@@ -30,18 +34,34 @@ impl Feed {
 }
 
 fn alloc(ts: u64, addr: u64, size: u64, flag: u64) -> Record<Box<[u8]>> {
-    Record::HalAlloc { ts, addr, size, flag, stack: 0 }
+    Record::HalAlloc {
+        ts,
+        addr,
+        size,
+        flag,
+        stack: 0,
+    }
 }
 
 fn free(ts: u64, addr: u64, ret: i32) -> Record<Box<[u8]>> {
-    Record::HalFree { ts, addr, create: false, ret }
+    Record::HalFree {
+        ts,
+        addr,
+        create: false,
+        ret,
+    }
 }
 
 #[test]
 fn alloc_and_free_rows_carry_device_used_owner_page_and_alloc_type() {
     let mut f = Feed::new(vec![], 0);
     f.rec(alloc(T, 0x1000, 10, flag(7, DEVICE, 0, 0)));
-    f.rec(alloc(T + 1, 0x2000, 30, flag(3, DEVICE, flags::HUGE_PAGE, 0)));
+    f.rec(alloc(
+        T + 1,
+        0x2000,
+        30,
+        flag(3, DEVICE, flags::HUGE_PAGE, 0),
+    ));
     f.rec(free(T + 2, 0x1000, 0));
     let ev = f.take();
     let text: Vec<_> = ev.iter().map(format_attr).collect();
@@ -50,11 +70,31 @@ fn alloc_and_free_rows_carry_device_used_owner_page_and_alloc_type() {
         "{allocation_id:2,addr:0x0000000000002000,size:30,used:40,owner:CANN@HCCL,page_type:huge,alloc_type:alloc}",
         "{allocation_id:1,addr:0x0000000000001000,size:10,used:30}",
     ]);
-    assert_eq!(ev.iter().map(|e| (e.kind, e.event_type, e.device, e.ptr)).collect::<Vec<_>>(), [
-        (EventKind::Malloc, EventType::Hal, Device::Npu(0), Some(0x1000)),
-        (EventKind::Malloc, EventType::Hal, Device::Npu(0), Some(0x2000)),
-        (EventKind::Free, EventType::Hal, Device::Npu(0), Some(0x1000)),
-    ]);
+    assert_eq!(
+        ev.iter()
+            .map(|e| (e.kind, e.event_type, e.device, e.ptr))
+            .collect::<Vec<_>>(),
+        [
+            (
+                EventKind::Malloc,
+                EventType::Hal,
+                Device::Npu(0),
+                Some(0x1000)
+            ),
+            (
+                EventKind::Malloc,
+                EventType::Hal,
+                Device::Npu(0),
+                Some(0x2000)
+            ),
+            (
+                EventKind::Free,
+                EventType::Hal,
+                Device::Npu(0),
+                Some(0x1000)
+            ),
+        ]
+    );
     assert_eq!((ev[0].pid, ev[0].tid, ev[0].ts_ns), (Some(9), Some(5), T));
 }
 
@@ -65,12 +105,24 @@ fn device_bits_are_mapped_through_visible_devices_and_used_is_per_device() {
     f.rec(alloc(T, 0x20, 7, flag(33, DEVICE, 0, 0)));
     f.rec(alloc(T, 0x30, 1, flag(33, DEVICE, flags::GIANT_PAGE, 9)));
     let ev = f.take();
-    let got: Vec<_> = ev.iter().map(|e| (e.device, e.memory().unwrap().used, e.memory().unwrap().page_type)).collect();
-    assert_eq!(got, [
-        (Device::Npu(6), Some(100), Some(PageType::Normal)),
-        (Device::Npu(4), Some(7), Some(PageType::Normal)),
-        (Device::Npu(9), Some(1), Some(PageType::Giant)),
-    ]);
+    let got: Vec<_> = ev
+        .iter()
+        .map(|e| {
+            (
+                e.device,
+                e.memory().unwrap().used,
+                e.memory().unwrap().page_type,
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (Device::Npu(6), Some(100), Some(PageType::Normal)),
+            (Device::Npu(4), Some(7), Some(PageType::Normal)),
+            (Device::Npu(9), Some(1), Some(PageType::Giant)),
+        ]
+    );
     assert_eq!(f.typer.used(Device::Npu(6)), 100);
 }
 
@@ -81,21 +133,47 @@ fn host_memory_type_becomes_host_on_cpu_with_its_own_used() {
     f.rec(alloc(T, 0x20, 8, flag(7, DEVICE, 0, 3)));
     f.rec(free(T, 0x10, 0));
     let ev = f.take();
-    let got: Vec<_> = ev.iter().map(|e| (e.kind, e.event_type, e.device, e.memory().unwrap().used)).collect();
-    assert_eq!(got, [
-        (EventKind::Malloc, EventType::Host, Device::Cpu, Some(64)),
-        (EventKind::Malloc, EventType::Hal, Device::Npu(3), Some(8)),
-        (EventKind::Free, EventType::Host, Device::Cpu, Some(0)),
-    ]);
+    let got: Vec<_> = ev
+        .iter()
+        .map(|e| (e.kind, e.event_type, e.device, e.memory().unwrap().used))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (EventKind::Malloc, EventType::Host, Device::Cpu, Some(64)),
+            (EventKind::Malloc, EventType::Hal, Device::Npu(3), Some(8)),
+            (EventKind::Free, EventType::Host, Device::Cpu, Some(0)),
+        ]
+    );
 }
 
 #[test]
 fn create_path_uses_prop_device_module_and_page_type_and_release_frees_it() {
     let mut f = Feed::new(vec![], 0);
-    let create = |handle, device, module, page, flag| Record::HalCreate { ts: T, handle, size: 2 << 20, flag, device, module, page, stack: 0 };
+    let create = |handle, device, module, page, flag| Record::HalCreate {
+        ts: T,
+        handle,
+        size: 2 << 20,
+        flag,
+        device,
+        module,
+        page,
+        stack: 0,
+    };
     f.rec(create(0xa0, 2, 3, 1, 0));
-    f.rec(create(0xb0, u32::MAX, u32::MAX, u32::MAX, flag(7, DEVICE, flags::GIANT_PAGE, 1)));
-    f.rec(Record::HalFree { ts: T + 5, addr: 0xa0, create: true, ret: 0 });
+    f.rec(create(
+        0xb0,
+        u32::MAX,
+        u32::MAX,
+        u32::MAX,
+        flag(7, DEVICE, flags::GIANT_PAGE, 1),
+    ));
+    f.rec(Record::HalFree {
+        ts: T + 5,
+        addr: 0xa0,
+        create: true,
+        ret: 0,
+    });
     f.rec(free(T + 6, 0xb0, 0)); // halMemFree of a create handle: not the same block
     let ev = f.take();
     let text: Vec<_> = ev.iter().map(|e| (e.device, format_attr(e))).collect();
@@ -113,7 +191,13 @@ fn unknown_module_ids_give_cann_unknown_and_thread_labels_follow() {
     let mut f = Feed::new(vec![], 0);
     f.ctx.push_owner(5, "model".into());
     f.rec(alloc(T, 0x10, 1, flag(99, DEVICE, 0, 0)));
-    let owner = f.take()[0].memory().unwrap().owner.as_ref().unwrap().to_string();
+    let owner = f.take()[0]
+        .memory()
+        .unwrap()
+        .owner
+        .as_ref()
+        .unwrap()
+        .to_string();
     assert_eq!(owner, "CANN@UNKNOWN@model");
 }
 
@@ -128,8 +212,15 @@ fn double_free_and_unknown_pointer_free_are_warned_not_written() {
     assert_eq!(kinds, [EventKind::Malloc, EventKind::Free]);
     let w = f.ctx.take_warnings();
     assert_eq!(w.len(), 2, "{w:?}");
-    assert!(w[0].contains("halMemFree(0x10) failed with driver error 3") && w[0].contains("double free"), "{w:?}");
-    assert!(w[1].contains("halMemFree(0xdead)") && w[1].contains("unknown pointer"), "{w:?}");
+    assert!(
+        w[0].contains("halMemFree(0x10) failed with driver error 3")
+            && w[0].contains("double free"),
+        "{w:?}"
+    );
+    assert!(
+        w[1].contains("halMemFree(0xdead)") && w[1].contains("unknown pointer"),
+        "{w:?}"
+    );
 }
 
 #[test]
@@ -139,8 +230,24 @@ fn failed_free_of_a_live_block_keeps_it_and_realloc_at_live_address_closes_it() 
     f.rec(free(T + 1, 0x10, 7));
     f.rec(alloc(T + 2, 0x10, 8, DEVICE));
     let ev = f.take();
-    let got: Vec<_> = ev.iter().map(|e| (e.kind, e.memory().unwrap().allocation_id, e.memory().unwrap().shadow)).collect();
-    assert_eq!(got, [(EventKind::Malloc, 1, false), (EventKind::Free, 1, true), (EventKind::Malloc, 2, false)]);
+    let got: Vec<_> = ev
+        .iter()
+        .map(|e| {
+            (
+                e.kind,
+                e.memory().unwrap().allocation_id,
+                e.memory().unwrap().shadow,
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (EventKind::Malloc, 1, false),
+            (EventKind::Free, 1, true),
+            (EventKind::Malloc, 2, false)
+        ]
+    );
     assert_eq!(f.typer.used(Device::Npu(0)), 8);
     assert_eq!(f.ctx.take_warnings().len(), 2);
 }
@@ -148,25 +255,58 @@ fn failed_free_of_a_live_block_keeps_it_and_realloc_at_live_address_closes_it() 
 #[test]
 fn oom_gives_a_snapshot_and_with_top_k_a_trigger_and_placeholders() {
     let mut f = Feed::new(vec![], 0);
-    f.rec(Record::HalOom { ts: T, create: false, size: 1 << 30, flag: flag(7, DEVICE, 0, 0), device: 0, free: 5, total: 100, stack: 0 });
+    f.rec(Record::HalOom {
+        ts: T,
+        create: false,
+        size: 1 << 30,
+        flag: flag(7, DEVICE, 0, 0),
+        device: 0,
+        free: 5,
+        total: 100,
+        stack: 0,
+    });
     let ev = f.take();
     assert_eq!(ev.len(), 1);
-    assert_eq!((ev[0].kind, ev[0].name.as_deref()), (EventKind::Snapshot, Some(OOM_SNAPSHOT)));
-    assert_eq!(format_attr(&ev[0]), format!("{{func:halMemAlloc,req_size:1073741824,flag:{},total:100,free:5}}", flag(7, DEVICE, 0, 0)));
+    assert_eq!(
+        (ev[0].kind, ev[0].name.as_deref()),
+        (EventKind::Snapshot, Some(OOM_SNAPSHOT))
+    );
+    assert_eq!(
+        format_attr(&ev[0]),
+        format!(
+            "{{func:halMemAlloc,req_size:1073741824,flag:{},total:100,free:5}}",
+            flag(7, DEVICE, 0, 0)
+        )
+    );
 
     let mut f = Feed::new(vec![], 2);
-    f.rec(Record::HalOom { ts: T, create: true, size: 8, flag: 0, device: 1, free: 0, total: 0, stack: 0 });
+    f.rec(Record::HalOom {
+        ts: T,
+        create: true,
+        size: 8,
+        flag: 0,
+        device: 1,
+        free: 0,
+        total: 0,
+        stack: 0,
+    });
     let ev = f.take();
-    let got: Vec<_> = ev.iter().map(|e| (e.event_type, e.name.clone().unwrap(), e.device)).collect();
+    let got: Vec<_> = ev
+        .iter()
+        .map(|e| (e.event_type, e.name.clone().unwrap(), e.device))
+        .collect();
     let d = Device::Npu(1);
-    assert_eq!(got, [
-        (EventType::Snapshot, "OOM_Snapshot".to_owned(), d),
-        (EventType::OomTrigger, "OOM_Trigger".to_owned(), d),
-        (EventType::OomRecentAlloc, "OOM_RecentAlloc".to_owned(), d),
-        (EventType::OomRecentAlloc, "OOM_RecentAlloc".to_owned(), d),
-        (EventType::OomTopAlloc, "OOM_TopAlloc".to_owned(), d),
-        (EventType::OomTopAlloc, "OOM_TopAlloc".to_owned(), d),
-    ]);
+    assert_eq!(
+        got,
+        [
+            (EventType::Snapshot, "OOM_Snapshot".to_owned(), d),
+            (EventType::OomTrigger, "OOM_Trigger".to_owned(), d),
+            (EventType::OomRecentAlloc, "OOM_RecentAlloc".to_owned(), d),
+            (EventType::OomRecentAlloc, "OOM_RecentAlloc".to_owned(), d),
+            (EventType::OomTopAlloc, "OOM_TopAlloc".to_owned(), d),
+            (EventType::OomTopAlloc, "OOM_TopAlloc".to_owned(), d),
+        ]
+    );
     assert_eq!(format_attr(&ev[1]), "{func:halMemCreate,req_size:8,flag:0}");
     assert_eq!(ev[1].kind, EventKind::OomDetail);
 }

@@ -63,9 +63,7 @@ impl Rule {
             Rule::Stop => (K_STOP, 0, None),
         };
         let saved = if fp.is_some() { FP_SAVED } else { 0 };
-        kind | saved
-            | ((cfa as u32 as u64) << 16)
-            | ((fp.unwrap_or(0) as u16 as u64) << 48)
+        kind | saved | ((cfa as u32 as u64) << 16) | ((fp.unwrap_or(0) as u16 as u64) << 48)
     }
 
     fn unpack(v: u64) -> Rule {
@@ -92,8 +90,12 @@ struct Slot {
 }
 
 /// pc → packed rule. 1 MiB of zero pages, touched as addresses are seen.
-static CACHE: [Slot; CACHE_SLOTS] =
-    [const { Slot { key: AtomicU64::new(0), val: AtomicU64::new(0) } }; CACHE_SLOTS];
+static CACHE: [Slot; CACHE_SLOTS] = [const {
+    Slot {
+        key: AtomicU64::new(0),
+        val: AtomicU64::new(0),
+    }
+}; CACHE_SLOTS];
 
 #[inline]
 fn slot_of(pc: u64) -> usize {
@@ -115,7 +117,10 @@ pub fn rule_for_return_address(ra: u64) -> Rule {
         }
         if k == 0 {
             let rule = compute(pc);
-            if s.key.compare_exchange(0, pc, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+            if s.key
+                .compare_exchange(0, pc, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
                 s.val.store(rule.pack(), Ordering::Release);
             }
             return rule;
@@ -184,7 +189,9 @@ type Slice = EndianSlice<'static, LittleEndian>;
 
 #[cold]
 fn compute(pc: u64) -> Rule {
-    let Some((start, end, hdr)) = find_object(pc) else { return Rule::NoInfo };
+    let Some((start, end, hdr)) = find_object(pc) else {
+        return Rule::NoInfo;
+    };
     if hdr == 0 || hdr < start || hdr >= end {
         return Rule::NoInfo;
     }
@@ -199,7 +206,9 @@ fn evaluate(pc: u64, hdr: u64, end: u64) -> Option<Rule> {
     let hdr_data: &'static [u8] =
         unsafe { core::slice::from_raw_parts(hdr as *const u8, (end - hdr) as usize) };
     let mut bases = BaseAddresses::default().set_eh_frame_hdr(hdr);
-    let parsed = EhFrameHdr::new(hdr_data, LittleEndian).parse(&bases, 8).ok()?;
+    let parsed = EhFrameHdr::new(hdr_data, LittleEndian)
+        .parse(&bases, 8)
+        .ok()?;
     let eh_frame_addr = match parsed.eh_frame_ptr() {
         Pointer::Direct(a) => a,
         Pointer::Indirect(_) => return None,
@@ -215,7 +224,13 @@ fn evaluate(pc: u64, hdr: u64, end: u64) -> Option<Rule> {
     let eh_frame: EhFrame<Slice> = EhFrame::new(eh_data, LittleEndian);
     let table = parsed.table()?;
     let mut ctx = UnwindContext::<usize, StoreOnStack>::new_in();
-    let row = match table.unwind_info_for_address(&eh_frame, &bases, &mut ctx, pc, |f: &EhFrame<Slice>, b: &BaseAddresses, o| f.cie_from_offset(b, o)) {
+    let row = match table.unwind_info_for_address(
+        &eh_frame,
+        &bases,
+        &mut ctx,
+        pc,
+        |f: &EhFrame<Slice>, b: &BaseAddresses, o| f.cie_from_offset(b, o),
+    ) {
         Ok(r) => r,
         Err(gimli::Error::NoUnwindInfoForAddress) => return Some(Rule::NoInfo),
         Err(_) => return None,
@@ -252,10 +267,22 @@ mod tests {
     #[test]
     fn rules_pack_and_unpack() {
         for r in [
-            Rule::Sp { cfa_off: 8, fp_off: None },
-            Rule::Sp { cfa_off: 4096, fp_off: Some(-48) },
-            Rule::Fp { cfa_off: 16, fp_off: Some(-16) },
-            Rule::Fp { cfa_off: -4, fp_off: None },
+            Rule::Sp {
+                cfa_off: 8,
+                fp_off: None,
+            },
+            Rule::Sp {
+                cfa_off: 4096,
+                fp_off: Some(-48),
+            },
+            Rule::Fp {
+                cfa_off: 16,
+                fp_off: Some(-16),
+            },
+            Rule::Fp {
+                cfa_off: -4,
+                fp_off: None,
+            },
             Rule::NoInfo,
             Rule::Stop,
         ] {

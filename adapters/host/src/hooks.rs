@@ -54,7 +54,12 @@ fn stack_id(sp: usize, fp: usize) -> u32 {
 #[inline]
 fn on_alloc(p: *mut c_void, size: usize, sp: usize, fp: usize) {
     let stack = stack_id(sp, fp);
-    rt::record(&Record::HostMalloc { ts: rt::now_ns(), addr: p as u64, size: size as u64, stack });
+    rt::record(&Record::HostMalloc {
+        ts: rt::now_ns(),
+        addr: p as u64,
+        size: size as u64,
+        stack,
+    });
 }
 
 macro_rules! alloc_hook {
@@ -134,7 +139,10 @@ unsafe fn realloc_recorded(p: *mut c_void, size: usize, sp: usize, fp: usize) ->
     let q = unsafe { real::realloc(p, size) };
     if !p.is_null() && (!q.is_null() || size == 0) {
         // Moved, resized in place, or `realloc(p, 0)` (glibc frees `p`, returns NULL).
-        rt::record(&Record::HostFree { ts: ts_free, addr: p as u64 });
+        rt::record(&Record::HostFree {
+            ts: ts_free,
+            addr: p as u64,
+        });
     }
     if !q.is_null() {
         on_alloc(q, size, sp, fp);
@@ -198,7 +206,10 @@ pub unsafe extern "C" fn posix_memalign(
 pub unsafe fn free(p: *mut c_void) {
     if !p.is_null() && host_on() {
         if let Some(_g) = rt::enter() {
-            rt::record(&Record::HostFree { ts: rt::now_ns(), addr: p as u64 });
+            rt::record(&Record::HostFree {
+                ts: rt::now_ns(),
+                addr: p as u64,
+            });
             // SAFETY: forwarded contract.
             return unsafe { real::free(p) };
         }

@@ -26,7 +26,8 @@ const ID_MASK: u64 = (1 << ID_BITS) - 1;
 const PENDING: u64 = ID_MASK;
 const MAX_PROBES: usize = 64;
 
-static TABLE: [AtomicPtr<AtomicU64>; TABLES] = [const { AtomicPtr::new(core::ptr::null_mut()) }; TABLES];
+static TABLE: [AtomicPtr<AtomicU64>; TABLES] =
+    [const { AtomicPtr::new(core::ptr::null_mut()) }; TABLES];
 static COUNT: [AtomicUsize; TABLES] = [const { AtomicUsize::new(0) }; TABLES];
 static NEXT_ID: AtomicU32 = AtomicU32::new(1);
 /// Stacks defined so far (for tests and the benchmark notes).
@@ -86,7 +87,15 @@ fn map_table(t: usize) -> Option<&'static [AtomicU64]> {
         return None;
     }
     let m = m.cast::<AtomicU64>();
-    if TABLE[t].compare_exchange(core::ptr::null_mut(), m, Ordering::AcqRel, Ordering::Acquire).is_err() {
+    if TABLE[t]
+        .compare_exchange(
+            core::ptr::null_mut(),
+            m,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        )
+        .is_err()
+    {
         // SAFETY: our own mapping, never published.
         unsafe { libc::munmap(m.cast(), bytes(t)) };
     }
@@ -115,7 +124,11 @@ fn probe(tab: &[AtomicU64], t: usize, h: u64, tag: u64) -> Probe {
         }
         if v >> ID_BITS == tag {
             let id = v & ID_MASK;
-            return if id == PENDING { Probe::Pending } else { Probe::Found(id as u32) };
+            return if id == PENDING {
+                Probe::Pending
+            } else {
+                Probe::Found(id as u32)
+            };
         }
     }
     Probe::Full
@@ -127,8 +140,14 @@ fn define(frames: &[u64]) -> u32 {
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     // ≤ 10 bytes per frame as varints; the runtime caps stacks at 1000 frames.
     let mut raw = [0u8; 10 * 1000];
-    let Some(n) = encode_frames(frames, &mut raw) else { return 0 };
-    let ok = rt::record(&Record::StackDef { id, count: frames.len() as u32, raw: &raw[..n] });
+    let Some(n) = encode_frames(frames, &mut raw) else {
+        return 0;
+    };
+    let ok = rt::record(&Record::StackDef {
+        id,
+        count: frames.len() as u32,
+        raw: &raw[..n],
+    });
     if ok {
         DEFINED.fetch_add(1, Ordering::Relaxed);
         id
@@ -168,7 +187,9 @@ pub fn intern(frames: &[u64]) -> u32 {
         }
         last = None;
     }
-    let Some(tab) = table(t) else { return define(frames) };
+    let Some(tab) = table(t) else {
+        return define(frames);
+    };
     let idx = match last {
         Some((lt, idx)) if lt == t => idx,
         _ => match probe(tab, t, h, tag) {
@@ -179,7 +200,10 @@ pub fn intern(frames: &[u64]) -> u32 {
         },
     };
     let claim = (tag << ID_BITS) | PENDING;
-    if tab[idx].compare_exchange(0, claim, Ordering::AcqRel, Ordering::Acquire).is_err() {
+    if tab[idx]
+        .compare_exchange(0, claim, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
         // Lost the slot to another thread (maybe for this very stack): define without caching.
         return define(frames);
     }

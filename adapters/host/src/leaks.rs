@@ -17,7 +17,8 @@ pub const MAX_FRAMES: usize = 6;
 
 /// The leak layer when the HOST adapter is selected.
 pub fn leak_layer(cfg: &RunConfig) -> Option<Box<dyn Layer>> {
-    cfg.has_adapter(AdapterId::Host).then(|| Box::new(HostLeaks::default()) as Box<dyn Layer>)
+    cfg.has_adapter(AdapterId::Host)
+        .then(|| Box::new(HostLeaks::default()) as Box<dyn Layer>)
 }
 
 /// Tracks live HOST blocks by allocation id, with an interned stack text.
@@ -76,7 +77,10 @@ impl HostLeaks {
         if v.len() > MAX_GROUPS {
             let rest = &v[MAX_GROUPS..];
             let (n, b) = rest.iter().fold((0, 0), |a, g| (a.0 + g.1, a.1 + g.2));
-            lines.push(format!("… {} more stack(s): {n} block(s), {b} bytes", rest.len()));
+            lines.push(format!(
+                "… {} more stack(s): {n} block(s), {b} bytes",
+                rest.len()
+            ));
         }
         ReportSection {
             title: format!("HOST memory live at exit{pid}: {blocks} block(s), {bytes} bytes"),
@@ -108,7 +112,12 @@ impl Layer for HostLeaks {
         Ok(())
     }
 
-    fn finish(&mut self, ctx: &BusCtx, _out: &mut Vec<Event>, report: &mut Vec<ReportSection>) -> Result<(), BusError> {
+    fn finish(
+        &mut self,
+        ctx: &BusCtx,
+        _out: &mut Vec<Event>,
+        report: &mut Vec<ReportSection>,
+    ) -> Result<(), BusError> {
         report.push(self.report(ctx.pid));
         Ok(())
     }
@@ -123,7 +132,11 @@ mod tests {
         let mut e = Event::new(EventType::Host, 1, 1, 1);
         e.kind = kind;
         e.device = Device::Cpu;
-        e.attrs = Attrs::Memory(MemoryAttrs { allocation_id: id, size, ..MemoryAttrs::default() });
+        e.attrs = Attrs::Memory(MemoryAttrs {
+            allocation_id: id,
+            size,
+            ..MemoryAttrs::default()
+        });
         e.c_stack = stack.map(str::to_owned);
         e
     }
@@ -144,7 +157,10 @@ mod tests {
         }
         assert_eq!(out.len(), 5, "events pass through");
         let r = l.report(Some(9));
-        assert_eq!(r.title, "HOST memory live at exit (pid 9): 3 block(s), 1200 bytes");
+        assert_eq!(
+            r.title,
+            "HOST memory live at exit (pid 9): 3 block(s), 1200 bytes"
+        );
         assert_eq!(r.lines[0], "1 block(s), 1000 bytes, allocated at:");
         assert_eq!(r.lines[1], "    b");
         assert_eq!(r.lines[3], "2 block(s), 200 bytes, allocated at:");

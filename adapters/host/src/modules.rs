@@ -91,7 +91,11 @@ unsafe fn build_id(p: usize, len: usize) -> Option<&'static [u8]> {
         // SAFETY: within the note segment per the contract; notes are 4-aligned.
         let (namesz, descsz, ty) = unsafe {
             let h = (p + off) as *const u32;
-            (h.read_unaligned() as usize, h.add(1).read_unaligned() as usize, h.add(2).read_unaligned())
+            (
+                h.read_unaligned() as usize,
+                h.add(1).read_unaligned() as usize,
+                h.add(2).read_unaligned(),
+            )
         };
         let name_at = off + 12;
         let desc_at = name_at + align4(namesz);
@@ -103,14 +107,20 @@ unsafe fn build_id(p: usize, len: usize) -> Option<&'static [u8]> {
         let name = unsafe { core::slice::from_raw_parts((p + name_at) as *const u8, namesz) };
         if ty == 3 && name == b"GNU\0" {
             // SAFETY: as for the name.
-            return Some(unsafe { core::slice::from_raw_parts((p + desc_at) as *const u8, descsz) });
+            return Some(unsafe {
+                core::slice::from_raw_parts((p + desc_at) as *const u8, descsz)
+            });
         }
         off = next;
     }
     None
 }
 
-unsafe extern "C" fn on_object(info: *mut libc::dl_phdr_info, _size: usize, data: *mut c_void) -> c_int {
+unsafe extern "C" fn on_object(
+    info: *mut libc::dl_phdr_info,
+    _size: usize,
+    data: *mut c_void,
+) -> c_int {
     // SAFETY: glibc passes a valid entry and our `ts` pointer for the duration of the call.
     let (info, ts) = unsafe { (&*info, *(data as *const u64)) };
     let bias = info.dlpi_addr as u64;
@@ -130,7 +140,13 @@ unsafe extern "C" fn on_object(info: *mut libc::dl_phdr_info, _size: usize, data
     let mut exe = [0u8; 4096];
     let path: &[u8] = if name.is_empty() {
         // SAFETY: `exe` is writable for its length; the path literal is NUL-terminated.
-        let n = unsafe { libc::readlink(c"/proc/self/exe".as_ptr(), exe.as_mut_ptr().cast(), exe.len()) };
+        let n = unsafe {
+            libc::readlink(
+                c"/proc/self/exe".as_ptr(),
+                exe.as_mut_ptr().cast(),
+                exe.len(),
+            )
+        };
         if n <= 0 {
             return 0;
         }
@@ -161,7 +177,14 @@ unsafe extern "C" fn on_object(info: *mut libc::dl_phdr_info, _size: usize, data
             break;
         }
     }
-    rt::record(&Record::Module { ts, base: bias, start, size: end - start, build_id: id, path });
+    rt::record(&Record::Module {
+        ts,
+        base: bias,
+        start,
+        size: end - start,
+        build_id: id,
+        path,
+    });
     0
 }
 
@@ -187,9 +210,15 @@ fn real_dlopen() -> Option<DlopenFn> {
 /// # Safety
 /// As `dlopen(3)`.
 pub unsafe fn dlopen(file: *const c_char, mode: c_int) -> *mut c_void {
-    let Some(f) = real_dlopen() else { return core::ptr::null_mut() };
+    let Some(f) = real_dlopen() else {
+        return core::ptr::null_mut();
+    };
     let on = rt::init_state() != rt::InitState::Uninit && rt::enabled(AdapterId::Host);
-    let mode = if on { mode & !libc::RTLD_DEEPBIND } else { mode };
+    let mode = if on {
+        mode & !libc::RTLD_DEEPBIND
+    } else {
+        mode
+    };
     // SAFETY: forwarded contract.
     let h = unsafe { f(file, mode) };
     if !h.is_null() {

@@ -9,19 +9,27 @@ use std::path::Path;
 /// Warnings (one line each, `memscope: …`) for `program`; empty when it is fine or not an ELF
 /// file (scripts are run by a dynamically linked interpreter).
 pub fn warnings(program: &Path, host: bool) -> Vec<String> {
-    let Ok(data) = std::fs::read(program) else { return Vec::new() };
-    let Ok(file) = object::File::parse(&*data) else { return Vec::new() };
+    let Ok(data) = std::fs::read(program) else {
+        return Vec::new();
+    };
+    let Ok(file) = object::File::parse(&*data) else {
+        return Vec::new();
+    };
     let mut out = Vec::new();
     let dynamic = match &file {
         object::File::Elf64(e) => {
             use object::read::elf::ProgramHeader;
             let endian = e.endian();
-            e.elf_program_headers().iter().any(|ph| ph.p_type(endian) == object::elf::PT_INTERP)
+            e.elf_program_headers()
+                .iter()
+                .any(|ph| ph.p_type(endian) == object::elf::PT_INTERP)
         }
         object::File::Elf32(e) => {
             use object::read::elf::ProgramHeader;
             let endian = e.endian();
-            e.elf_program_headers().iter().any(|ph| ph.p_type(endian) == object::elf::PT_INTERP)
+            e.elf_program_headers()
+                .iter()
+                .any(|ph| ph.p_type(endian) == object::elf::PT_INTERP)
         }
         _ => return out,
     };

@@ -109,7 +109,12 @@ fn arena_alloc(size: usize, align: usize) -> *mut c_void {
             return core::ptr::null_mut();
         }
         if ARENA_USED
-            .compare_exchange(used, end - arena_base(), Ordering::Relaxed, Ordering::Relaxed)
+            .compare_exchange(
+                used,
+                end - arena_base(),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            )
             .is_ok()
         {
             // SAFETY: [start - 16, end) lies inside the arena and was just reserved by this
@@ -151,7 +156,9 @@ fn take_early(p: *mut c_void) -> bool {
     let a = p as usize;
     for slot in &EARLY[..n] {
         if a != 0 && slot.load(Ordering::Relaxed) == a {
-            return slot.compare_exchange(a, 0, Ordering::Relaxed, Ordering::Relaxed).is_ok();
+            return slot
+                .compare_exchange(a, 0, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok();
         }
     }
     false
@@ -177,7 +184,10 @@ fn resolve() {
     if IN_LOOKUP.try_with(Cell::get).unwrap_or(true) || !libc_ready() {
         return;
     }
-    if STATE.compare_exchange(UNRESOLVED, RESOLVING, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+    if STATE
+        .compare_exchange(UNRESOLVED, RESOLVING, Ordering::AcqRel, Ordering::Relaxed)
+        .is_err()
+    {
         return;
     }
     let _ = IN_LOOKUP.try_with(|c| c.set(true));
@@ -186,14 +196,34 @@ fn resolve() {
     if foreign {
         let or = |v: usize, d: usize| if v != 0 { v } else { d };
         NEXT.malloc.store(next_malloc, Ordering::Relaxed);
-        NEXT.calloc.store(or(lookup(c"calloc"), __libc_calloc as *const () as usize), Ordering::Relaxed);
-        NEXT.realloc.store(or(lookup(c"realloc"), __libc_realloc as *const () as usize), Ordering::Relaxed);
-        NEXT.free.store(or(lookup(c"free"), __libc_free as *const () as usize), Ordering::Relaxed);
-        NEXT.memalign.store(or(lookup(c"memalign"), __libc_memalign as *const () as usize), Ordering::Relaxed);
-        NEXT.posix_memalign.store(lookup(c"posix_memalign"), Ordering::Relaxed);
-        NEXT.aligned_alloc.store(lookup(c"aligned_alloc"), Ordering::Relaxed);
-        NEXT.valloc.store(or(lookup(c"valloc"), __libc_valloc as *const () as usize), Ordering::Relaxed);
-        NEXT.pvalloc.store(or(lookup(c"pvalloc"), __libc_pvalloc as *const () as usize), Ordering::Relaxed);
+        NEXT.calloc.store(
+            or(lookup(c"calloc"), __libc_calloc as *const () as usize),
+            Ordering::Relaxed,
+        );
+        NEXT.realloc.store(
+            or(lookup(c"realloc"), __libc_realloc as *const () as usize),
+            Ordering::Relaxed,
+        );
+        NEXT.free.store(
+            or(lookup(c"free"), __libc_free as *const () as usize),
+            Ordering::Relaxed,
+        );
+        NEXT.memalign.store(
+            or(lookup(c"memalign"), __libc_memalign as *const () as usize),
+            Ordering::Relaxed,
+        );
+        NEXT.posix_memalign
+            .store(lookup(c"posix_memalign"), Ordering::Relaxed);
+        NEXT.aligned_alloc
+            .store(lookup(c"aligned_alloc"), Ordering::Relaxed);
+        NEXT.valloc.store(
+            or(lookup(c"valloc"), __libc_valloc as *const () as usize),
+            Ordering::Relaxed,
+        );
+        NEXT.pvalloc.store(
+            or(lookup(c"pvalloc"), __libc_pvalloc as *const () as usize),
+            Ordering::Relaxed,
+        );
     }
     FOREIGN.store(foreign, Ordering::Release);
     let _ = IN_LOOKUP.try_with(|c| c.set(false));
@@ -299,7 +329,9 @@ pub unsafe fn calloc(n: usize, m: usize) -> *mut c_void {
         return unsafe { next_fn!(calloc, FnCalloc)(n, m) };
     }
     if early() {
-        let Some(size) = n.checked_mul(m) else { return core::ptr::null_mut() };
+        let Some(size) = n.checked_mul(m) else {
+            return core::ptr::null_mut();
+        };
         let p = early_alloc(size, 16);
         if !p.is_null() && in_arena(p) {
             // Arena memory is zero and never reused.

@@ -40,13 +40,22 @@ fn global(path: &str, build_id: &[u8]) -> Shared {
     static OBJECTS: OnceLock<Mutex<HashMap<(String, Vec<u8>), Shared>>> = OnceLock::new();
     let key = (path.to_owned(), build_id.to_vec());
     let cell = {
-        let mut map = OBJECTS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
-        map.entry(key).or_insert_with(|| Arc::new(Mutex::new(None))).clone()
+        let mut map = OBJECTS
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        map.entry(key)
+            .or_insert_with(|| Arc::new(Mutex::new(None)))
+            .clone()
     };
     {
         let mut g = cell.lock().unwrap_or_else(|e| e.into_inner());
         if g.is_none() {
-            *g = Some(load(path, build_id).unwrap_or(Loaded { dwarf: None, symbols: Vec::new(), missing: true }));
+            *g = Some(load(path, build_id).unwrap_or(Loaded {
+                dwarf: None,
+                symbols: Vec::new(),
+                missing: true,
+            }));
         }
     }
     cell
@@ -93,12 +102,26 @@ impl Symbolizer {
         let path = String::from_utf8_lossy(path).into_owned();
         // A module mapped over others (after a dlclose) replaces them.
         let end = start.saturating_add(size);
-        let stale: Vec<u64> = self.modules.range(..end).filter(|(_, m)| m.end > start).map(|(k, _)| *k).collect();
+        let stale: Vec<u64> = self
+            .modules
+            .range(..end)
+            .filter(|(_, m)| m.end > start)
+            .map(|(k, _)| *k)
+            .collect();
         for k in stale {
             self.modules.remove(&k);
             self.cache.retain(|a, _| *a < k || *a >= end);
         }
-        self.modules.insert(start, Module { base, end, path, build_id: build_id.to_vec(), object: None });
+        self.modules.insert(
+            start,
+            Module {
+                base,
+                end,
+                path,
+                build_id: build_id.to_vec(),
+                object: None,
+            },
+        );
     }
 
     /// Number of modules known.
@@ -138,7 +161,9 @@ impl Symbolizer {
             return vec![format!("0x{addr:x}")];
         }
         let (base, name) = (m.base, basename(&m.path).to_owned());
-        let Some(idx) = self.object(start) else { return vec![format!("0x{addr:x}")] };
+        let Some(idx) = self.object(start) else {
+            return vec![format!("0x{addr:x}")];
+        };
         let shared = self.loaded[idx].clone();
         let guard = shared.lock().unwrap_or_else(|e| e.into_inner());
         let svma = addr.wrapping_sub(base);
@@ -151,7 +176,10 @@ impl Symbolizer {
             if let Ok(mut it) = ctx.find_frames(probe).skip_all_loads() {
                 let mut frames = Vec::new();
                 while let Ok(Some(f)) = it.next() {
-                    let func = f.function.as_ref().and_then(|n| n.demangle().ok().map(|c| c.into_owned()));
+                    let func = f
+                        .function
+                        .as_ref()
+                        .and_then(|n| n.demangle().ok().map(|c| c.into_owned()));
                     let loc = f.location.as_ref().and_then(|l| {
                         l.file.map(|file| match l.line {
                             Some(line) => format!("{file}:{line}"),
@@ -238,7 +266,11 @@ fn load(path: &str, build_id: &[u8]) -> Option<Loaded> {
         .filter(|s| s.kind() == SymbolKind::Text && s.address() != 0)
         .filter_map(|s| {
             let name = s.name().ok()?;
-            Some((s.address(), s.size(), addr2line::demangle_auto(name.into(), None).into_owned()))
+            Some((
+                s.address(),
+                s.size(),
+                addr2line::demangle_auto(name.into(), None).into_owned(),
+            ))
         })
         .collect();
     symbols.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
@@ -251,31 +283,51 @@ fn load(path: &str, build_id: &[u8]) -> Option<Loaded> {
             context(&f)
         })
     };
-    Some(Loaded { dwarf, symbols, missing: false })
+    Some(Loaded {
+        dwarf,
+        symbols,
+        missing: false,
+    })
 }
 
 fn has_dwarf(file: &object::File) -> bool {
-    file.section_by_name(".debug_info").is_some_and(|s| s.size() > 0)
+    file.section_by_name(".debug_info")
+        .is_some_and(|s| s.size() > 0)
 }
 
 fn debug_file(path: &str, build_id: &[u8], file: &object::File) -> Option<Arc<[u8]>> {
     let mut candidates: Vec<PathBuf> = Vec::new();
     if build_id.len() >= 2 {
         let h = hex(build_id);
-        candidates.push(PathBuf::from(format!("{DEBUG_ROOT}/.build-id/{}/{}.debug", &h[..2], &h[2..])));
+        candidates.push(PathBuf::from(format!(
+            "{DEBUG_ROOT}/.build-id/{}/{}.debug",
+            &h[..2],
+            &h[2..]
+        )));
     }
     if let Ok(Some((name, _crc))) = file.gnu_debuglink() {
         let name = String::from_utf8_lossy(name).into_owned();
         let dir = Path::new(path).parent().unwrap_or(Path::new("/"));
         candidates.push(dir.join(&name));
         candidates.push(dir.join(".debug").join(&name));
-        candidates.push(Path::new(DEBUG_ROOT).join(dir.strip_prefix("/").unwrap_or(dir)).join(&name));
+        candidates.push(
+            Path::new(DEBUG_ROOT)
+                .join(dir.strip_prefix("/").unwrap_or(dir))
+                .join(&name),
+        );
     }
-    candidates.iter().filter(|c| c.as_path() != Path::new(path)).find_map(|c| file_bytes(c))
+    candidates
+        .iter()
+        .filter(|c| c.as_path() != Path::new(path))
+        .find_map(|c| file_bytes(c))
 }
 
 fn context(file: &object::File) -> Option<Context<Reader>> {
-    let endian = if file.is_little_endian() { RunTimeEndian::Little } else { RunTimeEndian::Big };
+    let endian = if file.is_little_endian() {
+        RunTimeEndian::Little
+    } else {
+        RunTimeEndian::Big
+    };
     let load = |id: gimli::SectionId| -> Result<Reader, gimli::Error> {
         let data = file
             .section_by_name(id.name())
@@ -309,7 +361,10 @@ mod tests {
             let range = it.next().unwrap();
             let off = u64::from_str_radix(it.nth(1).unwrap(), 16).unwrap();
             let (a, b) = range.split_once('-').unwrap();
-            let (a, b) = (u64::from_str_radix(a, 16).unwrap(), u64::from_str_radix(b, 16).unwrap());
+            let (a, b) = (
+                u64::from_str_radix(a, 16).unwrap(),
+                u64::from_str_radix(b, 16).unwrap(),
+            );
             if off == 0 && a < lo {
                 first_off_zero = a;
             }
@@ -326,8 +381,16 @@ mod tests {
         self_module(&mut s);
         let addr = marker_function_for_symbolizer_test() + 4 + 1;
         let lines = s.lines(addr);
-        assert!(lines.iter().any(|l| l.contains("marker_function_for_symbolizer_test")), "{lines:?}");
-        assert!(lines.iter().any(|l| l.contains("symbolize.rs:")), "{lines:?}");
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("marker_function_for_symbolizer_test")),
+            "{lines:?}"
+        );
+        assert!(
+            lines.iter().any(|l| l.contains("symbolize.rs:")),
+            "{lines:?}"
+        );
         let text = s.stack_text(&[addr, addr]);
         assert_eq!(text.lines().count(), 2 * lines.len());
     }
@@ -336,7 +399,13 @@ mod tests {
     fn unknown_addresses_are_printed_raw() {
         let mut s = Symbolizer::new();
         assert_eq!(&*s.lines(0x1234), &["0x1234".to_owned()]);
-        s.add_module(0x10000, 0x10000, 0x1000, b"/nonexistent/libx.so", b"\x01\x02");
+        s.add_module(
+            0x10000,
+            0x10000,
+            0x1000,
+            b"/nonexistent/libx.so",
+            b"\x01\x02",
+        );
         assert_eq!(&*s.lines(0x10100), &["0x10100 in libx.so+0x100".to_owned()]);
     }
 }

@@ -55,7 +55,12 @@ impl HostTyper {
             return Some(s.to_string());
         }
         let frames = ctx.stack(id)?;
-        let text: Arc<str> = self.syms.entry(key.0).or_default().stack_text(frames).into();
+        let text: Arc<str> = self
+            .syms
+            .entry(key.0)
+            .or_default()
+            .stack_text(frames)
+            .into();
         self.stacks.insert(key, text.clone());
         Some(text.to_string())
     }
@@ -91,14 +96,31 @@ impl HostTyper {
         e
     }
 
-    fn malloc(&mut self, ctx: &mut TypeCtx, tid: u32, ts: u64, addr: u64, size: u64, stack: u32, mmap: bool, out: &mut Vec<Event>) {
-        let old = if mmap { self.maps.remove(&addr) } else { self.live.remove(&addr) };
+    fn malloc(
+        &mut self,
+        ctx: &mut TypeCtx,
+        tid: u32,
+        ts: u64,
+        addr: u64,
+        size: u64,
+        stack: u32,
+        mmap: bool,
+        out: &mut Vec<Event>,
+    ) {
+        let old = if mmap {
+            self.maps.remove(&addr)
+        } else {
+            self.live.remove(&addr)
+        };
         if let Some(old) = old {
             self.total -= old.size as i64;
             ctx.warn(format!("HOST: block 0x{addr:x} allocated again before its free was seen; closed with a synthetic FREE"));
             out.push(self.event(ctx, EventKind::Free, ts, tid, addr, old, true, mmap));
         }
-        let b = Block { id: ctx.next_allocation_id(), size };
+        let b = Block {
+            id: ctx.next_allocation_id(),
+            size,
+        };
         self.total += size as i64;
         if mmap {
             self.maps.insert(addr, b);
@@ -127,7 +149,15 @@ impl HostTyper {
         }
     }
 
-    fn munmap(&mut self, ctx: &mut TypeCtx, tid: u32, ts: u64, addr: u64, size: u64, out: &mut Vec<Event>) {
+    fn munmap(
+        &mut self,
+        ctx: &mut TypeCtx,
+        tid: u32,
+        ts: u64,
+        addr: u64,
+        size: u64,
+        out: &mut Vec<Event>,
+    ) {
         let end = addr.saturating_add(size.max(1));
         let gone: Vec<u64> = self.maps.range(addr..end).map(|(a, _)| *a).collect();
         for a in gone {
@@ -140,15 +170,41 @@ impl HostTyper {
 }
 
 impl Typer for HostTyper {
-    fn type_record(&mut self, ctx: &mut TypeCtx, tid: u32, rec: &Record<Box<[u8]>>, out: &mut Vec<Event>) -> bool {
+    fn type_record(
+        &mut self,
+        ctx: &mut TypeCtx,
+        tid: u32,
+        rec: &Record<Box<[u8]>>,
+        out: &mut Vec<Event>,
+    ) -> bool {
         match rec {
-            Record::HostMalloc { ts, addr, size, stack } => self.malloc(ctx, tid, *ts, *addr, *size, *stack, false, out),
+            Record::HostMalloc {
+                ts,
+                addr,
+                size,
+                stack,
+            } => self.malloc(ctx, tid, *ts, *addr, *size, *stack, false, out),
             Record::HostFree { ts, addr } => self.free(ctx, tid, *ts, *addr, out),
-            Record::HostMmap { ts, addr, size, stack } => self.malloc(ctx, tid, *ts, *addr, *size, *stack, true, out),
+            Record::HostMmap {
+                ts,
+                addr,
+                size,
+                stack,
+            } => self.malloc(ctx, tid, *ts, *addr, *size, *stack, true, out),
             Record::HostMunmap { ts, addr, size } => self.munmap(ctx, tid, *ts, *addr, *size, out),
-            Record::Module { base, start, size, build_id, path, .. } => {
+            Record::Module {
+                base,
+                start,
+                size,
+                build_id,
+                path,
+                ..
+            } => {
                 let image = ctx.image();
-                self.syms.entry(image).or_default().add_module(*base, *start, *size, path, build_id);
+                self.syms
+                    .entry(image)
+                    .or_default()
+                    .add_module(*base, *start, *size, path, build_id);
                 // Stacks symbolised before this module was known are redone on next use.
                 self.stacks.retain(|k, _| k.0 != image);
             }
@@ -179,13 +235,26 @@ mod tests {
     #[test]
     fn malloc_free_pairs_share_ids_and_total_counts_live_bytes() {
         let ev = run(&[
-            Record::HostMalloc { ts: 1, addr: 0x100, size: 10, stack: 0 },
-            Record::HostMalloc { ts: 2, addr: 0x200, size: 20, stack: 0 },
+            Record::HostMalloc {
+                ts: 1,
+                addr: 0x100,
+                size: 10,
+                stack: 0,
+            },
+            Record::HostMalloc {
+                ts: 2,
+                addr: 0x200,
+                size: 20,
+                stack: 0,
+            },
             Record::HostFree { ts: 3, addr: 0x100 },
             Record::HostFree { ts: 4, addr: 0x999 },
             Record::HostFree { ts: 5, addr: 0x200 },
         ]);
-        let got: Vec<_> = ev.iter().map(|e| (e.kind, mem(e).allocation_id, mem(e).size, mem(e).total)).collect();
+        let got: Vec<_> = ev
+            .iter()
+            .map(|e| (e.kind, mem(e).allocation_id, mem(e).size, mem(e).total))
+            .collect();
         assert_eq!(
             got,
             vec![
@@ -195,29 +264,59 @@ mod tests {
                 (EventKind::Free, 2, 20, Some(0)),
             ]
         );
-        assert!(ev.iter().all(|e| e.event_type == EventType::Host && e.device == Device::Cpu && e.pid == Some(7)));
+        assert!(ev.iter().all(|e| e.event_type == EventType::Host
+            && e.device == Device::Cpu
+            && e.pid == Some(7)));
     }
 
     #[test]
     fn a_second_malloc_at_a_live_address_closes_the_old_block() {
         let ev = run(&[
-            Record::HostMalloc { ts: 1, addr: 0x100, size: 10, stack: 0 },
-            Record::HostMalloc { ts: 2, addr: 0x100, size: 5, stack: 0 },
+            Record::HostMalloc {
+                ts: 1,
+                addr: 0x100,
+                size: 10,
+                stack: 0,
+            },
+            Record::HostMalloc {
+                ts: 2,
+                addr: 0x100,
+                size: 5,
+                stack: 0,
+            },
         ]);
         assert_eq!(ev.len(), 3);
-        assert!(mem(&ev[1]).shadow && ev[1].kind == EventKind::Free && mem(&ev[1]).allocation_id == 1);
+        assert!(
+            mem(&ev[1]).shadow && ev[1].kind == EventKind::Free && mem(&ev[1]).allocation_id == 1
+        );
         assert_eq!(mem(&ev[2]).total, Some(5));
     }
 
     #[test]
     fn munmap_frees_the_mappings_in_its_range() {
         let ev = run(&[
-            Record::HostMmap { ts: 1, addr: 0x10000, size: 4096, stack: 0 },
-            Record::HostMmap { ts: 2, addr: 0x20000, size: 8192, stack: 0 },
-            Record::HostMunmap { ts: 3, addr: 0x10000, size: 0x20000 },
+            Record::HostMmap {
+                ts: 1,
+                addr: 0x10000,
+                size: 4096,
+                stack: 0,
+            },
+            Record::HostMmap {
+                ts: 2,
+                addr: 0x20000,
+                size: 8192,
+                stack: 0,
+            },
+            Record::HostMunmap {
+                ts: 3,
+                addr: 0x10000,
+                size: 0x20000,
+            },
         ]);
         assert_eq!(ev.len(), 4);
         assert_eq!(mem(&ev[3]).total, Some(0));
-        assert!(mem(&ev[0]).extra.contains(&("mmap".to_owned(), "true".to_owned())));
+        assert!(mem(&ev[0])
+            .extra
+            .contains(&("mmap".to_owned(), "true".to_owned())));
     }
 }

@@ -34,7 +34,11 @@ fn compute_bounds() -> (usize, usize) {
     if main_thread() {
         // SAFETY: reading the loader's exported variable.
         let hi = unsafe { __libc_stack_end } as usize;
-        let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        // The loader's variable points at argc; the frames of the process are all below it.
+        let mut rl = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
         // SAFETY: `rl` is writable.
         let lim = if unsafe { libc::getrlimit(libc::RLIMIT_STACK, &mut rl) } == 0
             && rl.rlim_cur != libc::RLIM_INFINITY
@@ -43,27 +47,27 @@ fn compute_bounds() -> (usize, usize) {
         } else {
             1 << 30
         };
-        return if hi == 0 { (1, 1) } else { (hi.saturating_sub(lim), hi) };
+        return if hi == 0 {
+            (1, 1)
+        } else {
+            (hi.saturating_sub(lim), hi)
+        };
     }
-    // SAFETY: an all-zero attribute object is a valid out-parameter for `pthread_getattr_np`,
-    // which initialises it (it may allocate: the caller holds the reentrancy guard, so nested
-    // allocator calls only forward).
-    let mut attr: libc::pthread_attr_t = unsafe { core::mem::zeroed() };
-    // SAFETY: `attr` is writable; `pthread_self` is this thread.
-    if unsafe { libc::pthread_getattr_np(libc::pthread_self(), &mut attr) } != 0 {
+    // Threads created by glibc (also with a stack given by `pthread_attr_setstack`) have their
+    // descriptor at the top of their stack, so every frame lies below `pthread_self()`. Reading
+    // it needs no lock and no allocation (`pthread_getattr_np` takes the thread's lock and
+    // calls `realloc`, which deadlocks when the hook runs inside glibc code holding that lock).
+    // SAFETY: no preconditions.
+    let hi = unsafe { libc::pthread_self() } as usize;
+    if hi == 0 {
         return (1, 1);
     }
-    let mut addr: *mut libc::c_void = core::ptr::null_mut();
-    let mut size: usize = 0;
-    // SAFETY: `attr` was initialised above; out-parameters are writable.
-    let ok = unsafe { libc::pthread_attr_getstack(&attr, &mut addr, &mut size) } == 0;
-    // SAFETY: `attr` was initialised by `pthread_getattr_np`.
-    unsafe { libc::pthread_attr_destroy(&mut attr) };
-    if !ok || addr.is_null() {
-        return (1, 1);
-    }
-    (addr as usize, addr as usize + size)
+    (hi.saturating_sub(MAX_THREAD_STACK), hi)
 }
+
+/// Largest stack assumed for a thread other than the main one (only used to reject a stack
+/// pointer that is clearly elsewhere, e.g. on a `sigaltstack`).
+const MAX_THREAD_STACK: usize = 1 << 30;
 
 /// This thread's stack bounds.
 #[inline]
@@ -103,7 +107,9 @@ pub fn capture(sp: usize, fp: usize, out: &mut [u64]) -> usize {
         return 0;
     }
     let lo = sp;
-    let Some(mut pc) = read(sp, lo, hi) else { return 0 };
+    let Some(mut pc) = read(sp, lo, hi) else {
+        return 0;
+    };
     let mut sp = sp + 8;
     let mut fp = fp;
     let mut n = 0;
@@ -127,7 +133,9 @@ pub fn capture(sp: usize, fp: usize, out: &mut [u64]) -> usize {
         if cfa <= sp || cfa > hi {
             break;
         }
-        let Some(ra) = read(cfa - 8, lo, hi) else { break };
+        let Some(ra) = read(cfa - 8, lo, hi) else {
+            break;
+        };
         if let Some(off) = fp_off {
             match read(cfa.wrapping_add(off as isize as usize), lo, hi) {
                 Some(v) => fp = v,

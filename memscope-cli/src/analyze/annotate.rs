@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, Result};
 
 use memscope_core::analysis::outfile::create_sibling;
 use memscope_core::event::Inefficiency;
@@ -56,8 +56,8 @@ pub fn annotate_attr(cell: &str, add: &[Inefficiency]) -> String {
 
 fn write_csv(file: &DumpFile, found: &Found) -> Result<PathBuf> {
     let (out, f) = create_sibling(file.path(), "_inefficient")
-        .with_context(|| format!("cannot create a copy next to {}", file.name()))?;
-    let input = std::fs::File::open(file.path()).with_context(|| file.name().to_owned())?;
+        .map_err(|e| anyhow!("cannot create a copy next to {}: {e}", file.name()))?;
+    let input = std::fs::File::open(file.path()).map_err(|e| anyhow!("{}: {e}", file.name()))?;
     let mut src = CsvSource::new(file.name(), input, None).map_err(|e| anyhow!("{e}"))?;
     let mut w = csv::WriterBuilder::new()
         .terminator(csv::Terminator::Any(b'\n'))
@@ -91,13 +91,13 @@ fn write_csv(file: &DumpFile, found: &Found) -> Result<PathBuf> {
         }
     }
     w.flush()
-        .with_context(|| format!("cannot write {}", out.display()))?;
+        .map_err(|e| anyhow!("cannot write {}: {e}", out.display()))?;
     Ok(out)
 }
 
 fn write_db(file: &DumpFile, found: &Found) -> Result<PathBuf> {
     let (out, f) = create_sibling(file.path(), "_inefficient")
-        .with_context(|| format!("cannot create a copy next to {}", file.name()))?;
+        .map_err(|e| anyhow!("cannot create a copy next to {}: {e}", file.name()))?;
     drop(f);
     let fail = |e: rusqlite::Error| anyhow!("cannot write {}: {e}", out.display());
     let src = rusqlite::Connection::open_with_flags(

@@ -25,8 +25,9 @@ use stream::StreamReader;
 /// event emitted late (still with a unique ID).
 pub const REORDER_WINDOW_NS: u64 = 150_000_000;
 
-/// Builds the analysis layers of one process (the online analyses of `--analysis`).
-pub type AnalysisFactory = Arc<dyn Fn(&RunConfig) -> Vec<Box<dyn Layer>> + Send + Sync>;
+/// Builds the analysis layers of one process (the online analyses of `--analysis`), given the
+/// run's configuration and the process's output directory.
+pub type AnalysisFactory = Arc<dyn Fn(&RunConfig, &Path) -> Vec<Box<dyn Layer>> + Send + Sync>;
 
 /// Follows a spool directory.
 pub struct Collector {
@@ -130,7 +131,7 @@ impl Collector {
         let mut layers: Vec<Box<dyn Layer>> = vec![Box::new(layers::CollectFilter::new(&self.cfg))];
         layers.extend(memscope_adapter_host::leak_layer(&self.cfg)); // HOST leak summary (issue 4)
         layers.push(Box::new(memscope_adapter_hal::oom::OomLayer::new(&self.cfg))); // OOM snapshot + top-K rows (issue 5)
-        layers.extend((self.analyses)(&self.cfg));
+        layers.extend((self.analyses)(&self.cfg, &project));
         layers.push(Box::new(layers::WriteFilter::new(&self.cfg)));
         layers.push(sink(&self.cfg, &project, &ts));
         let mut typers: Vec<Box<dyn memscope_core::adapter::Typer>> =

@@ -98,7 +98,10 @@ impl ProcessState {
     }
 
     /// Adds another image (after exec) of the same pid.
-    pub fn add_stream(&mut self, s: StreamReader) {
+    pub fn add_stream(&mut self, mut s: StreamReader) {
+        if let Ok(Some(h)) = s.header() {
+            self.summary.exe = h.exe.clone();
+        }
         self.log.info(&format!("new process image: {}", s.path().display()));
         self.streams.push(s);
     }

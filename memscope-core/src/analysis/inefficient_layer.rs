@@ -11,8 +11,8 @@
 //! rows go out unannotated, and types found for them later are listed in the report instead.
 //! The report says how many rows this concerned and the largest queue length seen.
 //!
-//! **Offline (collect mode).** Events pass through at once and the findings are collected for
-//! the caller (`memscope analyze inefficient` writes them into a new copy of the input).
+//! **Offline (collect mode).** Events pass through at once and the findings are handed to the
+//! caller at `finish` (`memscope analyze inefficient` writes them into a new copy of the input).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -34,6 +34,7 @@ type Key = (Option<u32>, u64);
 pub struct InefficientLayer {
     tracker: IneffTracker,
     collect: Option<FindingsHandle>,
+    collected: Vec<Finding>,
     cap: usize,
     queue: VecDeque<(Event, bool)>,
     base: u64,
@@ -51,6 +52,7 @@ impl InefficientLayer {
         InefficientLayer {
             tracker: IneffTracker::new(cfg),
             collect: None,
+            collected: Vec::new(),
             cap: cap.max(1),
             queue: VecDeque::new(),
             base: 0,
@@ -75,9 +77,9 @@ impl InefficientLayer {
         for t in &f.types {
             self.counts[*t as usize] += 1;
         }
-        if let Some(h) = &self.collect {
+        if self.collect.is_some() {
             if !f.types.is_empty() {
-                h.lock().map_err(|_| ()).map(|mut v| v.push(f)).ok();
+                self.collected.push(f);
             }
             return;
         }
@@ -196,6 +198,12 @@ impl Layer for InefficientLayer {
         }
         out.extend(self.queue.drain(..).map(|(e, _)| e));
         self.waiting.clear();
+        if let Some(h) = &self.collect {
+            // published only here, so a layer dropped unfinished (a restarted read) adds nothing
+            h.lock()
+                .map_err(|_| BusError::Other("inefficient: poisoned lock".into()))?
+                .append(&mut self.collected);
+        }
         let sfx = ctx.pid.map_or(String::new(), |p| format!(" (pid {p})"));
         report.push(ReportSection {
             title: format!("Inefficient memory{sfx}"),

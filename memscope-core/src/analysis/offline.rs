@@ -1,12 +1,13 @@
 //! Running bus layers over a dump file: the offline side of `memscope analyze`.
 //!
-//! Events are read in process / ID order ([`Order::ById`]) and fed, one process at a time, to
+//! Events are read in process / ID order ([`crate::reader::Order::ById`]) and fed, one process at a time, to
 //! a [`Bus`] of freshly made layers, exactly as the collector feeds them during `memscope run`.
-//! Each process's bus is finished when the next process starts, so only one process's state is
-//! held at a time.
+//! The buses are finished at the end, in process order. Layers must publish results only in
+//! `finish`: when the read restarts (a file found out of order midway), the layers made so far
+//! are dropped unfinished and `make` is called again.
 
 use crate::bus::{Bus, Layer, ReportSection};
-use crate::reader::{ConsumerError, DumpFile, Order, ReadError, ReadOptions, ReadStats};
+use crate::reader::{DumpFile, ReadError, ReadOptions, ReadStats};
 
 /// Feeds `file` through buses of `make()` layers, one bus per process, and returns the report
 /// sections of all of them in process order.
@@ -18,32 +19,30 @@ pub fn run_layers(
     opts: &mut ReadOptions,
     make: &mut dyn FnMut() -> Vec<Box<dyn Layer>>,
 ) -> Result<(Vec<ReportSection>, ReadStats), ReadError> {
-    struct Current {
-        pid: Option<u32>,
-        bus: Bus,
-    }
-    let mut cur: Option<Current> = None;
-    let mut report = Vec::new();
-    let finish = |c: Current, report: &mut Vec<ReportSection>| -> Result<(), ConsumerError> {
-        let mut bus = c.bus;
-        report.extend(bus.finish()?);
-        Ok(())
-    };
-    let stats = file.for_each(Order::ById, opts, &mut |ev| {
-        if cur.as_ref().is_some_and(|c| c.pid != ev.pid) {
-            if let Some(c) = cur.take() {
-                finish(c, &mut report)?;
+    // one bus per process, all finished at the end in process order: a read that restarts
+    // (see [`DumpFile::for_each_by_id_restartable`]) drops them unfinished, so nothing was published
+    let buses: std::cell::RefCell<Vec<(Option<u32>, Bus)>> = std::cell::RefCell::new(Vec::new());
+    let stats = file.for_each_by_id_restartable(
+        opts,
+        &mut |ev| {
+            let mut b = buses.borrow_mut();
+            let new_pid = match b.last() {
+                Some((pid, _)) => *pid != ev.pid,
+                None => true,
+            };
+            if new_pid {
+                b.push((ev.pid, Bus::new(ev.pid, make())));
             }
-        }
-        let c = cur.get_or_insert_with(|| Current {
-            pid: ev.pid,
-            bus: Bus::new(ev.pid, make()),
-        });
-        c.bus.push(ev)?;
-        Ok(())
-    })?;
-    if let Some(c) = cur.take() {
-        finish(c, &mut report).map_err(ReadError::Consumer)?;
+            if let Some((_, bus)) = b.last_mut() {
+                bus.push(ev)?;
+            }
+            Ok(())
+        },
+        &mut || buses.borrow_mut().clear(),
+    )?;
+    let mut report = Vec::new();
+    for (_, mut bus) in buses.into_inner() {
+        report.extend(bus.finish().map_err(|e| ReadError::Consumer(Box::new(e)))?);
     }
     Ok((report, stats))
 }

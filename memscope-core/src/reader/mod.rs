@@ -8,7 +8,9 @@
 //!   * [`Order::ById`]: grouped by process, then by ID — the order the events happened in.
 //!     msMemScope writes a block's rows when the block dies, so a row may come arbitrarily
 //!     late and only a sort restores ID order: CSV goes through a bounded-memory external
-//!     merge sort ([`sort`]), a `.db` through SQLite's `ORDER BY`.
+//!     merge sort ([`sort`]), a `.db` through SQLite's `ORDER BY`. A CSV already in ID order
+//!     (memscope writes its dumps so) is recognised by a scan of the ID column that stops at
+//!     the first row out of order, and is then streamed without sorting.
 //! * Errors name the file and the line (CSV) or row (`.db`): `baseline.csv:17: bad
 //!   Timestamp(ns) "abc"`.
 //! * A progress callback receives `(done, total)` in bytes (CSV) or rows (`.db`).
@@ -162,29 +164,102 @@ impl DumpFile {
                 f,
             )?,
             DumpFormat::Csv => {
-                let file = File::open(&self.path).map_err(|e| ReadError::io(&self.name, e))?;
-                let mut src = CsvSource::new(&self.name, file, opts.time_unit)?;
-                match order {
+                let open = || -> Result<CsvSource<File>, ReadError> {
+                    let file = File::open(&self.path).map_err(|e| ReadError::io(&self.name, e))?;
+                    CsvSource::new(&self.name, file, opts.time_unit)
+                };
+                let mut src = open()?;
+                let total = self.size;
+                // ID order wanted: a file already in that order (memscope's own) is streamed as
+                // is; the check stops at the first row out of order (msMemScope's dumps).
+                let (stream, base) = match order {
+                    Order::File => (true, 0),
                     Order::ById => {
-                        sort::sort_csv(&mut src, &self.name, self.size, &opts.sort, progress, f)?
+                        let sorted =
+                            sort::csv_in_id_order(&mut src, &mut |pos| progress(pos / 4, total))?;
+                        src = open()?;
+                        (sorted, total / 4)
                     }
-                    Order::File => {
-                        let mut n = 0u64;
-                        while src.next_record()? {
-                            f(src.event()?).map_err(ReadError::Consumer)?;
-                            n += 1;
-                            if n & 0xffff == 0 {
-                                progress(src.byte_pos(), self.size);
-                            }
+                };
+                if stream {
+                    let mut n = 0u64;
+                    while src.next_record()? {
+                        f(src.event()?).map_err(ReadError::Consumer)?;
+                        n += 1;
+                        if n & 0xffff == 0 {
+                            let share = u128::from(src.byte_pos()) * u128::from(total - base)
+                                / u128::from(total.max(1));
+                            progress(base + share as u64, total);
                         }
-                        progress(self.size, self.size);
-                        n
                     }
+                    progress(total, total);
+                    n
+                } else {
+                    sort::sort_csv(&mut src, &self.name, total, &opts.sort, progress, f)?
                 }
             }
         };
         Ok(ReadStats {
             rows,
+            bytes: self.size,
+        })
+    }
+}
+
+impl DumpFile {
+    /// Passes every event to `f` in [`Order::ById`], optimistically: a CSV is streamed as
+    /// stored while its rows are in (pid, ID) order; at the first row out of order `restart()`
+    /// is called (the consumer must drop what it built) and every event is delivered again,
+    /// this time through the sort. For memscope's own dumps (in ID order) this saves the
+    /// sortedness scan of [`DumpFile::for_each`]; for msMemScope's dumps the first disorder
+    /// comes within the first blocks, so little is read twice.
+    ///
+    /// # Errors
+    /// As [`DumpFile::for_each`].
+    pub fn for_each_by_id_restartable(
+        &self,
+        opts: &mut ReadOptions,
+        f: &mut dyn FnMut(Event) -> Result<(), ConsumerError>,
+        restart: &mut dyn FnMut(),
+    ) -> Result<ReadStats, ReadError> {
+        if self.format == DumpFormat::Db {
+            return self.for_each(Order::ById, opts, f);
+        }
+        let mut noop = |_: u64, _: u64| {};
+        let progress: &mut dyn FnMut(u64, u64) = match opts.progress.as_mut() {
+            Some(p) => p.as_mut(),
+            None => &mut noop,
+        };
+        let open = || -> Result<CsvSource<File>, ReadError> {
+            let file = File::open(&self.path).map_err(|e| ReadError::io(&self.name, e))?;
+            CsvSource::new(&self.name, file, opts.time_unit)
+        };
+        let mut src = open()?;
+        let mut prev: Option<(u64, u64)> = None;
+        let mut n = 0u64;
+        while src.next_record()? {
+            let ev = src.event()?;
+            let key = (ev.pid.map_or(u64::MAX, u64::from), ev.id);
+            if prev.is_some_and(|p| key < p) {
+                restart();
+                let mut src = open()?;
+                let rows =
+                    sort::sort_csv(&mut src, &self.name, self.size, &opts.sort, progress, f)?;
+                return Ok(ReadStats {
+                    rows,
+                    bytes: self.size,
+                });
+            }
+            prev = Some(key);
+            f(ev).map_err(ReadError::Consumer)?;
+            n += 1;
+            if n & 0xffff == 0 {
+                progress(src.byte_pos(), self.size);
+            }
+        }
+        progress(self.size, self.size);
+        Ok(ReadStats {
+            rows: n,
             bytes: self.size,
         })
     }

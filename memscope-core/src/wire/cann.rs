@@ -22,7 +22,9 @@ pub enum AccessKind {
 impl AccessKind {
     /// Decodes the wire value.
     pub fn from_u8(v: u8) -> Option<AccessKind> {
-        [AccessKind::Read, AccessKind::Write, AccessKind::Unknown].into_iter().find(|k| *k as u8 == v)
+        [AccessKind::Read, AccessKind::Write, AccessKind::Unknown]
+            .into_iter()
+            .find(|k| *k as u8 == v)
     }
 }
 
@@ -55,7 +57,11 @@ pub const MAX_DIMS: usize = 8;
 /// [`MAX_DIMS`] of them). Returns the bytes written, or `None` if `out` is too small
 /// (80 bytes always suffice).
 pub fn encode_dims(dims: &[i64], out: &mut [u8]) -> Option<usize> {
-    let mut o = Out { buf: out, pos: 0, ok: true };
+    let mut o = Out {
+        buf: out,
+        pos: 0,
+        ok: true,
+    };
     for d in dims.iter().take(MAX_DIMS) {
         o.var(zigzag(*d));
     }
@@ -87,7 +93,13 @@ fn ret(v: i32) -> u64 {
 /// variant, which `Record::encode` never passes.
 pub(super) fn encode<B: AsRef<[u8]>>(rec: &Record<B>, o: &mut Out, next: &mut ChunkState) -> bool {
     match rec {
-        Record::HalAlloc { ts: t, addr, size, flag, stack } => {
+        Record::HalAlloc {
+            ts: t,
+            addr,
+            size,
+            flag,
+            stack,
+        } => {
             o.u8(tag::HAL_ALLOC);
             ts(o, next, *t);
             o.var(*addr);
@@ -95,7 +107,16 @@ pub(super) fn encode<B: AsRef<[u8]>>(rec: &Record<B>, o: &mut Out, next: &mut Ch
             o.var(*flag);
             o.var(u64::from(*stack));
         }
-        Record::HalCreate { ts: t, handle, size, flag, device, module, page, stack } => {
+        Record::HalCreate {
+            ts: t,
+            handle,
+            size,
+            flag,
+            device,
+            module,
+            page,
+            stack,
+        } => {
             o.u8(tag::HAL_CREATE);
             ts(o, next, *t);
             o.var(*handle);
@@ -106,14 +127,36 @@ pub(super) fn encode<B: AsRef<[u8]>>(rec: &Record<B>, o: &mut Out, next: &mut Ch
             o.var(opt32(*page));
             o.var(u64::from(*stack));
         }
-        Record::HalFree { ts: t, addr, create, ret: r } => {
-            o.u8(if *create { tag::HAL_RELEASE } else { tag::HAL_FREE });
+        Record::HalFree {
+            ts: t,
+            addr,
+            create,
+            ret: r,
+        } => {
+            o.u8(if *create {
+                tag::HAL_RELEASE
+            } else {
+                tag::HAL_FREE
+            });
             ts(o, next, *t);
             o.var(*addr);
             o.var(ret(*r));
         }
-        Record::HalOom { ts: t, create, size, flag, device, free, total, stack } => {
-            o.u8(if *create { tag::HAL_OOM_CREATE } else { tag::HAL_OOM_ALLOC });
+        Record::HalOom {
+            ts: t,
+            create,
+            size,
+            flag,
+            device,
+            free,
+            total,
+            stack,
+        } => {
+            o.u8(if *create {
+                tag::HAL_OOM_CREATE
+            } else {
+                tag::HAL_OOM_ALLOC
+            });
             ts(o, next, *t);
             o.var(*size);
             o.var(*flag);
@@ -122,7 +165,13 @@ pub(super) fn encode<B: AsRef<[u8]>>(rec: &Record<B>, o: &mut Out, next: &mut Ch
             o.var(*total);
             o.var(u64::from(*stack));
         }
-        Record::PinnedRegister { ts: t, addr, size, rss, stack } => {
+        Record::PinnedRegister {
+            ts: t,
+            addr,
+            size,
+            rss,
+            stack,
+        } => {
             o.u8(tag::PINNED_REGISTER);
             ts(o, next, *t);
             o.var(*addr);
@@ -130,7 +179,11 @@ pub(super) fn encode<B: AsRef<[u8]>>(rec: &Record<B>, o: &mut Out, next: &mut Ch
             o.var(*rss);
             o.var(u64::from(*stack));
         }
-        Record::PinnedUnregister { ts: t, addr, ret: r } => {
+        Record::PinnedUnregister {
+            ts: t,
+            addr,
+            ret: r,
+        } => {
             o.u8(tag::PINNED_UNREGISTER);
             ts(o, next, *t);
             o.var(*addr);
@@ -146,7 +199,13 @@ pub(super) fn encode<B: AsRef<[u8]>>(rec: &Record<B>, o: &mut Out, next: &mut Ch
             o.var(*hash);
             o.text(name.as_ref());
         }
-        Record::KernelLaunch { ts: t, hash, device, stream, task } => {
+        Record::KernelLaunch {
+            ts: t,
+            hash,
+            device,
+            stream,
+            task,
+        } => {
             o.u8(tag::KERNEL_LAUNCH);
             ts(o, next, *t);
             o.var(*hash);
@@ -154,8 +213,20 @@ pub(super) fn encode<B: AsRef<[u8]>>(rec: &Record<B>, o: &mut Out, next: &mut Ch
             o.var(opt32(*stream));
             o.var(opt32(*task));
         }
-        Record::AtbOp { ts: t, end, device, ws_ptr, ws_size, name, path } => {
-            o.u8(if *end { tag::ATB_OP_END } else { tag::ATB_OP_START });
+        Record::AtbOp {
+            ts: t,
+            end,
+            device,
+            ws_ptr,
+            ws_size,
+            name,
+            path,
+        } => {
+            o.u8(if *end {
+                tag::ATB_OP_END
+            } else {
+                tag::ATB_OP_START
+            });
             ts(o, next, *t);
             o.var(opt32(*device));
             o.var(*ws_ptr);
@@ -163,14 +234,36 @@ pub(super) fn encode<B: AsRef<[u8]>>(rec: &Record<B>, o: &mut Out, next: &mut Ch
             o.text(name.as_ref());
             o.text(path.as_ref());
         }
-        Record::AtbKernel { ts: t, end, device, path } => {
-            o.u8(if *end { tag::ATB_KERNEL_END } else { tag::ATB_KERNEL_START });
+        Record::AtbKernel {
+            ts: t,
+            end,
+            device,
+            path,
+        } => {
+            o.u8(if *end {
+                tag::ATB_KERNEL_END
+            } else {
+                tag::ATB_KERNEL_START
+            });
             ts(o, next, *t);
             o.var(opt32(*device));
             o.text(path.as_ref());
         }
-        Record::AtbTensor { ts: t, access, kernel, addr, size, dtype, format, dims } => {
-            o.u8(if *kernel { tag::ATB_TENSOR_KERNEL } else { tag::ATB_TENSOR_OP });
+        Record::AtbTensor {
+            ts: t,
+            access,
+            kernel,
+            addr,
+            size,
+            dtype,
+            format,
+            dims,
+        } => {
+            o.u8(if *kernel {
+                tag::ATB_TENSOR_KERNEL
+            } else {
+                tag::ATB_TENSOR_OP
+            });
             ts(o, next, *t);
             o.u8(*access as u8);
             o.var(*addr);
@@ -241,11 +334,19 @@ pub(super) fn decode<'a>(
             rss: i.var()?,
             stack: i.u32()?,
         },
-        tag::PINNED_UNREGISTER => {
-            Record::PinnedUnregister { ts: i.ts(next)?, addr: i.var()?, ret: i.i32z()? }
-        }
-        tag::SET_DEVICE => Record::SetDevice { ts: i.ts(next)?, device: i.u32()? },
-        tag::KERNEL_NAME => Record::KernelName { hash: i.var()?, name: i.text()? },
+        tag::PINNED_UNREGISTER => Record::PinnedUnregister {
+            ts: i.ts(next)?,
+            addr: i.var()?,
+            ret: i.i32z()?,
+        },
+        tag::SET_DEVICE => Record::SetDevice {
+            ts: i.ts(next)?,
+            device: i.u32()?,
+        },
+        tag::KERNEL_NAME => Record::KernelName {
+            hash: i.var()?,
+            name: i.text()?,
+        },
         tag::KERNEL_LAUNCH => Record::KernelLaunch {
             ts: i.ts(next)?,
             hash: i.var()?,
@@ -309,25 +410,59 @@ pub(super) fn ts_of<B>(rec: &Record<B>) -> Option<u64> {
 pub(super) fn to_owned<B: AsRef<[u8]>>(rec: &Record<B>) -> Option<Record<Box<[u8]>>> {
     let b = |x: &B| -> Box<[u8]> { x.as_ref().into() };
     Some(match rec {
-        Record::HalAlloc { ts, addr, size, flag, stack } => {
-            Record::HalAlloc { ts: *ts, addr: *addr, size: *size, flag: *flag, stack: *stack }
-        }
-        Record::HalCreate { ts, handle, size, flag, device, module, page, stack } => {
-            Record::HalCreate {
-                ts: *ts,
-                handle: *handle,
-                size: *size,
-                flag: *flag,
-                device: *device,
-                module: *module,
-                page: *page,
-                stack: *stack,
-            }
-        }
-        Record::HalFree { ts, addr, create, ret } => {
-            Record::HalFree { ts: *ts, addr: *addr, create: *create, ret: *ret }
-        }
-        Record::HalOom { ts, create, size, flag, device, free, total, stack } => Record::HalOom {
+        Record::HalAlloc {
+            ts,
+            addr,
+            size,
+            flag,
+            stack,
+        } => Record::HalAlloc {
+            ts: *ts,
+            addr: *addr,
+            size: *size,
+            flag: *flag,
+            stack: *stack,
+        },
+        Record::HalCreate {
+            ts,
+            handle,
+            size,
+            flag,
+            device,
+            module,
+            page,
+            stack,
+        } => Record::HalCreate {
+            ts: *ts,
+            handle: *handle,
+            size: *size,
+            flag: *flag,
+            device: *device,
+            module: *module,
+            page: *page,
+            stack: *stack,
+        },
+        Record::HalFree {
+            ts,
+            addr,
+            create,
+            ret,
+        } => Record::HalFree {
+            ts: *ts,
+            addr: *addr,
+            create: *create,
+            ret: *ret,
+        },
+        Record::HalOom {
+            ts,
+            create,
+            size,
+            flag,
+            device,
+            free,
+            total,
+            stack,
+        } => Record::HalOom {
             ts: *ts,
             create: *create,
             size: *size,
@@ -337,22 +472,54 @@ pub(super) fn to_owned<B: AsRef<[u8]>>(rec: &Record<B>) -> Option<Record<Box<[u8
             total: *total,
             stack: *stack,
         },
-        Record::PinnedRegister { ts, addr, size, rss, stack } => {
-            Record::PinnedRegister { ts: *ts, addr: *addr, size: *size, rss: *rss, stack: *stack }
-        }
-        Record::PinnedUnregister { ts, addr, ret } => {
-            Record::PinnedUnregister { ts: *ts, addr: *addr, ret: *ret }
-        }
-        Record::SetDevice { ts, device } => Record::SetDevice { ts: *ts, device: *device },
-        Record::KernelName { hash, name } => Record::KernelName { hash: *hash, name: b(name) },
-        Record::KernelLaunch { ts, hash, device, stream, task } => Record::KernelLaunch {
+        Record::PinnedRegister {
+            ts,
+            addr,
+            size,
+            rss,
+            stack,
+        } => Record::PinnedRegister {
+            ts: *ts,
+            addr: *addr,
+            size: *size,
+            rss: *rss,
+            stack: *stack,
+        },
+        Record::PinnedUnregister { ts, addr, ret } => Record::PinnedUnregister {
+            ts: *ts,
+            addr: *addr,
+            ret: *ret,
+        },
+        Record::SetDevice { ts, device } => Record::SetDevice {
+            ts: *ts,
+            device: *device,
+        },
+        Record::KernelName { hash, name } => Record::KernelName {
+            hash: *hash,
+            name: b(name),
+        },
+        Record::KernelLaunch {
+            ts,
+            hash,
+            device,
+            stream,
+            task,
+        } => Record::KernelLaunch {
             ts: *ts,
             hash: *hash,
             device: *device,
             stream: *stream,
             task: *task,
         },
-        Record::AtbOp { ts, end, device, ws_ptr, ws_size, name, path } => Record::AtbOp {
+        Record::AtbOp {
+            ts,
+            end,
+            device,
+            ws_ptr,
+            ws_size,
+            name,
+            path,
+        } => Record::AtbOp {
             ts: *ts,
             end: *end,
             device: *device,
@@ -361,100 +528,40 @@ pub(super) fn to_owned<B: AsRef<[u8]>>(rec: &Record<B>) -> Option<Record<Box<[u8
             name: b(name),
             path: b(path),
         },
-        Record::AtbKernel { ts, end, device, path } => {
-            Record::AtbKernel { ts: *ts, end: *end, device: *device, path: b(path) }
-        }
-        Record::AtbTensor { ts, access, kernel, addr, size, dtype, format, dims } => {
-            Record::AtbTensor {
-                ts: *ts,
-                access: *access,
-                kernel: *kernel,
-                addr: *addr,
-                size: *size,
-                dtype: *dtype,
-                format: *format,
-                dims: b(dims),
-            }
-        }
+        Record::AtbKernel {
+            ts,
+            end,
+            device,
+            path,
+        } => Record::AtbKernel {
+            ts: *ts,
+            end: *end,
+            device: *device,
+            path: b(path),
+        },
+        Record::AtbTensor {
+            ts,
+            access,
+            kernel,
+            addr,
+            size,
+            dtype,
+            format,
+            dims,
+        } => Record::AtbTensor {
+            ts: *ts,
+            access: *access,
+            kernel: *kernel,
+            addr: *addr,
+            size: *size,
+            dtype: *dtype,
+            format: *format,
+            dims: b(dims),
+        },
         _ => return None,
     })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::super::{decode, ChunkState, Record};
-    use super::*;
-
-    const T0: u64 = 1_700_000_000_000_000_000;
-
-    fn round_trip(recs: &[Record<&[u8]>]) -> usize {
-        let mut buf = vec![0u8; 1 << 16];
-        let mut st = ChunkState::default();
-        let mut pos = 0;
-        for r in recs {
-            pos += r.encode(&mut st, &mut buf[pos..]).expect("fits");
-        }
-        let mut st = ChunkState::default();
-        let mut at = 0;
-        for r in recs {
-            let (got, n) = decode(&buf[at..pos], &mut st).expect("decodes");
-            assert_eq!(&got, r);
-            assert_eq!(got.to_owned(), r.to_owned());
-            at += n;
-        }
-        assert_eq!(at, pos);
-        pos
-    }
-
-    #[test]
-    fn every_cann_record_kind_round_trips_with_unknown_sentinels() {
-        let mut dims = [0u8; 80];
-        let n = encode_dims(&[2, -1, 1 << 40], &mut dims).unwrap();
-        let m = u32::MAX;
-        round_trip(&[
-            Record::HalAlloc { ts: T0, addr: 0x1_0000_0040, size: 4096, flag: 0x2100_0000_0092_4406, stack: 0 },
-            Record::HalCreate { ts: T0 + 1, handle: 0x55aa, size: 1 << 21, flag: 0, device: 3, module: 7, page: 1, stack: 9 },
-            Record::HalCreate { ts: T0 + 2, handle: 0x55ab, size: 1, flag: 1 << 31, device: m, module: m, page: m, stack: 0 },
-            Record::HalFree { ts: T0 + 3, addr: 0x1_0000_0040, create: false, ret: 0 },
-            Record::HalFree { ts: T0 + 4, addr: 0x55aa, create: true, ret: -3 },
-            Record::HalOom { ts: T0 + 5, create: false, size: 1 << 40, flag: 0x400, device: 0, free: 10, total: 1 << 36, stack: 4 },
-            Record::HalOom { ts: T0 + 6, create: true, size: 1, flag: 0, device: m, free: 0, total: 0, stack: 0 },
-            Record::PinnedRegister { ts: T0 + 7, addr: 0x7fff_0000, size: 1 << 21, rss: 1 << 30, stack: 0 },
-            Record::PinnedUnregister { ts: T0 + 8, addr: 0x7fff_0000, ret: 107000 },
-            Record::SetDevice { ts: T0 + 9, device: 5 },
-            Record::KernelName { hash: (7 << 32) | 9, name: b"MatMulKernel" },
-            Record::KernelLaunch { ts: T0 + 10, hash: (7 << 32) | 9, device: 0, stream: 3, task: 65535 },
-            Record::KernelLaunch { ts: T0 + 11, hash: 0, device: m, stream: m, task: m },
-            Record::AtbOp { ts: T0 + 12, end: false, device: 1, ws_ptr: 0xdead_0000, ws_size: 3 << 20, name: b"LinearOperation", path: b"/tmp/atb/0_1/0_LinearOperation" },
-            Record::AtbOp { ts: T0 + 13, end: true, device: m, ws_ptr: 0, ws_size: 0, name: b"", path: b"" },
-            Record::AtbKernel { ts: T0 + 14, end: false, device: 0, path: b"/x/LinearKernel/before" },
-            Record::AtbKernel { ts: T0 + 15, end: true, device: 0, path: b"/x/LinearKernel/after" },
-            Record::AtbTensor { ts: T0 + 16, access: AccessKind::Unknown, kernel: false, addr: 0x10, size: 64, dtype: -1, format: 29, dims: &dims[..n] },
-            Record::AtbTensor { ts: T0 + 17, access: AccessKind::Read, kernel: true, addr: 0x20, size: 8, dtype: 27, format: 2, dims: b"" },
-            Record::AtbTensor { ts: T0 + 18, access: AccessKind::Write, kernel: true, addr: 0x30, size: 8, dtype: 0, format: -1, dims: b"" },
-        ]);
-        assert_eq!(decode_dims(&dims[..n]).collect::<Vec<_>>(), [2, -1, 1 << 40]);
-    }
-
-    #[test]
-    fn hal_events_stay_small_and_names_carry_no_time() {
-        let recs = [
-            Record::Thread { tid: 1 },
-            Record::HalAlloc { ts: T0, addr: 0x1240_0000_0040, size: 2 << 20, flag: (7 << 56) | (1 << 17) | (1 << 10), stack: 0 },
-            Record::HalFree { ts: T0 + 900, addr: 0x1240_0000_0040, create: false, ret: 0 },
-        ];
-        let bytes = round_trip(&recs);
-        // 2 (thread) + ~30 (first alloc: absolute time, 64-bit flag) + ~11 (free).
-        assert!(bytes <= 48, "{bytes} bytes for a thread, an alloc and a free");
-        assert_eq!(Record::<&[u8]>::KernelName { hash: 1, name: b"k" }.ts(), None);
-        assert_eq!(Record::<&[u8]>::SetDevice { ts: 5, device: 0 }.ts(), Some(5));
-    }
-
-    #[test]
-    fn unknown_tags_in_the_cann_range_and_bad_access_kinds_are_refused() {
-        let mut st = ChunkState::default();
-        assert_eq!(decode(&[tag::LAST], &mut st), Err(WireError::BadTag(tag::LAST)));
-        assert_eq!(decode(&[tag::ATB_TENSOR_OP, 0, 9], &mut st), Err(WireError::BadTag(9)));
-        assert_eq!(AccessKind::from_u8(2), Some(AccessKind::Write));
-    }
-}
+#[path = "cann_tests.rs"]
+mod tests;

@@ -159,14 +159,13 @@ impl Collector {
         for (d, mut data) in self.dev {
             let mut deltas = if self.has_pool { data.pool } else { data.hal };
             deltas.sort_unstable();
-            let keys: Vec<Key> = deltas.iter().map(|x| x.0).collect();
             let mut prefix = Vec::with_capacity(deltas.len() + 1);
             prefix.push(0i64);
             for (_, v) in &deltas {
                 prefix.push(prefix[prefix.len() - 1] + v);
             }
-            let lt = |k: Key| prefix[keys.partition_point(|x| *x < k)];
-            let le = |k: Key| prefix[keys.partition_point(|x| *x <= k)];
+            let lt = |k: Key| prefix[deltas.partition_point(|x| x.0 < k)];
+            let le = |k: Key| prefix[deltas.partition_point(|x| x.0 <= k)];
             data.spans.sort_unstable_by_key(|s| (s.0, s.1));
             let n = data.spans.len();
             let mut entries = Vec::with_capacity(n);
