@@ -138,17 +138,17 @@ impl Collector {
             descriptors().into_iter().map(|d| (d.new_typer)()).collect();
         typers.push(Box::new(plugin_typer::PluginTyper::default()));
         let ctx = TypeCtx::new(h.pid, self.visible_devices.clone());
-        Ok(ProcessState::new(
-            h.pid,
-            project,
-            r,
-            h.exe.clone(),
+        Ok(ProcessState::new(process::ProcessSetup {
+            pid: h.pid,
+            project_dir: project,
+            first: r,
+            exe: h.exe.clone(),
             typers,
             ctx,
-            Bus::new(Some(h.pid), layers),
+            bus: Bus::new(Some(h.pid), layers),
             log,
-            serde_json::to_string_pretty(&*self.cfg).unwrap_or_default(),
-        ))
+            config_json: serde_json::to_string_pretty(&*self.cfg).unwrap_or_default(),
+        }))
     }
 
     /// One round: discover new streams, read every stream, emit what is old enough, finish

@@ -67,19 +67,32 @@ pub struct ProcessState {
     config_json: String,
 }
 
+/// Everything a new [`ProcessState`] is built from.
+pub struct ProcessSetup {
+    /// Process id.
+    pub pid: u32,
+    /// Its output directory (created on its first event).
+    pub project_dir: PathBuf,
+    /// The stream of its first image.
+    pub first: StreamReader,
+    /// Executable of that image.
+    pub exe: String,
+    /// One typer per adapter.
+    pub typers: Vec<Box<dyn Typer>>,
+    /// Typing context.
+    pub ctx: TypeCtx,
+    /// Its bus (filters, analyses, sink).
+    pub bus: Bus,
+    /// Its log (created with the directory).
+    pub log: LogFile,
+    /// config.json text written into the directory.
+    pub config_json: String,
+}
+
 impl ProcessState {
     /// A process with its first stream, typers, bus and log.
-    pub fn new(
-        pid: u32,
-        project_dir: PathBuf,
-        first: StreamReader,
-        exe: String,
-        typers: Vec<Box<dyn Typer>>,
-        ctx: TypeCtx,
-        bus: Bus,
-        log: LogFile,
-        config_json: String,
-    ) -> ProcessState {
+    pub fn new(p: ProcessSetup) -> ProcessState {
+        let ProcessSetup { pid, project_dir, first, exe, typers, ctx, bus, log, config_json } = p;
         ProcessState {
             streams: vec![first],
             pending: BinaryHeap::new(),
@@ -141,12 +154,6 @@ impl ProcessState {
     /// new image yet).
     pub fn writers_gone(&self) -> bool {
         self.streams.iter().all(StreamReader::writer_gone)
-    }
-
-    /// Interned stack `id` (raw return addresses, innermost first) of the image being typed,
-    /// if defined.
-    pub fn stack(&self, id: u32) -> Option<&[u64]> {
-        self.ctx.stack(id)
     }
 
     /// Types and emits every pending record stamped at or before `watermark_ns`.
@@ -259,6 +266,16 @@ impl ProcessState {
         }
         for s in &self.streams {
             self.summary.dropped += s.dropped().unwrap_or(0);
+            let flags = s.flags().unwrap_or(0);
+            if flags & memscope_core::wire::FLAG_HOST_UNAVAILABLE != 0 {
+                self.log.warn("host allocator tracing was unavailable in this process (static binary or a replaced malloc)");
+            }
+            if flags & memscope_core::wire::FLAG_EXITED == 0 {
+                self.log.info(&format!(
+                    "{}: the process did not end through exit() (killed, _exit, exec or still running); everything it committed was read",
+                    s.path().display()
+                ));
+            }
             if s.corrupt_chunks > 0 {
                 self.log.warn(&format!("{}: {} corrupt chunk(s) skipped", s.path().display(), s.corrupt_chunks));
             }
