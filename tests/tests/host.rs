@@ -515,3 +515,40 @@ fn statically_linked_programs_run_untraced_with_a_warning() {
     );
     assert!(host(&run.rows()).is_empty());
 }
+
+#[test]
+fn a_foreign_allocator_preloaded_after_the_probe_is_traced_through() {
+    // jemalloc in LD_PRELOAD: `memscope run` puts the probe first, so the hooks must forward to
+    // jemalloc (dlsym(RTLD_NEXT)), never mix it with glibc. Skipped where it is not installed.
+    let je = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
+    if !std::path::Path::new(je).is_file() {
+        eprintln!("{je} not installed: skipped");
+        return;
+    }
+    // (host_align is not used: jemalloc has no pvalloc, so that program crashes under jemalloc
+    // alone, with or without memscope.)
+    for name in ["host_leak", "host_realloc", "host_safety"] {
+        let p = prog(name);
+        let run = memscope_run(
+            &["--adapters", "host", "--call-stack", "c:8"],
+            &[p.to_str().unwrap()],
+            &[("LD_PRELOAD", je)],
+        );
+        assert_eq!(run.code(), 0, "{name}: {}", run.stderr());
+        let rows = run.rows();
+        let h = host(&rows);
+        assert!(!h.is_empty(), "{name}");
+        if name == "host_realloc" {
+            assert_eq!(count(&h, "MALLOC", 30303), 1);
+            assert_eq!(count(&h, "FREE", 606), 1);
+        }
+        if name == "host_leak" {
+            assert_eq!(
+                h.iter()
+                    .filter(|r| size(r) == 1024 && r["Call Stack(C)"].starts_with("leak_site_"))
+                    .count(),
+                3
+            );
+        }
+    }
+}

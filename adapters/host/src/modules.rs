@@ -123,7 +123,7 @@ unsafe extern "C" fn on_object(
 ) -> c_int {
     // SAFETY: glibc passes a valid entry and our `ts` pointer for the duration of the call.
     let (info, ts) = unsafe { (&*info, *(data as *const u64)) };
-    let bias = info.dlpi_addr as u64;
+    let bias = info.dlpi_addr;
     // SAFETY: `dlpi_phdr` points at `dlpi_phnum` program headers of a loaded object.
     let phdrs = unsafe { core::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
     let (mut lo, mut hi) = (u64::MAX, 0u64);

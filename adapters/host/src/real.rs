@@ -460,7 +460,7 @@ pub unsafe fn posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -
             return unsafe { core::mem::transmute::<usize, FnPosixMemalign>(f)(out, align, size) };
         }
     }
-    if align % core::mem::size_of::<usize>() != 0 || !align.is_power_of_two() {
+    if !align.is_multiple_of(core::mem::size_of::<usize>()) || !align.is_power_of_two() {
         return libc::EINVAL;
     }
     // SAFETY: as `memalign`.

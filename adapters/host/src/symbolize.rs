@@ -37,7 +37,8 @@ type Shared = Arc<Mutex<Option<Loaded>>>;
 /// Objects loaded by any symbolizer of this collector, by path + build id: the collector runs
 /// one symbolizer per process image, and a job's processes share most of their libraries.
 fn global(path: &str, build_id: &[u8]) -> Shared {
-    static OBJECTS: OnceLock<Mutex<HashMap<(String, Vec<u8>), Shared>>> = OnceLock::new();
+    type Objects = Mutex<HashMap<(String, Vec<u8>), Shared>>;
+    static OBJECTS: OnceLock<Objects> = OnceLock::new();
     let key = (path.to_owned(), build_id.to_vec());
     let cell = {
         let mut map = OBJECTS

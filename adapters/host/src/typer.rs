@@ -96,6 +96,7 @@ impl HostTyper {
         e
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn malloc(
         &mut self,
         ctx: &mut TypeCtx,

@@ -87,7 +87,7 @@ pub fn stack_bounds() -> (usize, usize) {
 
 #[inline]
 fn read(addr: usize, lo: usize, hi: usize) -> Option<usize> {
-    if addr < lo || addr % 8 != 0 || addr.checked_add(8)? > hi {
+    if addr < lo || !addr.is_multiple_of(8) || addr.checked_add(8)? > hi {
         return None;
     }
     // SAFETY: `addr` is 8-aligned and `[addr, addr + 8)` lies inside this thread's stack, at or

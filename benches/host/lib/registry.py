@@ -39,6 +39,8 @@ class Workload:
 WORKLOADS = [
     Workload("churn", "c", [f"{BUILD}/churn", "5", "2", "42"],
              "5 M malloc/free pairs, 16 B-64 KiB, ~8% calloc, ~4% posix_memalign, ~12% of blocks realloc'd before free, 2 threads"),
+    Workload("churn-deep", "c", [f"{BUILD}/churn_deep", "5", "2", "42"],
+             "churn with each worker running under 24 extra frames (allocation stacks ~30 frames deep)"),
     Workload("liveset", "c", [f"{BUILD}/liveset", "200000", "2.5"],
              "200k live blocks (16-1024 B) held throughout, 2.5 M free+malloc replacements, 1 thread"),
     Workload("pyalloc", "py", [PY, f"{WL}/alloc_heavy.py", "80"],
