@@ -1,0 +1,334 @@
+//! Varint codec of the stream: tags, delta state, the byte writer and reader, and the decoder.
+
+use super::{cann, PoolId, Record, SystemCode, MAX_TEXT};
+
+pub(crate) mod tag {
+    pub const THREAD: u8 = 1;
+    pub const MARK: u8 = 2;
+    pub const MARK_NULL: u8 = 3;
+    pub const RANGE_START: u8 = 4;
+    pub const RANGE_START_NULL: u8 = 5;
+    pub const RANGE_END: u8 = 6;
+    pub const HEAP_REGISTER: u8 = 7;
+    pub const HEAP_UNREGISTER: u8 = 8;
+    pub const REGION_REGISTER: u8 = 9;
+    pub const REGION_UNREGISTER: u8 = 10;
+    pub const OWNER_PUSH: u8 = 11;
+    pub const OWNER_POP: u8 = 12;
+    pub const SYSTEM: u8 = 13;
+    pub const HOST_MALLOC: u8 = 14;
+    pub const HOST_MALLOC_STACK: u8 = 15;
+    pub const HOST_FREE: u8 = 16;
+    pub const STACK_DEF: u8 = 17;
+    pub const PLUGIN: u8 = 18;
+    pub const TEXT_DEF: u8 = 60;
+    pub const MARK_REF: u8 = 61;
+    pub const RANGE_START_REF: u8 = 62;
+    pub const MODULE: u8 = 19;
+    pub const HOST_MMAP: u8 = 20;
+    pub const HOST_MMAP_STACK: u8 = 21;
+    pub const HOST_MUNMAP: u8 = 22;
+    // HOST_MALLOC, HOST_MALLOC_STACK and HOST_FREE whose address delta is a multiple of 16 (the
+    // malloc alignment): the zig-zag delta is stored divided by 16, saving about half a byte.
+    pub const HOST_MALLOC_A16: u8 = 23;
+    pub const HOST_MALLOC_STACK_A16: u8 = 24;
+    pub const HOST_FREE_A16: u8 = 25;
+}
+
+/// Delta state of one chunk, shared by encoder and decoder. Starts at zero for every chunk.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ChunkState {
+    /// Timestamp of the previous record.
+    pub last_ts: u64,
+    /// Address of the previous host-allocator record.
+    pub last_addr: u64,
+}
+
+/// Why a buffer did not decode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WireError {
+    /// The buffer ends inside a record.
+    Truncated,
+    /// A tag or enum value this version does not know.
+    BadTag(u8),
+    /// A varint longer than 10 bytes or a length past the buffer.
+    Malformed,
+}
+
+impl core::fmt::Display for WireError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            WireError::Truncated => f.write_str("stream record truncated"),
+            WireError::BadTag(t) => write!(f, "unknown stream record tag {t}"),
+            WireError::Malformed => f.write_str("malformed stream record"),
+        }
+    }
+}
+
+impl std::error::Error for WireError {}
+
+pub(crate) struct Out<'b> {
+    pub(crate) buf: &'b mut [u8],
+    pub(crate) pos: usize,
+    pub(crate) ok: bool,
+}
+
+impl Out<'_> {
+    #[inline]
+    pub(crate) fn u8(&mut self, v: u8) {
+        if let Some(b) = self.buf.get_mut(self.pos) {
+            *b = v;
+            self.pos += 1;
+        } else {
+            self.ok = false;
+        }
+    }
+    #[inline]
+    pub(crate) fn var(&mut self, mut v: u64) {
+        loop {
+            let byte = (v & 0x7f) as u8;
+            v >>= 7;
+            if v == 0 {
+                self.u8(byte);
+                return;
+            }
+            self.u8(byte | 0x80);
+        }
+    }
+    #[inline]
+    pub(crate) fn text(&mut self, t: &[u8]) {
+        let t = &t[..t.len().min(MAX_TEXT)];
+        self.var(t.len() as u64);
+        match self.buf.get_mut(self.pos..self.pos + t.len()) {
+            Some(dst) => {
+                dst.copy_from_slice(t);
+                self.pos += t.len();
+            }
+            None => self.ok = false,
+        }
+    }
+}
+
+#[inline]
+pub(crate) fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+#[inline]
+pub(crate) fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+pub(crate) struct In<'a> {
+    pub(crate) buf: &'a [u8],
+    pub(crate) pos: usize,
+}
+
+impl<'a> In<'a> {
+    pub(crate) fn u8(&mut self) -> Result<u8, WireError> {
+        let b = *self.buf.get(self.pos).ok_or(WireError::Truncated)?;
+        self.pos += 1;
+        Ok(b)
+    }
+    pub(crate) fn var(&mut self) -> Result<u64, WireError> {
+        let mut v = 0u64;
+        for shift in (0..70).step_by(7) {
+            let b = self.u8()?;
+            if shift == 63 && b > 1 {
+                return Err(WireError::Malformed);
+            }
+            v |= ((b & 0x7f) as u64) << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(WireError::Malformed)
+    }
+    pub(crate) fn u32(&mut self) -> Result<u32, WireError> {
+        u32::try_from(self.var()?).map_err(|_| WireError::Malformed)
+    }
+    pub(crate) fn bytes(&mut self, n: usize) -> Result<&'a [u8], WireError> {
+        let end = self.pos.checked_add(n).ok_or(WireError::Malformed)?;
+        let s = self.buf.get(self.pos..end).ok_or(WireError::Truncated)?;
+        self.pos = end;
+        Ok(s)
+    }
+    pub(crate) fn text(&mut self) -> Result<&'a [u8], WireError> {
+        let n = self.var()? as usize;
+        self.bytes(n)
+    }
+    pub(crate) fn ts(&mut self, st: &mut ChunkState) -> Result<u64, WireError> {
+        let t = st.last_ts.wrapping_add(self.var()?);
+        st.last_ts = t;
+        Ok(t)
+    }
+    pub(crate) fn pool(&mut self) -> Result<PoolId, WireError> {
+        let v = self.u8()?;
+        PoolId::from_u8(v).ok_or(WireError::BadTag(v))
+    }
+    pub(crate) fn addr(&mut self, st: &mut ChunkState) -> Result<u64, WireError> {
+        let a = st.last_addr.wrapping_add(unzigzag(self.var()?) as u64);
+        st.last_addr = a;
+        Ok(a)
+    }
+    pub(crate) fn addr16(&mut self, st: &mut ChunkState) -> Result<u64, WireError> {
+        let a = st.last_addr.wrapping_add((unzigzag(self.var()?) as u64).wrapping_mul(16));
+        st.last_addr = a;
+        Ok(a)
+    }
+}
+
+/// Decodes the record at the start of `buf`, updating `st`. Returns the record and its length.
+///
+/// # Errors
+/// [`WireError::Truncated`] when `buf` ends inside the record, [`WireError::BadTag`] for an
+/// unknown tag, [`WireError::Malformed`] for overlong varints or lengths.
+pub fn decode<'a>(
+    buf: &'a [u8],
+    st: &mut ChunkState,
+) -> Result<(Record<&'a [u8]>, usize), WireError> {
+    let mut i = In { buf, pos: 0 };
+    let mut next = *st;
+    let t = i.u8()?;
+    let rec = match t {
+        tag::THREAD => Record::Thread { tid: i.u32()? },
+        tag::MARK | tag::MARK_NULL => {
+            let ts = i.ts(&mut next)?;
+            let stream = i.var()?;
+            let msg = i.text()?;
+            Record::Mark { ts, stream, msg, null: t == tag::MARK_NULL }
+        }
+        tag::RANGE_START | tag::RANGE_START_NULL => {
+            let ts = i.ts(&mut next)?;
+            let id = i.var()?;
+            let stream = i.var()?;
+            let msg = i.text()?;
+            Record::RangeStart { ts, id, stream, msg, null: t == tag::RANGE_START_NULL }
+        }
+        tag::RANGE_END => Record::RangeEnd { ts: i.ts(&mut next)?, id: i.var()? },
+        tag::HEAP_REGISTER => Record::HeapRegister {
+            ts: i.ts(&mut next)?,
+            pool: i.pool()?,
+            device: i.u32()?,
+            ptr: i.var()?,
+            size: i.var()?,
+        },
+        tag::HEAP_UNREGISTER => {
+            Record::HeapUnregister { ts: i.ts(&mut next)?, pool: i.pool()?, ptr: i.var()? }
+        }
+        tag::REGION_REGISTER => Record::RegionRegister {
+            ts: i.ts(&mut next)?,
+            pool: i.pool()?,
+            device: i.u32()?,
+            ptr: i.var()?,
+            size: i.var()?,
+        },
+        tag::REGION_UNREGISTER => {
+            Record::RegionUnregister { ts: i.ts(&mut next)?, pool: i.pool()?, ptr: i.var()? }
+        }
+        tag::OWNER_PUSH => Record::OwnerPush { ts: i.ts(&mut next)?, label: i.text()? },
+        tag::OWNER_POP => Record::OwnerPop { ts: i.ts(&mut next)? },
+        tag::SYSTEM => {
+            let ts = i.ts(&mut next)?;
+            let c = i.u8()?;
+            let code = SystemCode::from_u8(c).ok_or(WireError::BadTag(c))?;
+            Record::System { ts, code, device: i.u32()? }
+        }
+        tag::HOST_MALLOC | tag::HOST_MALLOC_STACK | tag::HOST_MALLOC_A16 | tag::HOST_MALLOC_STACK_A16 => {
+            let ts = i.ts(&mut next)?;
+            let a16 = t == tag::HOST_MALLOC_A16 || t == tag::HOST_MALLOC_STACK_A16;
+            let addr = if a16 { i.addr16(&mut next)? } else { i.addr(&mut next)? };
+            let size = i.var()?;
+            let stack = if t == tag::HOST_MALLOC_STACK || t == tag::HOST_MALLOC_STACK_A16 { i.u32()? } else { 0 };
+            Record::HostMalloc { ts, addr, size, stack }
+        }
+        tag::HOST_FREE => {
+            let ts = i.ts(&mut next)?;
+            Record::HostFree { ts, addr: i.addr(&mut next)? }
+        }
+        tag::HOST_FREE_A16 => {
+            let ts = i.ts(&mut next)?;
+            Record::HostFree { ts, addr: i.addr16(&mut next)? }
+        }
+        tag::STACK_DEF => {
+            let id = i.u32()?;
+            let count = i.u32()?;
+            let n = i.var()? as usize;
+            Record::StackDef { id, count, raw: i.bytes(n)? }
+        }
+        tag::MODULE => Record::Module {
+            ts: i.ts(&mut next)?,
+            base: i.var()?,
+            start: i.var()?,
+            size: i.var()?,
+            build_id: i.text()?,
+            path: i.text()?,
+        },
+        tag::HOST_MMAP | tag::HOST_MMAP_STACK => {
+            let ts = i.ts(&mut next)?;
+            let addr = i.var()?;
+            let size = i.var()?;
+            let stack = if t == tag::HOST_MMAP_STACK { i.u32()? } else { 0 };
+            Record::HostMmap { ts, addr, size, stack }
+        }
+        tag::HOST_MUNMAP => {
+            Record::HostMunmap { ts: i.ts(&mut next)?, addr: i.var()?, size: i.var()? }
+        }
+        tag::TEXT_DEF => Record::TextDef { id: i.u32()?, text: i.text()? },
+        tag::MARK_REF => {
+            Record::MarkRef { ts: i.ts(&mut next)?, stream: i.var()?, text: i.u32()? }
+        }
+        tag::RANGE_START_REF => Record::RangeStartRef {
+            ts: i.ts(&mut next)?,
+            id: i.var()?,
+            stream: i.var()?,
+            text: i.u32()?,
+        },
+        tag::PLUGIN => Record::Plugin {
+            ts: i.ts(&mut next)?,
+            kind: i.u8()?,
+            device: i.u32()?,
+            ptr: i.var()?,
+            size: i.var()?,
+            event_type: i.text()?,
+            name: i.text()?,
+            attrs: i.text()?,
+        },
+        cann::tag::HAL_ALLOC..=cann::tag::LAST => cann::decode(t, &mut i, &mut next)?,
+        other => return Err(WireError::BadTag(other)),
+    };
+    *st = next;
+    Ok((rec, i.pos))
+}
+
+/// Encodes stack frames (raw addresses, innermost first) as varints into `out` for a
+/// [`Record::StackDef`]; returns the bytes written or `None` if `out` is too small.
+pub fn encode_frames(frames: &[u64], out: &mut [u8]) -> Option<usize> {
+    let mut o = Out { buf: out, pos: 0, ok: true };
+    for f in frames {
+        o.var(*f);
+    }
+    o.ok.then_some(o.pos)
+}
+
+/// Iterates the frames of a [`Record::StackDef`].
+pub struct StackFrames<'a> {
+    inner: In<'a>,
+}
+
+impl<'a> StackFrames<'a> {
+    /// Frames encoded in `raw`.
+    pub fn new(raw: &'a [u8]) -> StackFrames<'a> {
+        StackFrames { inner: In { buf: raw, pos: 0 } }
+    }
+}
+
+impl Iterator for StackFrames<'_> {
+    type Item = u64;
+    fn next(&mut self) -> Option<u64> {
+        if self.inner.pos >= self.inner.buf.len() {
+            return None;
+        }
+        self.inner.var().ok()
+    }
+}

@@ -1,0 +1,517 @@
+//! The records of the stream, and their encoding (the decoder is in `codec`).
+
+use super::{cann, AccessKind, PoolId, SystemCode};
+
+/// One record. Text borrows from the stream buffer (`B = &[u8]`) or is owned
+/// (`B = Box<[u8]>`). `ts` is ns since the epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Record<B = Box<[u8]>> {
+    /// The following records of this chunk were written by thread `tid`.
+    Thread {
+        /// Kernel thread id.
+        tid: u32,
+    },
+    /// `mstxMarkA` / `mstxDomainMarkA`.
+    Mark {
+        /// Time.
+        ts: u64,
+        /// `aclrtStream` pointer as given (0 for NULL).
+        stream: u64,
+        /// Message bytes (NULL message: empty, `null` true).
+        msg: B,
+        /// The caller passed a NULL message.
+        null: bool,
+    },
+    /// `mstxRangeStartA`.
+    RangeStart {
+        /// Time.
+        ts: u64,
+        /// Range id returned to the caller.
+        id: u64,
+        /// Stream pointer.
+        stream: u64,
+        /// Message bytes.
+        msg: B,
+        /// The caller passed a NULL message.
+        null: bool,
+    },
+    /// `mstxRangeEnd`.
+    RangeEnd {
+        /// Time.
+        ts: u64,
+        /// Range id passed by the caller.
+        id: u64,
+    },
+    /// `mstxMemHeapRegister`: a pool reserved `[ptr, ptr+size)` on `device`.
+    HeapRegister {
+        /// Time.
+        ts: u64,
+        /// Pool.
+        pool: PoolId,
+        /// Device id from the range descriptor (logical, before visible-devices mapping).
+        device: u32,
+        /// Heap base.
+        ptr: u64,
+        /// Heap bytes.
+        size: u64,
+    },
+    /// `mstxMemHeapUnregister`.
+    HeapUnregister {
+        /// Time.
+        ts: u64,
+        /// Pool.
+        pool: PoolId,
+        /// Heap handle as passed (the probe hands out the base address as handle).
+        ptr: u64,
+    },
+    /// One region of `mstxMemRegionsRegister`: a block handed out by a pool.
+    RegionRegister {
+        /// Time.
+        ts: u64,
+        /// Pool.
+        pool: PoolId,
+        /// Logical device id.
+        device: u32,
+        /// Block address.
+        ptr: u64,
+        /// Block bytes.
+        size: u64,
+    },
+    /// One ref of `mstxMemRegionsUnregister`, resolved to the block address.
+    RegionUnregister {
+        /// Time.
+        ts: u64,
+        /// Pool.
+        pool: PoolId,
+        /// Block address.
+        ptr: u64,
+    },
+    /// Push an owner label on the writing thread's stack.
+    OwnerPush {
+        /// Time.
+        ts: u64,
+        /// Label bytes.
+        label: B,
+    },
+    /// Pop the writing thread's owner stack.
+    OwnerPop {
+        /// Time.
+        ts: u64,
+    },
+    /// A process-level event.
+    System {
+        /// Time.
+        ts: u64,
+        /// What happened.
+        code: SystemCode,
+        /// Device of the calling thread (`u32::MAX`: none).
+        device: u32,
+    },
+    /// Host allocator: a block was allocated.
+    HostMalloc {
+        /// Time.
+        ts: u64,
+        /// Block address.
+        addr: u64,
+        /// Requested bytes.
+        size: u64,
+        /// Interned call stack id (0: none).
+        stack: u32,
+    },
+    /// Host allocator: a block was freed.
+    HostFree {
+        /// Time.
+        ts: u64,
+        /// Block address.
+        addr: u64,
+    },
+    /// Definition of an interned call stack: `frames` raw return addresses, innermost first,
+    /// encoded as varints in `raw` (decode with [`StackFrames`]).
+    StackDef {
+        /// Stack id (from 1).
+        id: u32,
+        /// Number of frames.
+        count: u32,
+        /// Encoded frames.
+        raw: B,
+    },
+    /// A loaded ELF object (HOST adapter, with C stacks): lets the collector symbolise return
+    /// addresses after the process is gone. Written once per object per process image.
+    Module {
+        /// Time the probe saw it loaded.
+        ts: u64,
+        /// Load bias: runtime address = ELF virtual address + `base`.
+        base: u64,
+        /// Lowest mapped address of its `PT_LOAD` segments.
+        start: u64,
+        /// Bytes from `start` to the end of its highest `PT_LOAD` segment.
+        size: u64,
+        /// GNU build id (`NT_GNU_BUILD_ID` descriptor bytes; empty when it has none).
+        build_id: B,
+        /// Path as the loader knows it (the executable's real path for the main program).
+        path: B,
+    },
+    /// Host `mmap` (HOST adapter with `MEMSCOPE_HOST_MMAP=1`): a mapping was created.
+    HostMmap {
+        /// Time.
+        ts: u64,
+        /// Mapping address.
+        addr: u64,
+        /// Requested length.
+        size: u64,
+        /// Interned call stack id (0: none).
+        stack: u32,
+    },
+    /// Host `munmap` of `[addr, addr + size)`.
+    HostMunmap {
+        /// Time.
+        ts: u64,
+        /// Start address.
+        addr: u64,
+        /// Length.
+        size: u64,
+    },
+    /// An event from a third-party adapter (plugin ABI, `schemas/memscope_plugin.h`).
+    Plugin {
+        /// Time.
+        ts: u64,
+        /// Event kind code (plugin ABI `MEMSCOPE_KIND_*`).
+        kind: u8,
+        /// Device (`u32::MAX`: none, `u32::MAX - 1`: cpu).
+        device: u32,
+        /// Address (0: none).
+        ptr: u64,
+        /// Size in bytes.
+        size: u64,
+        /// Event type text.
+        event_type: B,
+        /// Name text.
+        name: B,
+        /// Owner / extra attributes text (`k:v,k:v`).
+        attrs: B,
+    },
+    // ---- CANN sources (issue 5; codec in `wire/cann.rs`, tags 30–59) ----
+    /// `halMemAlloc` succeeded (abi.md §2.1): `size` bytes at `addr`, allocated with `flag`
+    /// (device, memory type, page type and module id packed as abi.md §2.3).
+    HalAlloc {
+        /// Time.
+        ts: u64,
+        /// Address handed out.
+        addr: u64,
+        /// Bytes requested.
+        size: u64,
+        /// The caller's flag word.
+        flag: u64,
+        /// Interned C stack id (0: none).
+        stack: u32,
+    },
+    /// `halMemCreate` succeeded: physical handle `handle` of `size` bytes (abi.md §2.1–§2.2).
+    HalCreate {
+        /// Time.
+        ts: u64,
+        /// The handle value (`*handle`), recorded as the block address like msMemScope does.
+        handle: u64,
+        /// Bytes requested.
+        size: u64,
+        /// The caller's flag word.
+        flag: u64,
+        /// `drv_mem_prop.devid` (`u32::MAX`: `prop` was NULL).
+        device: u32,
+        /// `drv_mem_prop.module_id` (`u32::MAX`: `prop` was NULL).
+        module: u32,
+        /// `drv_mem_prop.pg_type`: 0 normal, 1 huge, 2 giant (`u32::MAX`: `prop` was NULL).
+        page: u32,
+        /// Interned C stack id (0: none).
+        stack: u32,
+    },
+    /// `halMemFree(addr)` (`create` false) or `halMemRelease(addr)` (`create` true) returned
+    /// `ret`. Failed calls are recorded too, so the collector can warn about double frees.
+    HalFree {
+        /// Time.
+        ts: u64,
+        /// Address or handle passed.
+        addr: u64,
+        /// `halMemRelease` rather than `halMemFree`.
+        create: bool,
+        /// The driver's return code (0: success).
+        ret: i32,
+    },
+    /// `halMemAlloc` (`create` false) or `halMemCreate` (`create` true) returned
+    /// `DRV_ERROR_OUT_OF_MEMORY` (abi.md §2.5).
+    HalOom {
+        /// Time.
+        ts: u64,
+        /// The failing call was `halMemCreate`.
+        create: bool,
+        /// Bytes requested.
+        size: u64,
+        /// The caller's flag word.
+        flag: u64,
+        /// Device asked for: flag bits 0–9, or `drv_mem_prop.devid` (logical id).
+        device: u32,
+        /// Free device bytes reported by `aclrtGetMemInfo` at the failure (0: unknown).
+        free: u64,
+        /// Total device bytes reported by `aclrtGetMemInfo` (0: unknown).
+        total: u64,
+        /// Interned C stack id (0: none).
+        stack: u32,
+    },
+    /// `aclrtHostRegisterV2` with `ACL_HOST_REG_PINNED` succeeded (abi.md §3.2).
+    PinnedRegister {
+        /// Time.
+        ts: u64,
+        /// Host address registered.
+        addr: u64,
+        /// Bytes registered.
+        size: u64,
+        /// Resident set size of the process after the call, bytes (0: unknown).
+        rss: u64,
+        /// Interned C stack id (0: none).
+        stack: u32,
+    },
+    /// `aclrtHostUnregister(addr)` returned `ret`.
+    PinnedUnregister {
+        /// Time.
+        ts: u64,
+        /// Host address passed.
+        addr: u64,
+        /// The runtime's return code (0: success).
+        ret: i32,
+    },
+    /// `aclrtSetDevice(device)` succeeded on the writing thread (logical id).
+    SetDevice {
+        /// Time.
+        ts: u64,
+        /// Logical device id passed.
+        device: u32,
+    },
+    /// The runtime hashed a kernel name through the profiling GET_HASH_ID callback
+    /// (abi.md §3.6). Written once per hash per process image; carries no time stamp.
+    KernelName {
+        /// Hash id returned to the runtime.
+        hash: u64,
+        /// The kernel name.
+        name: B,
+    },
+    /// A kernel launch through one of the runtime entry points of abi.md §3.5, counted once
+    /// however many entry points it crossed.
+    KernelLaunch {
+        /// Time (entry into the outermost launch hook).
+        ts: u64,
+        /// Kernel-name hash from the runtime's task-track record (0: none arrived).
+        hash: u64,
+        /// Device id of the task-track record (`u32::MAX`: unknown).
+        device: u32,
+        /// Stream id (`u32::MAX`: unknown).
+        stream: u32,
+        /// Task id (`u32::MAX`: unknown).
+        task: u32,
+    },
+    /// `atb::Runner::Execute` started (`end` false) or returned (`end` true) (abi.md §4.2).
+    AtbOp {
+        /// Time.
+        ts: u64,
+        /// The operator returned.
+        end: bool,
+        /// Logical device of the calling thread (`u32::MAX`: unknown).
+        device: u32,
+        /// `workspaceBuffer` of the variant pack.
+        ws_ptr: u64,
+        /// `workspaceBufferSize + intermediateBufferSize`, bytes.
+        ws_size: u64,
+        /// Operation name (`Runner::GetOperationName`; empty: unknown).
+        name: B,
+        /// Runner directory (`Runner::GetSaveTensorDir`; empty: unknown).
+        path: B,
+    },
+    /// `atb::StoreUtil::SaveLaunchParam` with a `…/before` (`end` false) or `…/after`
+    /// (`end` true) path: an ATB kernel starts or ends.
+    AtbKernel {
+        /// Time.
+        ts: u64,
+        /// The kernel ended.
+        end: bool,
+        /// Logical device of the calling thread (`u32::MAX`: unknown).
+        device: u32,
+        /// The directory path passed (`…/<kernel>/before|after`).
+        path: B,
+    },
+    /// One tensor of the ATB operator (`kernel` false) or kernel (`kernel` true) the writing
+    /// thread is in.
+    AtbTensor {
+        /// Time.
+        ts: u64,
+        /// How the tensor is accessed.
+        access: AccessKind,
+        /// It belongs to the current kernel rather than the current operator.
+        kernel: bool,
+        /// Device address.
+        addr: u64,
+        /// Bytes.
+        size: u64,
+        /// `aclDataType` code.
+        dtype: i32,
+        /// `aclFormat` code.
+        format: i32,
+        /// Dimensions as zig-zag varints ([`encode_dims`], [`decode_dims`]).
+        dims: B,
+    },
+    /// Definition of an interned text (mark and range messages): later `MarkRef` /
+    /// `RangeStartRef` records of any thread of the process name it by `id`.
+    TextDef {
+        /// Text id (per process, from 1).
+        id: u32,
+        /// The text.
+        text: B,
+    },
+    /// `mstxMarkA` whose message was interned ([`Record::TextDef`]).
+    MarkRef {
+        /// Time.
+        ts: u64,
+        /// Stream pointer.
+        stream: u64,
+        /// Text id.
+        text: u32,
+    },
+    /// `mstxRangeStartA` whose message was interned.
+    RangeStartRef {
+        /// Time.
+        ts: u64,
+        /// Range id returned to the caller.
+        id: u64,
+        /// Stream pointer.
+        stream: u64,
+        /// Text id.
+        text: u32,
+    },
+}
+
+impl<B: AsRef<[u8]>> Record<B> {
+    /// The record's time stamp (`None` for `Thread` and `StackDef`, which have none).
+    pub fn ts(&self) -> Option<u64> {
+        match self {
+            Record::Thread { .. } | Record::StackDef { .. } | Record::TextDef { .. } => None,
+            Record::MarkRef { ts, .. } | Record::RangeStartRef { ts, .. } => Some(*ts),
+            Record::Mark { ts, .. }
+            | Record::RangeStart { ts, .. }
+            | Record::RangeEnd { ts, .. }
+            | Record::HeapRegister { ts, .. }
+            | Record::HeapUnregister { ts, .. }
+            | Record::RegionRegister { ts, .. }
+            | Record::RegionUnregister { ts, .. }
+            | Record::OwnerPush { ts, .. }
+            | Record::OwnerPop { ts }
+            | Record::System { ts, .. }
+            | Record::HostMalloc { ts, .. }
+            | Record::HostFree { ts, .. }
+            | Record::Module { ts, .. }
+            | Record::HostMmap { ts, .. }
+            | Record::HostMunmap { ts, .. }
+            | Record::Plugin { ts, .. } => Some(*ts),
+            Record::HalAlloc { .. }
+            | Record::HalCreate { .. }
+            | Record::HalFree { .. }
+            | Record::HalOom { .. }
+            | Record::PinnedRegister { .. }
+            | Record::PinnedUnregister { .. }
+            | Record::SetDevice { .. }
+            | Record::KernelName { .. }
+            | Record::KernelLaunch { .. }
+            | Record::AtbOp { .. }
+            | Record::AtbKernel { .. }
+            | Record::AtbTensor { .. } => cann::ts_of(self),
+        }
+    }
+
+    /// Copies the borrowed texts so the record can outlive the stream buffer.
+    pub fn to_owned(&self) -> Record<Box<[u8]>> {
+        let b = |x: &B| -> Box<[u8]> { x.as_ref().into() };
+        match self {
+            Record::Thread { tid } => Record::Thread { tid: *tid },
+            Record::Mark { ts, stream, msg, null } => {
+                Record::Mark { ts: *ts, stream: *stream, msg: b(msg), null: *null }
+            }
+            Record::RangeStart { ts, id, stream, msg, null } => {
+                Record::RangeStart { ts: *ts, id: *id, stream: *stream, msg: b(msg), null: *null }
+            }
+            Record::RangeEnd { ts, id } => Record::RangeEnd { ts: *ts, id: *id },
+            Record::HeapRegister { ts, pool, device, ptr, size } => Record::HeapRegister {
+                ts: *ts,
+                pool: *pool,
+                device: *device,
+                ptr: *ptr,
+                size: *size,
+            },
+            Record::HeapUnregister { ts, pool, ptr } => {
+                Record::HeapUnregister { ts: *ts, pool: *pool, ptr: *ptr }
+            }
+            Record::RegionRegister { ts, pool, device, ptr, size } => Record::RegionRegister {
+                ts: *ts,
+                pool: *pool,
+                device: *device,
+                ptr: *ptr,
+                size: *size,
+            },
+            Record::RegionUnregister { ts, pool, ptr } => {
+                Record::RegionUnregister { ts: *ts, pool: *pool, ptr: *ptr }
+            }
+            Record::OwnerPush { ts, label } => Record::OwnerPush { ts: *ts, label: b(label) },
+            Record::OwnerPop { ts } => Record::OwnerPop { ts: *ts },
+            Record::System { ts, code, device } => {
+                Record::System { ts: *ts, code: *code, device: *device }
+            }
+            Record::HostMalloc { ts, addr, size, stack } => {
+                Record::HostMalloc { ts: *ts, addr: *addr, size: *size, stack: *stack }
+            }
+            Record::HostFree { ts, addr } => Record::HostFree { ts: *ts, addr: *addr },
+            Record::TextDef { id, text } => Record::TextDef { id: *id, text: b(text) },
+            Record::MarkRef { ts, stream, text } => {
+                Record::MarkRef { ts: *ts, stream: *stream, text: *text }
+            }
+            Record::RangeStartRef { ts, id, stream, text } => {
+                Record::RangeStartRef { ts: *ts, id: *id, stream: *stream, text: *text }
+            }
+            Record::StackDef { id, count, raw } => {
+                Record::StackDef { id: *id, count: *count, raw: b(raw) }
+            }
+            Record::Module { ts, base, start, size, build_id, path } => Record::Module {
+                ts: *ts,
+                base: *base,
+                start: *start,
+                size: *size,
+                build_id: b(build_id),
+                path: b(path),
+            },
+            Record::HostMmap { ts, addr, size, stack } => {
+                Record::HostMmap { ts: *ts, addr: *addr, size: *size, stack: *stack }
+            }
+            Record::HostMunmap { ts, addr, size } => {
+                Record::HostMunmap { ts: *ts, addr: *addr, size: *size }
+            }
+            Record::Plugin { ts, kind, device, ptr, size, event_type, name, attrs } => {
+                Record::Plugin {
+                    ts: *ts,
+                    kind: *kind,
+                    device: *device,
+                    ptr: *ptr,
+                    size: *size,
+                    event_type: b(event_type),
+                    name: b(name),
+                    attrs: b(attrs),
+                }
+            }
+            Record::HalAlloc { .. }
+            | Record::HalCreate { .. }
+            | Record::HalFree { .. }
+            | Record::HalOom { .. }
+            | Record::PinnedRegister { .. }
+            | Record::PinnedUnregister { .. }
+            | Record::SetDevice { .. }
+            | Record::KernelName { .. }
+            | Record::KernelLaunch { .. }
+            | Record::AtbOp { .. }
+            | Record::AtbKernel { .. }
+            | Record::AtbTensor { .. } => cann::to_owned(self).expect("a CANN record"),
+        }
+    }
+}
