@@ -1,0 +1,212 @@
+//! config.json and flag values before validation: [`RawOptions`] (one per source, overlaid
+//! flags-over-file) and its validation into a [`RunConfig`].
+
+use super::*;
+
+/// config.json as a user writes it: every key optional, values in the same syntax as the
+/// flags (lists may also be JSON arrays).
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// `--events`.
+    pub events: Option<StrOrList>,
+    /// `--level`.
+    pub level: Option<StrOrList>,
+    /// `--call-stack`.
+    pub call_stack: Option<StrOrList>,
+    /// `--analysis`.
+    pub analysis: Option<StrOrList>,
+    /// `--steps`.
+    pub steps: Option<StepsValue>,
+    /// `--device`.
+    pub device: Option<StrOrList>,
+    /// `--output-path`.
+    pub output_path: Option<String>,
+    /// `--format`.
+    pub format: Option<String>,
+    /// `--log-level`.
+    pub log_level: Option<String>,
+    /// `--collect-mode`.
+    pub collect_mode: Option<String>,
+    /// `--adapters`.
+    pub adapters: Option<StrOrList>,
+    /// `--adapter-path` (repeatable).
+    pub adapter_paths: Option<Vec<String>>,
+    /// `--idle-threshold`.
+    pub idle_threshold: Option<u64>,
+}
+
+/// A list given as `"a,b"` or `["a","b"]`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(untagged)]
+#[allow(missing_docs)]
+pub enum StrOrList {
+    Str(String),
+    List(Vec<String>),
+}
+
+impl StrOrList {
+    /// The list in flag syntax.
+    pub fn joined(&self) -> String {
+        match self {
+            StrOrList::Str(s) => s.clone(),
+            StrOrList::List(v) => v.join(","),
+        }
+    }
+}
+
+/// Steps given as `"2,3"` or `[2,3]`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(untagged)]
+#[allow(missing_docs)]
+pub enum StepsValue {
+    Str(String),
+    List(Vec<u64>),
+}
+
+impl StepsValue {
+    fn joined(&self) -> String {
+        match self {
+            StepsValue::Str(s) => s.clone(),
+            StepsValue::List(v) => v.iter().map(u64::to_string).collect::<Vec<_>>().join(","),
+        }
+    }
+}
+
+/// Raw option values (from flags or the file) before validation.
+#[derive(Clone, Debug, Default)]
+pub struct RawOptions {
+    /// `--events`.
+    pub events: Option<String>,
+    /// `--level`.
+    pub level: Option<String>,
+    /// `--call-stack`.
+    pub call_stack: Option<String>,
+    /// `--analysis`.
+    pub analysis: Option<String>,
+    /// `--steps`.
+    pub steps: Option<String>,
+    /// `--device`.
+    pub device: Option<String>,
+    /// `--output-path`.
+    pub output_path: Option<String>,
+    /// `--format`.
+    pub format: Option<String>,
+    /// `--log-level`.
+    pub log_level: Option<String>,
+    /// `--collect-mode`.
+    pub collect_mode: Option<String>,
+    /// `--adapters`.
+    pub adapters: Option<String>,
+    /// `--adapter-path`.
+    pub adapter_paths: Vec<String>,
+    /// `--idle-threshold`.
+    pub idle_threshold: Option<u64>,
+}
+
+impl RawOptions {
+    /// Reads and parses a config.json.
+    ///
+    /// # Errors
+    /// Unreadable file, invalid JSON, unknown key or wrong type — one line naming the file.
+    pub fn from_file(path: &std::path::Path) -> Result<RawOptions, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError(format!("--config {}: {e}", path.display())))?;
+        let f: ConfigFile = serde_json::from_str(&text)
+            .map_err(|e| ConfigError(format!("--config {}: {e}", path.display())))?;
+        Ok(RawOptions {
+            events: f.events.map(|v| v.joined()),
+            level: f.level.map(|v| v.joined()),
+            call_stack: f.call_stack.map(|v| v.joined()),
+            analysis: f.analysis.map(|v| v.joined()),
+            steps: f.steps.map(|v| v.joined()),
+            device: f.device.map(|v| v.joined()),
+            output_path: f.output_path,
+            format: f.format,
+            log_level: f.log_level,
+            collect_mode: f.collect_mode,
+            adapters: f.adapters.map(|v| v.joined()),
+            adapter_paths: f.adapter_paths.unwrap_or_default(),
+            idle_threshold: f.idle_threshold,
+        })
+    }
+
+    /// Overlays `flags` on `self` (flags win; adapter paths add up).
+    pub fn overlay(mut self, flags: RawOptions) -> RawOptions {
+        macro_rules! take {
+            ($($f:ident),*) => { $( if flags.$f.is_some() { self.$f = flags.$f; } )* };
+        }
+        take!(events, level, call_stack, analysis, steps, device, output_path, format, log_level, collect_mode, adapters, idle_threshold);
+        self.adapter_paths.extend(flags.adapter_paths);
+        self
+    }
+
+    /// Validates everything into a [`RunConfig`]; `cwd` makes the output path absolute.
+    ///
+    /// # Errors
+    /// The first invalid value.
+    pub fn validate(self, cwd: &std::path::Path) -> Result<RunConfig, ConfigError> {
+        let mut c = RunConfig::default();
+        if let Some(s) = &self.events {
+            c.events = EventSet::parse(s)?;
+        }
+        if let Some(s) = &self.level {
+            c.level = LevelSet::parse(s)?;
+        }
+        if let Some(s) = &self.call_stack {
+            c.call_stack = CallStack::parse(s)?;
+        }
+        if let Some(s) = &self.analysis {
+            c.analysis = AnalysisSet::parse(s)?;
+        }
+        if let Some(s) = &self.steps {
+            c.steps = parse_steps(s)?;
+        }
+        if let Some(s) = &self.device {
+            c.device = DeviceSet::parse(s)?;
+        }
+        if let Some(s) = &self.output_path {
+            check_output_path(s)?;
+            c.output_path = PathBuf::from(s);
+        }
+        if !c.output_path.is_absolute() {
+            c.output_path = cwd.join(&c.output_path);
+        }
+        if let Some(s) = &self.format {
+            c.format = match s.as_str() {
+                "csv" => Format::Csv,
+                "db" => Format::Db,
+                other => return Err(bad("--format", format!("unknown format {other:?} (expected csv or db)"))),
+            };
+        }
+        if let Some(s) = &self.log_level {
+            c.log_level = LogLevel::parse(s)?;
+        }
+        if let Some(s) = &self.collect_mode {
+            c.collect_mode = match s.as_str() {
+                "immediate" => CollectMode::Immediate,
+                "deferred" => CollectMode::Deferred,
+                other => return Err(bad("--collect-mode", format!("unknown mode {other:?} (expected immediate or deferred)"))),
+            };
+        }
+        if let Some(s) = &self.adapters {
+            c.adapters = parse_adapters(s)?;
+        }
+        for p in &self.adapter_paths {
+            let path = PathBuf::from(p);
+            let meta = std::fs::metadata(&path)
+                .map_err(|e| bad("--adapter-path", format!("{p}: {e}")))?;
+            if !meta.is_file() {
+                return Err(bad("--adapter-path", format!("{p}: not a regular file")));
+            }
+            c.adapter_paths.push(if path.is_absolute() { path } else { cwd.join(path) });
+        }
+        if let Some(t) = self.idle_threshold {
+            if t == 0 {
+                return Err(bad("--idle-threshold", "must be greater than 0"));
+            }
+            c.idle_threshold = t;
+        }
+        Ok(c)
+    }
+}

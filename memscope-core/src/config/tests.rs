@@ -1,0 +1,58 @@
+//! Tests of option parsing, config.json and flag precedence.
+
+use super::*;
+
+#[test]
+fn lists_split_on_ascii_and_fullwidth_commas_without_trimming() {
+    assert_eq!(AnalysisSet::parse("leaks，decompose").unwrap().decompose, true);
+    assert!(AnalysisSet::parse("leaks, decompose").is_err());
+    assert_eq!(EventSet::parse("alloc,none,free").unwrap(), EventSet { alloc: false, free: false, launch: false, access: false, traceback: false });
+}
+
+#[test]
+fn call_stack_depths_follow_msmemscope_rules() {
+    assert_eq!(CallStack::parse("c").unwrap().c, Some(50));
+    assert_eq!(CallStack::parse("c:16,python:3").unwrap(), CallStack { c: Some(16), python: Some(3) });
+    assert!(CallStack::parse("c:00").is_err());
+    assert!(CallStack::parse("c:1001").is_err());
+    assert!(CallStack::parse("rust").is_err());
+}
+
+#[test]
+fn steps_devices_and_analysis_reject_bad_values() {
+    assert_eq!(parse_steps("2,3").unwrap(), vec![2, 3]);
+    assert!(parse_steps("1,2,3,4,5,6").is_err());
+    assert!(parse_steps("0").is_err());
+    assert!(parse_steps("-1").is_err());
+    assert_eq!(parse_steps("4294967295").unwrap(), vec![u32::MAX]);
+    assert_eq!(DeviceSet::parse("npu:0x1,cpu").unwrap().npus, vec![1]);
+    assert!(DeviceSet::parse("npu:32").is_err());
+    assert!(DeviceSet::parse("").is_err());
+    assert_eq!(AnalysisSet::parse("oom:5").unwrap().oom, Some(5));
+    assert!(AnalysisSet::parse("oom:0").is_err());
+}
+
+#[test]
+fn flags_override_config_file_and_unknown_keys_are_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("config.json");
+    std::fs::write(&p, r#"{"adapters":["mstx","pta"],"steps":[2],"format":"db"}"#).unwrap();
+    let file = RawOptions::from_file(&p).unwrap();
+    let flags = RawOptions { format: Some("csv".into()), ..RawOptions::default() };
+    let c = file.overlay(flags).validate(d.path()).unwrap();
+    assert_eq!(c.adapters, vec!["mstx", "pta"]);
+    assert_eq!(c.steps, vec![2]);
+    assert_eq!(c.format, Format::Csv);
+    assert!(c.output_path.is_absolute());
+    std::fs::write(&p, r#"{"adapterz":"mstx"}"#).unwrap();
+    let e = RawOptions::from_file(&p).unwrap_err().0;
+    assert!(e.contains("config.json") && e.contains("adapterz"), "{e}");
+}
+
+#[test]
+fn output_paths_are_checked_like_msmemscope() {
+    assert!(check_output_path("/tmp/out dir/x").is_ok());
+    assert!(check_output_path("-o").is_err());
+    assert!(check_output_path("a;b").is_err());
+    assert!(check_output_path(" ").is_err());
+}
