@@ -51,6 +51,21 @@ enum ConfigCmd {
     Schema,
 }
 
+/// clap's error as one line: its first line plus the indented lines that follow it (the names
+/// of missing arguments), up to the usage/tip block.
+fn one_line(text: &str) -> String {
+    let mut lines = text.lines();
+    let mut out = lines.next().unwrap_or("invalid arguments").trim_start_matches("error: ").to_owned();
+    for l in lines {
+        if l.trim().is_empty() {
+            break;
+        }
+        out.push(' ');
+        out.push_str(l.trim());
+    }
+    out
+}
+
 /// Exit code for bad input (flags, config.json, paths, files), as for clap's own errors.
 const EXIT_USAGE: u8 = 2;
 
@@ -59,13 +74,15 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             use clap::error::ErrorKind;
-            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) {
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
                 let _ = e.print();
                 return ExitCode::SUCCESS;
             }
-            let text = e.to_string();
-            let first = text.lines().next().unwrap_or("invalid arguments");
-            eprintln!("memscope: {}", first.trim_start_matches("error: "));
+            if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                let _ = e.print();
+                return ExitCode::from(EXIT_USAGE);
+            }
+            eprintln!("memscope: {}", one_line(&e.to_string()));
             return ExitCode::from(EXIT_USAGE);
         }
     };

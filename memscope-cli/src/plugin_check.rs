@@ -53,3 +53,22 @@ pub fn check(path: &Path) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// Verifies that `path` is memscope's preload library (an ELF shared object exporting
+/// `memscope_version` and `InitInjectionMstx`), so a wrong `MEMSCOPE_PROBE_PATH` is an error
+/// rather than a silently untraced job.
+///
+/// # Errors
+/// One line naming the file.
+pub fn check_probe(path: &Path) -> Result<(), String> {
+    let name = path.display();
+    let data = std::fs::read(path).map_err(|e| format!("MEMSCOPE_PROBE_PATH={name}: {e}"))?;
+    let file = object::File::parse(&*data)
+        .map_err(|e| format!("MEMSCOPE_PROBE_PATH={name}: not a shared library ({e})"))?;
+    let has = |want: &str| file.dynamic_symbols().any(|s| s.name() == Ok(want) && s.is_definition());
+    if has("memscope_version") && has("InitInjectionMstx") {
+        Ok(())
+    } else {
+        Err(format!("MEMSCOPE_PROBE_PATH={name}: not the memscope probe (libmemscope_probe.so)"))
+    }
+}

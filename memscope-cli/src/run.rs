@@ -89,12 +89,17 @@ fn configure(a: &RunArgs) -> Result<RunConfig, String> {
         adapter_paths: a.adapter_path.clone(),
         idle_threshold: a.idle_threshold,
     };
+    let cwd = std::env::current_dir().map_err(|e| format!("current directory: {e}"))?;
     let raw = match &a.config {
-        Some(p) => RawOptions::from_file(p).map_err(|e| e.0)?.overlay(flags),
+        Some(p) => {
+            let file = RawOptions::from_file(p).map_err(|e| e.0)?;
+            // Validate the file alone first, so a bad value in it is reported against it.
+            file.clone().validate(&cwd).map_err(|e| format!("--config {}: {}", p.display(), e.0))?;
+            file.overlay(flags)
+        }
         None => flags,
     };
     let explicit_level = raw.log_level.is_some();
-    let cwd = std::env::current_dir().map_err(|e| format!("current directory: {e}"))?;
     let mut cfg = raw.validate(&cwd).map_err(|e| e.0)?;
     if !explicit_level {
         if a.verbose {
@@ -115,7 +120,10 @@ fn configure(a: &RunArgs) -> Result<RunConfig, String> {
 pub fn find_probe() -> Result<PathBuf, String> {
     if let Some(p) = std::env::var_os("MEMSCOPE_PROBE_PATH") {
         let p = PathBuf::from(p);
-        return if p.is_file() { Ok(p) } else { Err(format!("MEMSCOPE_PROBE_PATH={}: no such file", p.display())) };
+        if !p.is_file() {
+            return Err(format!("MEMSCOPE_PROBE_PATH={}: no such file", p.display()));
+        }
+        return crate::plugin_check::check_probe(&p).map(|()| p);
     }
     let exe = std::env::current_exe().map_err(|e| format!("cannot locate the memscope executable: {e}"))?;
     let dir = exe.parent().unwrap_or(Path::new("."));
@@ -157,6 +165,9 @@ pub fn run(a: RunArgs) -> ExitCode {
     let Some(program_path) = resolve_program(program) else {
         return usage_error(format!("program {program:?} not found"));
     };
+    if program_path.is_dir() {
+        return usage_error(format!("program {program:?} is a directory"));
+    }
     // Statically linked programs (and, with HOST, programs with their own malloc) (issue 4).
     let host = cfg.has_adapter(memscope_core::adapter::AdapterId::Host);
     for w in memscope_adapter_host::preflight::warnings(&program_path, host) {
@@ -170,6 +181,9 @@ pub fn run(a: RunArgs) -> ExitCode {
         if let Err(e) = crate::plugin_check::check(p) {
             return usage_error(e);
         }
+    }
+    if cfg.output_path.exists() && !cfg.output_path.is_dir() {
+        return usage_error(format!("--output-path {}: not a directory", cfg.output_path.display()));
     }
     if let Err(e) = memscope_core::layout::create_dir_0750(&cfg.output_path) {
         return usage_error(format!("--output-path {}: {e}", cfg.output_path.display()));

@@ -215,7 +215,8 @@ impl Bus {
 mod tests {
     use super::*;
 
-    struct Collect(std::sync::Arc<std::sync::Mutex<Vec<(u64, Option<u32>)>>>);
+    type Seen = std::sync::Arc<std::sync::Mutex<Vec<(u64, Option<u32>)>>>;
+    struct Collect(Seen);
     impl Layer for Collect {
         fn name(&self) -> &'static str {
             "collect"

@@ -413,7 +413,7 @@ pub fn check_output_path(p: &str) -> Result<(), ConfigError> {
         return Err(bad("--output-path", format!("{p:?} starts with a forbidden character (= + - @)")));
     }
     if let Some(c) = p.chars().find(|c| {
-        !(c.is_ascii_alphanumeric() || "./_-~".contains(*c) || c.is_whitespace() || ('\u{4e00}'..='\u{9fa5}').contains(c))
+        !(c.is_ascii_alphanumeric() || "./_-~ ".contains(*c) || ('\u{4e00}'..='\u{9fa5}').contains(c))
     }) {
         return Err(bad("--output-path", format!("{p:?} contains the character {c:?} (allowed: letters, digits, . / _ - ~, spaces)")));
     }

@@ -93,3 +93,55 @@ fn config_schema_is_valid_json_listing_every_option() {
         assert!(v["properties"][key].is_object(), "{key}");
     }
 }
+
+#[test]
+fn a_job_whose_stream_cannot_be_created_runs_untraced_instead_of_hanging() {
+    // The spool disappears while the job runs: later processes cannot create their streams.
+    // bash calls setlocale() at start-up, where a hook that reported the error through
+    // strerror() used to deadlock on glibc's locale lock.
+    let out = tempfile::tempdir().unwrap();
+    let mut ms = Command::new(memscope_bin())
+        .args(["run", "--adapters", "mstx,host", "-o"])
+        .arg(out.path())
+        .args(["--", "bash", "-c", "sleep 1; bash -c 'echo child-ran'; echo parent-done"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    for e in std::fs::read_dir(out.path()).unwrap().flatten() {
+        if e.file_name().to_string_lossy().starts_with(".memscope_spool") {
+            std::fs::remove_dir_all(e.path()).unwrap();
+        }
+    }
+    let start = std::time::Instant::now();
+    let o = loop {
+        if let Some(_) = ms.try_wait().unwrap() {
+            break ms.wait_with_output().unwrap();
+        }
+        if start.elapsed() > std::time::Duration::from_secs(30) {
+            let _ = ms.kill();
+            panic!("memscope run hung");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("child-ran") && stdout.contains("parent-done"), "{stdout}");
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn a_wrong_probe_path_is_refused() {
+    let o = Command::new(memscope_bin())
+        .args(["run", "--", "true"])
+        .env("MEMSCOPE_PROBE_PATH", "/bin/sh")
+        .output()
+        .unwrap();
+    assert_usage_error(&o, "MEMSCOPE_PROBE_PATH=/bin/sh");
+}
+
+#[test]
+fn missing_arguments_are_named_on_the_one_line() {
+    let o = memscope(&["compare", "only-one.csv"]);
+    assert_usage_error(&o, "<COMPARE>");
+}

@@ -24,12 +24,13 @@ fn build(name: &str, suffix: &str, flags: &[&str]) -> PathBuf {
         )
     };
     let out = dir.join(format!("{name}{suffix}"));
+    let tmp = private_name(&out);
     let o = Command::new(cc)
         .args(["-g", "-Wall"])
         .args(flags)
         .arg(&src)
         .arg("-o")
-        .arg(&out)
+        .arg(&tmp)
         .args(["-lpthread", "-ldl"])
         .output()
         .expect("run the C compiler");
@@ -38,7 +39,46 @@ fn build(name: &str, suffix: &str, flags: &[&str]) -> PathBuf {
         "compiling {name}: {}",
         String::from_utf8_lossy(&o.stderr)
     );
+    std::fs::rename(&tmp, &out).unwrap();
     out
+}
+
+/// A private name next to `out` to compile to and rename from: tests running in parallel may
+/// build the same program while another runs it ("Text file busy" on an in-place write).
+fn private_name(out: &std::path::Path) -> PathBuf {
+    static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = out.file_name().unwrap().to_string_lossy();
+    out.with_file_name(format!(".{name}.{}.{seq}", std::process::id()))
+}
+
+/// Compiles `tests/programs/<name>.c` into the shared object `out` (frame pointers, debug
+/// information, no DT_SONAME).
+fn build_lib(name: &str, out: &std::path::Path) -> PathBuf {
+    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+    let src = repo_root().join("tests/programs").join(format!("{name}.c"));
+    let tmp = private_name(out);
+    let o = Command::new("cc")
+        .args([
+            "-g",
+            "-Wall",
+            "-O1",
+            "-fno-omit-frame-pointer",
+            "-shared",
+            "-fPIC",
+        ])
+        .arg(&src)
+        .arg("-o")
+        .arg(&tmp)
+        .output()
+        .expect("run the C compiler");
+    assert!(
+        o.status.success(),
+        "compiling {name}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    std::fs::rename(&tmp, out).unwrap();
+    out.to_path_buf()
 }
 
 fn prog(name: &str) -> PathBuf {
@@ -385,7 +425,7 @@ fn sigkill_loses_nothing_already_recorded() {
     let dir = tempfile::tempdir().unwrap();
     let pidfile = dir.path().join("pid");
     let out = tempfile::tempdir().unwrap();
-    let mut child = Command::new(memscope_bin())
+    let child = Command::new(memscope_bin())
         .args(["run", "-o"])
         .arg(out.path())
         .args(["--adapters", "host", "--"])
@@ -460,8 +500,26 @@ fn python_runs_under_the_host_adapter() {
 #[test]
 fn threads_signals_deepbind_and_teardown_frees_are_safe() {
     let p = prog("host_safety");
-    let run = run_host(&["--call-stack", "c:8"], &[p.to_str().unwrap()]);
-    assert_eq!(run.code(), 0, "{}", run.stderr());
+    // A library opened with RTLD_DEEPBIND binds malloc/free to glibc directly (memscope does
+    // not interpose dlopen): the program frees and reallocates blocks the tracer never saw,
+    // and the library frees one the tracer saw allocated. The program must run exactly as it
+    // does alone; those blocks need not be traced.
+    let lib = build_lib(
+        "host_dlib",
+        &profile_dir().join("test-programs/libhost_dlib_deep.so"),
+    );
+    let args = [p.to_str().unwrap(), lib.to_str().unwrap()];
+    let native = Command::new(args[0]).args(&args[1..]).output().unwrap();
+    assert_eq!(
+        native.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&native.stderr)
+    );
+    let run = run_host(&["--call-stack", "c:8"], &args);
+    assert_eq!(run.code(), 0, "the job's exit code: {}", run.stderr());
+    assert_eq!(run.stdout(), String::from_utf8_lossy(&native.stdout));
+    assert!(!run.stderr().contains("panic"), "{}", run.stderr());
     let rows = run.rows();
     let h = host(&rows);
     assert_eq!(count(&h, "MALLOC", 8888), 200);
@@ -476,6 +534,89 @@ fn threads_signals_deepbind_and_teardown_frees_are_safe() {
         count(&h, "MALLOC", 1212),
         50,
         "allocations in a signal handler"
+    );
+    assert_eq!(
+        count(&h, "MALLOC", 6666),
+        100,
+        "the program's own allocations are traced"
+    );
+    // Nothing that comes from the untraced blocks is reported as a problem.
+    for log in walk_files(run.out.path(), ".log") {
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert!(!text.contains("[WARN] HOST"), "{}: {text}", log.display());
+    }
+}
+
+/// Files under `dir` whose name ends with `ext`.
+fn walk_files(dir: &std::path::Path, ext: &str) -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    walk(dir, &mut |p| {
+        if p.to_string_lossy().ends_with(ext) {
+            v.push(p.to_path_buf());
+        }
+    });
+    v
+}
+
+#[test]
+fn libraries_opened_after_start_are_symbolised_and_runpath_lookups_still_work() {
+    // One copy of the library is opened by full path; another by bare name, which only the
+    // program's own RUNPATH finds: glibc resolves it with the RUNPATH of the object that calls
+    // dlopen, so memscope must not wrap dlopen (whether or not HOST is selected).
+    let dir = profile_dir().join("test-programs");
+    let full = build_lib("host_dlib", &dir.join("libhost_dlib.so"));
+    let rp_dir = dir.join("host_dlopen_runpath");
+    build_lib("host_dlib", &rp_dir.join("libhost_dlib_rp.so"));
+    let rpath = format!("-Wl,-rpath,{},--enable-new-dtags", rp_dir.display());
+    let p = build(
+        "host_dlopen",
+        "",
+        &["-O1", "-fno-omit-frame-pointer", &rpath],
+    );
+    let args = [
+        p.to_str().unwrap(),
+        full.to_str().unwrap(),
+        "libhost_dlib_rp.so",
+    ];
+    let native = Command::new(args[0]).args(&args[1..]).output().unwrap();
+    assert_eq!(
+        native.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&native.stderr)
+    );
+    let plain = memscope_run(&[], &args, &[]);
+    assert_eq!(plain.code(), 0, "without HOST: {}", plain.stderr());
+    assert_eq!(plain.stdout().trim(), "loaded");
+
+    let run = run_host(&["--call-stack", "c:16"], &args);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert_eq!(run.stdout().trim(), "loaded");
+    let rows = run.rows();
+    let h = host(&rows);
+    for sz in [4321, 4322] {
+        let m: Vec<_> = h
+            .iter()
+            .filter(|r| r["Event"] == "MALLOC" && size(r) == sz)
+            .collect();
+        assert_eq!(m.len(), 1, "{sz}");
+        let stack = &m[0]["Call Stack(C)"];
+        assert!(
+            stack
+                .lines()
+                .next()
+                .unwrap_or("")
+                .starts_with("dlib_leak_site"),
+            "{sz}: {stack}"
+        );
+        assert!(stack.contains("host_dlib.c:"), "{sz}: {stack}");
+        assert!(stack.contains("leak_from"), "{sz}: {stack}");
+        assert!(stack.contains("main"), "{sz}: {stack}");
+    }
+    let err = run.stderr();
+    assert!(
+        err.contains("        dlib_leak_site"),
+        "leak summary:\n{err}"
     );
 }
 

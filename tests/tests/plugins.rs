@@ -29,6 +29,12 @@ fn a_plugin_built_against_the_header_loads_and_its_events_are_written() {
     assert_eq!(a["size"], "4096");
     assert_eq!(a["owner"], "MYPOOL@fixture");
     assert_eq!((b["size"].as_str(), &b["allocation_id"]), ("4096", &a["allocation_id"]));
+    // memscope reads its own dumps back, third-party Event Types included.
+    for cmd in ["leaks", "decompose", "gap"] {
+        let dump = &run.dumps(".csv")[0];
+        let o = std::process::Command::new(memscope_bin()).args(["analyze", cmd]).arg(dump).output().unwrap();
+        assert!(o.status.success(), "analyze {cmd}: {}", String::from_utf8_lossy(&o.stderr));
+    }
 }
 
 #[test]

@@ -163,8 +163,21 @@ fn find_fn() -> Option<DlFindObjectFn> {
     Some(unsafe { core::mem::transmute::<usize, DlFindObjectFn>(f) })
 }
 
-/// The object containing `pc`: (map start, map end, `.eh_frame_hdr` address or 0).
-pub fn find_object(pc: u64) -> Option<(u64, u64, u64)> {
+/// A loaded object as `_dl_find_object` reports it.
+#[derive(Clone, Copy, Debug)]
+pub struct FoundObject {
+    /// Start of its mapping (`l_map_start`: the page of its lowest `PT_LOAD` segment).
+    pub map_start: u64,
+    /// End of its mapping (`l_map_end`).
+    pub map_end: u64,
+    /// Its `struct link_map` (0 if glibc gave none).
+    pub link_map: usize,
+    /// Its `.eh_frame_hdr` (0: none).
+    pub eh_frame: u64,
+}
+
+/// The loaded object containing `pc` (lock-free, allocation-free, async-signal-safe).
+pub fn find(pc: u64) -> Option<FoundObject> {
     let f = find_fn()?;
     // SAFETY: an all-zero `dl_find_object` is a valid out-parameter.
     let mut r: DlFindObject = unsafe { core::mem::zeroed() };
@@ -172,7 +185,17 @@ pub fn find_object(pc: u64) -> Option<(u64, u64, u64)> {
     if unsafe { f(pc as *mut c_void, &mut r) } != 0 {
         return None;
     }
-    Some((r.map_start as u64, r.map_end as u64, r.eh_frame as u64))
+    Some(FoundObject {
+        map_start: r.map_start as u64,
+        map_end: r.map_end as u64,
+        link_map: r.link_map as usize,
+        eh_frame: r.eh_frame as u64,
+    })
+}
+
+/// The object containing `pc`: (map start, map end, `.eh_frame_hdr` address or 0).
+pub fn find_object(pc: u64) -> Option<(u64, u64, u64)> {
+    find(pc).map(|o| (o.map_start, o.map_end, o.eh_frame))
 }
 
 // ---- CFI evaluation -------------------------------------------------------------------------

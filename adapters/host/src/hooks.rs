@@ -4,7 +4,7 @@
 //! pointing at the caller's return address) and `fp` (the caller's frame pointer) for C stacks;
 //! 0 means "no stack".
 
-use crate::{intern, modules, real, unwind};
+use crate::{intern, real, unwind};
 use core::cell::UnsafeCell;
 use core::ffi::{c_int, c_void};
 use memscope_core::adapter::AdapterId;
@@ -37,7 +37,6 @@ fn stack_id(sp: usize, fp: usize) -> u32 {
     if depth == 0 || sp == 0 {
         return 0;
     }
-    modules::refresh_if_needed();
     FRAMES
         .try_with(|buf| {
             // SAFETY: the caller holds the runtime's reentrancy guard, so no other use of this

@@ -134,9 +134,11 @@ fn probe(tab: &[AtomicU64], t: usize, h: u64, tag: u64) -> Probe {
     Probe::Full
 }
 
-/// Writes the definition of a stack with a fresh id; returns the id (0 if it could not be
+/// Writes the definition of a stack with a fresh id, after the `Module` records of the objects
+/// its frames lie in ([`crate::modules::announce`]); returns the id (0 if it could not be
 /// written).
 fn define(frames: &[u64]) -> u32 {
+    crate::modules::announce(frames);
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     // ≤ 10 bytes per frame as varints; the runtime caps stacks at 1000 frames.
     let mut raw = [0u8; 10 * 1000];

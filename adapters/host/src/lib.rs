@@ -6,8 +6,9 @@
 //! * In the traced process (probe side, no allocation on any hook path):
 //!   - [`hooks`] — `malloc`, `calloc`, `realloc`, `reallocarray`, `free`, `posix_memalign`,
 //!     `aligned_alloc`, `memalign`, `valloc`, `pvalloc`, and with `MEMSCOPE_HOST_MMAP=1`
-//!     `mmap`/`mmap64`/`munmap`; `dlopen` (strips `RTLD_DEEPBIND`, refreshes the module map).
-//!     The probe exports them through [`export_hooks!`]; the allocator entry points are naked
+//!     `mmap`/`mmap64`/`munmap`. Nothing else is interposed (notably not `dlopen`: glibc
+//!     resolves a bare library name with the `RUNPATH` of the calling object, which a wrapper
+//!     would change). The probe exports them through [`export_hooks!`]; the allocator entry points are naked
 //!     x86_64 stubs that hand the hook the caller's stack pointer and frame pointer, so stacks
 //!     start exactly at the caller and never contain probe frames.
 //!   - [`real`] — where the hooks forward: glibc's `__libc_*` entry points, or the next
@@ -18,7 +19,9 @@
 //!     pointer follow it, frames without one are unwound by their CFI rule.
 //!   - [`intern`] — lock-free stack interning: each distinct stack is written once per process
 //!     as a `StackDef` record.
-//!   - [`modules`] — the module map (`Module` records: path, load bias, range, build id).
+//!   - [`modules`] — the module map (`Module` records: path, load bias, range, build id),
+//!     announced for each object the first time a captured stack runs through it (found with
+//!     `_dl_find_object`), so libraries loaded after start are symbolised too.
 //! * In the collector (feature `collector`, safe code):
 //!   - `typer` — `HostMalloc`/`HostFree`/`HostMmap`/`HostMunmap`/`Module` records into
 //!     `MALLOC`/`FREE` events of type `HOST` on device `cpu` (`allocation_id`, `addr`, `size`,
@@ -43,6 +46,20 @@
 //!   thread initialises, passive probe), re-entered calls (the probe's own allocations, a
 //!   signal handler interrupting a hook) and calls during `fork` are forwarded and not
 //!   recorded; the collector ignores frees of blocks it never saw allocated.
+//!
+//! # Limits
+//! * `RTLD_DEEPBIND`: a library opened with `dlopen(…, RTLD_DEEPBIND)` looks symbols up in its
+//!   own dependencies first, so its `malloc`/`free` calls bind to glibc's directly and are not
+//!   traced (the flag is left as the program passed it: a hook never changes how the target
+//!   runs). Blocks such a library allocates and the program frees reach the `free` hook as
+//!   addresses it never saw: the hook records the `HostFree` and forwards to the real `free`
+//!   (glibc, which owns the block), and the collector drops that free silently. Blocks the
+//!   program allocates and such a library frees stay live in the trace and appear in the leak
+//!   summary.
+//! * Libraries are only announced when `_dl_find_object` exists (glibc ≥ 2.35); elsewhere C
+//!   stacks print raw addresses. Objects with no file (the vDSO) or a relative `l_name`
+//!   (loaded through a relative path) print as addresses too.
+//! * C stacks are captured on x86_64 only.
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod cfi;
@@ -135,20 +152,6 @@ macro_rules! export_hooks {
             // SAFETY: forwarded caller contract.
             unsafe { $crate::hooks::munmap(addr, len) }
         }
-
-        /// `dlopen`: strips `RTLD_DEEPBIND` while HOST records (so the library's allocator calls
-        /// stay interposed) and refreshes the module map for C stacks.
-        ///
-        /// # Safety
-        /// As `dlopen(3)`.
-        #[no_mangle]
-        pub unsafe extern "C" fn dlopen(
-            file: *const ::core::ffi::c_char,
-            mode: ::core::ffi::c_int,
-        ) -> *mut ::core::ffi::c_void {
-            // SAFETY: forwarded caller contract.
-            unsafe { $crate::modules::dlopen(file, mode) }
-        }
     };
 }
 
@@ -198,7 +201,6 @@ mod descriptor {
             symbols: &[
                 "malloc", "calloc", "realloc", "reallocarray", "free", "posix_memalign",
                 "aligned_alloc", "memalign", "valloc", "pvalloc", "mmap", "mmap64", "munmap",
-                "dlopen",
             ],
             events: &["MALLOC/HOST", "FREE/HOST"],
             config_keys: &[ConfigKey {

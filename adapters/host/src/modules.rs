@@ -1,56 +1,81 @@
-//! The module map for C stacks, and the `dlopen` hook.
+//! The module map for C stacks: `Module` records, announced per return address.
 //!
-//! When a stack is captured and the set of loaded objects may have changed (first capture,
-//! after a `dlopen` returned, in a fork child), the loaded objects are listed with
-//! `dl_iterate_phdr` and each one not yet written in this process image gets a `Module` record:
-//! path (the executable's real path for the main program), load bias, mapped range and GNU
-//! build id, read from its program headers in memory. The collector symbolises with these after
-//! the process is gone, and can tell when a file on disk is not the one that was loaded.
+//! Before a stack is first written (its `StackDef`, see [`crate::intern`]), each of its return
+//! addresses is looked up with glibc's `_dl_find_object` (lock-free, allocation-free,
+//! async-signal-safe; glibc ≥ 2.35 — the lookup the unwinder in [`crate::cfi`] already uses).
+//! Every containing object that this process image has not announced yet gets a `Module`
+//! record first: path (the link map's `l_name`; the executable's real path for the main
+//! program), load bias (`l_addr`), loaded range and GNU build id, the last two read from the
+//! object's ELF and program headers in memory. So an object loaded at any time — a library
+//! opened with `dlopen`, a Python extension module — is announced before the first stack that
+//! runs through it, without interposing `dlopen` (which would change how glibc resolves bare
+//! names: it uses the `RUNPATH` of the *calling* object) and without the loader lock
+//! (`dl_iterate_phdr` is never called from a hook). The collector symbolises with these
+//! records after the process is gone, and can tell when a file on disk is not the one that was
+//! loaded.
 //!
-//! `dlopen` is hooked to notice loads and to strip `RTLD_DEEPBIND` while HOST records: a
-//! library opened with it would bind its `malloc`/`free` to glibc directly, bypassing the hooks
-//! (heaptrack does the same).
+//! The announced objects are kept in a fixed lock-free set keyed by bias, mapping start and
+//! path (an object loaded where an unloaded one was is announced again). A fork child empties
+//! it, with the stack tables, since it writes a new stream. Objects without a file (the vDSO)
+//! or with a relative `l_name` are not announced (their frames print as addresses), and
+//! without `_dl_find_object` (glibc < 2.35) none is.
 
-use core::ffi::{c_char, c_int, c_void};
-use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use memscope_core::adapter::AdapterId;
+use crate::cfi::{self, FoundObject};
+use core::ffi::{c_char, c_void};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use memscope_core::wire::Record;
 use memscope_runtime as rt;
 
-/// Objects may have been loaded since the last scan.
-static DIRTY: AtomicBool = AtomicBool::new(true);
 /// The fork handler is registered.
 static ATFORK: AtomicBool = AtomicBool::new(false);
 
 const EMITTED_SLOTS: usize = 8192;
-/// Keys (hash of bias, start and path) of the objects written in this process image.
+/// Keys of the objects announced in this process image: `key | DONE` once its `Module`
+/// record is written, `key` (bit 0 clear) while a thread is writing it.
 static EMITTED: [AtomicU64; EMITTED_SLOTS] = [const { AtomicU64::new(0) }; EMITTED_SLOTS];
+const DONE: u64 = 1;
 
-/// Scans the loaded objects if anything may have changed. Called with the reentrancy guard
-/// held, before a stack is captured.
-#[inline]
-pub fn refresh_if_needed() {
-    if DIRTY.load(Ordering::Relaxed) {
-        refresh();
+/// The public fields of glibc's `struct link_map` (`<link.h>`), which start the real one.
+#[repr(C)]
+struct LinkMap {
+    l_addr: u64,
+    l_name: *const c_char,
+    l_ld: *const c_void,
+    l_next: *const LinkMap,
+    l_prev: *const LinkMap,
+}
+
+/// Writes a `Module` record for each object containing one of `frames` (return addresses)
+/// that this process image has not announced yet. Called with the reentrancy guard held,
+/// before the `StackDef` of `frames` is written.
+pub fn announce(frames: &[u64]) {
+    ensure_atfork();
+    // Mappings already handled for this stack (frames cluster in few objects).
+    let mut seen = [(0u64, 0u64); 8];
+    let mut next = 0usize;
+    'frames: for &ra in frames {
+        let pc = ra.wrapping_sub(1);
+        for &(s, e) in &seen {
+            if pc >= s && pc < e {
+                continue 'frames;
+            }
+        }
+        let Some(obj) = cfi::find(pc) else {
+            continue;
+        };
+        seen[next % seen.len()] = (obj.map_start, obj.map_end);
+        next += 1;
+        announce_object(&obj);
     }
 }
 
-/// Marks the module list as possibly changed.
-pub fn mark_dirty() {
-    DIRTY.store(true, Ordering::Relaxed);
-}
-
-#[cold]
-fn refresh() {
-    if !ATFORK.swap(true, Ordering::AcqRel) {
+#[inline]
+fn ensure_atfork() {
+    if !ATFORK.load(Ordering::Relaxed) && !ATFORK.swap(true, Ordering::AcqRel) {
         // SAFETY: `after_fork_child` is an `extern "C" fn()` that lives as long as the probe
         // (the runtime pins the library).
         unsafe { libc::pthread_atfork(None, None, Some(after_fork_child)) };
     }
-    DIRTY.store(false, Ordering::Relaxed);
-    let ts = rt::now_ns();
-    // SAFETY: the callback only reads the entries it is given; `ts` outlives the call.
-    unsafe { libc::dl_iterate_phdr(Some(on_object), (&ts as *const u64).cast_mut().cast()) };
 }
 
 extern "C" fn after_fork_child() {
@@ -58,7 +83,6 @@ extern "C" fn after_fork_child() {
         e.store(0, Ordering::Relaxed);
     }
     crate::intern::reset_after_fork();
-    DIRTY.store(true, Ordering::Relaxed);
 }
 
 fn mix(mut h: u64, v: u64) -> u64 {
@@ -66,25 +90,174 @@ fn mix(mut h: u64, v: u64) -> u64 {
     h ^ (h >> 31)
 }
 
-/// Inserts `key`; `false` if it was already there (or the set is full).
-fn first_sight(key: u64) -> bool {
-    let start = (key as usize) & (EMITTED_SLOTS - 1);
+/// The slot to publish `key` in once its record is written, or `None` when it is already
+/// announced (or the set is full). Another thread's announcement still in progress counts as
+/// not announced: its `Module` record may not be written yet, so the caller writes one too
+/// (a duplicate record is harmless).
+fn claim(key: u64) -> Option<&'static AtomicU64> {
+    let start = (key as usize >> 1) & (EMITTED_SLOTS - 1);
     for i in 0..EMITTED_SLOTS {
         let s = &EMITTED[(start + i) & (EMITTED_SLOTS - 1)];
-        match s.compare_exchange(0, key, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => return true,
-            Err(v) if v == key => return false,
-            Err(_) => {}
+        let v = match s.compare_exchange(0, key, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return Some(s),
+            Err(v) => v,
+        };
+        if v & !DONE == key {
+            return (v & DONE == 0).then_some(s);
         }
     }
-    false
+    None
+}
+
+/// Announces `obj` unless it already was.
+fn announce_object(obj: &FoundObject) {
+    if obj.link_map == 0 || obj.map_start >= obj.map_end {
+        return;
+    }
+    // SAFETY: `dlfo_link_map` points at the object's link map, which starts with the public
+    // `struct link_map` fields; the object stays loaded while one of its frames is on this
+    // thread's stack.
+    let lm = unsafe { &*(obj.link_map as *const LinkMap) };
+    let bias = lm.l_addr;
+    // SAFETY: `l_name` is NULL or a NUL-terminated string owned by the loader.
+    let name = unsafe { rt::c_text(lm.l_name) }.unwrap_or(b"");
+    // The main program is named "" and heads the default namespace's list.
+    let main_program = name.is_empty() && lm.l_prev.is_null();
+    if !main_program && name.first() != Some(&b'/') {
+        return; // vDSO, or a path relative to a directory we do not know
+    }
+    let mut key = mix(mix(0x51_7CC1_B727_220A, bias), obj.map_start);
+    for chunk in name.chunks(8) {
+        let mut w = [0u8; 8];
+        w[..chunk.len()].copy_from_slice(chunk);
+        key = mix(key, u64::from_le_bytes(w));
+    }
+    let key = (key | 2) & !DONE;
+    let Some(slot) = claim(key) else {
+        return;
+    };
+    let mut exe = [0u8; 4096];
+    let path: &[u8] = if main_program {
+        // SAFETY: `exe` is writable for its length; the path literal is NUL-terminated.
+        let n = unsafe {
+            libc::readlink(
+                c"/proc/self/exe".as_ptr(),
+                exe.as_mut_ptr().cast(),
+                exe.len(),
+            )
+        };
+        if n <= 0 {
+            return;
+        }
+        &exe[..n as usize]
+    } else {
+        name
+    };
+    // SAFETY: `_dl_find_object` reported this mapping of a loaded object; `layout` reads only
+    // its first page (its lowest segment's, which holds the ELF header) and note segments
+    // inside its loaded range.
+    let (start, end, build_id) = unsafe { layout(obj.map_start, obj.map_end, bias) }.unwrap_or((
+        obj.map_start,
+        obj.map_end,
+        &[],
+    ));
+    let ok = rt::record(&Record::Module {
+        ts: rt::now_ns(),
+        base: bias,
+        start,
+        size: end - start,
+        build_id,
+        path,
+    });
+    if ok {
+        let _ = slot.compare_exchange(key, key | DONE, Ordering::AcqRel, Ordering::Relaxed);
+    }
+}
+
+/// Bytes of the ELF header (`Elf64_Ehdr`) and of one program header (`Elf64_Phdr`).
+const EHDR_SIZE: u64 = 64;
+const PHDR_SIZE: u64 = 56;
+/// The smallest page size: the first page of a mapping is mapped as a whole.
+const PAGE: u64 = 4096;
+/// The largest page size a segment is aligned to (x86_64 linkers use up to 2 MiB with
+/// `-z max-page-size`, but the mapping start is the *system* page of the lowest segment).
+const MAX_PAGE: u64 = 1 << 16;
+
+/// The loaded range `[start, end)` and GNU build id of the object mapped at
+/// `[map_start, map_end)` with load bias `bias`, read from its ELF header and program headers
+/// in memory. `None` when its first page does not hold them (its lowest `PT_LOAD` segment does
+/// not start at file offset 0, which the usual linkers never produce; or the program headers
+/// lie beyond the first page) or they do not describe this mapping.
+///
+/// # Safety
+/// `[map_start, map_end)` is the mapping of a loaded object (`l_map_start`, `l_map_end`),
+/// whose first page is readable and stays mapped during the call.
+unsafe fn layout(map_start: u64, map_end: u64, bias: u64) -> Option<(u64, u64, &'static [u8])> {
+    if !map_start.is_multiple_of(PAGE) || map_end - map_start < EHDR_SIZE {
+        return None;
+    }
+    // SAFETY: the first page of the mapping is readable (contract); 64 bytes fit in it.
+    let ehdr = unsafe { (map_start as *const libc::Elf64_Ehdr).read() };
+    let id = &ehdr.e_ident;
+    if id[..4] != *b"\x7fELF" || id[4] != 2 || id[5] != 1 {
+        return None; // not a 64-bit little-endian ELF header
+    }
+    let (phoff, phnum) = (ehdr.e_phoff, u64::from(ehdr.e_phnum));
+    if u64::from(ehdr.e_phentsize) != PHDR_SIZE || phnum == 0 || !phoff.is_multiple_of(8) {
+        return None;
+    }
+    let ph_end = phoff.checked_add(phnum * PHDR_SIZE)?;
+    if ph_end > PAGE || ph_end > map_end - map_start {
+        return None;
+    }
+    // SAFETY: the program headers lie inside the first page (checked above), 8-aligned.
+    let phdrs = unsafe {
+        core::slice::from_raw_parts(
+            (map_start + phoff) as *const libc::Elf64_Phdr,
+            phnum as usize,
+        )
+    };
+    let (mut lo, mut hi) = (u64::MAX, 0u64);
+    for ph in phdrs {
+        match ph.p_type {
+            libc::PT_LOAD => {
+                lo = lo.min(ph.p_vaddr);
+                hi = hi.max(ph.p_vaddr.checked_add(ph.p_memsz)?);
+            }
+            // The program headers say where they are loaded: they must be the ones we read.
+            libc::PT_PHDR if bias.wrapping_add(ph.p_vaddr) != map_start + phoff => return None,
+            _ => {}
+        }
+    }
+    if lo >= hi {
+        return None;
+    }
+    let (start, end) = (bias.wrapping_add(lo), bias.wrapping_add(hi));
+    // glibc: `l_map_start` is the page of the lowest segment, `l_map_end` its highest end.
+    if start < map_start || start - map_start >= MAX_PAGE || end <= start || end > map_end {
+        return None;
+    }
+    let mut build_id: &'static [u8] = &[];
+    for ph in phdrs.iter().filter(|ph| ph.p_type == libc::PT_NOTE) {
+        let at = bias.wrapping_add(ph.p_vaddr);
+        if at < start || at.saturating_add(ph.p_memsz) > end {
+            continue;
+        }
+        // SAFETY: the note segment lies inside the object's loaded range (checked above), in
+        // a segment loaded from the file (notes are never in `.bss`).
+        if let Some(b) = unsafe { gnu_build_id(at as usize, ph.p_memsz as usize) } {
+            build_id = b;
+            break;
+        }
+    }
+    Some((start, end, build_id))
 }
 
 /// The GNU build id in a `PT_NOTE` segment `[p, p + len)`.
 ///
 /// # Safety
 /// `[p, p + len)` is mapped and readable.
-unsafe fn build_id(p: usize, len: usize) -> Option<&'static [u8]> {
+unsafe fn gnu_build_id(p: usize, len: usize) -> Option<&'static [u8]> {
     let mut off = 0usize;
     let align4 = |v: usize| (v + 3) & !3;
     while off + 12 <= len {
@@ -98,8 +271,8 @@ unsafe fn build_id(p: usize, len: usize) -> Option<&'static [u8]> {
             )
         };
         let name_at = off + 12;
-        let desc_at = name_at + align4(namesz);
-        let next = desc_at + align4(descsz);
+        let desc_at = name_at.checked_add(align4(namesz))?;
+        let next = desc_at.checked_add(align4(descsz))?;
         if next > len {
             return None;
         }
@@ -116,113 +289,65 @@ unsafe fn build_id(p: usize, len: usize) -> Option<&'static [u8]> {
     None
 }
 
-unsafe extern "C" fn on_object(
-    info: *mut libc::dl_phdr_info,
-    _size: usize,
-    data: *mut c_void,
-) -> c_int {
-    // SAFETY: glibc passes a valid entry and our `ts` pointer for the duration of the call.
-    let (info, ts) = unsafe { (&*info, *(data as *const u64)) };
-    let bias = info.dlpi_addr;
-    // SAFETY: `dlpi_phdr` points at `dlpi_phnum` program headers of a loaded object.
-    let phdrs = unsafe { core::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
-    let (mut lo, mut hi) = (u64::MAX, 0u64);
-    for ph in phdrs.iter().filter(|ph| ph.p_type == libc::PT_LOAD) {
-        lo = lo.min(ph.p_vaddr);
-        hi = hi.max(ph.p_vaddr + ph.p_memsz);
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An address inside this test binary's code.
+    #[inline(never)]
+    fn here() -> u64 {
+        here as *const () as u64
     }
-    if lo >= hi {
-        return 0;
-    }
-    let (start, end) = (bias.wrapping_add(lo), bias.wrapping_add(hi));
-    // SAFETY: `dlpi_name` is NULL or a NUL-terminated string owned by the loader.
-    let name = unsafe { rt::c_text(info.dlpi_name) }.unwrap_or(b"");
-    let mut exe = [0u8; 4096];
-    let path: &[u8] = if name.is_empty() {
-        // SAFETY: `exe` is writable for its length; the path literal is NUL-terminated.
-        let n = unsafe {
-            libc::readlink(
-                c"/proc/self/exe".as_ptr(),
-                exe.as_mut_ptr().cast(),
-                exe.len(),
-            )
+
+    #[test]
+    fn the_test_binary_has_a_layout_with_its_build_id() {
+        let Some(obj) = cfi::find(here()) else {
+            eprintln!("no _dl_find_object: skipped");
+            return;
         };
-        if n <= 0 {
-            return 0;
-        }
-        &exe[..n as usize]
-    } else if name.first() == Some(&b'/') {
-        name
-    } else {
-        return 0; // vdso and other objects without a file
-    };
-    let mut key = mix(mix(0x51_7CC1_B727_220A, bias), start);
-    for chunk in path.chunks(8) {
-        let mut w = [0u8; 8];
-        w[..chunk.len()].copy_from_slice(chunk);
-        key = mix(key, u64::from_le_bytes(w));
+        assert_ne!(obj.link_map, 0);
+        // SAFETY: as in `announce_object`.
+        let bias = unsafe { (*(obj.link_map as *const LinkMap)).l_addr };
+        // SAFETY: the mapping `_dl_find_object` reported for this very binary.
+        let (start, end, id) = unsafe { layout(obj.map_start, obj.map_end, bias) }.unwrap();
+        assert!(
+            start <= here() && here() < end,
+            "{start:x} {:x} {end:x}",
+            here()
+        );
+        assert_eq!(end, obj.map_end);
+        // Rust test binaries are linked with a GNU build id by the usual toolchains; only
+        // check its shape when there is one.
+        assert!(id.is_empty() || (8..=64).contains(&id.len()), "{id:?}");
+        // libc (found through one of its functions) has one on every distribution we run on.
+        // SAFETY: RTLD_DEFAULT lookup of a NUL-terminated name.
+        let getpid = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"getpid".as_ptr()) };
+        let libc_obj = cfi::find(getpid as u64).unwrap();
+        // SAFETY: as above.
+        let lb = unsafe { (*(libc_obj.link_map as *const LinkMap)).l_addr };
+        // SAFETY: as above.
+        let (_, _, lid) = unsafe { layout(libc_obj.map_start, libc_obj.map_end, lb) }.unwrap();
+        assert!(!lid.is_empty());
+        // So has the dynamic loader (found through `_dl_find_object`, which it defines).
+        let ld = cfi::find(find_fn_address()).unwrap();
+        // SAFETY: as above.
+        let lb = unsafe { (*(ld.link_map as *const LinkMap)).l_addr };
+        // SAFETY: as above.
+        let (_, _, lid) = unsafe { layout(ld.map_start, ld.map_end, lb) }.unwrap();
+        assert!(!lid.is_empty());
     }
-    if !first_sight(key | 1) {
-        return 0;
-    }
-    let mut id: &[u8] = &[];
-    for ph in phdrs.iter().filter(|ph| ph.p_type == libc::PT_NOTE) {
-        let at = bias.wrapping_add(ph.p_vaddr);
-        if at < start || at.saturating_add(ph.p_memsz) > end {
-            continue;
-        }
-        // SAFETY: the note segment lies inside the object's loaded range (checked above).
-        if let Some(b) = unsafe { build_id(at as usize, ph.p_memsz as usize) } {
-            id = b;
-            break;
-        }
-    }
-    rt::record(&Record::Module {
-        ts,
-        base: bias,
-        start,
-        size: end - start,
-        build_id: id,
-        path,
-    });
-    0
-}
 
-type DlopenFn = unsafe extern "C" fn(*const c_char, c_int) -> *mut c_void;
-static REAL_DLOPEN: AtomicUsize = AtomicUsize::new(0);
-
-fn real_dlopen() -> Option<DlopenFn> {
-    let mut f = REAL_DLOPEN.load(Ordering::Acquire);
-    if f == 0 {
-        // SAFETY: RTLD_NEXT lookup of a NUL-terminated name.
-        f = unsafe { libc::dlsym(libc::RTLD_NEXT, c"dlopen".as_ptr()) } as usize;
-        if f == 0 {
-            return None;
-        }
-        REAL_DLOPEN.store(f, Ordering::Release);
+    fn find_fn_address() -> u64 {
+        // SAFETY: RTLD_DEFAULT lookup of a NUL-terminated name.
+        unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"_dl_find_object".as_ptr()) as u64 }
     }
-    // SAFETY: `f` is the next `dlopen`, whose C signature this is.
-    Some(unsafe { core::mem::transmute::<usize, DlopenFn>(f) })
-}
 
-/// The `dlopen` hook.
-///
-/// # Safety
-/// As `dlopen(3)`.
-pub unsafe fn dlopen(file: *const c_char, mode: c_int) -> *mut c_void {
-    let Some(f) = real_dlopen() else {
-        return core::ptr::null_mut();
-    };
-    let on = rt::init_state() != rt::InitState::Uninit && rt::enabled(AdapterId::Host);
-    let mode = if on {
-        mode & !libc::RTLD_DEEPBIND
-    } else {
-        mode
-    };
-    // SAFETY: forwarded contract.
-    let h = unsafe { f(file, mode) };
-    if !h.is_null() {
-        mark_dirty();
+    #[test]
+    fn claims_are_published_once() {
+        let key = 0x1234_5678_9abc_def2;
+        let s = claim(key).expect("new");
+        assert!(claim(key).is_some(), "pending: not announced yet");
+        s.store(key | DONE, Ordering::Release);
+        assert!(claim(key).is_none());
     }
-    h
 }

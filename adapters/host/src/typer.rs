@@ -4,9 +4,10 @@
 //!   the block's size), `total` = live host bytes of the process after the event.
 //! * `Call Stack(C)` of MALLOC rows: the allocation stack symbolised with the process's module
 //!   map ([`crate::symbolize`]), one frame per line, innermost first; cached per stack id.
-//! * A FREE of an address that is not live (allocated before tracing started, in an untraced
-//!   context, or by a signal handler that interrupted a hook) gives no row; the first one is
-//!   noted in the log. A MALLOC at an address that is still live (its FREE was not seen) first
+//! * A FREE of an address that is not live (allocated before tracing started, by the parent
+//!   of a fork child, in an untraced context, by a library opened with `RTLD_DEEPBIND`, or by
+//!   a signal handler that interrupted a hook) gives no row and no log line (these are normal,
+//!   not the program's fault); they are only counted. A MALLOC at an address that is still live (its FREE was not seen) first
 //!   closes the old block with a synthetic FREE (`shadow:true`), as the pools do.
 //! * Blocks still live when the process ends get no FREE: they are what the leak summary
 //!   ([`crate::leaks`]) reports.
@@ -44,6 +45,11 @@ impl HostTyper {
     /// A typer with no live blocks.
     pub fn new() -> HostTyper {
         HostTyper::default()
+    }
+
+    /// Frees of addresses that were not live (ignored).
+    pub fn unknown_frees(&self) -> u64 {
+        self.unknown_frees
     }
 
     fn stack_text(&mut self, ctx: &TypeCtx, id: u32) -> Option<String> {
@@ -139,14 +145,7 @@ impl HostTyper {
                 self.total -= b.size as i64;
                 out.push(self.event(ctx, EventKind::Free, ts, tid, addr, b, false, false));
             }
-            None => {
-                self.unknown_frees += 1;
-                if self.unknown_frees == 1 {
-                    ctx.warn(format!(
-                        "HOST: free of 0x{addr:x}, a block not seen allocated (allocated before tracing started or in an untraced context); such frees are ignored"
-                    ));
-                }
-            }
+            None => self.unknown_frees += 1,
         }
     }
 
@@ -268,6 +267,19 @@ mod tests {
         assert!(ev.iter().all(|e| e.event_type == EventType::Host
             && e.device == Device::Cpu
             && e.pid == Some(7)));
+    }
+
+    #[test]
+    fn frees_of_blocks_never_seen_are_counted_silently() {
+        let mut ctx = TypeCtx::new(7, vec![]);
+        let mut t = HostTyper::new();
+        let mut out = Vec::new();
+        for addr in [0x999, 0x998] {
+            assert!(t.type_record(&mut ctx, 9, &Record::HostFree { ts: 1, addr }, &mut out));
+        }
+        assert!(out.is_empty());
+        assert_eq!(t.unknown_frees(), 2);
+        assert!(ctx.take_warnings().is_empty());
     }
 
     #[test]

@@ -111,8 +111,16 @@ impl Collector {
                     }
                 }
                 Ok(None) => {
-                    if r.writer_gone() {
-                        // The process died before its probe finished the header: nothing to read.
+                    // The probe creates the file, then locks it, then writes the header: a free
+                    // lock alone does not mean the writer is gone. Only a dead process (pid from
+                    // the file name `<pid>-<ns>.stream`) that never wrote a header has nothing.
+                    let pid = r
+                        .path()
+                        .file_name()
+                        .and_then(|n| n.to_str())
+                        .and_then(|n| n.split('-').next())
+                        .and_then(|p| p.parse::<u32>().ok());
+                    if r.writer_gone() && !pid.is_some_and(pid_alive) {
                         continue;
                     }
                     still.push(r);

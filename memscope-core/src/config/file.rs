@@ -110,6 +110,14 @@ impl RawOptions {
     /// # Errors
     /// Unreadable file, invalid JSON, unknown key or wrong type — one line naming the file.
     pub fn from_file(path: &std::path::Path) -> Result<RawOptions, ConfigError> {
+        let meta = std::fs::metadata(path)
+            .map_err(|e| ConfigError(format!("--config {}: {e}", path.display())))?;
+        if !meta.is_file() {
+            return Err(ConfigError(format!("--config {}: not a regular file", path.display())));
+        }
+        if meta.len() > 16 << 20 {
+            return Err(ConfigError(format!("--config {}: larger than 16 MiB", path.display())));
+        }
         let text = std::fs::read_to_string(path)
             .map_err(|e| ConfigError(format!("--config {}: {e}", path.display())))?;
         let f: ConfigFile = serde_json::from_str(&text)

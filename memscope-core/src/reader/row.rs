@@ -277,6 +277,7 @@ pub fn parse_row(
     let et_cell = cells[i[2]];
     let event_type = fast_type(et_cell)
         .or_else(|| EventType::parse(et_cell.trim()))
+        .or_else(|| custom_type(et_cell.trim()))
         .ok_or_else(|| format!("unknown Event Type \"{et_cell}\""))?;
     let ts_ns = unit.scale(parse_ts(cells[i[4]])?);
     let pid = parse_opt_u32(cells[i[5]], "Process Id")?;
@@ -335,6 +336,16 @@ pub fn parse_row(
     })
 }
 
+/// A third-party adapter's Event Type (plugin ABI): an identifier of at most 64 bytes
+/// (`[A-Za-z0-9_]`, not starting with a digit). Anything else is malformed input.
+fn custom_type(cell: &str) -> Option<EventType> {
+    let ok = !cell.is_empty()
+        && cell.len() <= 64
+        && !cell.starts_with(|c: char| c.is_ascii_digit())
+        && cell.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    ok.then(|| EventType::custom(cell))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -387,8 +398,10 @@ mod tests {
         assert_eq!(e, "bad Timestamp(ns) \"abc\"");
         let e = row("x,MALLOC,PTA,N/A,1,1,1,0,0x10,{size:1},,", TimeUnit::Nanos).unwrap_err();
         assert_eq!(e, "bad ID \"x\"");
-        let e = row("1,MALLOC,NOPE,N/A,1,1,1,0,0x10,{size:1},,", TimeUnit::Nanos).unwrap_err();
-        assert_eq!(e, "unknown Event Type \"NOPE\"");
+        let e = row("1,MALLOC,NO PE!,N/A,1,1,1,0,0x10,{size:1},,", TimeUnit::Nanos).unwrap_err();
+        assert_eq!(e, "unknown Event Type \"NO PE!\"");
+        let ok = row("1,MALLOC,MYPOOL,N/A,1,1,1,0,0x10,{size:1},,", TimeUnit::Nanos).unwrap();
+        assert_eq!(ok.event_type.as_str(), "MYPOOL", "third-party adapter types read back");
     }
 
     #[test]

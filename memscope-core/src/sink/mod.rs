@@ -89,6 +89,14 @@ impl<W: DeviceWriter> DeviceRouter<W> {
         self.files.values_mut().try_for_each(DeviceWriter::flush)
     }
 
+    /// Calls `f` on every open writer.
+    ///
+    /// # Errors
+    /// The first error of `f`.
+    pub fn for_each(&mut self, f: impl FnMut(&mut W) -> Result<(), BusError>) -> Result<(), BusError> {
+        self.files.values_mut().try_for_each(f)
+    }
+
     /// Flushes and, if no file was ever opened but device-less events were seen, writes them
     /// to `device_cpu`. Returns (path, rows) of every file.
     ///

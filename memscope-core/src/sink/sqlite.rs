@@ -73,6 +73,17 @@ impl DbFile {
 }
 
 impl DbFile {
+    /// Leaves the database as one self-contained file (journal mode DELETE: the WAL is
+    /// checkpointed and removed), so readers need no `-wal`/`-shm` files and can open it on a
+    /// read-only medium.
+    ///
+    /// # Errors
+    /// SQLite refused the checkpoint.
+    pub fn close_wal(&mut self) -> Result<(), BusError> {
+        self.flush()?;
+        self.conn.execute_batch("PRAGMA journal_mode=DELETE;").map_err(|e| self.err(e))
+    }
+
     /// Inserts the buffered rows (one statement for a full batch, a shorter one for the rest).
     fn insert_pending(&mut self) -> Result<(), BusError> {
         if self.pending.is_empty() {
@@ -178,6 +189,7 @@ impl Layer for DbSink {
         report: &mut Vec<ReportSection>,
     ) -> Result<(), BusError> {
         let files = self.router.finish()?;
+        self.router.for_each(DbFile::close_wal)?;
         report.push(ReportSection {
             title: "Dump files".into(),
             lines: files.iter().map(|(p, n)| format!("{} ({n} rows)", p.display())).collect(),

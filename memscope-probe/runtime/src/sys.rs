@@ -72,16 +72,32 @@ pub(crate) fn errno() -> i32 {
     unsafe { *libc::__errno_location() }
 }
 
-/// Appends the text of error number `err` (`strerror_r`, XSI variant) to `out`.
+/// Appends the text of error number `err` to `out`, from a fixed table. Never `strerror_r`:
+/// it may translate through gettext, which takes glibc's locale lock — a hook running inside
+/// `setlocale` (bash, Python at start-up) would then wait for itself forever.
 pub(crate) fn push_strerror<const N: usize>(out: &mut FixedBuf<N>, err: i32) {
-    let mut tmp = [0u8; 128];
-    // SAFETY: `tmp` is writable for its length; the XSI `strerror_r` NUL-terminates on success.
-    let rc = unsafe { libc::strerror_r(err, tmp.as_mut_ptr().cast(), tmp.len()) };
-    if rc == 0 {
-        let n = tmp.iter().position(|&b| b == 0).unwrap_or(tmp.len());
-        out.push(&tmp[..n]);
-    } else {
+    let text: &[u8] = match err {
+        libc::EPERM => b"Operation not permitted",
+        libc::ENOENT => b"No such file or directory",
+        libc::EIO => b"Input/output error",
+        libc::ENOMEM => b"Cannot allocate memory",
+        libc::EACCES => b"Permission denied",
+        libc::EEXIST => b"File exists",
+        libc::ENOTDIR => b"Not a directory",
+        libc::EISDIR => b"Is a directory",
+        libc::EINVAL => b"Invalid argument",
+        libc::EMFILE => b"Too many open files",
+        libc::EFBIG => b"File too large",
+        libc::ENOSPC => b"No space left on device",
+        libc::EROFS => b"Read-only file system",
+        libc::EDQUOT => b"Disk quota exceeded",
+        libc::EOPNOTSUPP => b"Operation not supported",
+        _ => b"",
+    };
+    if text.is_empty() {
         let _ = fmt::write(out, format_args!("errno {err}"));
+    } else {
+        out.push(text);
     }
 }
 
