@@ -7,7 +7,7 @@
  * a host vtable; the plugin then calls `host->emit(...)` whenever something happens.
  *
  * Loading
- *   - `memscope run --plugin /path/libx.so` puts the path in MEMSCOPE_PLUGINS (':'-separated)
+ *   - `memscope run --adapter-path /path/libx.so` puts the path in MEMSCOPE_PLUGINS (':'-separated)
  *     and also in LD_PRELOAD after the probe, so a plugin can interpose functions itself
  *     (only LD_PRELOAD interposes; dlopen does not).
  *   - The probe loads the plugins lazily, at its first "safe point" after start-up: the first
