@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 pub mod adapter;
+pub mod cann_modules;
 pub mod probe_env;
 pub mod event;
 pub mod owner;

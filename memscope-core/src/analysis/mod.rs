@@ -13,7 +13,7 @@
 //!
 //! [`ReportSection`]: crate::bus::ReportSection
 
-pub mod cann;
+pub use crate::cann_modules as cann;
 pub mod compare;
 pub mod decompose;
 pub mod gap;

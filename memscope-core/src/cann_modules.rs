@@ -2,7 +2,8 @@
 //! `MID:n`), for the decompose owner `CANN@<MODULE>` (behaviour spec §6). Ids 11–20 are the
 //! MDC sub-modules of the CANN list.
 
-const MODULES: [&str; 75] = [
+/// CANN module names by id, 0–74 (abi.md §2.4, behaviour spec §6).
+pub const MODULES: [&str; 75] = [
     "SLOG",
     "IDEDD",
     "IDEDH",
