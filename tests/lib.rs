@@ -11,13 +11,19 @@ use std::process::{Command, Output};
 
 /// Repository root.
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
 }
 
 /// `target/<profile>` of the running test binary (`target/<profile>/deps/<test>`).
 pub fn profile_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
-    exe.parent().and_then(Path::parent).expect("target/<profile>").to_path_buf()
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>")
+        .to_path_buf()
 }
 
 fn built(name: &str) -> PathBuf {
@@ -43,7 +49,11 @@ pub fn probe_lib() -> PathBuf {
 /// The sim-npu stand-in directory (`lib64/`, `atb/cxx_abi_*/lib/`).
 pub fn sim_npu_dir() -> PathBuf {
     let d = profile_dir().join("sim-npu");
-    assert!(d.join("lib64").is_dir(), "{} is missing: build the workspace first", d.display());
+    assert!(
+        d.join("lib64").is_dir(),
+        "{} is missing: build the workspace first",
+        d.display()
+    );
     d
 }
 
@@ -60,7 +70,9 @@ pub fn compile(sources: &[&Path], out_name: &str, extra: &[&str], shared: bool) 
     let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let tmp = out_dir.join(format!(".{out_name}.{}.{seq}", std::process::id()));
     let lib64 = sim_npu_dir().join("lib64");
-    let cpp = sources.iter().any(|s| s.extension().is_some_and(|e| e == "cpp" || e == "cc"));
+    let cpp = sources
+        .iter()
+        .any(|s| s.extension().is_some_and(|e| e == "cpp" || e == "cc"));
     let mut cmd = Command::new(if cpp { "c++" } else { "cc" });
     cmd.args(["-O1", "-g", "-fno-omit-frame-pointer", "-Wall"])
         .arg("-I")
@@ -76,7 +88,11 @@ pub fn compile(sources: &[&Path], out_name: &str, extra: &[&str], shared: bool) 
         .args(extra)
         .args(["-lms_tools_ext", "-lpthread", "-ldl"]);
     let o = cmd.output().expect("run the C compiler");
-    assert!(o.status.success(), "compiling {out_name} failed:\n{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "compiling {out_name} failed:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     std::fs::rename(&tmp, &out).expect("move the compiled program in place");
     out
 }
@@ -122,7 +138,10 @@ impl Run {
     }
     /// Every row of every CSV dump.
     pub fn rows(&self) -> Vec<Row> {
-        self.dumps(".csv").iter().flat_map(|p| read_csv(p)).collect()
+        self.dumps(".csv")
+            .iter()
+            .flat_map(|p| read_csv(p))
+            .collect()
     }
 }
 
@@ -144,7 +163,12 @@ pub fn walk(dir: &Path, f: &mut dyn FnMut(&Path)) {
 pub fn memscope_run(args: &[&str], program: &[&str], envs: &[(&str, &str)]) -> Run {
     let out = tempfile::tempdir().expect("tempdir");
     let mut cmd = Command::new(memscope_bin());
-    cmd.arg("run").arg("-o").arg(out.path()).args(args).arg("--").args(program);
+    cmd.arg("run")
+        .arg("-o")
+        .arg(out.path())
+        .args(args)
+        .arg("--")
+        .args(program);
     for (k, v) in envs {
         cmd.env(k, v);
     }
@@ -158,7 +182,12 @@ pub type Row = HashMap<String, String>;
 /// Reads a CSV dump with the `csv` crate (RFC 4180), checking the header.
 pub fn read_csv(path: &Path) -> Vec<Row> {
     let mut r = csv::Reader::from_path(path).expect("open csv");
-    let header: Vec<String> = r.headers().expect("header").iter().map(str::to_owned).collect();
+    let header: Vec<String> = r
+        .headers()
+        .expect("header")
+        .iter()
+        .map(str::to_owned)
+        .collect();
     assert_eq!(
         header.join(","),
         "ID,Event,Event Type,Name,Timestamp(ns),Process Id,Thread Id,Device Id,Ptr,Attr,Call Stack(Python),Call Stack(C)"
@@ -166,7 +195,11 @@ pub fn read_csv(path: &Path) -> Vec<Row> {
     r.records()
         .map(|rec| {
             let rec = rec.expect("csv record");
-            header.iter().cloned().zip(rec.iter().map(str::to_owned)).collect()
+            header
+                .iter()
+                .cloned()
+                .zip(rec.iter().map(str::to_owned))
+                .collect()
         })
         .collect()
 }
@@ -175,7 +208,9 @@ pub fn read_csv(path: &Path) -> Vec<Row> {
 /// converted from JSON to the CSV `{k:v,...}` text so rows compare equal.
 pub fn read_db(path: &Path) -> Vec<Row> {
     let conn = rusqlite::Connection::open(path).expect("open db");
-    let mut st = conn.prepare("SELECT * FROM memscope_dump ORDER BY ID").expect("select");
+    let mut st = conn
+        .prepare("SELECT * FROM memscope_dump ORDER BY ID")
+        .expect("select");
     let names: Vec<String> = st.column_names().into_iter().map(str::to_owned).collect();
     let rows = st
         .query_map([], |r| {
@@ -201,7 +236,14 @@ pub fn read_db(path: &Path) -> Vec<Row> {
         let text = if pairs.is_empty() {
             String::new()
         } else {
-            format!("{{{}}}", pairs.iter().map(|(k, v)| format!("{k}:{v}")).collect::<Vec<_>>().join(","))
+            format!(
+                "{{{}}}",
+                pairs
+                    .iter()
+                    .map(|(k, v)| format!("{k}:{v}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            )
         };
         r.insert("Attr".into(), text);
         r
@@ -211,10 +253,14 @@ pub fn read_db(path: &Path) -> Vec<Row> {
 
 /// The Attr pairs of a row.
 pub fn attrs(row: &Row) -> HashMap<String, String> {
-    memscope_core::attr_text::parse_attr(&row["Attr"]).into_iter().collect()
+    memscope_core::attr_text::parse_attr(&row["Attr"])
+        .into_iter()
+        .collect()
 }
 
 /// Rows whose `Event` and `Event Type` match.
 pub fn select<'a>(rows: &'a [Row], event: &str, event_type: &str) -> Vec<&'a Row> {
-    rows.iter().filter(|r| r["Event"] == event && r["Event Type"] == event_type).collect()
+    rows.iter()
+        .filter(|r| r["Event"] == event && r["Event Type"] == event_type)
+        .collect()
 }

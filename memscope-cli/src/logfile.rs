@@ -22,7 +22,12 @@ pub struct LogFile {
 impl LogFile {
     /// A log at `path`, not created yet.
     pub fn new(path: &Path, level: LogLevel) -> LogFile {
-        LogFile { file: None, path: path.to_path_buf(), level, pending: Vec::new() }
+        LogFile {
+            file: None,
+            path: path.to_path_buf(),
+            level,
+            pending: Vec::new(),
+        }
     }
 
     /// Creates the file (mode 0600, parents 0750) and writes the lines logged so far.
@@ -54,7 +59,9 @@ impl LogFile {
             Some(f) => {
                 let _ = writeln!(f, "{now} {tag} {msg}");
             }
-            None if self.pending.len() < PENDING_CAP => self.pending.push(format!("{now} {tag} {msg}")),
+            None if self.pending.len() < PENDING_CAP => {
+                self.pending.push(format!("{now} {tag} {msg}"))
+            }
             None => {}
         }
     }

@@ -55,7 +55,11 @@ enum ConfigCmd {
 /// of missing arguments), up to the usage/tip block.
 fn one_line(text: &str) -> String {
     let mut lines = text.lines();
-    let mut out = lines.next().unwrap_or("invalid arguments").trim_start_matches("error: ").to_owned();
+    let mut out = lines
+        .next()
+        .unwrap_or("invalid arguments")
+        .trim_start_matches("error: ")
+        .to_owned();
     for l in lines {
         if l.trim().is_empty() {
             break;
@@ -91,7 +95,9 @@ fn main() -> ExitCode {
         Cmd::Adapters { cmd } => adapters_cmd::run(&cmd),
         Cmd::Compare(args) => analyze_cmd::run_compare(&args),
         Cmd::Analyze { cmd } => analyze_cmd::run_analyze(&cmd),
-        Cmd::Config { cmd: ConfigCmd::Schema } => {
+        Cmd::Config {
+            cmd: ConfigCmd::Schema,
+        } => {
             print!("{}", include_str!("../../schemas/config.schema.json"));
             Ok(())
         }

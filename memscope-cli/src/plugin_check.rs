@@ -65,10 +65,15 @@ pub fn check_probe(path: &Path) -> Result<(), String> {
     let data = std::fs::read(path).map_err(|e| format!("MEMSCOPE_PROBE_PATH={name}: {e}"))?;
     let file = object::File::parse(&*data)
         .map_err(|e| format!("MEMSCOPE_PROBE_PATH={name}: not a shared library ({e})"))?;
-    let has = |want: &str| file.dynamic_symbols().any(|s| s.name() == Ok(want) && s.is_definition());
+    let has = |want: &str| {
+        file.dynamic_symbols()
+            .any(|s| s.name() == Ok(want) && s.is_definition())
+    };
     if has("memscope_version") && has("InitInjectionMstx") {
         Ok(())
     } else {
-        Err(format!("MEMSCOPE_PROBE_PATH={name}: not the memscope probe (libmemscope_probe.so)"))
+        Err(format!(
+            "MEMSCOPE_PROBE_PATH={name}: not the memscope probe (libmemscope_probe.so)"
+        ))
     }
 }

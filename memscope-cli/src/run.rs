@@ -94,7 +94,9 @@ fn configure(a: &RunArgs) -> Result<RunConfig, String> {
         Some(p) => {
             let file = RawOptions::from_file(p).map_err(|e| e.0)?;
             // Validate the file alone first, so a bad value in it is reported against it.
-            file.clone().validate(&cwd).map_err(|e| format!("--config {}: {}", p.display(), e.0))?;
+            file.clone()
+                .validate(&cwd)
+                .map_err(|e| format!("--config {}: {}", p.display(), e.0))?;
             file.overlay(flags)
         }
         None => flags,
@@ -125,10 +127,15 @@ pub fn find_probe() -> Result<PathBuf, String> {
         }
         return crate::plugin_check::check_probe(&p).map(|()| p);
     }
-    let exe = std::env::current_exe().map_err(|e| format!("cannot locate the memscope executable: {e}"))?;
+    let exe = std::env::current_exe()
+        .map_err(|e| format!("cannot locate the memscope executable: {e}"))?;
     let dir = exe.parent().unwrap_or(Path::new("."));
     let name = "libmemscope_probe.so";
-    let candidates = [dir.join(name), dir.join("../lib").join(name), dir.join("..").join(name)];
+    let candidates = [
+        dir.join(name),
+        dir.join("../lib").join(name),
+        dir.join("..").join(name),
+    ];
     candidates.iter().find(|p| p.is_file()).cloned().ok_or_else(|| {
         format!(
             "preload library {name} not found next to {} (build the workspace with `cargo build --workspace`, or set MEMSCOPE_PROBE_PATH)",
@@ -143,7 +150,11 @@ fn resolve_program(p: &str) -> Option<PathBuf> {
         return path.is_file().then_some(path);
     }
     std::env::var_os("PATH")
-        .map(|paths| std::env::split_paths(&paths).map(|d| d.join(p)).find(|c| c.is_file()))
+        .map(|paths| {
+            std::env::split_paths(&paths)
+                .map(|d| d.join(p))
+                .find(|c| c.is_file())
+        })
         .unwrap_or(None)
 }
 
@@ -160,7 +171,9 @@ pub fn run(a: RunArgs) -> ExitCode {
         Err(e) => return usage_error(e),
     };
     let Some(program) = a.program.first() else {
-        return usage_error("no program given (usage: memscope run [OPTIONS] [--] PROGRAM [ARGS]...)");
+        return usage_error(
+            "no program given (usage: memscope run [OPTIONS] [--] PROGRAM [ARGS]...)",
+        );
     };
     let Some(program_path) = resolve_program(program) else {
         return usage_error(format!("program {program:?} not found"));
@@ -183,14 +196,23 @@ pub fn run(a: RunArgs) -> ExitCode {
         }
     }
     if cfg.output_path.exists() && !cfg.output_path.is_dir() {
-        return usage_error(format!("--output-path {}: not a directory", cfg.output_path.display()));
+        return usage_error(format!(
+            "--output-path {}: not a directory",
+            cfg.output_path.display()
+        ));
     }
     if let Err(e) = memscope_core::layout::create_dir_0750(&cfg.output_path) {
         return usage_error(format!("--output-path {}: {e}", cfg.output_path.display()));
     }
-    let spool = cfg.output_path.join(format!(".memscope_spool_{}", std::process::id()));
+    let spool = cfg
+        .output_path
+        .join(format!(".memscope_spool_{}", std::process::id()));
     if let Err(e) = memscope_core::layout::create_dir_0750(&spool) {
-        return usage_error(format!("--output-path {}: cannot create {}: {e}", cfg.output_path.display(), spool.display()));
+        return usage_error(format!(
+            "--output-path {}: cannot create {}: {e}",
+            cfg.output_path.display(),
+            spool.display()
+        ));
     }
     let quiet = a.quiet;
     let code = launch_and_collect(&cfg, &probe, &spool, &a.program, quiet, analysis_factory());
@@ -218,7 +240,11 @@ fn analysis_factory() -> AnalysisFactory {
                 kinds.push(k);
             }
         }
-        let mut ac = AnalysisConfig { kinds, output_dir: Some(project.to_path_buf()), ..AnalysisConfig::default() };
+        let mut ac = AnalysisConfig {
+            kinds,
+            output_dir: Some(project.to_path_buf()),
+            ..AnalysisConfig::default()
+        };
         ac.inefficient.idle_threshold = cfg.idle_threshold;
         online_layers(&ac)
     })
@@ -248,19 +274,37 @@ fn launch_and_collect(
         .env("LD_PRELOAD", preload_value(probe, cfg))
         .env(env::ENV_SPOOL, spool)
         .env(env::ENV_ADAPTERS, cfg.adapter_mask().to_string())
-        .env(env::ENV_COLLECT_MODE, match cfg.collect_mode {
-            memscope_core::config::CollectMode::Immediate => "immediate",
-            memscope_core::config::CollectMode::Deferred => "deferred",
-        })
+        .env(
+            env::ENV_COLLECT_MODE,
+            match cfg.collect_mode {
+                memscope_core::config::CollectMode::Immediate => "immediate",
+                memscope_core::config::CollectMode::Deferred => "deferred",
+            },
+        )
         .env(env::ENV_C_STACK, cfg.call_stack.c.unwrap_or(0).to_string())
-        .env(env::ENV_KERNEL_LAUNCH, if (cfg.events.launch || cfg.analysis.inefficient) && cfg.level.kernel { "1" } else { "0" }) // issue 5
+        .env(
+            env::ENV_KERNEL_LAUNCH,
+            if (cfg.events.launch || cfg.analysis.inefficient) && cfg.level.kernel {
+                "1"
+            } else {
+                "0"
+            },
+        ) // issue 5
         .env("MSTX_INJECTION_PATH", probe);
     if !cfg.adapter_paths.is_empty() {
-        let joined: Vec<String> = cfg.adapter_paths.iter().map(|p| p.display().to_string()).collect();
+        let joined: Vec<String> = cfg
+            .adapter_paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
         cmd.env(env::ENV_PLUGINS, joined.join(":"));
     }
     let signals = Arc::new(AtomicUsize::new(0));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
+    for sig in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
         let flag = signals.clone();
         let _ = signal_hook::flag::register_usize(sig, flag, sig as usize);
     }
@@ -269,7 +313,12 @@ fn launch_and_collect(
         Err(e) => return usage_error(format!("cannot run {:?}: {e}", argv[0])),
     };
     let child_pid = nix::unistd::Pid::from_raw(child.id() as i32);
-    let mut collector = Collector::new(spool.to_path_buf(), Arc::new(cfg.clone()), visible_devices(), analyses);
+    let mut collector = Collector::new(
+        spool.to_path_buf(),
+        Arc::new(cfg.clone()),
+        visible_devices(),
+        analyses,
+    );
     let mut status = None;
     let mut last_flush = Instant::now();
     let mut exited_at: Option<Instant> = None;

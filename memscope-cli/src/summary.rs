@@ -10,17 +10,33 @@ pub fn print(procs: &[ProcessSummary], code: i32) {
     eprintln!(
         "memscope: job exited with code {code}; {} process(es) recorded events{}",
         active.len(),
-        if idle.is_empty() { String::new() } else { format!(", {} recorded none", idle.len()) }
+        if idle.is_empty() {
+            String::new()
+        } else {
+            format!(", {} recorded none", idle.len())
+        }
     );
     for p in active {
         let total: u64 = p.counts.values().sum();
-        let kinds: Vec<String> = p.counts.iter().map(|(k, n)| format!("{} {n}", k.as_str())).collect();
+        let kinds: Vec<String> = p
+            .counts
+            .iter()
+            .map(|(k, n)| format!("{} {n}", k.as_str()))
+            .collect();
         eprintln!(
             "memscope: pid {} ({}): {total} events{}{}",
             p.pid,
             if p.exe.is_empty() { "?" } else { &p.exe },
-            if kinds.is_empty() { String::new() } else { format!(" ({})", kinds.join(", ")) },
-            if p.dropped > 0 { format!(", {} DROPPED", p.dropped) } else { ", 0 dropped".into() },
+            if kinds.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", kinds.join(", "))
+            },
+            if p.dropped > 0 {
+                format!(", {} DROPPED", p.dropped)
+            } else {
+                ", 0 dropped".into()
+            },
         );
         eprintln!("  output: {}", p.project_dir.display());
         for sec in &p.report {

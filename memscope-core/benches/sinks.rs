@@ -51,7 +51,10 @@ fn events(n: u64) -> Vec<Event> {
 fn cpu_s() -> f64 {
     let s = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     let rest = s.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let f: Vec<f64> = rest.split_whitespace().map(|x| x.parse().unwrap_or(0.0)).collect();
+    let f: Vec<f64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0.0))
+        .collect();
     (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / 100.0
 }
 
@@ -78,7 +81,10 @@ fn run_sink(name: &str, layer: Box<dyn Layer>, evs: &[Event]) {
 }
 
 fn main() {
-    let n: u64 = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(2_000_000);
+    let n: u64 = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(2_000_000);
     let evs = events(n);
     let dir = tempfile::tempdir().expect("tempdir");
 
@@ -88,7 +94,10 @@ fn main() {
     for e in &evs {
         sink = sink.wrapping_add(e.clone().ts_ns);
     }
-    println!("baseline clone-only  {:>8.3} s  (checksum {sink})", t.elapsed().as_secs_f64());
+    println!(
+        "baseline clone-only  {:>8.3} s  (checksum {sink})",
+        t.elapsed().as_secs_f64()
+    );
 
     let d = dir.path().to_path_buf();
     run_sink(
@@ -100,7 +109,13 @@ fn main() {
         &evs,
     );
     let d = dir.path().to_path_buf();
-    run_sink("sqlite", Box::new(DbSink::new(Box::new(move |_| DbFile::open(d.join("bench.db"))))), &evs);
+    run_sink(
+        "sqlite",
+        Box::new(DbSink::new(Box::new(move |_| {
+            DbFile::open(d.join("bench.db"))
+        }))),
+        &evs,
+    );
 
     // Stream codec: encode the pool records of the same mix and decode them back.
     let mut buf = vec![0u8; (n as usize) * 24 + 64];
@@ -108,9 +123,24 @@ fn main() {
     let mut pos = 0;
     for (i, e) in evs.iter().enumerate() {
         let rec: Record<&[u8]> = match e.kind {
-            EventKind::Mstx => Record::Mark { ts: e.ts_ns, stream: 0, msg: b"op:12", null: false },
-            EventKind::Malloc => Record::RegionRegister { ts: e.ts_ns, pool: PoolId::PtaCaching, device: 0, ptr: e.ptr.unwrap_or(0), size: 512 },
-            _ => Record::RegionUnregister { ts: e.ts_ns, pool: PoolId::PtaCaching, ptr: e.ptr.unwrap_or(i as u64) },
+            EventKind::Mstx => Record::Mark {
+                ts: e.ts_ns,
+                stream: 0,
+                msg: b"op:12",
+                null: false,
+            },
+            EventKind::Malloc => Record::RegionRegister {
+                ts: e.ts_ns,
+                pool: PoolId::PtaCaching,
+                device: 0,
+                ptr: e.ptr.unwrap_or(0),
+                size: 512,
+            },
+            _ => Record::RegionUnregister {
+                ts: e.ts_ns,
+                pool: PoolId::PtaCaching,
+                ptr: e.ptr.unwrap_or(i as u64),
+            },
         };
         pos += rec.encode(&mut st, &mut buf[pos..]).expect("room");
     }
@@ -123,5 +153,9 @@ fn main() {
         count += 1;
     }
     let s = t.elapsed().as_secs_f64();
-    println!("decode   {count:>10} recs  {s:>8.3} s  {:>6.2} M recs/s  {:.2} bytes/record", count as f64 / s / 1e6, pos as f64 / count as f64);
+    println!(
+        "decode   {count:>10} recs  {s:>8.3} s  {:>6.2} M recs/s  {:.2} bytes/record",
+        count as f64 / s / 1e6,
+        pos as f64 / count as f64
+    );
 }

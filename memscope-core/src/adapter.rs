@@ -105,13 +105,21 @@ pub struct TypeCtx {
 impl TypeCtx {
     /// A context for process `pid` with the job's visible-device list.
     pub fn new(pid: u32, visible_devices: Vec<u32>) -> TypeCtx {
-        TypeCtx { pid, visible_devices, next_allocation_id: 1, ..TypeCtx::default() }
+        TypeCtx {
+            pid,
+            visible_devices,
+            next_allocation_id: 1,
+            ..TypeCtx::default()
+        }
     }
 
     /// Maps a logical device id through `ASCEND_RT_VISIBLE_DEVICES` (identity when unset or
     /// out of range, as msMemScope does).
     pub fn map_device(&self, logical: u32) -> u32 {
-        self.visible_devices.get(logical as usize).copied().unwrap_or(logical)
+        self.visible_devices
+            .get(logical as usize)
+            .copied()
+            .unwrap_or(logical)
     }
 
     /// A fresh `allocation_id`.
@@ -221,7 +229,9 @@ pub struct AdapterDescriptor {
 
 impl std::fmt::Debug for AdapterDescriptor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AdapterDescriptor").field("id", &self.id).finish_non_exhaustive()
+        f.debug_struct("AdapterDescriptor")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
     }
 }
 

@@ -247,7 +247,9 @@ pub fn attr_json(ev: &Event) -> String {
 }
 
 fn looks_like_key(piece: &str) -> bool {
-    let Some(colon) = piece.find(':') else { return false };
+    let Some(colon) = piece.find(':') else {
+        return false;
+    };
     let key = &piece[..colon];
     let mut chars = key.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
@@ -269,7 +271,10 @@ pub fn parse_attr(cell: &str) -> Vec<(String, String)> {
                 .collect();
         }
     }
-    let inner = t.strip_prefix('{').map(|s| s.strip_suffix('}').unwrap_or(s)).unwrap_or(t);
+    let inner = t
+        .strip_prefix('{')
+        .map(|s| s.strip_suffix('}').unwrap_or(s))
+        .unwrap_or(t);
     let mut out: Vec<(String, String)> = Vec::new();
     if inner.is_empty() {
         return out;
@@ -309,7 +314,12 @@ pub fn memory_attrs(pairs: Vec<(String, String)>) -> MemoryAttrs {
         match k.as_str() {
             "allocation_id" => m.allocation_id = num(&v).unwrap_or(0),
             "addr" => m.addr = num(&v).unwrap_or(0),
-            "size" => m.size = signed(&v).map(i64::unsigned_abs).or_else(|| num(&v)).unwrap_or(0),
+            "size" => {
+                m.size = signed(&v)
+                    .map(i64::unsigned_abs)
+                    .or_else(|| num(&v))
+                    .unwrap_or(0)
+            }
             "pinned" => m.pinned = v == "true",
             "used" => m.used = signed(&v),
             "total" => m.total = signed(&v),
@@ -328,7 +338,11 @@ pub fn memory_attrs(pairs: Vec<(String, String)>) -> MemoryAttrs {
                 }
             }
             "alloc_type" => {
-                m.alloc_type = Some(if v == "create" { AllocType::Create } else { AllocType::Alloc })
+                m.alloc_type = Some(if v == "create" {
+                    AllocType::Create
+                } else {
+                    AllocType::Alloc
+                })
             }
             "MID" => m.module_id = num(&v).map(|x| x as u32),
             _ => m.extra.push((k, v)),
@@ -378,7 +392,9 @@ mod tests {
 
     #[test]
     fn attr_values_with_commas_and_colons_survive_parsing() {
-        let p = parse_attr("{allocation_id:3,addr:0x10,shape:torch.Size([2, 3]),inefficient_type:a,b,path:x:y}");
+        let p = parse_attr(
+            "{allocation_id:3,addr:0x10,shape:torch.Size([2, 3]),inefficient_type:a,b,path:x:y}",
+        );
         assert_eq!(p[2], ("shape".into(), "torch.Size([2, 3])".into()));
         assert_eq!(p[3], ("inefficient_type".into(), "a,b".into()));
         assert_eq!(p[4], ("path".into(), "x:y".into()));
@@ -396,7 +412,10 @@ mod tests {
             used: Some(10),
             total: Some(10),
             owner: Some(OwnerChain::parse("PTA@gradient@ops@memscope")),
-            inefficient: vec![Inefficiency::EarlyAllocation, Inefficiency::TemporaryIdleness],
+            inefficient: vec![
+                Inefficiency::EarlyAllocation,
+                Inefficiency::TemporaryIdleness,
+            ],
             ..MemoryAttrs::default()
         };
         ev.attrs = Attrs::Memory(m.clone());

@@ -79,7 +79,10 @@ impl StepState {
 /// The `range_id` Attr of an MSTX range row.
 pub fn range_id(ev: &Event) -> Option<u64> {
     match &ev.attrs {
-        Attrs::Pairs(p) => p.iter().find(|(k, _)| k == "range_id").and_then(|(_, v)| v.parse().ok()),
+        Attrs::Pairs(p) => p
+            .iter()
+            .find(|(k, _)| k == "range_id")
+            .and_then(|(_, v)| v.parse().ok()),
         _ => None,
     }
 }
@@ -149,7 +152,10 @@ impl Bus {
     pub fn new(pid: Option<u32>, layers: Vec<Box<dyn Layer>>) -> Bus {
         Bus {
             layers,
-            ctx: BusCtx { pid, ..BusCtx::default() },
+            ctx: BusCtx {
+                pid,
+                ..BusCtx::default()
+            },
             a: Vec::new(),
             b: Vec::new(),
         }
@@ -221,7 +227,12 @@ mod tests {
         fn name(&self) -> &'static str {
             "collect"
         }
-        fn on_event(&mut self, ev: Event, ctx: &BusCtx, _: &mut Vec<Event>) -> Result<(), BusError> {
+        fn on_event(
+            &mut self,
+            ev: Event,
+            ctx: &BusCtx,
+            _: &mut Vec<Event>,
+        ) -> Result<(), BusError> {
             self.0.lock().unwrap().push((ev.id, ctx.steps.current));
             Ok(())
         }
@@ -240,16 +251,28 @@ mod tests {
         let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let mut bus = Bus::new(Some(1), vec![Box::new(Collect(seen.clone()))]);
         bus.push(mstx(0, EventType::Mark, "before", 0)).unwrap();
-        bus.push(mstx(1, EventType::RangeStart, "step start", 7)).unwrap();
-        bus.push(mstx(2, EventType::RangeStart, "inner", 8)).unwrap();
+        bus.push(mstx(1, EventType::RangeStart, "step start", 7))
+            .unwrap();
+        bus.push(mstx(2, EventType::RangeStart, "inner", 8))
+            .unwrap();
         bus.push(mstx(3, EventType::RangeEnd, "inner", 8)).unwrap();
-        bus.push(mstx(4, EventType::RangeEnd, "step start", 7)).unwrap();
+        bus.push(mstx(4, EventType::RangeEnd, "step start", 7))
+            .unwrap();
         bus.push(mstx(5, EventType::Mark, "between", 0)).unwrap();
-        bus.push(mstx(6, EventType::RangeStart, "step start", 9)).unwrap();
+        bus.push(mstx(6, EventType::RangeStart, "step start", 9))
+            .unwrap();
         let got = seen.lock().unwrap().clone();
         assert_eq!(
             got,
-            vec![(0, None), (1, Some(1)), (2, Some(1)), (3, Some(1)), (4, Some(1)), (5, None), (6, Some(2))]
+            vec![
+                (0, None),
+                (1, Some(1)),
+                (2, Some(1)),
+                (3, Some(1)),
+                (4, Some(1)),
+                (5, None),
+                (6, Some(2))
+            ]
         );
     }
 }

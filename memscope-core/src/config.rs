@@ -41,7 +41,13 @@ pub struct EventSet {
 
 impl Default for EventSet {
     fn default() -> Self {
-        EventSet { alloc: true, free: true, launch: true, access: false, traceback: false }
+        EventSet {
+            alloc: true,
+            free: true,
+            launch: true,
+            access: false,
+            traceback: false,
+        }
     }
 }
 
@@ -51,7 +57,13 @@ impl EventSet {
     /// # Errors
     /// An unknown token.
     pub fn parse(s: &str) -> Result<EventSet, ConfigError> {
-        let mut e = EventSet { alloc: false, free: false, launch: false, access: false, traceback: false };
+        let mut e = EventSet {
+            alloc: false,
+            free: false,
+            launch: false,
+            access: false,
+            traceback: false,
+        };
         let mut none = false;
         for t in split_list(s) {
             match t {
@@ -65,7 +77,13 @@ impl EventSet {
             }
         }
         if none {
-            e = EventSet { alloc: false, free: false, launch: false, access: false, traceback: false };
+            e = EventSet {
+                alloc: false,
+                free: false,
+                launch: false,
+                access: false,
+                traceback: false,
+            };
         }
         Ok(e)
     }
@@ -82,7 +100,10 @@ pub struct LevelSet {
 
 impl Default for LevelSet {
     fn default() -> Self {
-        LevelSet { op: true, kernel: false }
+        LevelSet {
+            op: true,
+            kernel: false,
+        }
     }
 }
 
@@ -92,12 +113,20 @@ impl LevelSet {
     /// # Errors
     /// An unknown token.
     pub fn parse(s: &str) -> Result<LevelSet, ConfigError> {
-        let mut l = LevelSet { op: false, kernel: false };
+        let mut l = LevelSet {
+            op: false,
+            kernel: false,
+        };
         for t in split_list(s) {
             match t {
                 "op" | "0" => l.op = true,
                 "kernel" | "1" => l.kernel = true,
-                other => return Err(bad("--level", format!("unknown level {other:?} (expected op or kernel)"))),
+                other => {
+                    return Err(bad(
+                        "--level",
+                        format!("unknown level {other:?} (expected op or kernel)"),
+                    ))
+                }
             }
         }
         Ok(l)
@@ -117,10 +146,15 @@ pub struct CallStack {
 pub const DEFAULT_STACK_DEPTH: u32 = 50;
 
 fn parse_depth(opt: &str, s: &str, max: u32) -> Result<u32, ConfigError> {
-    let ok = !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && !(s.len() > 1 && s.starts_with('0'));
+    let ok = !s.is_empty()
+        && s.bytes().all(|b| b.is_ascii_digit())
+        && !(s.len() > 1 && s.starts_with('0'));
     match s.parse::<u32>() {
         Ok(n) if ok && n <= max => Ok(n),
-        _ => Err(bad(opt, format!("bad number {s:?} (an integer from 0 to {max}, no leading zeros)"))),
+        _ => Err(bad(
+            opt,
+            format!("bad number {s:?} (an integer from 0 to {max}, no leading zeros)"),
+        )),
     }
 }
 
@@ -139,7 +173,12 @@ impl CallStack {
             match kind {
                 "c" => c.c = Some(n),
                 "python" => c.python = Some(n),
-                other => return Err(bad("--call-stack", format!("unknown stack kind {other:?} (expected c[:N] or python[:N])"))),
+                other => {
+                    return Err(bad(
+                        "--call-stack",
+                        format!("unknown stack kind {other:?} (expected c[:N] or python[:N])"),
+                    ))
+                }
             }
         }
         Ok(c)
@@ -165,7 +204,13 @@ pub struct AnalysisSet {
 
 impl Default for AnalysisSet {
     fn default() -> Self {
-        AnalysisSet { leaks: true, decompose: false, inefficient: false, oom: None, gap: true }
+        AnalysisSet {
+            leaks: true,
+            decompose: false,
+            inefficient: false,
+            oom: None,
+            gap: true,
+        }
     }
 }
 
@@ -175,7 +220,13 @@ impl AnalysisSet {
     /// # Errors
     /// An unknown token or a bad K.
     pub fn parse(s: &str) -> Result<AnalysisSet, ConfigError> {
-        let mut a = AnalysisSet { leaks: false, decompose: false, inefficient: false, oom: None, gap: false };
+        let mut a = AnalysisSet {
+            leaks: false,
+            decompose: false,
+            inefficient: false,
+            oom: None,
+            gap: false,
+        };
         let mut none = false;
         for t in split_list(s) {
             match t {
@@ -196,7 +247,13 @@ impl AnalysisSet {
             }
         }
         if none {
-            a = AnalysisSet { leaks: false, decompose: false, inefficient: false, oom: None, gap: false };
+            a = AnalysisSet {
+                leaks: false,
+                decompose: false,
+                inefficient: false,
+                oom: None,
+                gap: false,
+            };
         }
         Ok(a)
     }
@@ -215,7 +272,11 @@ pub struct DeviceSet {
 
 impl Default for DeviceSet {
     fn default() -> Self {
-        DeviceSet { all_npu: true, npus: Vec::new(), cpu: false }
+        DeviceSet {
+            all_npu: true,
+            npus: Vec::new(),
+            cpu: false,
+        }
     }
 }
 
@@ -225,7 +286,11 @@ impl DeviceSet {
     /// # Errors
     /// A bad token, or nothing selected.
     pub fn parse(s: &str) -> Result<DeviceSet, ConfigError> {
-        let mut d = DeviceSet { all_npu: false, npus: Vec::new(), cpu: false };
+        let mut d = DeviceSet {
+            all_npu: false,
+            npus: Vec::new(),
+            cpu: false,
+        };
         for t in split_list(s) {
             match t {
                 "npu" => d.all_npu = true,
@@ -234,15 +299,27 @@ impl DeviceSet {
                     let n = &t[4..];
                     let v = match n.strip_prefix("0x").or_else(|| n.strip_prefix("0X")) {
                         Some(h) => u32::from_str_radix(h, 16).ok(),
-                        None if n.len() > 1 && n.starts_with('0') => u32::from_str_radix(&n[1..], 8).ok(),
+                        None if n.len() > 1 && n.starts_with('0') => {
+                            u32::from_str_radix(&n[1..], 8).ok()
+                        }
                         None => n.parse().ok(),
                     };
                     match v {
                         Some(v) if v < 32 => d.npus.push(v),
-                        _ => return Err(bad("--device", format!("bad device {t:?} (npu:<n> with n < 32)"))),
+                        _ => {
+                            return Err(bad(
+                                "--device",
+                                format!("bad device {t:?} (npu:<n> with n < 32)"),
+                            ))
+                        }
                     }
                 }
-                other => return Err(bad("--device", format!("unknown device {other:?} (expected npu, npu:<n> or cpu)"))),
+                other => {
+                    return Err(bad(
+                        "--device",
+                        format!("unknown device {other:?} (expected npu, npu:<n> or cpu)"),
+                    ))
+                }
             }
         }
         if !d.all_npu && d.npus.is_empty() && !d.cpu {
@@ -297,7 +374,10 @@ impl LogLevel {
             "info" => Ok(LogLevel::Info),
             "warning" | "warn" => Ok(LogLevel::Warning),
             "error" => Ok(LogLevel::Error),
-            other => Err(bad("--log-level", format!("unknown level {other:?} (expected debug, info, warning or error)"))),
+            other => Err(bad(
+                "--log-level",
+                format!("unknown level {other:?} (expected debug, info, warning or error)"),
+            )),
         }
     }
 }
@@ -335,8 +415,14 @@ pub struct RunConfig {
 
 /// Adapters selected when neither flags nor config.json name any: every built-in adapter but
 /// HOST, which is opt-in (issue 4) so Ascend users pay nothing for it.
-pub const DEFAULT_ADAPTERS: [AdapterId; 6] =
-    [AdapterId::Mstx, AdapterId::Pta, AdapterId::MindSpore, AdapterId::Atb, AdapterId::Hal, AdapterId::Acl];
+pub const DEFAULT_ADAPTERS: [AdapterId; 6] = [
+    AdapterId::Mstx,
+    AdapterId::Pta,
+    AdapterId::MindSpore,
+    AdapterId::Atb,
+    AdapterId::Hal,
+    AdapterId::Acl,
+];
 
 impl Default for RunConfig {
     fn default() -> Self {
@@ -351,7 +437,10 @@ impl Default for RunConfig {
             format: Format::Csv,
             log_level: LogLevel::Info,
             collect_mode: CollectMode::Immediate,
-            adapters: DEFAULT_ADAPTERS.iter().map(|a| a.name().to_owned()).collect(),
+            adapters: DEFAULT_ADAPTERS
+                .iter()
+                .map(|a| a.name().to_owned())
+                .collect(),
             adapter_paths: Vec::new(),
             idle_threshold: 3000,
         }
@@ -367,11 +456,19 @@ pub fn parse_steps(s: &str) -> Result<Vec<u32>, ConfigError> {
     for t in split_list(s) {
         match t.parse::<u32>() {
             Ok(n) if n >= 1 && t.bytes().all(|b| b.is_ascii_digit()) => v.push(n),
-            _ => return Err(bad("--steps", format!("bad step {t:?} (an integer from 1 to 4294967295)"))),
+            _ => {
+                return Err(bad(
+                    "--steps",
+                    format!("bad step {t:?} (an integer from 1 to 4294967295)"),
+                ))
+            }
         }
     }
     if v.len() > 5 {
-        return Err(bad("--steps", format!("{} steps given, at most 5 allowed", v.len())));
+        return Err(bad(
+            "--steps",
+            format!("{} steps given, at most 5 allowed", v.len()),
+        ));
     }
     Ok(v)
 }
@@ -385,7 +482,10 @@ pub fn parse_adapters(s: &str) -> Result<Vec<String>, ConfigError> {
     for t in split_list(s) {
         if AdapterId::from_name(t).is_none() {
             let known: Vec<_> = AdapterId::ALL.iter().map(|a| a.name()).collect();
-            return Err(bad("--adapters", format!("unknown adapter {t:?} (built-in: {})", known.join(", "))));
+            return Err(bad(
+                "--adapters",
+                format!("unknown adapter {t:?} (built-in: {})", known.join(", ")),
+            ));
         }
         if !v.iter().any(|x| x == t) {
             v.push(t.to_owned());
@@ -410,15 +510,28 @@ pub fn check_output_path(p: &str) -> Result<(), ConfigError> {
         return Err(bad("--output-path", "longer than 4096 bytes"));
     }
     if p.starts_with(['=', '+', '-', '@']) {
-        return Err(bad("--output-path", format!("{p:?} starts with a forbidden character (= + - @)")));
+        return Err(bad(
+            "--output-path",
+            format!("{p:?} starts with a forbidden character (= + - @)"),
+        ));
     }
     if let Some(c) = p.chars().find(|c| {
-        !(c.is_ascii_alphanumeric() || "./_-~ ".contains(*c) || ('\u{4e00}'..='\u{9fa5}').contains(c))
+        !(c.is_ascii_alphanumeric()
+            || "./_-~ ".contains(*c)
+            || ('\u{4e00}'..='\u{9fa5}').contains(c))
     }) {
-        return Err(bad("--output-path", format!("{p:?} contains the character {c:?} (allowed: letters, digits, . / _ - ~, spaces)")));
+        return Err(bad(
+            "--output-path",
+            format!(
+                "{p:?} contains the character {c:?} (allowed: letters, digits, . / _ - ~, spaces)"
+            ),
+        ));
     }
     if p.split('/').any(|c| c.len() > 255) {
-        return Err(bad("--output-path", "a path component is longer than 255 bytes"));
+        return Err(bad(
+            "--output-path",
+            "a path component is longer than 255 bytes",
+        ));
     }
     Ok(())
 }
@@ -426,7 +539,10 @@ pub fn check_output_path(p: &str) -> Result<(), ConfigError> {
 impl RunConfig {
     /// Selection mask of the built-in adapters ([`AdapterId::bit`]).
     pub fn adapter_mask(&self) -> u32 {
-        self.adapters.iter().filter_map(|a| AdapterId::from_name(a)).fold(0, |m, a| m | a.bit())
+        self.adapters
+            .iter()
+            .filter_map(|a| AdapterId::from_name(a))
+            .fold(0, |m, a| m | a.bit())
     }
 
     /// Whether `a` is selected.

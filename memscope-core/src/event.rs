@@ -128,18 +128,42 @@ impl EventType {
         (EventType::AtenEnd, "ATEN_END", EventKind::OpLaunch),
         (EventType::AtbStart, "ATB_START", EventKind::OpLaunch),
         (EventType::AtbEnd, "ATB_END", EventKind::OpLaunch),
-        (EventType::KernelLaunch, "KERNEL_LAUNCH", EventKind::KernelLaunch),
-        (EventType::KernelStart, "KERNEL_START", EventKind::KernelLaunch),
+        (
+            EventType::KernelLaunch,
+            "KERNEL_LAUNCH",
+            EventKind::KernelLaunch,
+        ),
+        (
+            EventType::KernelStart,
+            "KERNEL_START",
+            EventKind::KernelLaunch,
+        ),
         (EventType::KernelEnd, "KERNEL_END", EventKind::KernelLaunch),
-        (EventType::KernelExecuteStart, "KERNEL_EXECUTE_START", EventKind::KernelLaunch),
-        (EventType::KernelExecuteEnd, "KERNEL_EXECUTE_END", EventKind::KernelLaunch),
+        (
+            EventType::KernelExecuteStart,
+            "KERNEL_EXECUTE_START",
+            EventKind::KernelLaunch,
+        ),
+        (
+            EventType::KernelExecuteEnd,
+            "KERNEL_EXECUTE_END",
+            EventKind::KernelLaunch,
+        ),
         (EventType::Mark, "Mark", EventKind::Mstx),
         (EventType::RangeStart, "Range_start", EventKind::Mstx),
         (EventType::RangeEnd, "Range_end", EventKind::Mstx),
         (EventType::Snapshot, "SNAPSHOT", EventKind::Snapshot),
         (EventType::OomTrigger, "OOM_TRIGGER", EventKind::OomDetail),
-        (EventType::OomRecentAlloc, "OOM_RECENT_ALLOC", EventKind::OomDetail),
-        (EventType::OomTopAlloc, "OOM_TOP_ALLOC", EventKind::OomDetail),
+        (
+            EventType::OomRecentAlloc,
+            "OOM_RECENT_ALLOC",
+            EventKind::OomDetail,
+        ),
+        (
+            EventType::OomTopAlloc,
+            "OOM_TOP_ALLOC",
+            EventKind::OomDetail,
+        ),
     ];
 
     fn index(self) -> Option<usize> {
@@ -161,7 +185,9 @@ impl EventType {
     /// equally valid under [`EventKind::Free`] (see [`EventType::fits`]). Custom types report
     /// MALLOC; their producer sets the event's kind.
     pub fn kind(self) -> EventKind {
-        self.index().map(|i| Self::TABLE[i].2).unwrap_or(EventKind::Malloc)
+        self.index()
+            .map(|i| Self::TABLE[i].2)
+            .unwrap_or(EventKind::Malloc)
     }
 
     /// Whether this type may appear under `kind` (memory types fit MALLOC and FREE; custom

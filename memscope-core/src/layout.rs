@@ -21,7 +21,10 @@ pub const DEFAULT_OUTPUT: &str = "memscopeDumpResults";
 pub fn timestamp_name(ns: u64) -> String {
     let secs = (ns / 1_000_000_000) as i64;
     match chrono::DateTime::from_timestamp(secs, 0) {
-        Some(t) => t.with_timezone(&chrono::Local).format("%Y%m%d%H%M%S").to_string(),
+        Some(t) => t
+            .with_timezone(&chrono::Local)
+            .format("%Y%m%d%H%M%S")
+            .to_string(),
         None => "19700101000000".to_owned(),
     }
 }
@@ -50,7 +53,12 @@ pub fn create_dir_0750(path: &Path) -> io::Result<()> {
 pub fn create_new_0600(path: &Path) -> io::Result<(File, PathBuf)> {
     let mut candidate = path.to_path_buf();
     for k in 1..10_000 {
-        match OpenOptions::new().write(true).create_new(true).mode(0o600).open(&candidate) {
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&candidate)
+        {
             Ok(f) => return Ok((f, candidate)),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                 let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("file");
@@ -63,7 +71,10 @@ pub fn create_new_0600(path: &Path) -> io::Result<(File, PathBuf)> {
             Err(e) => return Err(e),
         }
     }
-    Err(io::Error::new(io::ErrorKind::AlreadyExists, "no free file name"))
+    Err(io::Error::new(
+        io::ErrorKind::AlreadyExists,
+        "no free file name",
+    ))
 }
 
 /// `<output>/msmemscope_<pid>_<ts>_ascend`.
@@ -73,12 +84,17 @@ pub fn project_dir(output: &Path, pid: u32, ts: &str) -> PathBuf {
 
 /// `<project>/<device dir>/dump/memscope_dump_<ts>.<ext>`.
 pub fn dump_path(project: &Path, device_dir: &str, ts: &str, ext: &str) -> PathBuf {
-    project.join(device_dir).join("dump").join(format!("memscope_dump_{ts}.{ext}"))
+    project
+        .join(device_dir)
+        .join("dump")
+        .join(format!("memscope_dump_{ts}.{ext}"))
 }
 
 /// `<project>/msmemscope_logs/msmemscope_<ts>.log`.
 pub fn log_path(project: &Path, ts: &str) -> PathBuf {
-    project.join("msmemscope_logs").join(format!("msmemscope_{ts}.log"))
+    project
+        .join("msmemscope_logs")
+        .join(format!("msmemscope_{ts}.log"))
 }
 
 #[cfg(test)]
@@ -91,13 +107,19 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let sub = d.path().join("a/b");
         create_dir_0750(&sub).unwrap();
-        assert_eq!(std::fs::metadata(&sub).unwrap().permissions().mode() & 0o777, 0o750);
+        assert_eq!(
+            std::fs::metadata(&sub).unwrap().permissions().mode() & 0o777,
+            0o750
+        );
         let p = sub.join("x.csv");
         let (_, p1) = create_new_0600(&p).unwrap();
         let (_, p2) = create_new_0600(&p).unwrap();
         assert_eq!(p1, p);
         assert_eq!(p2, sub.join("x_1.csv"));
-        assert_eq!(std::fs::metadata(&p1).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(&p1).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
     }
 
     #[test]

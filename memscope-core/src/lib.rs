@@ -10,12 +10,14 @@
 
 pub mod adapter;
 pub mod cann_modules;
-pub mod probe_env;
 pub mod event;
 pub mod owner;
 pub mod pool;
+pub mod probe_env;
 pub mod wire;
 
+#[cfg(feature = "collector")]
+pub mod analysis;
 #[cfg(feature = "collector")]
 pub mod attr_text;
 #[cfg(feature = "collector")]
@@ -25,8 +27,6 @@ pub mod config;
 #[cfg(feature = "collector")]
 pub mod layout;
 #[cfg(feature = "collector")]
-pub mod sink;
-#[cfg(feature = "collector")]
-pub mod analysis;
-#[cfg(feature = "collector")]
 pub mod reader;
+#[cfg(feature = "collector")]
+pub mod sink;

@@ -21,7 +21,11 @@ impl OwnerChain {
     /// Parses `A@B@C`; empty levels are skipped, so `""` is the empty chain.
     pub fn parse(s: &str) -> OwnerChain {
         OwnerChain {
-            levels: s.split('@').filter(|l| !l.is_empty()).map(str::to_owned).collect(),
+            levels: s
+                .split('@')
+                .filter(|l| !l.is_empty())
+                .map(str::to_owned)
+                .collect(),
         }
     }
 
@@ -44,7 +48,9 @@ impl OwnerChain {
 
     /// The first `n` levels as a chain (for decompose roll-ups).
     pub fn prefix(&self, n: usize) -> OwnerChain {
-        OwnerChain { levels: self.levels.iter().take(n).cloned().collect() }
+        OwnerChain {
+            levels: self.levels.iter().take(n).cloned().collect(),
+        }
     }
 }
 

@@ -194,7 +194,14 @@ impl PoolAccounting {
             }
         }
         let allocation_id = ctx.next_allocation_id();
-        self.regions.insert((pool, ptr), LiveRegion { device, size, allocation_id });
+        self.regions.insert(
+            (pool, ptr),
+            LiveRegion {
+                device,
+                size,
+                allocation_id,
+            },
+        );
         let a = self.allocated.entry((pool, device)).or_default();
         *a = a.saturating_add(size);
         let mut owner = OwnerChain::framework(framework_label(pool));
@@ -277,13 +284,25 @@ impl PoolAccounting {
         out: &mut Vec<Event>,
     ) -> bool {
         match *rec {
-            Record::HeapRegister { pool, device, ptr, size, .. } if pools.contains(&pool) => {
+            Record::HeapRegister {
+                pool,
+                device,
+                ptr,
+                size,
+                ..
+            } if pools.contains(&pool) => {
                 self.heap_register(ctx, pool, device, ptr, size);
             }
             Record::HeapUnregister { pool, ptr, .. } if pools.contains(&pool) => {
                 self.heap_unregister(ctx, pool, ptr);
             }
-            Record::RegionRegister { ts, pool, device, ptr, size } if pools.contains(&pool) => {
+            Record::RegionRegister {
+                ts,
+                pool,
+                device,
+                ptr,
+                size,
+            } if pools.contains(&pool) => {
                 self.region_register(ctx, tid, ts, pool, device, ptr, size, out);
             }
             Record::RegionUnregister { ts, pool, ptr } if pools.contains(&pool) => {
@@ -307,7 +326,10 @@ pub struct PoolTyper {
 impl PoolTyper {
     /// A typer that takes the records of `pools` only.
     pub fn new(pools: &'static [PoolId]) -> PoolTyper {
-        PoolTyper { pools, acct: PoolAccounting::new() }
+        PoolTyper {
+            pools,
+            acct: PoolAccounting::new(),
+        }
     }
 
     /// The pools this typer takes.

@@ -42,7 +42,9 @@ pub struct ProbeSettings<'a> {
 impl<'a> ProbeSettings<'a> {
     /// Feeds one `NAME=value` entry of `environ`; unknown names are ignored.
     pub fn apply(&mut self, entry: &'a [u8]) {
-        let Some(eq) = entry.iter().position(|&b| b == b'=') else { return };
+        let Some(eq) = entry.iter().position(|&b| b == b'=') else {
+            return;
+        };
         let (name, value) = (&entry[..eq], &entry[eq + 1..]);
         if name == ENV_SPOOL.as_bytes() {
             self.spool = (!value.is_empty()).then_some(value);

@@ -85,8 +85,12 @@ pub enum PoolId {
 
 impl PoolId {
     /// Every pool.
-    pub const ALL: [PoolId; 4] =
-        [PoolId::PtaCaching, PoolId::PtaWorkspace, PoolId::MindSpore, PoolId::Atb];
+    pub const ALL: [PoolId; 4] = [
+        PoolId::PtaCaching,
+        PoolId::PtaWorkspace,
+        PoolId::MindSpore,
+        PoolId::Atb,
+    ];
 
     /// The pool that owns an msTX domain name, if any.
     pub fn from_domain(name: &[u8]) -> Option<PoolId> {
@@ -135,7 +139,6 @@ impl SystemCode {
         .find(|c| *c as u8 == v)
     }
 }
-
 
 mod cann;
 mod codec;

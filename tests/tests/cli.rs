@@ -37,8 +37,14 @@ fn bad_flag_values_are_one_line_errors_with_exit_code_2_and_nothing_launched() {
         args.extend(job);
         assert_usage_error(&memscope(&args), needle);
     }
-    assert_usage_error(&memscope(&["run", "--no-such-flag", "--", "true"]), "--no-such-flag");
-    assert_usage_error(&memscope(&["run", "--", "/no/such/program"]), "/no/such/program");
+    assert_usage_error(
+        &memscope(&["run", "--no-such-flag", "--", "true"]),
+        "--no-such-flag",
+    );
+    assert_usage_error(
+        &memscope(&["run", "--", "/no/such/program"]),
+        "/no/such/program",
+    );
     assert_usage_error(&memscope(&["run"]), "no program");
     assert!(!touched.exists(), "nothing was launched");
 }
@@ -54,9 +60,15 @@ fn bad_config_json_is_refused_naming_the_file() {
         (r#"{"format": 3}"#, "config.json"),
     ] {
         std::fs::write(&p, text).unwrap();
-        assert_usage_error(&memscope(&["run", "--config", p.to_str().unwrap(), "--", "true"]), needle);
+        assert_usage_error(
+            &memscope(&["run", "--config", p.to_str().unwrap(), "--", "true"]),
+            needle,
+        );
     }
-    assert_usage_error(&memscope(&["run", "--config", "/no/such/config.json", "--", "true"]), "/no/such/config.json");
+    assert_usage_error(
+        &memscope(&["run", "--config", "/no/such/config.json", "--", "true"]),
+        "/no/such/config.json",
+    );
 }
 
 #[test]
@@ -64,7 +76,10 @@ fn output_path_that_is_a_file_is_refused_and_the_file_kept() {
     let d = tempfile::tempdir().unwrap();
     let f = d.path().join("file");
     std::fs::write(&f, "keep me").unwrap();
-    assert_usage_error(&memscope(&["run", "-o", f.to_str().unwrap(), "--", "true"]), "--output-path");
+    assert_usage_error(
+        &memscope(&["run", "-o", f.to_str().unwrap(), "--", "true"]),
+        "--output-path",
+    );
     assert_eq!(std::fs::read_to_string(&f).unwrap(), "keep me");
 }
 
@@ -81,7 +96,10 @@ fn adapters_list_describes_the_builtin_adapters() {
     let o = memscope(&["adapters", "list"]);
     assert!(o.status.success());
     let text = String::from_utf8_lossy(&o.stdout);
-    assert!(text.contains("mstx") && text.contains("InitInjectionMstx"), "{text}");
+    assert!(
+        text.contains("mstx") && text.contains("InitInjectionMstx"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -89,7 +107,20 @@ fn config_schema_is_valid_json_listing_every_option() {
     let o = memscope(&["config", "schema"]);
     assert!(o.status.success());
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    for key in ["events", "level", "call_stack", "analysis", "steps", "device", "output_path", "format", "log_level", "collect_mode", "adapters", "adapter_paths"] {
+    for key in [
+        "events",
+        "level",
+        "call_stack",
+        "analysis",
+        "steps",
+        "device",
+        "output_path",
+        "format",
+        "log_level",
+        "collect_mode",
+        "adapters",
+        "adapter_paths",
+    ] {
         assert!(v["properties"][key].is_object(), "{key}");
     }
 }
@@ -103,20 +134,28 @@ fn a_job_whose_stream_cannot_be_created_runs_untraced_instead_of_hanging() {
     let mut ms = Command::new(memscope_bin())
         .args(["run", "--adapters", "mstx,host", "-o"])
         .arg(out.path())
-        .args(["--", "bash", "-c", "sleep 1; bash -c 'echo child-ran'; echo parent-done"])
+        .args([
+            "--",
+            "bash",
+            "-c",
+            "sleep 1; bash -c 'echo child-ran'; echo parent-done",
+        ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(400));
     for e in std::fs::read_dir(out.path()).unwrap().flatten() {
-        if e.file_name().to_string_lossy().starts_with(".memscope_spool") {
+        if e.file_name()
+            .to_string_lossy()
+            .starts_with(".memscope_spool")
+        {
             std::fs::remove_dir_all(e.path()).unwrap();
         }
     }
     let start = std::time::Instant::now();
     let o = loop {
-        if let Some(_) = ms.try_wait().unwrap() {
+        if ms.try_wait().unwrap().is_some() {
             break ms.wait_with_output().unwrap();
         }
         if start.elapsed() > std::time::Duration::from_secs(30) {
@@ -126,8 +165,16 @@ fn a_job_whose_stream_cannot_be_created_runs_untraced_instead_of_hanging() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
     let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(stdout.contains("child-ran") && stdout.contains("parent-done"), "{stdout}");
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        stdout.contains("child-ran") && stdout.contains("parent-done"),
+        "{stdout}"
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 #[test]

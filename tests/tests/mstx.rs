@@ -28,20 +28,41 @@ fn one_mstx_row_per_mark_and_range_edge_with_pid_and_tid() {
     assert_eq!(ends[0]["Name"], "work");
     assert_eq!(attrs(starts[0])["range_id"], attrs(ends[0])["range_id"]);
     let pid = &m[0]["Process Id"];
-    assert!(rows.iter().all(|r| &r["Process Id"] == pid && r["Thread Id"] == *pid), "single-threaded: tid == pid");
+    assert!(
+        rows.iter()
+            .all(|r| &r["Process Id"] == pid && r["Thread Id"] == *pid),
+        "single-threaded: tid == pid"
+    );
     assert!(rows.iter().all(|r| r["Ptr"] == "N/A"));
     let ids: Vec<u64> = rows.iter().map(|r| r["ID"].parse().unwrap()).collect();
-    assert!(ids.windows(2).all(|w| w[0] < w[1]), "IDs increase in file order: {ids:?}");
-    let ts: Vec<u64> = rows.iter().map(|r| r["Timestamp(ns)"].parse().unwrap()).collect();
+    assert!(
+        ids.windows(2).all(|w| w[0] < w[1]),
+        "IDs increase in file order: {ids:?}"
+    );
+    let ts: Vec<u64> = rows
+        .iter()
+        .map(|r| r["Timestamp(ns)"].parse().unwrap())
+        .collect();
     assert!(ts.windows(2).all(|w| w[0] <= w[1]), "time order");
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
-    assert!(ts[0] > now - 600_000_000_000 && ts[0] <= now, "ns since the epoch: {}", ts[0]);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    assert!(
+        ts[0] > now - 600_000_000_000 && ts[0] <= now,
+        "ns since the epoch: {}",
+        ts[0]
+    );
 }
 
 #[test]
 fn marks_from_eight_threads_are_all_recorded_with_their_thread_ids() {
     let prog = program("mstx_threads");
-    let run = memscope_run(&["--adapters", "mstx"], &[prog.to_str().unwrap(), "2000"], &[]);
+    let run = memscope_run(
+        &["--adapters", "mstx"],
+        &[prog.to_str().unwrap(), "2000"],
+        &[],
+    );
     assert_eq!(run.code(), 0, "{}", run.stderr());
     let rows = run.rows();
     let m = marks(&rows);
@@ -66,13 +87,26 @@ fn a_forked_child_gets_its_own_output_directory() {
     let prog = program("mstx_fork");
     let run = memscope_run(&["--adapters", "mstx"], &[prog.to_str().unwrap()], &[]);
     assert_eq!(run.code(), 0, "{}", run.stderr());
-    let child: String = run.stdout().trim().strip_prefix("child=").expect("child pid printed").to_owned();
+    let child: String = run
+        .stdout()
+        .trim()
+        .strip_prefix("child=")
+        .expect("child pid printed")
+        .to_owned();
     let rows = run.rows();
     let by = |pid: &str| -> Vec<String> {
-        marks(&rows).iter().filter(|r| r["Process Id"] == pid).map(|r| r["Name"].clone()).collect()
+        marks(&rows)
+            .iter()
+            .filter(|r| r["Process Id"] == pid)
+            .map(|r| r["Name"].clone())
+            .collect()
     };
     assert_eq!(by(&child), ["child-0", "child-1", "child-2"]);
-    let parent = marks(&rows).iter().find(|r| r["Name"] == "parent-before").unwrap()["Process Id"].clone();
+    let parent = marks(&rows)
+        .iter()
+        .find(|r| r["Name"] == "parent-before")
+        .unwrap()["Process Id"]
+        .clone();
     assert_eq!(by(&parent), ["parent-before", "parent-after"]);
     let dirs: Vec<_> = std::fs::read_dir(run.out.path())
         .unwrap()
@@ -81,20 +115,35 @@ fn a_forked_child_gets_its_own_output_directory() {
         .filter(|n| n.starts_with("msmemscope_"))
         .collect();
     assert_eq!(dirs.len(), 2, "{dirs:?}");
-    assert!(dirs.iter().any(|d| d.starts_with(&format!("msmemscope_{child}_")) && d.ends_with("_ascend")));
+    assert!(dirs
+        .iter()
+        .any(|d| d.starts_with(&format!("msmemscope_{child}_")) && d.ends_with("_ascend")));
 }
 
 #[test]
 fn an_execd_child_is_traced_as_its_own_process() {
     let prog = program("mstx_exec");
     let basic = program("mstx_basic");
-    let run = memscope_run(&["--adapters", "mstx"], &[prog.to_str().unwrap(), basic.to_str().unwrap(), "2"], &[]);
+    let run = memscope_run(
+        &["--adapters", "mstx"],
+        &[prog.to_str().unwrap(), basic.to_str().unwrap(), "2"],
+        &[],
+    );
     assert_eq!(run.code(), 0, "{}", run.stderr());
     let rows = run.rows();
     let m = marks(&rows);
-    let parent = m.iter().find(|r| r["Name"] == "before-exec").expect("parent mark")["Process Id"].clone();
-    assert!(m.iter().any(|r| r["Name"] == "after-exec" && r["Process Id"] == parent));
-    let child: Vec<_> = m.iter().filter(|r| r["Name"].starts_with("mark-")).collect();
+    let parent = m
+        .iter()
+        .find(|r| r["Name"] == "before-exec")
+        .expect("parent mark")["Process Id"]
+        .clone();
+    assert!(m
+        .iter()
+        .any(|r| r["Name"] == "after-exec" && r["Process Id"] == parent));
+    let child: Vec<_> = m
+        .iter()
+        .filter(|r| r["Name"].starts_with("mark-"))
+        .collect();
     assert_eq!(child.len(), 2);
     assert_ne!(child[0]["Process Id"], parent);
 }
@@ -102,7 +151,11 @@ fn an_execd_child_is_traced_as_its_own_process() {
 #[test]
 fn underscore_exit_loses_no_mark() {
     let prog = program("mstx_exit");
-    let run = memscope_run(&["--adapters", "mstx"], &[prog.to_str().unwrap(), "1000"], &[]);
+    let run = memscope_run(
+        &["--adapters", "mstx"],
+        &[prog.to_str().unwrap(), "1000"],
+        &[],
+    );
     assert_eq!(run.code(), 3, "the job's own exit code: {}", run.stderr());
     assert_eq!(marks(&run.rows()).len(), 1000);
 }
@@ -123,17 +176,45 @@ fn sigkill_of_the_job_loses_no_mark_it_had_reported() {
     let mut lines = BufReader::new(ms.stdout.take().unwrap()).lines();
     let mut last = 0u64;
     while last < 3000 {
-        last = lines.next().expect("job output").unwrap().trim().parse().unwrap();
+        last = lines
+            .next()
+            .expect("job output")
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
     }
-    let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", ms.id())).unwrap();
-    let job: i32 = children.split_whitespace().next().expect("job pid").parse().unwrap();
-    Command::new("kill").args(["-KILL", &job.to_string()]).status().unwrap();
+    let children =
+        std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", ms.id())).unwrap();
+    let job: i32 = children
+        .split_whitespace()
+        .next()
+        .expect("job pid")
+        .parse()
+        .unwrap();
+    Command::new("kill")
+        .args(["-KILL", &job.to_string()])
+        .status()
+        .unwrap();
     let status = ms.wait().unwrap();
     assert_eq!(status.code(), Some(128 + 9), "exit code 128+SIGKILL");
-    let run = Run { output: std::process::Output { status, stdout: vec![], stderr: vec![] }, out };
-    let names: HashSet<String> = marks(&run.rows()).iter().map(|r| r["Name"].clone()).collect();
+    let run = Run {
+        output: std::process::Output {
+            status,
+            stdout: vec![],
+            stderr: vec![],
+        },
+        out,
+    };
+    let names: HashSet<String> = marks(&run.rows())
+        .iter()
+        .map(|r| r["Name"].clone())
+        .collect();
     for i in 0..=last {
-        assert!(names.contains(&format!("k-{i}")), "mark k-{i} (reported done before the kill) is missing");
+        assert!(
+            names.contains(&format!("k-{i}")),
+            "mark k-{i} (reported done before the kill) is missing"
+        );
     }
 }
 
@@ -141,7 +222,11 @@ fn sigkill_of_the_job_loses_no_mark_it_had_reported() {
 fn csv_and_db_hold_the_same_rows() {
     let prog = program("mstx_names");
     let csv = memscope_run(&["--adapters", "mstx"], &[prog.to_str().unwrap()], &[]);
-    let db = memscope_run(&["--adapters", "mstx", "--format", "db"], &[prog.to_str().unwrap()], &[]);
+    let db = memscope_run(
+        &["--adapters", "mstx", "--format", "db"],
+        &[prog.to_str().unwrap()],
+        &[],
+    );
     assert_eq!(csv.code(), 0, "{}", csv.stderr());
     assert_eq!(db.code(), 0, "{}", db.stderr());
     let a = csv.rows();
@@ -169,7 +254,10 @@ fn awkward_names_round_trip_through_rfc4180_readers() {
     for want in ["a,b", "say \"hi\"", "line1\nline2", "", "'=cmd"] {
         assert!(names.iter().any(|n| n == want), "{want:?} not in {names:?}");
     }
-    assert!(names.iter().any(|n| n.len() == 300), "300-byte message kept whole");
+    assert!(
+        names.iter().any(|n| n.len() == 300),
+        "300-byte message kept whole"
+    );
     let dump = &run.dumps(".csv")[0];
     let py = Command::new("python3")
         .arg("-c")
@@ -177,16 +265,33 @@ fn awkward_names_round_trip_through_rfc4180_readers() {
         .arg(dump)
         .output()
         .unwrap();
-    assert!(py.status.success(), "{}", String::from_utf8_lossy(&py.stderr));
-    let py_names: Vec<String> = String::from_utf8(py.stdout).unwrap().trim_end_matches('\n').split('\x1f').map(str::to_owned).collect();
-    let all: Vec<String> = rows.iter().filter(|r| r["Event"] == "MSTX").map(|r| r["Name"].clone()).collect();
+    assert!(
+        py.status.success(),
+        "{}",
+        String::from_utf8_lossy(&py.stderr)
+    );
+    let py_names: Vec<String> = String::from_utf8(py.stdout)
+        .unwrap()
+        .trim_end_matches('\n')
+        .split('\x1f')
+        .map(str::to_owned)
+        .collect();
+    let all: Vec<String> = rows
+        .iter()
+        .filter(|r| r["Event"] == "MSTX")
+        .map(|r| r["Name"].clone())
+        .collect();
     assert_eq!(py_names, all, "Python's csv module reads the same names");
 }
 
 #[test]
 fn deferred_mode_records_nothing_without_a_start_call() {
     let prog = program("mstx_basic");
-    let run = memscope_run(&["--adapters", "mstx", "--collect-mode", "deferred"], &[prog.to_str().unwrap(), "3"], &[]);
+    let run = memscope_run(
+        &["--adapters", "mstx", "--collect-mode", "deferred"],
+        &[prog.to_str().unwrap(), "3"],
+        &[],
+    );
     assert_eq!(run.code(), 0, "{}", run.stderr());
     assert_eq!(marks(&run.rows()).len(), 0);
 }
@@ -205,8 +310,19 @@ fn output_tree_has_config_log_and_private_permissions() {
         saw.0 |= name == "config.json";
         saw.1 |= name.starts_with("msmemscope_") && name.ends_with(".log");
         let dir = p.parent().unwrap();
-        assert_eq!(std::fs::metadata(dir).unwrap().permissions().mode() & 0o777, 0o750, "{}", dir.display());
+        assert_eq!(
+            std::fs::metadata(dir).unwrap().permissions().mode() & 0o777,
+            0o750,
+            "{}",
+            dir.display()
+        );
     });
     assert_eq!(saw, (true, true));
-    assert!(!run.out.path().read_dir().unwrap().flatten().any(|e| e.file_name().to_string_lossy().starts_with(".memscope_spool")), "spool removed");
+    assert!(
+        !run.out.path().read_dir().unwrap().flatten().any(|e| e
+            .file_name()
+            .to_string_lossy()
+            .starts_with(".memscope_spool")),
+        "spool removed"
+    );
 }

@@ -14,7 +14,12 @@ fn a_plugin_built_against_the_header_loads_and_its_events_are_written() {
     let good = plugin("good_plugin");
     let prog = program("mstx_basic");
     let run = memscope_run(
-        &["--adapters", "mstx", "--adapter-path", good.to_str().unwrap()],
+        &[
+            "--adapters",
+            "mstx",
+            "--adapter-path",
+            good.to_str().unwrap(),
+        ],
         &[prog.to_str().unwrap(), "1"],
         &[],
     );
@@ -28,12 +33,23 @@ fn a_plugin_built_against_the_header_loads_and_its_events_are_written() {
     let (a, b) = (attrs(m[0]), attrs(f[0]));
     assert_eq!(a["size"], "4096");
     assert_eq!(a["owner"], "MYPOOL@fixture");
-    assert_eq!((b["size"].as_str(), &b["allocation_id"]), ("4096", &a["allocation_id"]));
+    assert_eq!(
+        (b["size"].as_str(), &b["allocation_id"]),
+        ("4096", &a["allocation_id"])
+    );
     // memscope reads its own dumps back, third-party Event Types included.
     for cmd in ["leaks", "decompose", "gap"] {
         let dump = &run.dumps(".csv")[0];
-        let o = std::process::Command::new(memscope_bin()).args(["analyze", cmd]).arg(dump).output().unwrap();
-        assert!(o.status.success(), "analyze {cmd}: {}", String::from_utf8_lossy(&o.stderr));
+        let o = std::process::Command::new(memscope_bin())
+            .args(["analyze", cmd])
+            .arg(dump)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "analyze {cmd}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
     }
 }
 
@@ -41,7 +57,10 @@ fn a_plugin_built_against_the_header_loads_and_its_events_are_written() {
 fn plugins_with_a_wrong_abi_version_or_magic_are_refused_before_launch() {
     let marker = tempfile::tempdir().unwrap();
     let touched = marker.path().join("launched");
-    for (name, needle) in [("bad_version_plugin", "ABI version 2"), ("bad_magic_plugin", "bad magic")] {
+    for (name, needle) in [
+        ("bad_version_plugin", "ABI version 2"),
+        ("bad_magic_plugin", "bad magic"),
+    ] {
         let lib = plugin(name);
         let o = std::process::Command::new(memscope_bin())
             .args(["run", "--adapters", "mstx", "--adapter-path"])
@@ -53,7 +72,10 @@ fn plugins_with_a_wrong_abi_version_or_magic_are_refused_before_launch() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{err}");
         assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-        assert!(err.contains("refusing adapter plugin") && err.contains(needle), "{err}");
+        assert!(
+            err.contains("refusing adapter plugin") && err.contains(needle),
+            "{err}"
+        );
         assert!(err.contains(lib.to_str().unwrap()), "names the file: {err}");
     }
     assert!(!touched.exists());
@@ -75,5 +97,8 @@ fn the_probe_itself_refuses_a_wrong_version_plugin_preloaded_by_hand() {
         .unwrap();
     assert!(o.status.success(), "the job still runs");
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("refusing adapter plugin") && err.contains("2."), "{err}");
+    assert!(
+        err.contains("refusing adapter plugin") && err.contains("2."),
+        "{err}"
+    );
 }

@@ -42,13 +42,17 @@ fn pool_rows_all_freed(run: &Run) -> Vec<Row> {
 
 fn expect(rows: &[Row], want: &[Expected]) {
     let got: Vec<_> = rows.iter().map(figures).collect();
-    let want: Vec<_> =
-        want.iter().map(|(e, t, s, u, tot)| (e.to_string(), t.to_string(), *s, *u, *tot)).collect();
+    let want: Vec<_> = want
+        .iter()
+        .map(|(e, t, s, u, tot)| (e.to_string(), t.to_string(), *s, *u, *tot))
+        .collect();
     assert_eq!(got, want);
 }
 
 fn owners(rows: &[Row]) -> Vec<Option<String>> {
-    rows.iter().map(|r| attrs(r).get("owner").cloned()).collect()
+    rows.iter()
+        .map(|r| attrs(r).get("owner").cloned())
+        .collect()
 }
 
 #[test]
@@ -77,16 +81,27 @@ fn pta_caching_and_workspace_blocks_get_running_used_and_heap_total() {
         o[..6].iter().flatten().collect::<Vec<_>>(),
         ["PTA", "PTA", "PTA", "PTA", "PTA", "PTA_WORKSPACE"]
     );
-    assert!(o[6..].iter().all(Option::is_none), "FREE rows carry no owner");
+    assert!(
+        o[6..].iter().all(Option::is_none),
+        "FREE rows carry no owner"
+    );
     assert!(rows.iter().all(|r| r["Device Id"] == "0"));
     let ids: BTreeSet<i64> = rows.iter().map(|r| num(r, "allocation_id")).collect();
-    assert_eq!(ids.len(), 6, "one allocation_id per block, shared by MALLOC and FREE");
+    assert_eq!(
+        ids.len(),
+        6,
+        "one allocation_id per block, shared by MALLOC and FREE"
+    );
 }
 
 #[test]
 fn atb_and_mindspore_blocks_land_in_their_own_event_types() {
     let prog = pool_program("pool_atb_ms", true);
-    let run = run_ok(&["--adapters", "atb,mindspore,mstx"], &[prog.to_str().unwrap()], &[]);
+    let run = run_ok(
+        &["--adapters", "atb,mindspore,mstx"],
+        &[prog.to_str().unwrap()],
+        &[],
+    );
     let rows = pool_rows_all_freed(&run);
     let m = MIB;
     #[rustfmt::skip]
@@ -130,7 +145,10 @@ fn steps_option_keeps_the_selected_steps_and_rows_outside_steps() {
     let p = prog.to_str().unwrap();
     let sizes = |run: &Run, event: &str| -> Vec<i64> {
         let rows = pool_rows_all_freed(run);
-        rows.iter().filter(|r| r["Event"] == event).map(|r| num(r, "size")).collect()
+        rows.iter()
+            .filter(|r| r["Event"] == event)
+            .map(|r| num(r, "size"))
+            .collect()
     };
     let k = 1024;
     let all = run_ok(&["--adapters", "pta,mstx"], &[p], &[]);
@@ -141,7 +159,11 @@ fn steps_option_keeps_the_selected_steps_and_rows_outside_steps() {
     assert_eq!(sizes(&run, "MALLOC"), [512 * k, 2 * MIB, 3 * MIB, 256 * k]);
     assert_eq!(sizes(&run, "FREE"), [2 * MIB, 3 * MIB, 512 * k, 256 * k]);
     let rows = run.rows();
-    assert_eq!(select(&rows, "MSTX", "Mark").len(), 2, "one mark per kept step");
+    assert_eq!(
+        select(&rows, "MSTX", "Mark").len(),
+        2,
+        "one mark per kept step"
+    );
     let starts = select(&rows, "MSTX", "Range_start");
     assert_eq!(starts.len(), 2);
     assert!(starts.iter().all(|r| r["Name"] == "step start"));
@@ -158,7 +180,11 @@ fn two_devices_give_two_device_files_with_figures_of_their_own() {
 fn visible_devices_4_5_map_logical_device_0_to_4() {
     let prog = pool_program("pool_devices", false);
     let envs = [("ASCEND_RT_VISIBLE_DEVICES", "4,5")];
-    let run = run_ok(&["--adapters", "pta,mstx"], &[prog.to_str().unwrap()], &envs);
+    let run = run_ok(
+        &["--adapters", "pta,mstx"],
+        &[prog.to_str().unwrap()],
+        &envs,
+    );
     check_two_devices(&run, ["device_4", "device_5"], ["4", "5"]);
 }
 
@@ -210,7 +236,13 @@ fn owner_chains_follow_each_threads_label_stack() {
     let mut by_size: Vec<(i64, String, String)> = rows
         .iter()
         .filter(|r| r["Event"] == "MALLOC")
-        .map(|r| (num(r, "size") / 1024, attrs(r)["owner"].clone(), r["Thread Id"].clone()))
+        .map(|r| {
+            (
+                num(r, "size") / 1024,
+                attrs(r)["owner"].clone(),
+                r["Thread Id"].clone(),
+            )
+        })
         .collect();
     by_size.sort();
     let got: Vec<(i64, &str)> = by_size.iter().map(|(s, o, _)| (*s, o.as_str())).collect();
@@ -225,5 +257,8 @@ fn owner_chains_follow_each_threads_label_stack() {
             (6, "PTA")
         ]
     );
-    assert_ne!(by_size[4].2, by_size[0].2, "the worker block is recorded on the worker thread");
+    assert_ne!(
+        by_size[4].2, by_size[0].2,
+        "the worker block is recorded on the worker thread"
+    );
 }

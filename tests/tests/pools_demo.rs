@@ -20,15 +20,27 @@ fn train(extra_memscope: &[&str], extra_train: &[&str]) -> Run {
     let mut prog = vec!["python3", script.to_str().unwrap()];
     prog.extend_from_slice(extra_train);
     let run = memscope_tests::memscope_run(&args, &prog, &[]);
-    assert_eq!(run.code(), 0, "stdout:\n{}\nstderr:\n{}", run.stdout(), run.stderr());
+    assert_eq!(
+        run.code(),
+        0,
+        "stdout:\n{}\nstderr:\n{}",
+        run.stdout(),
+        run.stderr()
+    );
     run
 }
 
 /// Checks one device file of the demo; returns step → size of each block still live at exit.
 fn leaks_by_step(rows: &[Row]) -> BTreeMap<u32, i64> {
-    let types: Vec<&str> =
-        rows.iter().filter(|r| is_pool(r)).map(|r| r["Event Type"].as_str()).collect();
-    assert!(types.contains(&"PTA") && types.contains(&"PTA_WORKSPACE"), "{types:?}");
+    let types: Vec<&str> = rows
+        .iter()
+        .filter(|r| is_pool(r))
+        .map(|r| r["Event Type"].as_str())
+        .collect();
+    assert!(
+        types.contains(&"PTA") && types.contains(&"PTA_WORKSPACE"),
+        "{types:?}"
+    );
     assert!(
         types.iter().all(|t| *t == "PTA" || *t == "PTA_WORKSPACE"),
         "only the PTA adapter is selected"
@@ -46,11 +58,25 @@ fn leaks_by_step(rows: &[Row]) -> BTreeMap<u32, i64> {
         assert_eq!(m["Event Type"], "PTA", "only caching blocks leak: {m:?}");
         let step =
             step_of_id[id].unwrap_or_else(|| panic!("leak allocated outside any step: {m:?}"));
-        assert!(out.insert(step, num(m, "size")).is_none(), "one leak per step");
+        assert!(
+            out.insert(step, num(m, "size")).is_none(),
+            "one leak per step"
+        );
     }
-    let last = rows.iter().rfind(|r| is_pool(r) && r["Event Type"] == "PTA").expect("PTA rows");
-    assert_eq!(num(last, "used"), LEAK * out.len() as i64, "used at exit = the leaked bytes");
-    assert_eq!(num(last, "total"), 1024 * MIB, "one 1 GiB caching segment per device");
+    let last = rows
+        .iter()
+        .rfind(|r| is_pool(r) && r["Event Type"] == "PTA")
+        .expect("PTA rows");
+    assert_eq!(
+        num(last, "used"),
+        LEAK * out.len() as i64,
+        "used at exit = the leaked bytes"
+    );
+    assert_eq!(
+        num(last, "total"),
+        1024 * MIB,
+        "one 1 GiB caching segment per device"
+    );
     out
 }
 
@@ -93,6 +119,10 @@ fn demo_without_leak_frees_every_block() {
     let run = train(&[], &["--no-leak", "--steps", "4"]);
     for (dir, rows) in csv_files(&run) {
         assert!(replay(&rows).is_empty(), "{dir}: every block freed");
-        assert_eq!(steps_of(&rows).iter().flatten().max(), Some(&4), "{dir}: 4 steps");
+        assert_eq!(
+            steps_of(&rows).iter().flatten().max(),
+            Some(&4),
+            "{dir}: 4 steps"
+        );
     }
 }

@@ -34,9 +34,16 @@ mod tests {
 
     #[test]
     fn atb_descriptor_is_registered_with_pool_events() {
-        let d = descriptors().into_iter().find(|d| d.id == AdapterId::Atb).expect("registered");
+        let d = descriptors()
+            .into_iter()
+            .find(|d| d.id == AdapterId::Atb)
+            .expect("registered");
         // The descriptor lists the operator events too (issue 5); the pool's are all there.
-        assert!(EVENTS.iter().all(|e| d.events.contains(e)), "{:?}", d.events);
+        assert!(
+            EVENTS.iter().all(|e| d.events.contains(e)),
+            "{:?}",
+            d.events
+        );
     }
 
     #[test]
@@ -44,12 +51,30 @@ mod tests {
         let mut t = new_typer();
         let mut ctx = TypeCtx::new(1, vec![]);
         let mut out = Vec::new();
-        let heap =
-            Record::HeapRegister { ts: 1, pool: PoolId::Atb, device: 0, ptr: 0x100, size: 64 };
-        let reg =
-            Record::RegionRegister { ts: 2, pool: PoolId::Atb, device: 0, ptr: 0x100, size: 16 };
-        let unreg = Record::RegionUnregister { ts: 3, pool: PoolId::Atb, ptr: 0x100 };
-        let other = Record::RegionUnregister { ts: 3, pool: PoolId::MindSpore, ptr: 0x100 };
+        let heap = Record::HeapRegister {
+            ts: 1,
+            pool: PoolId::Atb,
+            device: 0,
+            ptr: 0x100,
+            size: 64,
+        };
+        let reg = Record::RegionRegister {
+            ts: 2,
+            pool: PoolId::Atb,
+            device: 0,
+            ptr: 0x100,
+            size: 16,
+        };
+        let unreg = Record::RegionUnregister {
+            ts: 3,
+            pool: PoolId::Atb,
+            ptr: 0x100,
+        };
+        let other = Record::RegionUnregister {
+            ts: 3,
+            pool: PoolId::MindSpore,
+            ptr: 0x100,
+        };
         for r in [heap, reg, unreg] {
             assert!(t.type_record(&mut ctx, 1, &r, &mut out));
         }

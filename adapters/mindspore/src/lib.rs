@@ -40,8 +40,13 @@ mod tests {
 
     #[test]
     fn mindspore_descriptor_is_registered() {
-        let d = descriptors().into_iter().find(|d| d.id == AdapterId::MindSpore);
-        assert_eq!(d.expect("registered").events, ["MALLOC/MindSpore", "FREE/MindSpore"]);
+        let d = descriptors()
+            .into_iter()
+            .find(|d| d.id == AdapterId::MindSpore);
+        assert_eq!(
+            d.expect("registered").events,
+            ["MALLOC/MindSpore", "FREE/MindSpore"]
+        );
     }
 
     #[test]
@@ -50,8 +55,17 @@ mod tests {
         let mut ctx = TypeCtx::new(1, vec![]);
         let mut out = Vec::new();
         for pool in PoolId::ALL {
-            let r = Record::RegionRegister { ts: 1, pool, device: 0, ptr: 0x10, size: 8 };
-            assert_eq!(t.type_record(&mut ctx, 1, &r, &mut out), pool == PoolId::MindSpore);
+            let r = Record::RegionRegister {
+                ts: 1,
+                pool,
+                device: 0,
+                ptr: 0x10,
+                size: 8,
+            };
+            assert_eq!(
+                t.type_record(&mut ctx, 1, &r, &mut out),
+                pool == PoolId::MindSpore
+            );
         }
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].event_type, EventType::MindSpore);

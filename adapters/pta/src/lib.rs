@@ -43,7 +43,10 @@ mod tests {
 
     #[test]
     fn pta_descriptor_is_registered_with_its_events() {
-        let d = descriptors().into_iter().find(|d| d.id == AdapterId::Pta).expect("registered");
+        let d = descriptors()
+            .into_iter()
+            .find(|d| d.id == AdapterId::Pta)
+            .expect("registered");
         assert!(d.events.contains(&"MALLOC/PTA_WORKSPACE"));
         assert!(d.symbols.contains(&"mstxMemRegionsRegister"));
     }
@@ -54,17 +57,32 @@ mod tests {
         let mut ctx = TypeCtx::new(1, vec![]);
         let mut out = Vec::new();
         for (pool, ptr) in [(PoolId::PtaCaching, 0x10), (PoolId::PtaWorkspace, 0x20)] {
-            let r = Record::RegionRegister { ts: 1, pool, device: 0, ptr, size: 8 };
+            let r = Record::RegionRegister {
+                ts: 1,
+                pool,
+                device: 0,
+                ptr,
+                size: 8,
+            };
             assert!(t.type_record(&mut ctx, 1, &r, &mut out));
         }
         for pool in [PoolId::MindSpore, PoolId::Atb] {
-            let r = Record::RegionRegister { ts: 1, pool, device: 0, ptr: 0x30, size: 8 };
+            let r = Record::RegionRegister {
+                ts: 1,
+                pool,
+                device: 0,
+                ptr: 0x30,
+                size: 8,
+            };
             assert!(!t.type_record(&mut ctx, 1, &r, &mut out));
         }
         let got: Vec<_> = out.iter().map(|e| (e.kind, e.event_type)).collect();
         assert_eq!(
             got,
-            [(EventKind::Malloc, EventType::Pta), (EventKind::Malloc, EventType::PtaWorkspace)]
+            [
+                (EventKind::Malloc, EventType::Pta),
+                (EventKind::Malloc, EventType::PtaWorkspace)
+            ]
         );
     }
 }

@@ -22,7 +22,13 @@ impl CollectFilter {
     /// Derives the collected set from `cfg` with msMemScope's widening rules.
     pub fn new(cfg: &RunConfig) -> CollectFilter {
         let (e, a) = (cfg.events, cfg.analysis);
-        let memory = e.alloc || e.free || e.access || a.leaks || a.decompose || a.inefficient || a.oom.is_some();
+        let memory = e.alloc
+            || e.free
+            || e.access
+            || a.leaks
+            || a.decompose
+            || a.inefficient
+            || a.oom.is_some();
         let launch = e.launch || a.inefficient;
         CollectFilter {
             memory,

@@ -50,7 +50,9 @@ fn monotonic_ns() -> u64 {
 fn pid_alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(s) => {
-            let state = s.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next());
+            let state = s
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next());
             !matches!(state, Some("Z") | Some("X") | None)
         }
         Err(_) => false,
@@ -83,7 +85,9 @@ impl Collector {
     }
 
     fn discover(&mut self) {
-        let Ok(rd) = std::fs::read_dir(&self.spool) else { return };
+        let Ok(rd) = std::fs::read_dir(&self.spool) else {
+            return;
+        };
         for entry in rd.flatten() {
             let p = entry.path();
             if p.extension().and_then(|e| e.to_str()) != Some("stream") || self.seen.contains(&p) {
@@ -131,14 +135,23 @@ impl Collector {
         self.unready = still;
     }
 
-    fn new_process(&self, h: &stream::StreamHeader, r: StreamReader) -> Result<ProcessState, BusError> {
+    fn new_process(
+        &self,
+        h: &stream::StreamHeader,
+        r: StreamReader,
+    ) -> Result<ProcessState, BusError> {
         let ts = layout::timestamp_name(h.start_ns);
         let project = layout::project_dir(&self.cfg.output_path, h.pid, &ts);
         let mut log = LogFile::new(&layout::log_path(&project, &ts), self.cfg.log_level);
-        log.info(&format!("tracing pid {} (parent {}): {}", h.pid, h.ppid, h.exe));
+        log.info(&format!(
+            "tracing pid {} (parent {}): {}",
+            h.pid, h.ppid, h.exe
+        ));
         let mut layers: Vec<Box<dyn Layer>> = vec![Box::new(layers::CollectFilter::new(&self.cfg))];
         layers.extend(memscope_adapter_host::leak_layer(&self.cfg)); // HOST leak summary (issue 4)
-        layers.push(Box::new(memscope_adapter_hal::oom::OomLayer::new(&self.cfg))); // OOM snapshot + top-K rows (issue 5)
+        layers.push(Box::new(memscope_adapter_hal::oom::OomLayer::new(
+            &self.cfg,
+        ))); // OOM snapshot + top-K rows (issue 5)
         layers.extend((self.analyses)(&self.cfg, &project));
         layers.push(Box::new(layers::WriteFilter::new(&self.cfg)));
         layers.push(sink(&self.cfg, &project, &ts));
@@ -207,9 +220,15 @@ fn sink(cfg: &RunConfig, project: &Path, ts: &str) -> Box<dyn Layer> {
     let dump_file = move |d: Device, ext: &str| -> Result<(std::fs::File, PathBuf), BusError> {
         let dir = d.dir_name().unwrap_or_else(|| "device_cpu".into());
         let path = layout::dump_path(&project, &dir, &ts, ext);
-        let io = |e| BusError::Io { path: path.display().to_string(), source: e };
+        let io = |e| BusError::Io {
+            path: path.display().to_string(),
+            source: e,
+        };
         layout::create_dir_0750(path.parent().expect("dump dir")).map_err(io)?;
-        layout::create_new_0600(&path).map_err(|e| BusError::Io { path: path.display().to_string(), source: e })
+        layout::create_new_0600(&path).map_err(|e| BusError::Io {
+            path: path.display().to_string(),
+            source: e,
+        })
     };
     match cfg.format {
         Format::Csv => Box::new(CsvSink::new(Box::new(move |d| {

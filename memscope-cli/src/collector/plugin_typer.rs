@@ -39,8 +39,24 @@ fn text(b: &[u8]) -> String {
 }
 
 impl Typer for PluginTyper {
-    fn type_record(&mut self, ctx: &mut TypeCtx, tid: u32, rec: &Record<Box<[u8]>>, out: &mut Vec<Event>) -> bool {
-        let Record::Plugin { ts, kind: k, device, ptr, size, event_type, name, attrs } = rec else {
+    fn type_record(
+        &mut self,
+        ctx: &mut TypeCtx,
+        tid: u32,
+        rec: &Record<Box<[u8]>>,
+        out: &mut Vec<Event>,
+    ) -> bool {
+        let Record::Plugin {
+            ts,
+            kind: k,
+            device,
+            ptr,
+            size,
+            event_type,
+            name,
+            attrs,
+        } = rec
+        else {
             return false;
         };
         if *k == kind::DIAGNOSTIC {
@@ -63,25 +79,38 @@ impl Typer for PluginTyper {
                 ev.ptr = Some(*ptr);
                 ev.name = None;
                 let malloc = *k == kind::MALLOC;
-                ev.kind = if malloc { EventKind::Malloc } else { EventKind::Free };
+                ev.kind = if malloc {
+                    EventKind::Malloc
+                } else {
+                    EventKind::Free
+                };
                 let (id, sz) = if malloc {
                     let id = ctx.next_allocation_id();
                     if self.live.insert((ty, *ptr), (id, *size)).is_some() {
-                        ctx.warn(format!("{}: allocation at live address 0x{ptr:x}", ty.as_str()));
+                        ctx.warn(format!(
+                            "{}: allocation at live address 0x{ptr:x}",
+                            ty.as_str()
+                        ));
                     }
                     (id, *size)
                 } else {
                     match self.live.remove(&(ty, *ptr)) {
                         Some(v) => v,
                         None => {
-                            ctx.warn(format!("{}: free of unknown address 0x{ptr:x}", ty.as_str()));
+                            ctx.warn(format!(
+                                "{}: free of unknown address 0x{ptr:x}",
+                                ty.as_str()
+                            ));
                             return true;
                         }
                     }
                 };
                 let used = self.used.entry((ty, dev)).or_default();
                 *used += if malloc { sz as i64 } else { -(sz as i64) };
-                let owner = pairs.iter().position(|(k, _)| k == "owner").map(|i| pairs.remove(i).1);
+                let owner = pairs
+                    .iter()
+                    .position(|(k, _)| k == "owner")
+                    .map(|i| pairs.remove(i).1);
                 let owner = malloc.then(|| {
                     let mut c = OwnerChain::framework(ty.as_str());
                     for l in owner.iter().flat_map(|o| o.split('@')) {
@@ -102,13 +131,28 @@ impl Typer for PluginTyper {
             kind::MARK => {
                 ev.kind = EventKind::Mstx;
                 ev.event_type = EventType::Mark;
-                ev.attrs = if pairs.is_empty() { Attrs::None } else { Attrs::Pairs(pairs) };
+                ev.attrs = if pairs.is_empty() {
+                    Attrs::None
+                } else {
+                    Attrs::Pairs(pairs)
+                };
             }
             kind::OP_START | kind::OP_END | kind::KERNEL_START | kind::KERNEL_END => {
-                ev.kind = if matches!(*k, kind::OP_START | kind::OP_END) { EventKind::OpLaunch } else { EventKind::KernelLaunch };
-                let phase = if matches!(*k, kind::OP_START | kind::KERNEL_START) { "start" } else { "end" };
+                ev.kind = if matches!(*k, kind::OP_START | kind::OP_END) {
+                    EventKind::OpLaunch
+                } else {
+                    EventKind::KernelLaunch
+                };
+                let phase = if matches!(*k, kind::OP_START | kind::KERNEL_START) {
+                    "start"
+                } else {
+                    "end"
+                };
                 pairs.insert(0, ("phase".into(), phase.into()));
-                ev.attrs = Attrs::Launch(LaunchAttrs { extra: pairs, ..LaunchAttrs::default() });
+                ev.attrs = Attrs::Launch(LaunchAttrs {
+                    extra: pairs,
+                    ..LaunchAttrs::default()
+                });
             }
             kind::ACCESS => {
                 ev.kind = EventKind::Access;
@@ -117,7 +161,9 @@ impl Typer for PluginTyper {
                 ev.attrs = Attrs::Pairs(pairs);
             }
             other => {
-                ctx.warn(format!("adapter plugin event of unknown kind {other} ignored"));
+                ctx.warn(format!(
+                    "adapter plugin event of unknown kind {other} ignored"
+                ));
                 return true;
             }
         }
@@ -148,13 +194,21 @@ mod tests {
         let mut t = PluginTyper::default();
         let mut ctx = TypeCtx::new(7, vec![3]);
         let mut out = Vec::new();
-        assert!(t.type_record(&mut ctx, 8, &rec(kind::MALLOC, 0x1000, 4096, "owner:kv_cache"), &mut out));
+        assert!(t.type_record(
+            &mut ctx,
+            8,
+            &rec(kind::MALLOC, 0x1000, 4096, "owner:kv_cache"),
+            &mut out
+        ));
         assert!(t.type_record(&mut ctx, 8, &rec(kind::FREE, 0x1000, 0, ""), &mut out));
         assert_eq!(out.len(), 2);
         assert_eq!(out[0].event_type.as_str(), "MYPOOL");
         assert_eq!(out[0].device, Device::Npu(3));
         let (a, b) = (out[0].memory().unwrap(), out[1].memory().unwrap());
-        assert_eq!((a.allocation_id, a.size, b.allocation_id, b.size), (1, 4096, 1, 4096));
+        assert_eq!(
+            (a.allocation_id, a.size, b.allocation_id, b.size),
+            (1, 4096, 1, 4096)
+        );
         assert_eq!(a.owner.as_ref().unwrap().to_string(), "MYPOOL@kv_cache");
         assert_eq!(b.used, Some(0));
     }

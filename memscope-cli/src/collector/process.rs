@@ -92,7 +92,17 @@ pub struct ProcessSetup {
 impl ProcessState {
     /// A process with its first stream, typers, bus and log.
     pub fn new(p: ProcessSetup) -> ProcessState {
-        let ProcessSetup { pid, project_dir, first, exe, typers, ctx, bus, log, config_json } = p;
+        let ProcessSetup {
+            pid,
+            project_dir,
+            first,
+            exe,
+            typers,
+            ctx,
+            bus,
+            log,
+            config_json,
+        } = p;
         ProcessState {
             streams: vec![first],
             pending: BinaryHeap::new(),
@@ -104,7 +114,12 @@ impl ProcessState {
             next_id: 0,
             untyped: 0,
             log,
-            summary: ProcessSummary { pid, project_dir, exe, ..ProcessSummary::default() },
+            summary: ProcessSummary {
+                pid,
+                project_dir,
+                exe,
+                ..ProcessSummary::default()
+            },
             failed: None,
             config_json,
         }
@@ -115,7 +130,8 @@ impl ProcessState {
         if let Ok(Some(h)) = s.header() {
             self.summary.exe = h.exe.clone();
         }
-        self.log.info(&format!("new process image: {}", s.path().display()));
+        self.log
+            .info(&format!("new process image: {}", s.path().display()));
         self.streams.push(s);
     }
 
@@ -127,7 +143,8 @@ impl ProcessState {
                 Ok(p) => progressed |= p,
                 Err(e) => {
                     if self.failed.is_none() {
-                        self.log.error(&format!("reading {}: {e}", s.path().display()));
+                        self.log
+                            .error(&format!("reading {}: {e}", s.path().display()));
                         self.failed = Some(e.to_string());
                     }
                 }
@@ -135,14 +152,18 @@ impl ProcessState {
             for ev in self.scratch.drain(..) {
                 match &ev.rec {
                     Record::StackDef { id, raw, .. } => {
-                        self.ctx.define_stack(i, *id, StackFrames::new(raw).collect());
+                        self.ctx
+                            .define_stack(i, *id, StackFrames::new(raw).collect());
                     }
                     Record::TextDef { id, text } => {
                         self.texts.insert((i, *id), text.clone());
                     }
                     rec => {
                         let ts = rec.ts().unwrap_or(0);
-                        self.pending.push(Reverse(Pending { key: (ts, i, ev.seq), ev }));
+                        self.pending.push(Reverse(Pending {
+                            key: (ts, i, ev.seq),
+                            ev,
+                        }));
                     }
                 }
             }
@@ -169,7 +190,8 @@ impl ProcessState {
             self.ctx.set_image(p.key.1);
             match &rec {
                 Record::OwnerPush { label, .. } => {
-                    self.ctx.push_owner(tid, String::from_utf8_lossy(label).into_owned());
+                    self.ctx
+                        .push_owner(tid, String::from_utf8_lossy(label).into_owned());
                     continue;
                 }
                 Record::OwnerPop { .. } => {
@@ -178,7 +200,11 @@ impl ProcessState {
                 }
                 _ => {}
             }
-            if !self.typers.iter_mut().any(|t| t.type_record(&mut self.ctx, tid, &rec, &mut out)) {
+            if !self
+                .typers
+                .iter_mut()
+                .any(|t| t.type_record(&mut self.ctx, tid, &rec, &mut out))
+            {
                 self.untyped += 1;
             }
             for ev in out.drain(..) {
@@ -193,7 +219,8 @@ impl ProcessState {
     /// Creates the process's directory, config.json and log on its first event.
     fn materialize(&mut self) -> Result<(), String> {
         let dir = &self.summary.project_dir;
-        memscope_core::layout::create_dir_0750(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        memscope_core::layout::create_dir_0750(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         let cfg = dir.join("config.json");
         if let Ok((mut f, _)) = memscope_core::layout::create_new_0600(&cfg) {
             std::io::Write::write_all(&mut f, self.config_json.as_bytes())
@@ -213,10 +240,28 @@ impl ProcessState {
                 .unwrap_or_else(|| format!("<text #{id}>").into_bytes().into())
         };
         match rec {
-            Record::MarkRef { ts, stream, text: id } => Record::Mark { ts, stream, msg: text(id), null: false },
-            Record::RangeStartRef { ts, id, stream, text: t } => {
-                Record::RangeStart { ts, id, stream, msg: text(t), null: false }
-            }
+            Record::MarkRef {
+                ts,
+                stream,
+                text: id,
+            } => Record::Mark {
+                ts,
+                stream,
+                msg: text(id),
+                null: false,
+            },
+            Record::RangeStartRef {
+                ts,
+                id,
+                stream,
+                text: t,
+            } => Record::RangeStart {
+                ts,
+                id,
+                stream,
+                msg: text(t),
+                null: false,
+            },
             other => other,
         }
     }
@@ -277,11 +322,18 @@ impl ProcessState {
                 ));
             }
             if s.corrupt_chunks > 0 {
-                self.log.warn(&format!("{}: {} corrupt chunk(s) skipped", s.path().display(), s.corrupt_chunks));
+                self.log.warn(&format!(
+                    "{}: {} corrupt chunk(s) skipped",
+                    s.path().display(),
+                    s.corrupt_chunks
+                ));
             }
         }
         if self.untyped > 0 {
-            self.log.debug(&format!("{} records of unselected or unknown sources ignored", self.untyped));
+            self.log.debug(&format!(
+                "{} records of unselected or unknown sources ignored",
+                self.untyped
+            ));
         }
         match self.bus.finish() {
             Ok(report) => self.summary.report = report,
@@ -291,7 +343,10 @@ impl ProcessState {
             }
         }
         if self.summary.dropped > 0 {
-            self.log.warn(&format!("the probe dropped {} event(s)", self.summary.dropped));
+            self.log.warn(&format!(
+                "the probe dropped {} event(s)",
+                self.summary.dropped
+            ));
         }
         for sec in &self.summary.report {
             self.log.info(&sec.title);
@@ -301,5 +356,4 @@ impl ProcessState {
         }
         self.summary
     }
-
 }

@@ -113,10 +113,16 @@ impl RawOptions {
         let meta = std::fs::metadata(path)
             .map_err(|e| ConfigError(format!("--config {}: {e}", path.display())))?;
         if !meta.is_file() {
-            return Err(ConfigError(format!("--config {}: not a regular file", path.display())));
+            return Err(ConfigError(format!(
+                "--config {}: not a regular file",
+                path.display()
+            )));
         }
         if meta.len() > 16 << 20 {
-            return Err(ConfigError(format!("--config {}: larger than 16 MiB", path.display())));
+            return Err(ConfigError(format!(
+                "--config {}: larger than 16 MiB",
+                path.display()
+            )));
         }
         let text = std::fs::read_to_string(path)
             .map_err(|e| ConfigError(format!("--config {}: {e}", path.display())))?;
@@ -144,7 +150,20 @@ impl RawOptions {
         macro_rules! take {
             ($($f:ident),*) => { $( if flags.$f.is_some() { self.$f = flags.$f; } )* };
         }
-        take!(events, level, call_stack, analysis, steps, device, output_path, format, log_level, collect_mode, adapters, idle_threshold);
+        take!(
+            events,
+            level,
+            call_stack,
+            analysis,
+            steps,
+            device,
+            output_path,
+            format,
+            log_level,
+            collect_mode,
+            adapters,
+            idle_threshold
+        );
         self.adapter_paths.extend(flags.adapter_paths);
         self
     }
@@ -184,7 +203,12 @@ impl RawOptions {
             c.format = match s.as_str() {
                 "csv" => Format::Csv,
                 "db" => Format::Db,
-                other => return Err(bad("--format", format!("unknown format {other:?} (expected csv or db)"))),
+                other => {
+                    return Err(bad(
+                        "--format",
+                        format!("unknown format {other:?} (expected csv or db)"),
+                    ))
+                }
             };
         }
         if let Some(s) = &self.log_level {
@@ -194,7 +218,12 @@ impl RawOptions {
             c.collect_mode = match s.as_str() {
                 "immediate" => CollectMode::Immediate,
                 "deferred" => CollectMode::Deferred,
-                other => return Err(bad("--collect-mode", format!("unknown mode {other:?} (expected immediate or deferred)"))),
+                other => {
+                    return Err(bad(
+                        "--collect-mode",
+                        format!("unknown mode {other:?} (expected immediate or deferred)"),
+                    ))
+                }
             };
         }
         if let Some(s) = &self.adapters {
@@ -202,12 +231,16 @@ impl RawOptions {
         }
         for p in &self.adapter_paths {
             let path = PathBuf::from(p);
-            let meta = std::fs::metadata(&path)
-                .map_err(|e| bad("--adapter-path", format!("{p}: {e}")))?;
+            let meta =
+                std::fs::metadata(&path).map_err(|e| bad("--adapter-path", format!("{p}: {e}")))?;
             if !meta.is_file() {
                 return Err(bad("--adapter-path", format!("{p}: not a regular file")));
             }
-            c.adapter_paths.push(if path.is_absolute() { path } else { cwd.join(path) });
+            c.adapter_paths.push(if path.is_absolute() {
+                path
+            } else {
+                cwd.join(path)
+            });
         }
         if let Some(t) = self.idle_threshold {
             if t == 0 {

@@ -6,13 +6,28 @@ use super::*;
 fn lists_split_on_ascii_and_fullwidth_commas_without_trimming() {
     assert!(AnalysisSet::parse("leaks，decompose").unwrap().decompose);
     assert!(AnalysisSet::parse("leaks, decompose").is_err());
-    assert_eq!(EventSet::parse("alloc,none,free").unwrap(), EventSet { alloc: false, free: false, launch: false, access: false, traceback: false });
+    assert_eq!(
+        EventSet::parse("alloc,none,free").unwrap(),
+        EventSet {
+            alloc: false,
+            free: false,
+            launch: false,
+            access: false,
+            traceback: false
+        }
+    );
 }
 
 #[test]
 fn call_stack_depths_follow_msmemscope_rules() {
     assert_eq!(CallStack::parse("c").unwrap().c, Some(50));
-    assert_eq!(CallStack::parse("c:16,python:3").unwrap(), CallStack { c: Some(16), python: Some(3) });
+    assert_eq!(
+        CallStack::parse("c:16,python:3").unwrap(),
+        CallStack {
+            c: Some(16),
+            python: Some(3)
+        }
+    );
     assert!(CallStack::parse("c:00").is_err());
     assert!(CallStack::parse("c:1001").is_err());
     assert!(CallStack::parse("rust").is_err());
@@ -36,9 +51,16 @@ fn steps_devices_and_analysis_reject_bad_values() {
 fn flags_override_config_file_and_unknown_keys_are_refused() {
     let d = tempfile::tempdir().unwrap();
     let p = d.path().join("config.json");
-    std::fs::write(&p, r#"{"adapters":["mstx","pta"],"steps":[2],"format":"db"}"#).unwrap();
+    std::fs::write(
+        &p,
+        r#"{"adapters":["mstx","pta"],"steps":[2],"format":"db"}"#,
+    )
+    .unwrap();
     let file = RawOptions::from_file(&p).unwrap();
-    let flags = RawOptions { format: Some("csv".into()), ..RawOptions::default() };
+    let flags = RawOptions {
+        format: Some("csv".into()),
+        ..RawOptions::default()
+    };
     let c = file.overlay(flags).validate(d.path()).unwrap();
     assert_eq!(c.adapters, vec!["mstx", "pta"]);
     assert_eq!(c.steps, vec![2]);

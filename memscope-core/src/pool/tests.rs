@@ -11,7 +11,16 @@ fn mem(ev: &Event) -> &MemoryAttrs {
 }
 
 /// (kind, type, addr, size, allocation_id, used, total, owner) of a row.
-type Shape = (EventKind, EventType, u64, u64, u64, i64, i64, Option<String>);
+type Shape = (
+    EventKind,
+    EventType,
+    u64,
+    u64,
+    u64,
+    i64,
+    i64,
+    Option<String>,
+);
 
 fn shape(ev: &Event) -> Shape {
     let m = mem(ev);
@@ -48,11 +57,18 @@ impl Feed {
         self.ts
     }
     fn rec(&mut self, rec: Record<Box<[u8]>>) -> bool {
-        self.typer.type_record(&mut self.ctx, 7, &rec, &mut self.out)
+        self.typer
+            .type_record(&mut self.ctx, 7, &rec, &mut self.out)
     }
     fn heap(&mut self, pool: PoolId, device: u32, ptr: u64, size: u64) {
         let ts = self.tick();
-        assert!(self.rec(Record::HeapRegister { ts, pool, device, ptr, size }));
+        assert!(self.rec(Record::HeapRegister {
+            ts,
+            pool,
+            device,
+            ptr,
+            size
+        }));
     }
     fn unheap(&mut self, pool: PoolId, ptr: u64) {
         let ts = self.tick();
@@ -60,7 +76,13 @@ impl Feed {
     }
     fn reg(&mut self, pool: PoolId, device: u32, ptr: u64, size: u64) {
         let ts = self.tick();
-        assert!(self.rec(Record::RegionRegister { ts, pool, device, ptr, size }));
+        assert!(self.rec(Record::RegionRegister {
+            ts,
+            pool,
+            device,
+            ptr,
+            size
+        }));
     }
     fn unreg(&mut self, pool: PoolId, ptr: u64) {
         let ts = self.tick();
@@ -129,7 +151,11 @@ fn total_sums_heaps_of_one_pool_and_device_and_drops_unregistered_ones() {
     f.unheap(PoolId::PtaCaching, 0x10_0000);
     f.reg(PoolId::PtaCaching, 0, 0x20_0000, 5);
     f.reg(PoolId::PtaCaching, 1, 0x30_0000, 3);
-    let got: Vec<_> = f.out.iter().map(|e| (e.device, mem(e).used, mem(e).total)).collect();
+    let got: Vec<_> = f
+        .out
+        .iter()
+        .map(|e| (e.device, mem(e).used, mem(e).total))
+        .collect();
     assert_eq!(
         got,
         [
@@ -148,7 +174,10 @@ fn workspace_used_is_a_running_sum_not_the_last_block() {
     f.unreg(PoolId::PtaWorkspace, 0x100);
     let used: Vec<_> = f.out.iter().map(|e| mem(e).used).collect();
     assert_eq!(used, [Some(10), Some(30), Some(20)]);
-    assert!(f.out.iter().all(|e| e.event_type == EventType::PtaWorkspace));
+    assert!(f
+        .out
+        .iter()
+        .all(|e| e.event_type == EventType::PtaWorkspace));
 }
 
 #[test]
@@ -159,7 +188,11 @@ fn device_is_mapped_through_visible_devices_and_figures_are_per_physical_device(
     f.reg(PoolId::MindSpore, 0, 0x1000, 100);
     f.reg(PoolId::MindSpore, 1, 0x9000, 200);
     f.unreg(PoolId::MindSpore, 0x1000);
-    let got: Vec<_> = f.out.iter().map(|e| (e.kind, e.device, mem(e).used, mem(e).total)).collect();
+    let got: Vec<_> = f
+        .out
+        .iter()
+        .map(|e| (e.kind, e.device, mem(e).used, mem(e).total))
+        .collect();
     assert_eq!(
         got,
         [
@@ -181,8 +214,11 @@ fn owner_is_framework_level_then_thread_labels_on_malloc_only() {
     f.ctx.pop_owner(7);
     f.reg(PoolId::Atb, 0, 0x80, 64);
     f.unreg(PoolId::Atb, 0x40);
-    let owners: Vec<_> =
-        f.out.iter().map(|e| mem(e).owner.as_ref().map(ToString::to_string)).collect();
+    let owners: Vec<_> = f
+        .out
+        .iter()
+        .map(|e| mem(e).owner.as_ref().map(ToString::to_string))
+        .collect();
     assert_eq!(owners, [pta("ATB@model@layer_1"), pta("ATB@model"), None]);
     assert_eq!(f.out[0].tid, Some(7));
     assert_eq!(f.out[0].pid, Some(42));
@@ -209,7 +245,10 @@ fn register_on_live_address_warns_and_frees_the_old_block_first() {
     assert!(mem(&evs[1]).shadow);
     let w = f.ctx.take_warnings();
     assert_eq!(w.len(), 1);
-    assert!(w[0].contains("double malloc") && w[0].contains("0x1000"), "{w:?}");
+    assert!(
+        w[0].contains("double malloc") && w[0].contains("0x1000"),
+        "{w:?}"
+    );
 }
 
 #[test]
@@ -233,8 +272,20 @@ fn unregister_of_unknown_address_warns_and_emits_nothing() {
 #[test]
 fn typer_takes_only_its_own_pools_and_no_other_records() {
     let mut f = Feed::new(PTA, vec![]);
-    let ms = Record::RegionRegister { ts: 1, pool: PoolId::MindSpore, device: 0, ptr: 1, size: 1 };
-    let atb = Record::HeapRegister { ts: 1, pool: PoolId::Atb, device: 0, ptr: 1, size: 1 };
+    let ms = Record::RegionRegister {
+        ts: 1,
+        pool: PoolId::MindSpore,
+        device: 0,
+        ptr: 1,
+        size: 1,
+    };
+    let atb = Record::HeapRegister {
+        ts: 1,
+        pool: PoolId::Atb,
+        device: 0,
+        ptr: 1,
+        size: 1,
+    };
     assert!(!f.rec(ms));
     assert!(!f.rec(atb));
     assert!(!f.rec(Record::RangeEnd { ts: 1, id: 1 }));
@@ -262,8 +313,10 @@ fn allocation_ids_are_shared_with_other_sources_through_the_context() {
 
 #[test]
 fn event_types_and_framework_labels_follow_the_pool() {
-    let got: Vec<_> =
-        PoolId::ALL.iter().map(|p| (event_type(*p).as_str(), framework_label(*p))).collect();
+    let got: Vec<_> = PoolId::ALL
+        .iter()
+        .map(|p| (event_type(*p).as_str(), framework_label(*p)))
+        .collect();
     assert_eq!(
         got,
         [

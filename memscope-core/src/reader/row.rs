@@ -398,10 +398,22 @@ mod tests {
         assert_eq!(e, "bad Timestamp(ns) \"abc\"");
         let e = row("x,MALLOC,PTA,N/A,1,1,1,0,0x10,{size:1},,", TimeUnit::Nanos).unwrap_err();
         assert_eq!(e, "bad ID \"x\"");
-        let e = row("1,MALLOC,NO PE!,N/A,1,1,1,0,0x10,{size:1},,", TimeUnit::Nanos).unwrap_err();
+        let e = row(
+            "1,MALLOC,NO PE!,N/A,1,1,1,0,0x10,{size:1},,",
+            TimeUnit::Nanos,
+        )
+        .unwrap_err();
         assert_eq!(e, "unknown Event Type \"NO PE!\"");
-        let ok = row("1,MALLOC,MYPOOL,N/A,1,1,1,0,0x10,{size:1},,", TimeUnit::Nanos).unwrap();
-        assert_eq!(ok.event_type.as_str(), "MYPOOL", "third-party adapter types read back");
+        let ok = row(
+            "1,MALLOC,MYPOOL,N/A,1,1,1,0,0x10,{size:1},,",
+            TimeUnit::Nanos,
+        )
+        .unwrap();
+        assert_eq!(
+            ok.event_type.as_str(),
+            "MYPOOL",
+            "third-party adapter types read back"
+        );
     }
 
     #[test]

@@ -35,7 +35,10 @@ pub struct CsvFile {
 }
 
 fn io_err(path: &Path, e: impl Into<std::io::Error>) -> BusError {
-    BusError::Io { path: path.display().to_string(), source: e.into() }
+    BusError::Io {
+        path: path.display().to_string(),
+        source: e.into(),
+    }
 }
 
 fn csv_err(path: &Path, e: csv::Error) -> BusError {
@@ -53,7 +56,12 @@ impl CsvFile {
             .terminator(csv::Terminator::Any(b'\n'))
             .from_writer(BufWriter::with_capacity(1 << 18, file));
         w.write_record(HEADER).map_err(|e| csv_err(&path, e))?;
-        Ok(CsvFile { w, path, rows: 0, scratch: String::with_capacity(256) })
+        Ok(CsvFile {
+            w,
+            path,
+            rows: 0,
+            scratch: String::with_capacity(256),
+        })
     }
 }
 
@@ -74,8 +82,12 @@ pub fn write_row<W: std::io::Write>(
     ev: &Event,
     scratch: &mut String,
 ) -> csv::Result<()> {
-    let (mut b1, mut b2, mut b3, mut b4) =
-        (itoa::Buffer::new(), itoa::Buffer::new(), itoa::Buffer::new(), itoa::Buffer::new());
+    let (mut b1, mut b2, mut b3, mut b4) = (
+        itoa::Buffer::new(),
+        itoa::Buffer::new(),
+        itoa::Buffer::new(),
+        itoa::Buffer::new(),
+    );
     w.write_field(b1.format(ev.id))?;
     w.write_field(ev.kind.as_str())?;
     w.write_field(ev.event_type.as_str())?;
@@ -140,7 +152,10 @@ pub struct CsvSink {
 impl CsvSink {
     /// A sink that opens each device's file with `open` (see [`crate::layout`]).
     pub fn new(open: super::Opener<CsvFile>) -> CsvSink {
-        CsvSink { router: DeviceRouter::new(open), files: Vec::new() }
+        CsvSink {
+            router: DeviceRouter::new(open),
+            files: Vec::new(),
+        }
     }
 
     /// Files written (path, rows), known after `finish`.
@@ -168,7 +183,11 @@ impl Layer for CsvSink {
         self.files = self.router.finish()?;
         report.push(ReportSection {
             title: "Dump files".into(),
-            lines: self.files.iter().map(|(p, n)| format!("{} ({n} rows)", p.display())).collect(),
+            lines: self
+                .files
+                .iter()
+                .map(|(p, n)| format!("{} ({n} rows)", p.display()))
+                .collect(),
         });
         Ok(())
     }

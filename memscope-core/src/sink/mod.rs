@@ -48,7 +48,11 @@ pub struct DeviceRouter<W: DeviceWriter> {
 impl<W: DeviceWriter> DeviceRouter<W> {
     /// A router that opens files with `open`.
     pub fn new(open: Opener<W>) -> DeviceRouter<W> {
-        DeviceRouter { files: BTreeMap::new(), backlog: Vec::new(), open }
+        DeviceRouter {
+            files: BTreeMap::new(),
+            backlog: Vec::new(),
+            open,
+        }
     }
 
     fn ensure(&mut self, d: Device) -> Result<&mut W, BusError> {
@@ -93,7 +97,10 @@ impl<W: DeviceWriter> DeviceRouter<W> {
     ///
     /// # Errors
     /// The first error of `f`.
-    pub fn for_each(&mut self, f: impl FnMut(&mut W) -> Result<(), BusError>) -> Result<(), BusError> {
+    pub fn for_each(
+        &mut self,
+        f: impl FnMut(&mut W) -> Result<(), BusError>,
+    ) -> Result<(), BusError> {
         self.files.values_mut().try_for_each(f)
     }
 
@@ -107,6 +114,10 @@ impl<W: DeviceWriter> DeviceRouter<W> {
             self.ensure(Device::Cpu)?;
         }
         self.flush()?;
-        Ok(self.files.values().map(|w| (w.path().to_path_buf(), w.rows())).collect())
+        Ok(self
+            .files
+            .values()
+            .map(|w| (w.path().to_path_buf(), w.rows()))
+            .collect())
     }
 }

@@ -24,7 +24,10 @@ pub const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS memscope_dump (\"ID\"
 
 fn insert_sql(rows: usize) -> String {
     let one = "(?,?,?,?,?,?,?,?,?,?,?,?)";
-    format!("INSERT INTO memscope_dump VALUES {}", vec![one; rows].join(","))
+    format!(
+        "INSERT INTO memscope_dump VALUES {}",
+        vec![one; rows].join(",")
+    )
 }
 
 type Cell = rusqlite::types::Value;
@@ -47,14 +50,20 @@ impl DbFile {
     /// # Errors
     /// SQLite refused to open or create the table.
     pub fn open(path: PathBuf) -> Result<DbFile, BusError> {
-        let err = |e| BusError::Sqlite { path: path.display().to_string(), source: e };
+        let err = |e| BusError::Sqlite {
+            path: path.display().to_string(),
+            source: e,
+        };
         let conn = rusqlite::Connection::open(&path).map_err(err)?;
         // synchronous=OFF: the dump is rebuilt from the stream, never the only copy of an event
         // while the run lasts, so an fsync per checkpoint buys nothing; WAL keeps the file
         // consistent if the collector itself is killed.
-        conn.execute_batch("PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF; PRAGMA cache_size=-65536;")
+        conn.execute_batch(
+            "PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF; PRAGMA cache_size=-65536;",
+        )
+        .map_err(err)?;
+        conn.busy_timeout(std::time::Duration::from_millis(5000))
             .map_err(err)?;
-        conn.busy_timeout(std::time::Duration::from_millis(5000)).map_err(err)?;
         conn.execute_batch(CREATE_TABLE).map_err(err)?;
         Ok(DbFile {
             conn,
@@ -68,7 +77,10 @@ impl DbFile {
     }
 
     fn err(&self, e: rusqlite::Error) -> BusError {
-        BusError::Sqlite { path: self.path.display().to_string(), source: e }
+        BusError::Sqlite {
+            path: self.path.display().to_string(),
+            source: e,
+        }
     }
 }
 
@@ -81,7 +93,9 @@ impl DbFile {
     /// SQLite refused the checkpoint.
     pub fn close_wal(&mut self) -> Result<(), BusError> {
         self.flush()?;
-        self.conn.execute_batch("PRAGMA journal_mode=DELETE;").map_err(|e| self.err(e))
+        self.conn
+            .execute_batch("PRAGMA journal_mode=DELETE;")
+            .map_err(|e| self.err(e))
     }
 
     /// Inserts the buffered rows (one statement for a full batch, a shorter one for the rest).
@@ -93,7 +107,11 @@ impl DbFile {
             self.conn.execute_batch("BEGIN").map_err(|e| self.err(e))?;
         }
         let rows = self.pending.len() / 12;
-        let sql = if rows == ROWS_PER_INSERT { self.full_sql.clone() } else { insert_sql(rows) };
+        let sql = if rows == ROWS_PER_INSERT {
+            self.full_sql.clone()
+        } else {
+            insert_sql(rows)
+        };
         let res = self
             .conn
             .prepare_cached(&sql)
@@ -168,7 +186,9 @@ pub struct DbSink {
 impl DbSink {
     /// A sink that opens each device's database with `open`.
     pub fn new(open: super::Opener<DbFile>) -> DbSink {
-        DbSink { router: DeviceRouter::new(open) }
+        DbSink {
+            router: DeviceRouter::new(open),
+        }
     }
 }
 
@@ -192,7 +212,10 @@ impl Layer for DbSink {
         self.router.for_each(DbFile::close_wal)?;
         report.push(ReportSection {
             title: "Dump files".into(),
-            lines: files.iter().map(|(p, n)| format!("{} ({n} rows)", p.display())).collect(),
+            lines: files
+                .iter()
+                .map(|(p, n)| format!("{} ({n} rows)", p.display()))
+                .collect(),
         });
         Ok(())
     }

@@ -172,7 +172,9 @@ impl<'a> In<'a> {
         Ok(a)
     }
     pub(crate) fn addr16(&mut self, st: &mut ChunkState) -> Result<u64, WireError> {
-        let a = st.last_addr.wrapping_add((unzigzag(self.var()?) as u64).wrapping_mul(16));
+        let a = st
+            .last_addr
+            .wrapping_add((unzigzag(self.var()?) as u64).wrapping_mul(16));
         st.last_addr = a;
         Ok(a)
     }
@@ -196,16 +198,30 @@ pub fn decode<'a>(
             let ts = i.ts(&mut next)?;
             let stream = i.var()?;
             let msg = i.text()?;
-            Record::Mark { ts, stream, msg, null: t == tag::MARK_NULL }
+            Record::Mark {
+                ts,
+                stream,
+                msg,
+                null: t == tag::MARK_NULL,
+            }
         }
         tag::RANGE_START | tag::RANGE_START_NULL => {
             let ts = i.ts(&mut next)?;
             let id = i.var()?;
             let stream = i.var()?;
             let msg = i.text()?;
-            Record::RangeStart { ts, id, stream, msg, null: t == tag::RANGE_START_NULL }
+            Record::RangeStart {
+                ts,
+                id,
+                stream,
+                msg,
+                null: t == tag::RANGE_START_NULL,
+            }
         }
-        tag::RANGE_END => Record::RangeEnd { ts: i.ts(&mut next)?, id: i.var()? },
+        tag::RANGE_END => Record::RangeEnd {
+            ts: i.ts(&mut next)?,
+            id: i.var()?,
+        },
         tag::HEAP_REGISTER => Record::HeapRegister {
             ts: i.ts(&mut next)?,
             pool: i.pool()?,
@@ -213,9 +229,11 @@ pub fn decode<'a>(
             ptr: i.var()?,
             size: i.var()?,
         },
-        tag::HEAP_UNREGISTER => {
-            Record::HeapUnregister { ts: i.ts(&mut next)?, pool: i.pool()?, ptr: i.var()? }
-        }
+        tag::HEAP_UNREGISTER => Record::HeapUnregister {
+            ts: i.ts(&mut next)?,
+            pool: i.pool()?,
+            ptr: i.var()?,
+        },
         tag::REGION_REGISTER => Record::RegionRegister {
             ts: i.ts(&mut next)?,
             pool: i.pool()?,
@@ -223,38 +241,75 @@ pub fn decode<'a>(
             ptr: i.var()?,
             size: i.var()?,
         },
-        tag::REGION_UNREGISTER => {
-            Record::RegionUnregister { ts: i.ts(&mut next)?, pool: i.pool()?, ptr: i.var()? }
-        }
-        tag::OWNER_PUSH => Record::OwnerPush { ts: i.ts(&mut next)?, label: i.text()? },
-        tag::OWNER_POP => Record::OwnerPop { ts: i.ts(&mut next)? },
+        tag::REGION_UNREGISTER => Record::RegionUnregister {
+            ts: i.ts(&mut next)?,
+            pool: i.pool()?,
+            ptr: i.var()?,
+        },
+        tag::OWNER_PUSH => Record::OwnerPush {
+            ts: i.ts(&mut next)?,
+            label: i.text()?,
+        },
+        tag::OWNER_POP => Record::OwnerPop {
+            ts: i.ts(&mut next)?,
+        },
         tag::SYSTEM => {
             let ts = i.ts(&mut next)?;
             let c = i.u8()?;
             let code = SystemCode::from_u8(c).ok_or(WireError::BadTag(c))?;
-            Record::System { ts, code, device: i.u32()? }
+            Record::System {
+                ts,
+                code,
+                device: i.u32()?,
+            }
         }
-        tag::HOST_MALLOC | tag::HOST_MALLOC_STACK | tag::HOST_MALLOC_A16 | tag::HOST_MALLOC_STACK_A16 => {
+        tag::HOST_MALLOC
+        | tag::HOST_MALLOC_STACK
+        | tag::HOST_MALLOC_A16
+        | tag::HOST_MALLOC_STACK_A16 => {
             let ts = i.ts(&mut next)?;
             let a16 = t == tag::HOST_MALLOC_A16 || t == tag::HOST_MALLOC_STACK_A16;
-            let addr = if a16 { i.addr16(&mut next)? } else { i.addr(&mut next)? };
+            let addr = if a16 {
+                i.addr16(&mut next)?
+            } else {
+                i.addr(&mut next)?
+            };
             let size = i.var()?;
-            let stack = if t == tag::HOST_MALLOC_STACK || t == tag::HOST_MALLOC_STACK_A16 { i.u32()? } else { 0 };
-            Record::HostMalloc { ts, addr, size, stack }
+            let stack = if t == tag::HOST_MALLOC_STACK || t == tag::HOST_MALLOC_STACK_A16 {
+                i.u32()?
+            } else {
+                0
+            };
+            Record::HostMalloc {
+                ts,
+                addr,
+                size,
+                stack,
+            }
         }
         tag::HOST_FREE => {
             let ts = i.ts(&mut next)?;
-            Record::HostFree { ts, addr: i.addr(&mut next)? }
+            Record::HostFree {
+                ts,
+                addr: i.addr(&mut next)?,
+            }
         }
         tag::HOST_FREE_A16 => {
             let ts = i.ts(&mut next)?;
-            Record::HostFree { ts, addr: i.addr16(&mut next)? }
+            Record::HostFree {
+                ts,
+                addr: i.addr16(&mut next)?,
+            }
         }
         tag::STACK_DEF => {
             let id = i.u32()?;
             let count = i.u32()?;
             let n = i.var()? as usize;
-            Record::StackDef { id, count, raw: i.bytes(n)? }
+            Record::StackDef {
+                id,
+                count,
+                raw: i.bytes(n)?,
+            }
         }
         tag::MODULE => Record::Module {
             ts: i.ts(&mut next)?,
@@ -268,16 +323,32 @@ pub fn decode<'a>(
             let ts = i.ts(&mut next)?;
             let addr = i.var()?;
             let size = i.var()?;
-            let stack = if t == tag::HOST_MMAP_STACK { i.u32()? } else { 0 };
-            Record::HostMmap { ts, addr, size, stack }
+            let stack = if t == tag::HOST_MMAP_STACK {
+                i.u32()?
+            } else {
+                0
+            };
+            Record::HostMmap {
+                ts,
+                addr,
+                size,
+                stack,
+            }
         }
-        tag::HOST_MUNMAP => {
-            Record::HostMunmap { ts: i.ts(&mut next)?, addr: i.var()?, size: i.var()? }
-        }
-        tag::TEXT_DEF => Record::TextDef { id: i.u32()?, text: i.text()? },
-        tag::MARK_REF => {
-            Record::MarkRef { ts: i.ts(&mut next)?, stream: i.var()?, text: i.u32()? }
-        }
+        tag::HOST_MUNMAP => Record::HostMunmap {
+            ts: i.ts(&mut next)?,
+            addr: i.var()?,
+            size: i.var()?,
+        },
+        tag::TEXT_DEF => Record::TextDef {
+            id: i.u32()?,
+            text: i.text()?,
+        },
+        tag::MARK_REF => Record::MarkRef {
+            ts: i.ts(&mut next)?,
+            stream: i.var()?,
+            text: i.u32()?,
+        },
         tag::RANGE_START_REF => Record::RangeStartRef {
             ts: i.ts(&mut next)?,
             id: i.var()?,
@@ -304,7 +375,11 @@ pub fn decode<'a>(
 /// Encodes stack frames (raw addresses, innermost first) as varints into `out` for a
 /// [`Record::StackDef`]; returns the bytes written or `None` if `out` is too small.
 pub fn encode_frames(frames: &[u64], out: &mut [u8]) -> Option<usize> {
-    let mut o = Out { buf: out, pos: 0, ok: true };
+    let mut o = Out {
+        buf: out,
+        pos: 0,
+        ok: true,
+    };
     for f in frames {
         o.var(*f);
     }
@@ -319,7 +394,9 @@ pub struct StackFrames<'a> {
 impl<'a> StackFrames<'a> {
     /// Frames encoded in `raw`.
     pub fn new(raw: &'a [u8]) -> StackFrames<'a> {
-        StackFrames { inner: In { buf: raw, pos: 0 } }
+        StackFrames {
+            inner: In { buf: raw, pos: 0 },
+        }
     }
 }
 

@@ -8,7 +8,11 @@ impl<B: AsRef<[u8]>> Record<B> {
     /// [`MAX_TEXT`] are cut.
     pub fn encode(&self, st: &mut ChunkState, out: &mut [u8]) -> Option<usize> {
         let mut next = *st;
-        let mut o = Out { buf: out, pos: 0, ok: true };
+        let mut o = Out {
+            buf: out,
+            pos: 0,
+            ok: true,
+        };
         let ts = |o: &mut Out, next: &mut ChunkState, t: u64| {
             o.var(t.saturating_sub(next.last_ts));
             next.last_ts = next.last_ts.max(t);
@@ -18,14 +22,29 @@ impl<B: AsRef<[u8]>> Record<B> {
                 o.u8(tag::THREAD);
                 o.var(*tid as u64);
             }
-            Record::Mark { ts: t, stream, msg, null } => {
+            Record::Mark {
+                ts: t,
+                stream,
+                msg,
+                null,
+            } => {
                 o.u8(if *null { tag::MARK_NULL } else { tag::MARK });
                 ts(&mut o, &mut next, *t);
                 o.var(*stream);
                 o.text(msg.as_ref());
             }
-            Record::RangeStart { ts: t, id, stream, msg, null } => {
-                o.u8(if *null { tag::RANGE_START_NULL } else { tag::RANGE_START });
+            Record::RangeStart {
+                ts: t,
+                id,
+                stream,
+                msg,
+                null,
+            } => {
+                o.u8(if *null {
+                    tag::RANGE_START_NULL
+                } else {
+                    tag::RANGE_START
+                });
                 ts(&mut o, &mut next, *t);
                 o.var(*id);
                 o.var(*stream);
@@ -36,10 +55,26 @@ impl<B: AsRef<[u8]>> Record<B> {
                 ts(&mut o, &mut next, *t);
                 o.var(*id);
             }
-            Record::HeapRegister { ts: t, pool, device, ptr, size }
-            | Record::RegionRegister { ts: t, pool, device, ptr, size } => {
+            Record::HeapRegister {
+                ts: t,
+                pool,
+                device,
+                ptr,
+                size,
+            }
+            | Record::RegionRegister {
+                ts: t,
+                pool,
+                device,
+                ptr,
+                size,
+            } => {
                 let heap = matches!(self, Record::HeapRegister { .. });
-                o.u8(if heap { tag::HEAP_REGISTER } else { tag::REGION_REGISTER });
+                o.u8(if heap {
+                    tag::HEAP_REGISTER
+                } else {
+                    tag::REGION_REGISTER
+                });
                 ts(&mut o, &mut next, *t);
                 o.u8(*pool as u8);
                 o.var(*device as u64);
@@ -49,7 +84,11 @@ impl<B: AsRef<[u8]>> Record<B> {
             Record::HeapUnregister { ts: t, pool, ptr }
             | Record::RegionUnregister { ts: t, pool, ptr } => {
                 let heap = matches!(self, Record::HeapUnregister { .. });
-                o.u8(if heap { tag::HEAP_UNREGISTER } else { tag::REGION_UNREGISTER });
+                o.u8(if heap {
+                    tag::HEAP_UNREGISTER
+                } else {
+                    tag::REGION_UNREGISTER
+                });
                 ts(&mut o, &mut next, *t);
                 o.u8(*pool as u8);
                 o.var(*ptr);
@@ -63,13 +102,22 @@ impl<B: AsRef<[u8]>> Record<B> {
                 o.u8(tag::OWNER_POP);
                 ts(&mut o, &mut next, *t);
             }
-            Record::System { ts: t, code, device } => {
+            Record::System {
+                ts: t,
+                code,
+                device,
+            } => {
                 o.u8(tag::SYSTEM);
                 ts(&mut o, &mut next, *t);
                 o.u8(*code as u8);
                 o.var(*device as u64);
             }
-            Record::HostMalloc { ts: t, addr, size, stack } => {
+            Record::HostMalloc {
+                ts: t,
+                addr,
+                size,
+                stack,
+            } => {
                 let d = addr.wrapping_sub(next.last_addr) as i64;
                 o.u8(match (*stack == 0, d % 16 == 0) {
                     (true, false) => tag::HOST_MALLOC,
@@ -87,7 +135,11 @@ impl<B: AsRef<[u8]>> Record<B> {
             }
             Record::HostFree { ts: t, addr } => {
                 let d = addr.wrapping_sub(next.last_addr) as i64;
-                o.u8(if d % 16 == 0 { tag::HOST_FREE_A16 } else { tag::HOST_FREE });
+                o.u8(if d % 16 == 0 {
+                    tag::HOST_FREE_A16
+                } else {
+                    tag::HOST_FREE
+                });
                 ts(&mut o, &mut next, *t);
                 o.var(zigzag(if d % 16 == 0 { d / 16 } else { d }));
                 next.last_addr = *addr;
@@ -97,13 +149,22 @@ impl<B: AsRef<[u8]>> Record<B> {
                 o.var(*id as u64);
                 o.text(text.as_ref());
             }
-            Record::MarkRef { ts: t, stream, text } => {
+            Record::MarkRef {
+                ts: t,
+                stream,
+                text,
+            } => {
                 o.u8(tag::MARK_REF);
                 ts(&mut o, &mut next, *t);
                 o.var(*stream);
                 o.var(*text as u64);
             }
-            Record::RangeStartRef { ts: t, id, stream, text } => {
+            Record::RangeStartRef {
+                ts: t,
+                id,
+                stream,
+                text,
+            } => {
                 o.u8(tag::RANGE_START_REF);
                 ts(&mut o, &mut next, *t);
                 o.var(*id);
@@ -124,7 +185,14 @@ impl<B: AsRef<[u8]>> Record<B> {
                     None => o.ok = false,
                 }
             }
-            Record::Module { ts: t, base, start, size, build_id, path } => {
+            Record::Module {
+                ts: t,
+                base,
+                start,
+                size,
+                build_id,
+                path,
+            } => {
                 o.u8(tag::MODULE);
                 ts(&mut o, &mut next, *t);
                 o.var(*base);
@@ -133,8 +201,17 @@ impl<B: AsRef<[u8]>> Record<B> {
                 o.text(build_id.as_ref());
                 o.text(path.as_ref());
             }
-            Record::HostMmap { ts: t, addr, size, stack } => {
-                o.u8(if *stack == 0 { tag::HOST_MMAP } else { tag::HOST_MMAP_STACK });
+            Record::HostMmap {
+                ts: t,
+                addr,
+                size,
+                stack,
+            } => {
+                o.u8(if *stack == 0 {
+                    tag::HOST_MMAP
+                } else {
+                    tag::HOST_MMAP_STACK
+                });
                 ts(&mut o, &mut next, *t);
                 o.var(*addr);
                 o.var(*size);
@@ -148,7 +225,16 @@ impl<B: AsRef<[u8]>> Record<B> {
                 o.var(*addr);
                 o.var(*size);
             }
-            Record::Plugin { ts: t, kind, device, ptr, size, event_type, name, attrs } => {
+            Record::Plugin {
+                ts: t,
+                kind,
+                device,
+                ptr,
+                size,
+                event_type,
+                name,
+                attrs,
+            } => {
                 o.u8(tag::PLUGIN);
                 ts(&mut o, &mut next, *t);
                 o.u8(*kind);

@@ -24,34 +24,162 @@ fn round_trip(recs: &[Record<&[u8]>]) -> usize {
 fn every_record_kind_round_trips() {
     round_trip(&[
         Record::Thread { tid: 77 },
-        Record::Mark { ts: 1_700_000_000_000_000_000, stream: 0, msg: b"a,b", null: false },
-        Record::Mark { ts: 1_700_000_000_000_000_100, stream: 5, msg: b"", null: true },
-        Record::RangeStart { ts: 1_700_000_000_000_000_200, id: 9, stream: 0, msg: b"step start", null: false },
-        Record::RangeEnd { ts: 1_700_000_000_000_000_300, id: 9 },
-        Record::HeapRegister { ts: 1_700_000_000_000_000_400, pool: PoolId::PtaCaching, device: 1, ptr: 0x1000, size: 1 << 30 },
-        Record::RegionRegister { ts: 1_700_000_000_000_000_500, pool: PoolId::Atb, device: 0, ptr: 0x2000, size: 512 },
-        Record::RegionUnregister { ts: 1_700_000_000_000_000_600, pool: PoolId::Atb, ptr: 0x2000 },
-        Record::HeapUnregister { ts: 1_700_000_000_000_000_700, pool: PoolId::PtaCaching, ptr: 0x1000 },
-        Record::OwnerPush { ts: 1_700_000_000_000_000_800, label: b"gradient" },
-        Record::OwnerPop { ts: 1_700_000_000_000_000_900 },
-        Record::System { ts: 1_700_000_000_000_001_000, code: SystemCode::AclInit, device: u32::MAX },
-        Record::HostMalloc { ts: 1_700_000_000_000_001_100, addr: 0x5555_0000_1000, size: 64, stack: 0 },
-        Record::HostMalloc { ts: 1_700_000_000_000_001_150, addr: 0x5555_0000_0f00, size: 64, stack: 3 },
-        Record::HostFree { ts: 1_700_000_000_000_001_200, addr: 0x5555_0000_1000 },
-        Record::HostMalloc { ts: 1_700_000_000_000_001_201, addr: 0x5555_0000_1008, size: 8, stack: 0 },
-        Record::HostMalloc { ts: 1_700_000_000_000_001_202, addr: 0x0000_0000_0010, size: 8, stack: 2 },
-        Record::HostMalloc { ts: 1_700_000_000_000_001_203, addr: u64::MAX - 15, size: 8, stack: 0 },
-        Record::HostFree { ts: 1_700_000_000_000_001_204, addr: 0x5555_0000_1008 },
-        Record::HostFree { ts: 1_700_000_000_000_001_205, addr: 0x10 },
-        Record::StackDef { id: 3, count: 2, raw: &[0x81, 0x01, 0x05] },
-        Record::Module { ts: 1_700_000_000_000_001_210, base: 0x7f00_0000_0000, start: 0x7f00_0000_1000, size: 0x20_0000, build_id: &[0xab, 0xcd], path: b"/lib/libx.so" },
-        Record::HostMmap { ts: 1_700_000_000_000_001_220, addr: 0x7f11_0000_0000, size: 1 << 20, stack: 0 },
-        Record::HostMmap { ts: 1_700_000_000_000_001_230, addr: 0x7f12_0000_0000, size: 4096, stack: 9 },
-        Record::HostMunmap { ts: 1_700_000_000_000_001_240, addr: 0x7f11_0000_0000, size: 1 << 20 },
-        Record::Plugin { ts: 1_700_000_000_000_001_300, kind: 1, device: 2, ptr: 7, size: 8, event_type: b"MYPOOL", name: b"n", attrs: b"owner:x" },
-        Record::TextDef { id: 4, text: b"step start" },
-        Record::MarkRef { ts: 1_700_000_000_009_000_000, stream: 0, text: 4 },
-        Record::RangeStartRef { ts: 1_700_000_000_009_000_010, id: 2, stream: 0, text: 4 },
+        Record::Mark {
+            ts: 1_700_000_000_000_000_000,
+            stream: 0,
+            msg: b"a,b",
+            null: false,
+        },
+        Record::Mark {
+            ts: 1_700_000_000_000_000_100,
+            stream: 5,
+            msg: b"",
+            null: true,
+        },
+        Record::RangeStart {
+            ts: 1_700_000_000_000_000_200,
+            id: 9,
+            stream: 0,
+            msg: b"step start",
+            null: false,
+        },
+        Record::RangeEnd {
+            ts: 1_700_000_000_000_000_300,
+            id: 9,
+        },
+        Record::HeapRegister {
+            ts: 1_700_000_000_000_000_400,
+            pool: PoolId::PtaCaching,
+            device: 1,
+            ptr: 0x1000,
+            size: 1 << 30,
+        },
+        Record::RegionRegister {
+            ts: 1_700_000_000_000_000_500,
+            pool: PoolId::Atb,
+            device: 0,
+            ptr: 0x2000,
+            size: 512,
+        },
+        Record::RegionUnregister {
+            ts: 1_700_000_000_000_000_600,
+            pool: PoolId::Atb,
+            ptr: 0x2000,
+        },
+        Record::HeapUnregister {
+            ts: 1_700_000_000_000_000_700,
+            pool: PoolId::PtaCaching,
+            ptr: 0x1000,
+        },
+        Record::OwnerPush {
+            ts: 1_700_000_000_000_000_800,
+            label: b"gradient",
+        },
+        Record::OwnerPop {
+            ts: 1_700_000_000_000_000_900,
+        },
+        Record::System {
+            ts: 1_700_000_000_000_001_000,
+            code: SystemCode::AclInit,
+            device: u32::MAX,
+        },
+        Record::HostMalloc {
+            ts: 1_700_000_000_000_001_100,
+            addr: 0x5555_0000_1000,
+            size: 64,
+            stack: 0,
+        },
+        Record::HostMalloc {
+            ts: 1_700_000_000_000_001_150,
+            addr: 0x5555_0000_0f00,
+            size: 64,
+            stack: 3,
+        },
+        Record::HostFree {
+            ts: 1_700_000_000_000_001_200,
+            addr: 0x5555_0000_1000,
+        },
+        Record::HostMalloc {
+            ts: 1_700_000_000_000_001_201,
+            addr: 0x5555_0000_1008,
+            size: 8,
+            stack: 0,
+        },
+        Record::HostMalloc {
+            ts: 1_700_000_000_000_001_202,
+            addr: 0x0000_0000_0010,
+            size: 8,
+            stack: 2,
+        },
+        Record::HostMalloc {
+            ts: 1_700_000_000_000_001_203,
+            addr: u64::MAX - 15,
+            size: 8,
+            stack: 0,
+        },
+        Record::HostFree {
+            ts: 1_700_000_000_000_001_204,
+            addr: 0x5555_0000_1008,
+        },
+        Record::HostFree {
+            ts: 1_700_000_000_000_001_205,
+            addr: 0x10,
+        },
+        Record::StackDef {
+            id: 3,
+            count: 2,
+            raw: &[0x81, 0x01, 0x05],
+        },
+        Record::Module {
+            ts: 1_700_000_000_000_001_210,
+            base: 0x7f00_0000_0000,
+            start: 0x7f00_0000_1000,
+            size: 0x20_0000,
+            build_id: &[0xab, 0xcd],
+            path: b"/lib/libx.so",
+        },
+        Record::HostMmap {
+            ts: 1_700_000_000_000_001_220,
+            addr: 0x7f11_0000_0000,
+            size: 1 << 20,
+            stack: 0,
+        },
+        Record::HostMmap {
+            ts: 1_700_000_000_000_001_230,
+            addr: 0x7f12_0000_0000,
+            size: 4096,
+            stack: 9,
+        },
+        Record::HostMunmap {
+            ts: 1_700_000_000_000_001_240,
+            addr: 0x7f11_0000_0000,
+            size: 1 << 20,
+        },
+        Record::Plugin {
+            ts: 1_700_000_000_000_001_300,
+            kind: 1,
+            device: 2,
+            ptr: 7,
+            size: 8,
+            event_type: b"MYPOOL",
+            name: b"n",
+            attrs: b"owner:x",
+        },
+        Record::TextDef {
+            id: 4,
+            text: b"step start",
+        },
+        Record::MarkRef {
+            ts: 1_700_000_000_009_000_000,
+            stream: 0,
+            text: 4,
+        },
+        Record::RangeStartRef {
+            ts: 1_700_000_000_009_000_010,
+            id: 2,
+            stream: 0,
+            text: 4,
+        },
     ]);
 }
 
@@ -60,8 +188,16 @@ fn host_records_stay_small() {
     let base = 1_700_000_000_000_000_000u64;
     let mut recs = vec![Record::Thread { tid: 1 }];
     for i in 0..1000u64 {
-        recs.push(Record::HostMalloc { ts: base + i * 120, addr: 0x5555_0000_0000 + (i % 7) * 64, size: 32 + i % 100, stack: 0 });
-        recs.push(Record::HostFree { ts: base + i * 120 + 60, addr: 0x5555_0000_0000 + (i % 7) * 64 });
+        recs.push(Record::HostMalloc {
+            ts: base + i * 120,
+            addr: 0x5555_0000_0000 + (i % 7) * 64,
+            size: 32 + i % 100,
+            stack: 0,
+        });
+        recs.push(Record::HostFree {
+            ts: base + i * 120 + 60,
+            addr: 0x5555_0000_0000 + (i % 7) * 64,
+        });
     }
     let bytes = round_trip(&recs) as f64 / 2000.0;
     assert!(bytes <= 6.0, "{bytes} bytes per event");
@@ -71,7 +207,12 @@ fn host_records_stay_small() {
 fn encode_refuses_when_out_of_room_and_keeps_state() {
     let mut st = ChunkState::default();
     let mut small = [0u8; 4];
-    let r = Record::Mark { ts: 123_456_789, stream: 0, msg: b"hello", null: false };
+    let r = Record::Mark {
+        ts: 123_456_789,
+        stream: 0,
+        msg: b"hello",
+        null: false,
+    };
     assert_eq!(r.encode(&mut st, &mut small), None);
     assert_eq!(st, ChunkState::default());
 }
@@ -79,7 +220,10 @@ fn encode_refuses_when_out_of_room_and_keeps_state() {
 #[test]
 fn decode_reports_truncation_and_unknown_tags() {
     let mut st = ChunkState::default();
-    assert_eq!(decode(&[tag::MARK, 0x80], &mut st), Err(WireError::Truncated));
+    assert_eq!(
+        decode(&[tag::MARK, 0x80], &mut st),
+        Err(WireError::Truncated)
+    );
     assert_eq!(decode(&[200], &mut st), Err(WireError::BadTag(200)));
 }
 

@@ -81,14 +81,30 @@ fn id_of(text: &[u8]) -> Option<u32> {
 pub fn record_mark(ts: u64, stream: u64, msg: &[u8], null: bool) -> bool {
     match (!null).then(|| id_of(msg)).flatten() {
         Some(text) => writer::record(&Record::MarkRef { ts, stream, text }),
-        None => writer::record(&Record::Mark { ts, stream, msg, null }),
+        None => writer::record(&Record::Mark {
+            ts,
+            stream,
+            msg,
+            null,
+        }),
     }
 }
 
 /// Records an `mstxRangeStartA` with range `id`, interning its message like [`record_mark`].
 pub fn record_range_start(ts: u64, id: u64, stream: u64, msg: &[u8], null: bool) -> bool {
     match (!null).then(|| id_of(msg)).flatten() {
-        Some(text) => writer::record(&Record::RangeStartRef { ts, id, stream, text }),
-        None => writer::record(&Record::RangeStart { ts, id, stream, msg, null }),
+        Some(text) => writer::record(&Record::RangeStartRef {
+            ts,
+            id,
+            stream,
+            text,
+        }),
+        None => writer::record(&Record::RangeStart {
+            ts,
+            id,
+            stream,
+            msg,
+            null,
+        }),
     }
 }

@@ -19,12 +19,21 @@ pub const MIB: i64 = 1 << 20;
 pub fn pool_program(name: &str, programs: bool) -> PathBuf {
     static BUILT: Mutex<BTreeMap<String, PathBuf>> = Mutex::new(BTreeMap::new());
     let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = if programs { "tests/programs" } else { "tests/tests/pools" };
+    let dir = if programs {
+        "tests/programs"
+    } else {
+        "tests/tests/pools"
+    };
     let out = format!("pools-{}-{name}", std::process::id());
     built
         .entry(name.to_owned())
         .or_insert_with(|| {
-            compile(&[&repo_root().join(dir).join(format!("{name}.c"))], &out, &[], false)
+            compile(
+                &[&repo_root().join(dir).join(format!("{name}.c"))],
+                &out,
+                &[],
+                false,
+            )
         })
         .clone()
 }
@@ -40,7 +49,10 @@ pub fn device_dir(dump: &Path) -> String {
 
 /// Rows of every CSV dump of a run, per file (device directory name, rows in ID order).
 pub fn csv_files(run: &Run) -> Vec<(String, Vec<Row>)> {
-    run.dumps(".csv").iter().map(|p| (device_dir(p), sorted(read_csv(p)))).collect()
+    run.dumps(".csv")
+        .iter()
+        .map(|p| (device_dir(p), sorted(read_csv(p))))
+        .collect()
 }
 
 /// Rows sorted by their `ID`.
@@ -58,8 +70,11 @@ pub fn is_pool(r: &Row) -> bool {
 /// Integer Attr `key` of a row.
 pub fn num(r: &Row, key: &str) -> i64 {
     let a = attrs(r);
-    let v = a.get(key).unwrap_or_else(|| panic!("no {key} in {}", r["Attr"]));
-    v.parse().unwrap_or_else(|_| panic!("{key}:{v} is not an integer"))
+    let v = a
+        .get(key)
+        .unwrap_or_else(|| panic!("no {key} in {}", r["Attr"]));
+    v.parse()
+        .unwrap_or_else(|_| panic!("{key}:{v} is not an integer"))
 }
 
 /// Expected pool row: (Event, Event Type, size, used, total), sizes in bytes.
@@ -68,7 +83,13 @@ pub type Expected<'a> = (&'a str, &'a str, i64, i64, i64);
 /// One pool row reduced to what the hand-computed expectations name:
 /// (Event, Event Type, size, used, total), sizes in bytes.
 pub fn figures(r: &Row) -> (String, String, i64, i64, i64) {
-    (r["Event"].clone(), r["Event Type"].clone(), num(r, "size"), num(r, "used"), num(r, "total"))
+    (
+        r["Event"].clone(),
+        r["Event Type"].clone(),
+        num(r, "size"),
+        num(r, "used"),
+        num(r, "total"),
+    )
 }
 
 /// Replays the pool rows of one file in ID order and checks the pool invariants:
@@ -90,18 +111,29 @@ pub fn replay(rows: &[Row]) -> BTreeMap<i64, Row> {
             parse_ptr(&r["Ptr"])
         );
         if r["Event"] == "MALLOC" {
-            let owner = a.get("owner").unwrap_or_else(|| panic!("MALLOC without owner: {r:?}"));
+            let owner = a
+                .get("owner")
+                .unwrap_or_else(|| panic!("MALLOC without owner: {r:?}"));
             let framework = owner.split('@').next().unwrap_or_default();
             assert_eq!(framework, r["Event Type"], "owner {owner} of {r:?}");
-            assert!(live.insert(id, r.clone()).is_none(), "allocation_id {id} reused: {r:?}");
+            assert!(
+                live.insert(id, r.clone()).is_none(),
+                "allocation_id {id} reused: {r:?}"
+            );
             *sums.entry(key.clone()).or_default() += size;
         } else {
             assert!(!a.contains_key("owner"), "FREE with owner: {r:?}");
-            let m = live.remove(&id).unwrap_or_else(|| panic!("FREE without live MALLOC: {r:?}"));
+            let m = live
+                .remove(&id)
+                .unwrap_or_else(|| panic!("FREE without live MALLOC: {r:?}"));
             for k in ["Event Type", "Device Id", "Ptr"] {
                 assert_eq!(m[k], r[k], "{k} of FREE {r:?} vs MALLOC {m:?}");
             }
-            assert_eq!(num(&m, "size"), size, "FREE carries the MALLOC's size: {r:?}");
+            assert_eq!(
+                num(&m, "size"),
+                size,
+                "FREE carries the MALLOC's size: {r:?}"
+            );
             *sums.entry(key.clone()).or_default() -= size;
         }
         assert_eq!(
@@ -114,7 +146,8 @@ pub fn replay(rows: &[Row]) -> BTreeMap<i64, Row> {
 }
 
 fn parse_ptr(p: &str) -> Option<u64> {
-    p.strip_prefix("0x").map_or_else(|| p.parse().ok(), |h| u64::from_str_radix(h, 16).ok())
+    p.strip_prefix("0x")
+        .map_or_else(|| p.parse().ok(), |h| u64::from_str_radix(h, 16).ok())
 }
 
 /// Step of every row of one file (in ID order): an msTX `Range_start` named `step start` opens
@@ -126,10 +159,15 @@ pub fn steps_of(rows: &[Row]) -> Vec<Option<u32>> {
             let mstx = r["Event"] == "MSTX";
             if mstx && r["Event Type"] == "Range_start" && r["Name"] == "step start" {
                 opened += 1;
-                open = Some((opened, attrs(r).get("range_id").cloned().unwrap_or_default()));
+                open = Some((
+                    opened,
+                    attrs(r).get("range_id").cloned().unwrap_or_default(),
+                ));
             }
             let step = open.as_ref().map(|o| o.0);
-            let closes = open.as_ref().is_some_and(|o| attrs(r).get("range_id") == Some(&o.1));
+            let closes = open
+                .as_ref()
+                .is_some_and(|o| attrs(r).get("range_id") == Some(&o.1));
             if mstx && r["Event Type"] == "Range_end" && closes {
                 open = None;
             }
