@@ -143,6 +143,7 @@ impl SystemCode {
 mod cann;
 mod codec;
 mod encode;
+mod owned;
 mod record;
 
 pub use cann::{decode_dims, encode_dims, AccessKind, MAX_DIMS};

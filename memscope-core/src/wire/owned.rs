@@ -1,0 +1,186 @@
+//! Owned copies of records (the collector keeps records past the stream buffer).
+
+use super::{cann, Record};
+
+impl<B: AsRef<[u8]>> Record<B> {
+    /// Copies the borrowed texts so the record can outlive the stream buffer.
+    pub fn to_owned(&self) -> Record<Box<[u8]>> {
+        let b = |x: &B| -> Box<[u8]> { x.as_ref().into() };
+        match self {
+            Record::Thread { tid } => Record::Thread { tid: *tid },
+            Record::Mark {
+                ts,
+                stream,
+                msg,
+                null,
+            } => Record::Mark {
+                ts: *ts,
+                stream: *stream,
+                msg: b(msg),
+                null: *null,
+            },
+            Record::RangeStart {
+                ts,
+                id,
+                stream,
+                msg,
+                null,
+            } => Record::RangeStart {
+                ts: *ts,
+                id: *id,
+                stream: *stream,
+                msg: b(msg),
+                null: *null,
+            },
+            Record::RangeEnd { ts, id } => Record::RangeEnd { ts: *ts, id: *id },
+            Record::HeapRegister {
+                ts,
+                pool,
+                device,
+                ptr,
+                size,
+            } => Record::HeapRegister {
+                ts: *ts,
+                pool: *pool,
+                device: *device,
+                ptr: *ptr,
+                size: *size,
+            },
+            Record::HeapUnregister { ts, pool, ptr } => Record::HeapUnregister {
+                ts: *ts,
+                pool: *pool,
+                ptr: *ptr,
+            },
+            Record::RegionRegister {
+                ts,
+                pool,
+                device,
+                ptr,
+                size,
+            } => Record::RegionRegister {
+                ts: *ts,
+                pool: *pool,
+                device: *device,
+                ptr: *ptr,
+                size: *size,
+            },
+            Record::RegionUnregister { ts, pool, ptr } => Record::RegionUnregister {
+                ts: *ts,
+                pool: *pool,
+                ptr: *ptr,
+            },
+            Record::OwnerPush { ts, label } => Record::OwnerPush {
+                ts: *ts,
+                label: b(label),
+            },
+            Record::OwnerPop { ts } => Record::OwnerPop { ts: *ts },
+            Record::System { ts, code, device } => Record::System {
+                ts: *ts,
+                code: *code,
+                device: *device,
+            },
+            Record::HostMalloc {
+                ts,
+                addr,
+                size,
+                stack,
+            } => Record::HostMalloc {
+                ts: *ts,
+                addr: *addr,
+                size: *size,
+                stack: *stack,
+            },
+            Record::HostFree { ts, addr } => Record::HostFree {
+                ts: *ts,
+                addr: *addr,
+            },
+            Record::TextDef { id, text } => Record::TextDef {
+                id: *id,
+                text: b(text),
+            },
+            Record::MarkRef { ts, stream, text } => Record::MarkRef {
+                ts: *ts,
+                stream: *stream,
+                text: *text,
+            },
+            Record::RangeStartRef {
+                ts,
+                id,
+                stream,
+                text,
+            } => Record::RangeStartRef {
+                ts: *ts,
+                id: *id,
+                stream: *stream,
+                text: *text,
+            },
+            Record::StackDef { id, count, raw } => Record::StackDef {
+                id: *id,
+                count: *count,
+                raw: b(raw),
+            },
+            Record::Module {
+                ts,
+                base,
+                start,
+                size,
+                build_id,
+                path,
+            } => Record::Module {
+                ts: *ts,
+                base: *base,
+                start: *start,
+                size: *size,
+                build_id: b(build_id),
+                path: b(path),
+            },
+            Record::HostMmap {
+                ts,
+                addr,
+                size,
+                stack,
+            } => Record::HostMmap {
+                ts: *ts,
+                addr: *addr,
+                size: *size,
+                stack: *stack,
+            },
+            Record::HostMunmap { ts, addr, size } => Record::HostMunmap {
+                ts: *ts,
+                addr: *addr,
+                size: *size,
+            },
+            Record::Plugin {
+                ts,
+                kind,
+                device,
+                ptr,
+                size,
+                event_type,
+                name,
+                attrs,
+            } => Record::Plugin {
+                ts: *ts,
+                kind: *kind,
+                device: *device,
+                ptr: *ptr,
+                size: *size,
+                event_type: b(event_type),
+                name: b(name),
+                attrs: b(attrs),
+            },
+            Record::HalAlloc { .. }
+            | Record::HalCreate { .. }
+            | Record::HalFree { .. }
+            | Record::HalOom { .. }
+            | Record::PinnedRegister { .. }
+            | Record::PinnedUnregister { .. }
+            | Record::SetDevice { .. }
+            | Record::KernelName { .. }
+            | Record::KernelLaunch { .. }
+            | Record::AtbOp { .. }
+            | Record::AtbKernel { .. }
+            | Record::AtbTensor { .. } => cann::to_owned(self).expect("a CANN record"),
+        }
+    }
+}
