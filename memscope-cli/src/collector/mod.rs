@@ -188,12 +188,26 @@ impl Collector {
                 finished.push(*pid);
             }
         }
-        for pid in finished {
-            if let Some((p, _)) = self.procs.remove(&pid) {
-                self.done.push(p.finish());
+        if !finished.is_empty() {
+            // A process that exec'd and died between this round's directory scan and its pid
+            // check may have left a newer image's stream: scan again so it joins its process
+            // instead of becoming a second one. The pid is dead, so every file it made exists.
+            let before: Vec<usize> = finished.iter().map(|pid| self.images(*pid)).collect();
+            self.discover();
+            for (pid, n) in finished.into_iter().zip(before) {
+                if self.images(pid) != n {
+                    continue;
+                }
+                if let Some((p, _)) = self.procs.remove(&pid) {
+                    self.done.push(p.finish());
+                }
             }
         }
         progressed
+    }
+
+    fn images(&self, pid: u32) -> usize {
+        self.procs.get(&pid).map_or(0, |(p, _)| p.images())
     }
 
     /// Flushes every process's sinks.

@@ -125,6 +125,11 @@ impl ProcessState {
         }
     }
 
+    /// Number of process images (exec'd programs) seen for this pid.
+    pub fn images(&self) -> usize {
+        self.streams.len()
+    }
+
     /// Adds another image (after exec) of the same pid.
     pub fn add_stream(&mut self, mut s: StreamReader) {
         if let Ok(Some(h)) = s.header() {
