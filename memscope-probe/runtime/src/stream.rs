@@ -102,7 +102,16 @@ fn push_num<const N: usize>(b: &mut FixedBuf<N>, v: u64) {
     let _ = write!(b, "{v}");
 }
 
+/// Pid that already printed its "not traced" line: a process whose stream cannot be made
+/// retries (with back-off) on later records, but says so once.
+static FAIL_REPORTED_BY: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
 fn fail_line(what: &[u8], path: &[u8], err: i32) {
+    // SAFETY: getpid has no preconditions and cannot fail.
+    let pid = unsafe { libc::getpid() };
+    if FAIL_REPORTED_BY.swap(pid, std::sync::atomic::Ordering::Relaxed) == pid {
+        return;
+    }
     let mut m = FixedBuf::<4400>::new();
     m.push(b"memscope: ");
     m.push(what);
