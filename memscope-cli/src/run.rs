@@ -228,11 +228,17 @@ pub fn run(a: RunArgs) -> ExitCode {
 fn analysis_factory() -> AnalysisFactory {
     use memscope_core::analysis::{online_layers, AnalysisConfig, AnalysisKind};
     Arc::new(|cfg: &RunConfig, project: &Path| {
+        use memscope_core::adapter::AdapterId;
         let a = cfg.analysis;
+        // Leak and gap analyses judge pools and driver memory: without those sources they would
+        // only print empty sections (HOST has its own leak summary).
+        let device_memory = [AdapterId::Pta, AdapterId::MindSpore, AdapterId::Atb, AdapterId::Hal]
+            .into_iter()
+            .any(|id| cfg.has_adapter(id));
         let mut kinds = Vec::new();
         for (on, k) in [
-            (a.leaks, AnalysisKind::Leaks),
-            (a.gap, AnalysisKind::Gap),
+            (a.leaks && device_memory, AnalysisKind::Leaks),
+            (a.gap && device_memory, AnalysisKind::Gap),
             (a.decompose, AnalysisKind::Decompose),
             (a.inefficient, AnalysisKind::Inefficient),
         ] {

@@ -41,6 +41,7 @@ fn a_plugin_built_against_the_header_loads_and_its_events_are_written() {
     for cmd in ["leaks", "decompose", "gap"] {
         let dump = &run.dumps(".csv")[0];
         let o = std::process::Command::new(memscope_bin())
+            .current_dir(run.out.path())
             .args(["analyze", cmd])
             .arg(dump)
             .output()

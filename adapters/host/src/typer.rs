@@ -39,6 +39,8 @@ pub struct HostTyper {
     /// Symbolised stacks by (image, stack id).
     stacks: HashMap<(usize, u32), Arc<str>>,
     unknown_frees: u64,
+    /// Process image (exec'd program) the live blocks belong to.
+    image: usize,
 }
 
 impl HostTyper {
@@ -149,6 +151,22 @@ impl HostTyper {
         }
     }
 
+    /// `exec` replaced the process image: the old image's heap and mappings are gone with it.
+    /// Closes every block still live with a synthetic FREE (`shadow:true`, msMemScope's mark for
+    /// rows it makes up) so the new program is not charged with them.
+    fn exec_boundary(&mut self, ctx: &mut TypeCtx, tid: u32, ts: u64, out: &mut Vec<Event>) {
+        let mut heap: Vec<(u64, Block)> = self.live.drain().collect();
+        heap.sort_by_key(|(a, b)| (b.id, *a));
+        for (addr, b) in heap {
+            self.total -= b.size as i64;
+            out.push(self.event(ctx, EventKind::Free, ts, tid, addr, b, true, false));
+        }
+        for (addr, b) in std::mem::take(&mut self.maps) {
+            self.total -= b.size as i64;
+            out.push(self.event(ctx, EventKind::Free, ts, tid, addr, b, true, true));
+        }
+    }
+
     fn munmap(
         &mut self,
         ctx: &mut TypeCtx,
@@ -177,6 +195,20 @@ impl Typer for HostTyper {
         rec: &Record<Box<[u8]>>,
         out: &mut Vec<Event>,
     ) -> bool {
+        if ctx.image() != self.image {
+            if let Some(ts) = rec.ts().filter(|_| {
+                matches!(
+                    rec,
+                    Record::HostMalloc { .. }
+                        | Record::HostFree { .. }
+                        | Record::HostMmap { .. }
+                        | Record::HostMunmap { .. }
+                )
+            }) {
+                self.exec_boundary(ctx, tid, ts, out);
+                self.image = ctx.image();
+            }
+        }
         match rec {
             Record::HostMalloc {
                 ts,
