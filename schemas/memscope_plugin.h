@@ -104,7 +104,7 @@ typedef struct memscope_plugin_event {
     uint64_t    ptr;          /* address, 0 = none */
     uint64_t    size;         /* bytes */
     const char *event_type;   /* "Event Type" column, e.g. "MYPOOL" */
-    const char *name;         /* "Name" column */
+    const char *name;         /* "Name" column (MALLOC/FREE rows show N/A there, as the dump format says) */
     const char *attrs;        /* extra attributes "k:v,k:v" (e.g. "owner:kv_cache") */
 } memscope_plugin_event;
 

@@ -232,9 +232,14 @@ fn analysis_factory() -> AnalysisFactory {
         let a = cfg.analysis;
         // Leak and gap analyses judge pools and driver memory: without those sources they would
         // only print empty sections (HOST has its own leak summary).
-        let device_memory = [AdapterId::Pta, AdapterId::MindSpore, AdapterId::Atb, AdapterId::Hal]
-            .into_iter()
-            .any(|id| cfg.has_adapter(id));
+        let device_memory = [
+            AdapterId::Pta,
+            AdapterId::MindSpore,
+            AdapterId::Atb,
+            AdapterId::Hal,
+        ]
+        .into_iter()
+        .any(|id| cfg.has_adapter(id));
         let mut kinds = Vec::new();
         for (on, k) in [
             (a.leaks && device_memory, AnalysisKind::Leaks),

@@ -168,7 +168,8 @@ impl Collector {
             ctx,
             bus: Bus::new(Some(h.pid), layers),
             log,
-            config_json: serde_json::to_string_pretty(&*self.cfg).unwrap_or_default(),
+            config_json: serde_json::to_string_pretty(&self.cfg.to_config_file())
+                .unwrap_or_default(),
         }))
     }
 

@@ -251,3 +251,97 @@ impl RawOptions {
         Ok(c)
     }
 }
+
+impl RunConfig {
+    /// This configuration as a config.json in the input format (the keys and flag syntax of
+    /// [`ConfigFile`]), so the file memscope writes next to a dump can be passed back with
+    /// `--config` to repeat the run.
+    pub fn to_config_file(&self) -> ConfigFile {
+        let list = |v: Vec<String>| Some(StrOrList::List(v));
+        let on = |pairs: &[(bool, &str)]| -> Vec<String> {
+            pairs
+                .iter()
+                .filter(|(b, _)| *b)
+                .map(|(_, n)| (*n).to_owned())
+                .collect()
+        };
+        let e = self.events;
+        let mut events = on(&[
+            (e.alloc, "alloc"),
+            (e.free, "free"),
+            (e.launch, "launch"),
+            (e.access, "access"),
+            (e.traceback, "traceback"),
+        ]);
+        if events.is_empty() {
+            events.push("none".into());
+        }
+        let a = self.analysis;
+        let mut analysis = on(&[
+            (a.leaks, "leaks"),
+            (a.decompose, "decompose"),
+            (a.inefficient, "inefficient"),
+            (a.gap, "gap"),
+        ]);
+        if let Some(k) = a.oom {
+            analysis.push(format!("oom:{k}"));
+        }
+        if analysis.is_empty() {
+            analysis.push("none".into());
+        }
+        let mut stacks = Vec::new();
+        if let Some(n) = self.call_stack.c {
+            stacks.push(format!("c:{n}"));
+        }
+        if let Some(n) = self.call_stack.python {
+            stacks.push(format!("python:{n}"));
+        }
+        let mut device = Vec::new();
+        if self.device.all_npu {
+            device.push("npu".to_owned());
+        }
+        device.extend(self.device.npus.iter().map(|n| format!("npu:{n}")));
+        if self.device.cpu {
+            device.push("cpu".to_owned());
+        }
+        ConfigFile {
+            events: list(events),
+            level: list(on(&[(self.level.op, "op"), (self.level.kernel, "kernel")])),
+            call_stack: list(stacks),
+            analysis: list(analysis),
+            steps: Some(StepsValue::List(
+                self.steps.iter().map(|s| *s as u64).collect(),
+            )),
+            device: list(device),
+            output_path: Some(self.output_path.display().to_string()),
+            format: Some(match self.format {
+                Format::Csv => "csv".into(),
+                Format::Db => "db".into(),
+            }),
+            log_level: Some(
+                match self.log_level {
+                    LogLevel::Debug => "debug",
+                    LogLevel::Info => "info",
+                    LogLevel::Warning => "warning",
+                    LogLevel::Error => "error",
+                }
+                .into(),
+            ),
+            collect_mode: Some(
+                match self.collect_mode {
+                    CollectMode::Immediate => "immediate",
+                    CollectMode::Deferred => "deferred",
+                }
+                .into(),
+            ),
+            adapters: list(self.adapters.clone()),
+            adapter_paths: Some(
+                self.adapter_paths
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect(),
+            ),
+            idle_threshold: Some(self.idle_threshold),
+        }
+    }
+}

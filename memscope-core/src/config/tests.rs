@@ -78,3 +78,31 @@ fn output_paths_are_checked_like_msmemscope() {
     assert!(check_output_path("a;b").is_err());
     assert!(check_output_path(" ").is_err());
 }
+
+#[test]
+fn the_written_config_json_reads_back_to_the_same_configuration() {
+    let d = tempfile::tempdir().unwrap();
+    let flags = RawOptions {
+        events: Some("alloc,free,access".into()),
+        level: Some("op,kernel".into()),
+        call_stack: Some("c:16".into()),
+        analysis: Some("leaks,oom:5".into()),
+        steps: Some("2,3".into()),
+        device: Some("npu:1,cpu".into()),
+        format: Some("db".into()),
+        adapters: Some("mstx,host".into()),
+        ..RawOptions::default()
+    };
+    let cfg = flags.validate(d.path()).unwrap();
+    let p = d.path().join("config.json");
+    std::fs::write(
+        &p,
+        serde_json::to_string_pretty(&cfg.to_config_file()).unwrap(),
+    )
+    .unwrap();
+    let back = RawOptions::from_file(&p)
+        .unwrap()
+        .validate(d.path())
+        .unwrap();
+    assert_eq!(back, cfg);
+}
