@@ -2,9 +2,9 @@
 //! RFC 4180 quoting (msMemScope does not escape names; we do, so names with commas, quotes and
 //! newlines round-trip through the `csv` crate and Python's `csv` module).
 
-use super::{DeviceRouter, DeviceWriter};
+use super::DeviceWriter;
 use crate::attr_text::write_attr;
-use crate::bus::{BusCtx, BusError, Layer, ReportSection};
+use crate::bus::BusError;
 use crate::event::{Device, Event};
 use std::fs::File;
 use std::io::BufWriter;
@@ -127,6 +127,8 @@ pub fn fmt_ptr(p: u64, buf: &mut [u8; 18]) -> &[u8] {
 }
 
 impl DeviceWriter for CsvFile {
+    const KIND: &'static str = "csv";
+
     fn write(&mut self, ev: &Event) -> Result<(), BusError> {
         write_row(&mut self.w, ev, &mut self.scratch).map_err(|e| csv_err(&self.path, e))?;
         self.rows += 1;
@@ -144,51 +146,4 @@ impl DeviceWriter for CsvFile {
 }
 
 /// The CSV sink layer of one process.
-pub struct CsvSink {
-    router: DeviceRouter<CsvFile>,
-    files: Vec<(PathBuf, u64)>,
-}
-
-impl CsvSink {
-    /// A sink that opens each device's file with `open` (see [`crate::layout`]).
-    pub fn new(open: super::Opener<CsvFile>) -> CsvSink {
-        CsvSink {
-            router: DeviceRouter::new(open),
-            files: Vec::new(),
-        }
-    }
-
-    /// Files written (path, rows), known after `finish`.
-    pub fn files(&self) -> &[(PathBuf, u64)] {
-        &self.files
-    }
-}
-
-impl Layer for CsvSink {
-    fn name(&self) -> &'static str {
-        "csv"
-    }
-    fn on_event(&mut self, ev: Event, _: &BusCtx, _: &mut Vec<Event>) -> Result<(), BusError> {
-        self.router.route(&ev)
-    }
-    fn flush(&mut self) -> Result<(), BusError> {
-        self.router.flush()
-    }
-    fn finish(
-        &mut self,
-        _: &BusCtx,
-        _: &mut Vec<Event>,
-        report: &mut Vec<ReportSection>,
-    ) -> Result<(), BusError> {
-        self.files = self.router.finish()?;
-        report.push(ReportSection {
-            title: "Dump files".into(),
-            lines: self
-                .files
-                .iter()
-                .map(|(p, n)| format!("{} ({n} rows)", p.display()))
-                .collect(),
-        });
-        Ok(())
-    }
-}
+pub type CsvSink = super::DumpSink<CsvFile>;

@@ -9,7 +9,7 @@
 pub mod csv;
 pub mod sqlite;
 
-use crate::bus::BusError;
+use crate::bus::{BusCtx, BusError, Layer, ReportSection};
 use crate::event::{Device, Event};
 use std::collections::BTreeMap;
 
@@ -19,6 +19,8 @@ pub const BACKLOG_CAP: usize = 65_536;
 
 /// Where the rows of one device go.
 pub trait DeviceWriter: Send {
+    /// Short name of the format, for messages (`csv`, `sqlite`).
+    const KIND: &'static str;
     /// Appends one row.
     ///
     /// # Errors
@@ -33,6 +35,65 @@ pub trait DeviceWriter: Send {
     fn path(&self) -> &std::path::Path;
     /// Rows written.
     fn rows(&self) -> u64;
+    /// Last call on the file, after the final flush (e.g. fold SQLite's WAL back in).
+    ///
+    /// # Errors
+    /// As [`DeviceWriter::write`].
+    fn close(&mut self) -> Result<(), BusError> {
+        Ok(())
+    }
+}
+
+/// The sink layer of one process for one format: routes each event to its device's file and,
+/// at the end, closes the files and reports them.
+pub struct DumpSink<W: DeviceWriter> {
+    router: DeviceRouter<W>,
+    files: Vec<(std::path::PathBuf, u64)>,
+}
+
+impl<W: DeviceWriter> DumpSink<W> {
+    /// A sink that opens each device's file with `open` (see [`crate::layout`]).
+    pub fn new(open: Opener<W>) -> DumpSink<W> {
+        DumpSink {
+            router: DeviceRouter::new(open),
+            files: Vec::new(),
+        }
+    }
+
+    /// Files written (path, rows), known after `finish`.
+    pub fn files(&self) -> &[(std::path::PathBuf, u64)] {
+        &self.files
+    }
+}
+
+impl<W: DeviceWriter> Layer for DumpSink<W> {
+    fn name(&self) -> &'static str {
+        W::KIND
+    }
+    fn on_event(&mut self, ev: Event, _: &BusCtx, _: &mut Vec<Event>) -> Result<(), BusError> {
+        self.router.route(&ev)
+    }
+    fn flush(&mut self) -> Result<(), BusError> {
+        self.router.flush()
+    }
+    fn finish(
+        &mut self,
+        _: &BusCtx,
+        _: &mut Vec<Event>,
+        report: &mut Vec<ReportSection>,
+    ) -> Result<(), BusError> {
+        self.files = self.router.finish()?;
+        self.router.for_each(DeviceWriter::close)?;
+        report.push(ReportSection {
+            title: "Dump files".into(),
+            lines: self
+                .files
+                .iter()
+                .map(|(p, n)| format!("{} ({n} rows)", p.display()))
+                .collect(),
+        });
+        Ok(())
+    }
 }
 
 /// Opens the writer of a device on first use.

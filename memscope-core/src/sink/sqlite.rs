@@ -2,9 +2,9 @@
 //! Attr as a JSON object of strings, rows inserted with a cached prepared statement in batched
 //! transactions (msMemScope inserts one row per transaction).
 
-use super::{DeviceRouter, DeviceWriter};
+use super::DeviceWriter;
 use crate::attr_text::write_attr_json;
-use crate::bus::{BusCtx, BusError, Layer, ReportSection};
+use crate::bus::BusError;
 use crate::event::Event;
 use std::path::{Path, PathBuf};
 
@@ -131,6 +131,8 @@ impl DbFile {
 }
 
 impl DeviceWriter for DbFile {
+    const KIND: &'static str = "sqlite";
+
     fn write(&mut self, ev: &Event) -> Result<(), BusError> {
         let mut hex = [0u8; 18];
         let ptr = match ev.ptr {
@@ -176,47 +178,11 @@ impl DeviceWriter for DbFile {
     fn rows(&self) -> u64 {
         self.rows
     }
+
+    fn close(&mut self) -> Result<(), BusError> {
+        self.close_wal()
+    }
 }
 
 /// The SQLite sink layer of one process.
-pub struct DbSink {
-    router: DeviceRouter<DbFile>,
-}
-
-impl DbSink {
-    /// A sink that opens each device's database with `open`.
-    pub fn new(open: super::Opener<DbFile>) -> DbSink {
-        DbSink {
-            router: DeviceRouter::new(open),
-        }
-    }
-}
-
-impl Layer for DbSink {
-    fn name(&self) -> &'static str {
-        "sqlite"
-    }
-    fn on_event(&mut self, ev: Event, _: &BusCtx, _: &mut Vec<Event>) -> Result<(), BusError> {
-        self.router.route(&ev)
-    }
-    fn flush(&mut self) -> Result<(), BusError> {
-        self.router.flush()
-    }
-    fn finish(
-        &mut self,
-        _: &BusCtx,
-        _: &mut Vec<Event>,
-        report: &mut Vec<ReportSection>,
-    ) -> Result<(), BusError> {
-        let files = self.router.finish()?;
-        self.router.for_each(DbFile::close_wal)?;
-        report.push(ReportSection {
-            title: "Dump files".into(),
-            lines: files
-                .iter()
-                .map(|(p, n)| format!("{} ({n} rows)", p.display()))
-                .collect(),
-        });
-        Ok(())
-    }
-}
+pub type DbSink = super::DumpSink<DbFile>;
