@@ -87,7 +87,8 @@ pub struct InefficientArgs {
     #[arg(long, value_name = "T1,T2")]
     pub types: Option<String>,
     /// Ops between two uses of a block above which it counts as temporarily idle.
-    #[arg(long = "idle-threshold", value_name = "N", default_value_t = 3000)]
+    #[arg(long = "idle-threshold", value_name = "N", default_value_t = 3000,
+          value_parser = clap::value_parser!(u64).range(1..))]
     pub idle_threshold: u64,
 }
 
