@@ -225,6 +225,30 @@ impl<B: AsRef<[u8]>> Record<B> {
                 o.var(*addr);
                 o.var(*size);
             }
+            Record::HostMremap {
+                ts: t,
+                old_addr,
+                old_size,
+                new_addr,
+                new_size,
+                keep_old,
+            } => {
+                o.u8(if *keep_old {
+                    tag::HOST_MREMAP_KEEP
+                } else {
+                    tag::HOST_MREMAP
+                });
+                ts(&mut o, &mut next, *t);
+                o.var(*old_addr);
+                o.var(*old_size);
+                o.var(*new_addr);
+                o.var(*new_size);
+            }
+            Record::ThreadDevice { ts: t, device } => {
+                o.u8(tag::THREAD_DEVICE);
+                ts(&mut o, &mut next, *t);
+                o.var(u64::from(*device));
+            }
             Record::Plugin {
                 ts: t,
                 kind,

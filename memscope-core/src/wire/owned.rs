@@ -150,6 +150,25 @@ impl<B: AsRef<[u8]>> Record<B> {
                 addr: *addr,
                 size: *size,
             },
+            Record::HostMremap {
+                ts,
+                old_addr,
+                old_size,
+                new_addr,
+                new_size,
+                keep_old,
+            } => Record::HostMremap {
+                ts: *ts,
+                old_addr: *old_addr,
+                old_size: *old_size,
+                new_addr: *new_addr,
+                new_size: *new_size,
+                keep_old: *keep_old,
+            },
+            Record::ThreadDevice { ts, device } => Record::ThreadDevice {
+                ts: *ts,
+                device: *device,
+            },
             Record::Plugin {
                 ts,
                 kind,

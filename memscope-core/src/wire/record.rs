@@ -162,7 +162,7 @@ pub enum Record<B = Box<[u8]>> {
         /// Interned call stack id (0: none).
         stack: u32,
     },
-    /// Host `munmap` of `[addr, addr + size)`.
+    /// Host `munmap` of `[addr, addr + size)` (`size` rounded up to whole pages).
     HostMunmap {
         /// Time.
         ts: u64,
@@ -170,6 +170,23 @@ pub enum Record<B = Box<[u8]>> {
         addr: u64,
         /// Length.
         size: u64,
+    },
+    /// Host `mremap` that succeeded: the pages of `[old_addr, old_addr + old_size)` now lie
+    /// at `[new_addr, new_addr + new_size)` (sizes rounded up to whole pages). With
+    /// `keep_old` (an `old_size` of 0, or `MREMAP_DONTUNMAP`) the old range stays mapped.
+    HostMremap {
+        /// Time (taken before the call, like `munmap`'s).
+        ts: u64,
+        /// Old start address.
+        old_addr: u64,
+        /// Old length.
+        old_size: u64,
+        /// New start address (the call's result).
+        new_addr: u64,
+        /// New length.
+        new_size: u64,
+        /// The old range is still mapped after the call.
+        keep_old: bool,
     },
     /// An event from a third-party adapter (plugin ABI, `schemas/memscope_plugin.h`).
     Plugin {
@@ -384,6 +401,16 @@ pub enum Record<B = Box<[u8]>> {
         /// Text id.
         text: u32,
     },
+    /// The runtime's current device of the writing thread, as the probe queried it when the
+    /// thread reported an msTX mark or range (`aclrtGetDeviceImpl`, else `rtGetDevice`;
+    /// logical id, `u32::MAX`: the runtime could not tell). Written only when it differs from
+    /// what the thread last wrote in this stream; it applies to the thread's later msTX rows.
+    ThreadDevice {
+        /// Time (that of the row it precedes).
+        ts: u64,
+        /// Logical device id.
+        device: u32,
+    },
 }
 
 impl<B: AsRef<[u8]>> Record<B> {
@@ -407,6 +434,8 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::Module { ts, .. }
             | Record::HostMmap { ts, .. }
             | Record::HostMunmap { ts, .. }
+            | Record::HostMremap { ts, .. }
+            | Record::ThreadDevice { ts, .. }
             | Record::Plugin { ts, .. } => Some(*ts),
             Record::HalAlloc { .. }
             | Record::HalCreate { .. }

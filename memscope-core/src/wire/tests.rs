@@ -155,6 +155,22 @@ fn every_record_kind_round_trips() {
             addr: 0x7f11_0000_0000,
             size: 1 << 20,
         },
+        Record::HostMremap {
+            ts: 1_700_000_000_000_001_250,
+            old_addr: 0x7f12_0000_0000,
+            old_size: 4096,
+            new_addr: 0x7f13_0000_0000,
+            new_size: 3 * 4096,
+            keep_old: false,
+        },
+        Record::HostMremap {
+            ts: 1_700_000_000_000_001_260,
+            old_addr: 0x7f13_0000_0000,
+            old_size: 0,
+            new_addr: 0x7f14_0000_0000,
+            new_size: 4096,
+            keep_old: true,
+        },
         Record::Plugin {
             ts: 1_700_000_000_000_001_300,
             kind: 1,
@@ -168,6 +184,14 @@ fn every_record_kind_round_trips() {
         Record::TextDef {
             id: 4,
             text: b"step start",
+        },
+        Record::ThreadDevice {
+            ts: 1_700_000_000_009_000_000,
+            device: 3,
+        },
+        Record::ThreadDevice {
+            ts: 1_700_000_000_009_000_000,
+            device: u32::MAX,
         },
         Record::MarkRef {
             ts: 1_700_000_000_009_000_000,

@@ -42,6 +42,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod clock;
+mod device;
 mod intern;
 pub mod plugin;
 mod settings;
@@ -52,6 +53,7 @@ mod sys;
 mod writer;
 
 pub use clock::now_ns;
+pub use device::note_thread_device;
 pub use intern::{record_mark, record_range_start};
 pub use plugin::safe_point;
 pub use state::{
