@@ -13,6 +13,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use memscope_core::analysis::compare::{self, Level};
 use memscope_core::analysis::decompose::{write_decompose_csv, DecomposeLayer};
 use memscope_core::analysis::gap::GapLayer;
+use memscope_core::analysis::inefficient::IneffRule;
 use memscope_core::analysis::inefficient_layer::InefficientLayer;
 use memscope_core::analysis::leak_range::RangeLeakLayer;
 use memscope_core::analysis::leaks::LeakLayer;
@@ -75,7 +76,18 @@ pub struct LeaksArgs {
     pub start_index: usize,
 }
 
-/// `memscope analyze inefficient FILE [--mem-size BYTES] [--types t1,t2] [--idle-threshold N]`.
+/// `--inefficient-rule` of `memscope analyze inefficient`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum RuleArg {
+    /// msMemScope's: each row is classified as it arrives.
+    Msmemscope,
+    /// memscope's stricter variant: rows inside an op are classified when the outermost op
+    /// ends.
+    OpEnd,
+}
+
+/// `memscope analyze inefficient FILE [--mem-size BYTES] [--types t1,t2] [--idle-threshold N]
+/// [--inefficient-rule msmemscope|op-end]`.
 #[derive(Clone, Debug, Args)]
 pub struct InefficientArgs {
     /// Dump to analyse; an annotated copy is written next to it.
@@ -90,6 +102,9 @@ pub struct InefficientArgs {
     #[arg(long = "idle-threshold", value_name = "N", default_value_t = 3000,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub idle_threshold: u64,
+    /// Classification rule.
+    #[arg(long = "inefficient-rule", value_enum, default_value_t = RuleArg::Msmemscope)]
+    pub rule: RuleArg,
 }
 
 /// `memscope analyze decompose FILE [-o DIR]`.
@@ -285,6 +300,10 @@ fn run_inefficient(a: &InefficientArgs) -> Result<()> {
         idle_threshold: a.idle_threshold,
         mem_size: a.mem_size,
         types,
+        rule: match a.rule {
+            RuleArg::Msmemscope => IneffRule::MsMemScope,
+            RuleArg::OpEnd => IneffRule::OpEnd,
+        },
     };
     let file = open(&a.file)?;
     let mut handles = Vec::new();

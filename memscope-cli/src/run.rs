@@ -63,6 +63,11 @@ pub struct RunArgs {
     /// Ops of idleness for the temporary_idleness rule [default: 3000].
     #[arg(long = "idle-threshold")]
     idle_threshold: Option<u64>,
+    /// Inefficient-memory rule: msmemscope (each row classified as it arrives) or op-end
+    /// (memscope's stricter variant: rows classified when the outermost op ends)
+    /// [default: msmemscope].
+    #[arg(long = "inefficient-rule")]
+    inefficient_rule: Option<String>,
     /// The job and its arguments.
     #[arg(value_name = "PROGRAM", num_args = 0..)]
     program: Vec<String>,
@@ -88,6 +93,7 @@ fn configure(a: &RunArgs) -> Result<RunConfig, String> {
         adapters: a.adapters.clone(),
         adapter_paths: a.adapter_path.clone(),
         idle_threshold: a.idle_threshold,
+        inefficient_rule: a.inefficient_rule.clone(),
     };
     let cwd = std::env::current_dir().map_err(|e| format!("current directory: {e}"))?;
     let raw = match &a.config {
@@ -257,6 +263,7 @@ fn analysis_factory() -> AnalysisFactory {
             ..AnalysisConfig::default()
         };
         ac.inefficient.idle_threshold = cfg.idle_threshold;
+        ac.inefficient.rule = cfg.inefficient_rule;
         online_layers(&ac)
     })
 }

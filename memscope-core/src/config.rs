@@ -411,6 +411,9 @@ pub struct RunConfig {
     pub adapter_paths: Vec<PathBuf>,
     /// `--idle-threshold`: ops of idleness for `temporary_idleness` (default 3000).
     pub idle_threshold: u64,
+    /// `--inefficient-rule`: msMemScope's classification (default) or memscope's stricter
+    /// `op-end` variant.
+    pub inefficient_rule: crate::analysis::inefficient::IneffRule,
 }
 
 /// Adapters selected when neither flags nor config.json name any: every built-in adapter but
@@ -443,6 +446,7 @@ impl Default for RunConfig {
                 .collect(),
             adapter_paths: Vec::new(),
             idle_threshold: 3000,
+            inefficient_rule: crate::analysis::inefficient::IneffRule::MsMemScope,
         }
     }
 }

@@ -17,6 +17,8 @@ pub mod probe_env;
 pub mod wire;
 
 #[cfg(feature = "collector")]
+pub mod access_blocks;
+#[cfg(feature = "collector")]
 pub mod analysis;
 #[cfg(feature = "collector")]
 pub mod attr_text;

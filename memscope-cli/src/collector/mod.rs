@@ -147,7 +147,11 @@ impl Collector {
             "tracing pid {} (parent {}): {}",
             h.pid, h.ppid, h.exe
         ));
-        let mut layers: Vec<Box<dyn Layer>> = vec![Box::new(layers::CollectFilter::new(&self.cfg))];
+        let mut layers: Vec<Box<dyn Layer>> = vec![
+            Box::new(layers::CollectFilter::new(&self.cfg)),
+            // ACCESS rows get the allocation_id of the block they touch (issue 10)
+            Box::new(memscope_core::access_blocks::AccessBlocks::new()),
+        ];
         layers.extend(memscope_adapter_host::leak_layer(&self.cfg)); // HOST leak summary (issue 4)
         layers.push(Box::new(memscope_adapter_hal::oom::OomLayer::new(
             &self.cfg,

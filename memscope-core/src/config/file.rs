@@ -34,6 +34,8 @@ pub struct ConfigFile {
     pub adapter_paths: Option<Vec<String>>,
     /// `--idle-threshold`.
     pub idle_threshold: Option<u64>,
+    /// `--inefficient-rule`.
+    pub inefficient_rule: Option<String>,
 }
 
 /// A list given as `"a,b"` or `["a","b"]`.
@@ -102,6 +104,8 @@ pub struct RawOptions {
     pub adapter_paths: Vec<String>,
     /// `--idle-threshold`.
     pub idle_threshold: Option<u64>,
+    /// `--inefficient-rule`.
+    pub inefficient_rule: Option<String>,
 }
 
 impl RawOptions {
@@ -142,6 +146,7 @@ impl RawOptions {
             adapters: f.adapters.map(|v| v.joined()),
             adapter_paths: f.adapter_paths.unwrap_or_default(),
             idle_threshold: f.idle_threshold,
+            inefficient_rule: f.inefficient_rule,
         })
     }
 
@@ -162,7 +167,8 @@ impl RawOptions {
             log_level,
             collect_mode,
             adapters,
-            idle_threshold
+            idle_threshold,
+            inefficient_rule
         );
         self.adapter_paths.extend(flags.adapter_paths);
         self
@@ -247,6 +253,15 @@ impl RawOptions {
                 return Err(bad("--idle-threshold", "must be greater than 0"));
             }
             c.idle_threshold = t;
+        }
+        if let Some(r) = &self.inefficient_rule {
+            c.inefficient_rule =
+                crate::analysis::inefficient::IneffRule::parse(r).ok_or_else(|| {
+                    bad(
+                        "--inefficient-rule",
+                        format!("\"{r}\" (expected msmemscope or op-end)"),
+                    )
+                })?;
         }
         Ok(c)
     }
@@ -342,6 +357,7 @@ impl RunConfig {
                     .collect(),
             ),
             idle_threshold: Some(self.idle_threshold),
+            inefficient_rule: Some(self.inefficient_rule.as_str().to_owned()),
         }
     }
 }
