@@ -14,6 +14,7 @@ pub mod event;
 pub mod owner;
 pub mod pool;
 pub mod probe_env;
+pub mod snapshot;
 pub mod wire;
 
 #[cfg(feature = "collector")]

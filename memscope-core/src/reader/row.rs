@@ -318,6 +318,7 @@ pub fn parse_row(
         EventKind::OpLaunch | EventKind::KernelLaunch => {
             Attrs::Launch(launch_attrs(parse_attr(attr)))
         }
+        EventKind::Snapshot => Attrs::Pairs(crate::snapshot::seed_pairs(parse_attr(attr))),
         _ => Attrs::Pairs(parse_attr(attr)),
     };
     Ok(Event {
