@@ -4,10 +4,12 @@
 //! colon, values unescaped and allowed to contain commas; a new pair starts only where the next
 //! comma-separated piece looks like `key:` (a letter or `_`, then letters, digits, `_` or spaces).
 //! Key order follows msMemScope; the seed's names are written (`inefficient`, `workspace ptr`),
-//! msMemScope's spellings are read too (`inefficient_type`, `workspace_ptr`).
+//! msMemScope's spellings are read too (`inefficient_type`, `workspace_ptr`), and pool names in
+//! values (`type:MINDSPORE`, `owner:MINDSPORE@…`) are read as the seed spells them.
 
 use crate::event::{
-    AccessAttrs, AllocType, Attrs, Event, Inefficiency, LaunchAttrs, MemoryAttrs, PageType,
+    AccessAttrs, AllocType, Attrs, Event, EventType, Inefficiency, LaunchAttrs, MemoryAttrs,
+    PageType,
 };
 use crate::owner::OwnerChain;
 
@@ -306,6 +308,34 @@ fn signed(s: &str) -> Option<i64> {
     s.trim().parse().ok()
 }
 
+/// A pool name as the seed spells it: msMemScope's `MINDSPORE` (and the other spellings
+/// [`EventType::parse`] accepts) become `MindSpore` …; anything else is kept.
+pub fn seed_pool(v: &str) -> String {
+    match EventType::parse(v) {
+        Some(t) if t.is_memory() => t.as_str().to_owned(),
+        _ => v.to_owned(),
+    }
+}
+
+/// An `owner` value read into a chain whose framework level is spelled as the seed spells it
+/// (`MINDSPORE@x` → `MindSpore@x`); `None` for an empty value.
+pub fn seed_owner(v: &str) -> Option<OwnerChain> {
+    if v.is_empty() {
+        return None;
+    }
+    let c = OwnerChain::parse(v);
+    match c.levels().first() {
+        Some(first) if seed_pool(first) != *first => {
+            let mut n = OwnerChain::framework(&seed_pool(first));
+            for l in &c.levels()[1..] {
+                n.push(l);
+            }
+            Some(n)
+        }
+        _ => Some(c),
+    }
+}
+
 /// Builds typed memory attributes from parsed pairs (MALLOC/FREE rows). 2025 dumps have no
 /// `allocation_id` (0 here) and negative FREE sizes (made positive; the caller knows the kind).
 pub fn memory_attrs(pairs: Vec<(String, String)>) -> MemoryAttrs {
@@ -326,7 +356,7 @@ pub fn memory_attrs(pairs: Vec<(String, String)>) -> MemoryAttrs {
             "process_used" => m.process_used = signed(&v),
             "device_used" => m.device_used = signed(&v),
             "shadow" => m.shadow = v == "true",
-            "owner" => m.owner = (!v.is_empty()).then(|| OwnerChain::parse(&v)),
+            "owner" => m.owner = seed_owner(&v),
             "inefficient" | "inefficient_type" => {
                 m.inefficient = v.split(',').filter_map(Inefficiency::parse).collect()
             }
@@ -359,7 +389,7 @@ pub fn access_attrs(pairs: Vec<(String, String)>) -> AccessAttrs {
             "allocation_id" => a.allocation_id = num(&v),
             "addr" => {}
             "size" => a.size = num(&v),
-            "type" => a.pool = Some(v),
+            "type" => a.pool = Some(seed_pool(&v)),
             "dtype" => a.dtype = Some(v),
             "format" => a.format = Some(v),
             "shape" => a.shape = Some(v),

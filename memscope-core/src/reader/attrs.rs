@@ -4,9 +4,8 @@
 //! (a unit test checks it), but the pairs are borrowed from the cell, so only the owner chain
 //! and unknown keys allocate. JSON cells (from a `.db`) take the general path.
 
-use crate::attr_text::{access_attrs, memory_attrs, parse_attr};
+use crate::attr_text::{access_attrs, memory_attrs, parse_attr, seed_owner, seed_pool};
 use crate::event::{AccessAttrs, AllocType, Inefficiency, MemoryAttrs, PageType};
-use crate::owner::OwnerChain;
 
 /// Position of the colon when `piece` looks like `key:...` (a letter or `_`, then letters,
 /// digits, `_` or spaces, then `:`); one scan of the key only.
@@ -109,7 +108,7 @@ pub fn memory_attrs_fast(cell: &str) -> MemoryAttrs {
         "process_used" => m.process_used = signed(v),
         "device_used" => m.device_used = signed(v),
         "shadow" => m.shadow = v == "true",
-        "owner" => m.owner = (!v.is_empty()).then(|| OwnerChain::parse(v)),
+        "owner" => m.owner = seed_owner(v),
         "inefficient" | "inefficient_type" => {
             m.inefficient = v.split(',').filter_map(Inefficiency::parse).collect()
         }
@@ -144,7 +143,7 @@ pub fn access_attrs_fast(cell: &str) -> AccessAttrs {
         "allocation_id" => a.allocation_id = num(v),
         "addr" => {}
         "size" => a.size = num(v),
-        "type" => a.pool = Some(v.to_owned()),
+        "type" => a.pool = Some(seed_pool(v)),
         "dtype" => a.dtype = Some(v.to_owned()),
         "format" => a.format = Some(v.to_owned()),
         "shape" => a.shape = Some(v.to_owned()),
