@@ -11,7 +11,9 @@
 //! * Memory: one entry per live block plus one counter per (device, allocator, owner). The
 //!   per-owner split is copied only when live bytes start to fall from a new peak.
 //!
-//! Console table plus, when an output folder is set, `decompose_{ts}.csv`.
+//! Console table plus, when an output folder is set, `decompose_{ts}.csv` — only for a process
+//! that had rows: the event-less processes of a launcher (a pyenv shim, a shell) get neither a
+//! file nor a folder.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -79,6 +81,8 @@ pub struct DecomposeLayer {
     owner_ids: HashMap<String, u32>,
     live: HashMap<(EventType, u64), (Device, u32, u64)>,
     alloc: BTreeMap<(Device, EventType), Allocator>,
+    /// The process had any row at all.
+    seen: bool,
 }
 
 impl DecomposeLayer {
@@ -260,6 +264,7 @@ impl Layer for DecomposeLayer {
     }
 
     fn on_event(&mut self, ev: Event, _ctx: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError> {
+        self.seen = true;
         self.observe(&ev);
         out.push(ev);
         Ok(())
@@ -271,6 +276,10 @@ impl Layer for DecomposeLayer {
         _out: &mut Vec<Event>,
         report: &mut Vec<ReportSection>,
     ) -> Result<(), BusError> {
+        if !self.seen {
+            // a process without rows (a shell or launcher in front of the job) leaves nothing
+            return Ok(());
+        }
         let rows = self.rows();
         let mut lines = format_table(&rows);
         let tagged: Vec<(Option<u32>, DecomposeRow)> =
