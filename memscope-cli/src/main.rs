@@ -6,6 +6,7 @@ mod adapters_cmd;
 mod analyze_cmd;
 mod builtin;
 mod collector;
+mod compare_alias;
 mod logfile;
 mod plugin_check;
 mod run;
@@ -74,7 +75,22 @@ fn one_line(text: &str) -> String {
 const EXIT_USAGE: u8 = 2;
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let args: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let parsed = match compare_alias::rewrite(&args) {
+        // the arguments as the OS gave them (a job's arguments need not be UTF-8)
+        Ok(compare_alias::Alias::None) => Cli::try_parse(),
+        Ok(compare_alias::Alias::Compare(v, note)) => {
+            eprintln!("memscope: {note}");
+            Cli::try_parse_from(v)
+        }
+        Err(e) => {
+            eprintln!("memscope: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let cli = match parsed {
         Ok(c) => c,
         Err(e) => {
             use clap::error::ErrorKind;
