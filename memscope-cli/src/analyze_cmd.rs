@@ -17,11 +17,11 @@ use memscope_core::analysis::inefficient::IneffRule;
 use memscope_core::analysis::inefficient_layer::InefficientLayer;
 use memscope_core::analysis::leak_range::RangeLeakLayer;
 use memscope_core::analysis::leaks::LeakLayer;
-use memscope_core::analysis::offline::run_layers;
+use memscope_core::analysis::offline::run_layers_in;
 use memscope_core::analysis::{parse_types, IneffConfig};
 use memscope_core::bus::{Layer, ReportSection};
 use memscope_core::event::Inefficiency;
-use memscope_core::reader::{DumpFile, ReadOptions};
+use memscope_core::reader::{DumpFile, Order, ReadOptions};
 
 #[path = "analyze/annotate.rs"]
 mod annotate;
@@ -35,6 +35,23 @@ pub enum LevelArg {
     Op,
     /// Kernel launches (each until the next launch on its device).
     Kernel,
+}
+
+/// `--order` of the offline analyses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OrderArg {
+    /// Replay rows in ID order (the order they happened in, as IDs are given).
+    Id,
+    /// Replay rows in timestamp order (for files whose IDs and timestamps disagree).
+    Time,
+}
+
+/// How an offline analysis replays the rows of its file.
+#[derive(Clone, Copy, Debug, Args)]
+pub struct ReplayArgs {
+    /// Replay order of the rows.
+    #[arg(long, value_enum, default_value_t = OrderArg::Id)]
+    pub order: OrderArg,
 }
 
 /// `memscope compare BASE COMPARE [--level op|kernel] [-o DIR]`.
@@ -74,6 +91,9 @@ pub struct LeaksArgs {
         requires = "mstx_info"
     )]
     pub start_index: usize,
+    /// Replay order.
+    #[command(flatten)]
+    pub replay: ReplayArgs,
 }
 
 /// `--inefficient-rule` of `memscope analyze inefficient`.
@@ -105,6 +125,9 @@ pub struct InefficientArgs {
     /// Classification rule.
     #[arg(long = "inefficient-rule", value_enum, default_value_t = RuleArg::Msmemscope)]
     pub rule: RuleArg,
+    /// Replay order.
+    #[command(flatten)]
+    pub replay: ReplayArgs,
 }
 
 /// `memscope analyze decompose FILE [-o DIR]`.
@@ -120,6 +143,9 @@ pub struct DecomposeArgs {
         default_value = "memscopeDumpResults"
     )]
     pub output: PathBuf,
+    /// Replay order.
+    #[command(flatten)]
+    pub replay: ReplayArgs,
 }
 
 /// `memscope analyze gap FILE`.
@@ -127,6 +153,9 @@ pub struct DecomposeArgs {
 pub struct GapArgs {
     /// Dump to analyse.
     pub file: PathBuf,
+    /// Replay order.
+    #[command(flatten)]
+    pub replay: ReplayArgs,
 }
 
 /// `memscope analyze ...`.
@@ -170,13 +199,26 @@ fn print_sections(sections: &[ReportSection]) {
 
 fn run_offline(
     file: &DumpFile,
+    replay: ReplayArgs,
     make: &mut dyn FnMut() -> Vec<Box<dyn Layer>>,
 ) -> Result<Vec<ReportSection>> {
     let mut opts = ReadOptions {
         progress: Some(progress::bar(file.name())),
         ..ReadOptions::default()
     };
-    let (sections, _) = run_layers(file, &mut opts, make).map_err(|e| anyhow!("{e}"))?;
+    let order = match replay.order {
+        OrderArg::Id => Order::ById,
+        OrderArg::Time => Order::ByTime,
+    };
+    let (sections, stats) =
+        run_layers_in(file, order, &mut opts, make).map_err(|e| anyhow!("{e}"))?;
+    if stats.time_disorder > 0 {
+        eprintln!(
+            "memscope: warning: {}: {} row(s) have an earlier timestamp than a row with a smaller ID (rows flushed out of time order); analyses replay in ID order, --order time replays by timestamp",
+            file.name(),
+            stats.time_disorder
+        );
+    }
     Ok(sections)
 }
 
@@ -248,10 +290,10 @@ pub fn run_analyze(cmd: &AnalyzeCmd) -> Result<()> {
         AnalyzeCmd::Leaks(a) => {
             let file = open(&a.file)?;
             let sections = match &a.mstx_info {
-                Some(msg) => run_offline(&file, &mut || {
+                Some(msg) => run_offline(&file, a.replay, &mut || {
                     vec![Box::new(RangeLeakLayer::new(msg, a.start_index))]
                 })?,
-                None => run_offline(&file, &mut || vec![Box::new(LeakLayer::new())])?,
+                None => run_offline(&file, a.replay, &mut || vec![Box::new(LeakLayer::new())])?,
             };
             print_sections(&sections);
         }
@@ -259,7 +301,7 @@ pub fn run_analyze(cmd: &AnalyzeCmd) -> Result<()> {
         AnalyzeCmd::Decompose(a) => {
             let file = open(&a.file)?;
             let mut handles = Vec::new();
-            let sections = run_offline(&file, &mut || {
+            let sections = run_offline(&file, a.replay, &mut || {
                 let (layer, h) = DecomposeLayer::collecting();
                 handles.push(h);
                 vec![Box::new(layer)]
@@ -283,7 +325,7 @@ pub fn run_analyze(cmd: &AnalyzeCmd) -> Result<()> {
         }
         AnalyzeCmd::Gap(a) => {
             let file = open(&a.file)?;
-            print_sections(&run_offline(&file, &mut || {
+            print_sections(&run_offline(&file, a.replay, &mut || {
                 vec![Box::new(GapLayer::new())]
             })?);
         }
@@ -307,7 +349,7 @@ fn run_inefficient(a: &InefficientArgs) -> Result<()> {
     };
     let file = open(&a.file)?;
     let mut handles = Vec::new();
-    let sections = run_offline(&file, &mut || {
+    let sections = run_offline(&file, a.replay, &mut || {
         let (layer, h) = InefficientLayer::collecting(cfg.clone());
         handles.push(h);
         vec![Box::new(layer)]

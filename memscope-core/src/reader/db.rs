@@ -10,6 +10,7 @@ use crate::event::Event;
 
 use super::error::{ConsumerError, Location, ReadError};
 use super::row::{parse_row, parse_ts, Columns, TimeUnit};
+use super::Order;
 
 const SELECT: &str = r#"SELECT "ID","Event","Event Type","Name","Timestamp(ns)","Process Id","Thread Id","Device Id","Ptr","Attr","Call Stack(Python)","Call Stack(C)",rowid FROM memscope_dump"#;
 
@@ -22,15 +23,16 @@ fn cell(v: ValueRef<'_>) -> String {
     }
 }
 
-/// Passes every row of the `.db` at `path` to `f`: in rowid (insertion) order, or, with
-/// `by_id`, ordered by process and ID (SQLite sorts, spilling to its own temporary storage).
+/// Passes every row of the `.db` at `path` to `f` in `order`: rowid (insertion) order, or
+/// ordered by process and ID, or by process, timestamp and ID (SQLite sorts, spilling to its
+/// own temporary storage).
 ///
 /// # Errors
 /// Not a dump database, a malformed row, or `f`'s error.
 pub fn read_db(
     path: &Path,
     file: &str,
-    by_id: bool,
+    order: Order,
     unit: Option<TimeUnit>,
     progress: &mut dyn FnMut(u64, u64),
     f: &mut dyn FnMut(Event) -> Result<(), ConsumerError>,
@@ -48,10 +50,10 @@ pub fn read_db(
         .query_row("SELECT count(*) FROM memscope_dump", [], |r| r.get(0))
         .map_err(|e| ReadError::parse(file, None, format!("not a memscope dump database: {e}")))?;
     let total = total.max(0) as u64;
-    let order = if by_id {
-        r#" ORDER BY "Process Id", "ID", rowid"#
-    } else {
-        " ORDER BY rowid"
+    let order = match order {
+        Order::ById => r#" ORDER BY "Process Id", "ID", rowid"#,
+        Order::ByTime => r#" ORDER BY "Process Id", "Timestamp(ns)", "ID", rowid"#,
+        Order::File => " ORDER BY rowid",
     };
     let mut stmt = conn.prepare(&format!("{SELECT}{order}")).map_err(sql_err)?;
     let mut rows = stmt.query([]).map_err(sql_err)?;

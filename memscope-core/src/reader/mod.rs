@@ -53,6 +53,9 @@ pub enum Order {
     File,
     /// By process id (`N/A` last), then ID, then file position.
     ById,
+    /// By process id (`N/A` last), then timestamp, then ID, then file position (for files whose
+    /// IDs and timestamps disagree, `memscope analyze --order time`).
+    ByTime,
 }
 
 /// Reading options.
@@ -73,6 +76,10 @@ pub struct ReadStats {
     pub rows: u64,
     /// Size of the input in bytes.
     pub bytes: u64,
+    /// Rows delivered in ID order whose timestamp is earlier than that of a row of the same
+    /// process with a smaller ID (the file's IDs and timestamps disagree); counted by
+    /// [`crate::analysis::offline::run_layers`], 0 elsewhere.
+    pub time_disorder: u64,
 }
 
 /// An input dump, checked and typed.
@@ -155,14 +162,9 @@ impl DumpFile {
             None => &mut noop,
         };
         let rows = match self.format {
-            DumpFormat::Db => db::read_db(
-                &self.path,
-                &self.name,
-                order == Order::ById,
-                opts.time_unit,
-                progress,
-                f,
-            )?,
+            DumpFormat::Db => {
+                db::read_db(&self.path, &self.name, order, opts.time_unit, progress, f)?
+            }
             DumpFormat::Csv => {
                 let open = || -> Result<CsvSource<File>, ReadError> {
                     let file = File::open(&self.path).map_err(|e| ReadError::io(&self.name, e))?;
@@ -172,11 +174,13 @@ impl DumpFile {
                 let total = self.size;
                 // ID order wanted: a file already in that order (memscope's own) is streamed as
                 // is; the check stops at the first row out of order (msMemScope's dumps).
+                let by_time = order == Order::ByTime;
                 let (stream, base) = match order {
                     Order::File => (true, 0),
-                    Order::ById => {
-                        let sorted =
-                            sort::csv_in_id_order(&mut src, &mut |pos| progress(pos / 4, total))?;
+                    Order::ById | Order::ByTime => {
+                        let sorted = sort::csv_in_order(&mut src, by_time, &mut |pos| {
+                            progress(pos / 4, total)
+                        })?;
                         src = open()?;
                         (sorted, total / 4)
                     }
@@ -195,13 +199,16 @@ impl DumpFile {
                     progress(total, total);
                     n
                 } else {
-                    sort::sort_csv(&mut src, &self.name, total, &opts.sort, progress, f)?
+                    sort::sort_csv(
+                        &mut src, &self.name, total, &opts.sort, by_time, progress, f,
+                    )?
                 }
             }
         };
         Ok(ReadStats {
             rows,
             bytes: self.size,
+            time_disorder: 0,
         })
     }
 }
@@ -222,9 +229,25 @@ impl DumpFile {
         f: &mut dyn FnMut(Event) -> Result<(), ConsumerError>,
         restart: &mut dyn FnMut(),
     ) -> Result<ReadStats, ReadError> {
-        if self.format == DumpFormat::Db {
-            return self.for_each(Order::ById, opts, f);
+        self.for_each_ordered_restartable(Order::ById, opts, f, restart)
+    }
+
+    /// [`DumpFile::for_each_by_id_restartable`] for [`Order::ById`] or [`Order::ByTime`]
+    /// ([`Order::File`] is delivered as stored, never restarted).
+    ///
+    /// # Errors
+    /// As [`DumpFile::for_each`].
+    pub fn for_each_ordered_restartable(
+        &self,
+        order: Order,
+        opts: &mut ReadOptions,
+        f: &mut dyn FnMut(Event) -> Result<(), ConsumerError>,
+        restart: &mut dyn FnMut(),
+    ) -> Result<ReadStats, ReadError> {
+        if self.format == DumpFormat::Db || order == Order::File {
+            return self.for_each(order, opts, f);
         }
+        let by_time = order == Order::ByTime;
         let mut noop = |_: u64, _: u64| {};
         let progress: &mut dyn FnMut(u64, u64) = match opts.progress.as_mut() {
             Some(p) => p.as_mut(),
@@ -235,19 +258,26 @@ impl DumpFile {
             CsvSource::new(&self.name, file, opts.time_unit)
         };
         let mut src = open()?;
-        let mut prev: Option<(u64, u64)> = None;
+        let mut prev: Option<(u64, u64, u64)> = None;
         let mut n = 0u64;
         while src.next_record()? {
             let ev = src.event()?;
-            let key = (ev.pid.map_or(u64::MAX, u64::from), ev.id);
+            let pid = ev.pid.map_or(u64::MAX, u64::from);
+            let key = if by_time {
+                (pid, ev.ts_ns, ev.id)
+            } else {
+                (pid, ev.id, 0)
+            };
             if prev.is_some_and(|p| key < p) {
                 restart();
                 let mut src = open()?;
-                let rows =
-                    sort::sort_csv(&mut src, &self.name, self.size, &opts.sort, progress, f)?;
+                let rows = sort::sort_csv(
+                    &mut src, &self.name, self.size, &opts.sort, by_time, progress, f,
+                )?;
                 return Ok(ReadStats {
                     rows,
                     bytes: self.size,
+                    time_disorder: 0,
                 });
             }
             prev = Some(key);
@@ -261,6 +291,7 @@ impl DumpFile {
         Ok(ReadStats {
             rows: n,
             bytes: self.size,
+            time_disorder: 0,
         })
     }
 }

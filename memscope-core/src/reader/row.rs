@@ -141,6 +141,11 @@ impl Columns {
         self.idx[5]
     }
 
+    /// Position of the `Timestamp(ns)` cell.
+    pub fn ts_index(&self) -> usize {
+        self.idx[4]
+    }
+
     /// The `ID` cell of a record.
     pub fn id_cell<'a>(&self, cells: &[&'a str]) -> &'a str {
         cells[self.idx[0]]

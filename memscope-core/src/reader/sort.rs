@@ -12,7 +12,7 @@
 //!   event, reporting errors at the record's original line.
 //!
 //! A file that fits in one run is sorted in memory and never spilled; a file already in ID
-//! order (memscope's own dumps) never gets here (see [`csv_in_id_order`] and
+//! order (memscope's own dumps) never gets here (see [`csv_in_order`] and
 //! `DumpFile::for_each_by_id_restartable`). Memory stays at about
 //! `run_bytes` plus 64 KiB per run, whatever the file size; temporary disk use is about the size
 //! of the file.
@@ -27,9 +27,10 @@ use crate::event::Event;
 
 use super::csv_source::CsvSource;
 use super::error::{ConsumerError, Location, ReadError};
-use super::row::{parse_id, parse_opt_u32, parse_row, TimeUnit};
+use super::row::{parse_id, parse_opt_u32, parse_row, parse_ts, TimeUnit};
 
-type Key = (u64, u64, u64); // (pid, or u64::MAX for N/A; ID; file sequence)
+/// (pid, or u64::MAX for N/A; ID or timestamp; 0 or ID; file sequence)
+type Key = (u64, u64, u64, u64);
 
 struct Entry {
     key: Key,
@@ -134,7 +135,7 @@ struct Run {
 
 impl Run {
     fn advance(&mut self) -> std::io::Result<()> {
-        let mut hdr = [0u8; 36];
+        let mut hdr = [0u8; 44];
         match self.rdr.read_exact(&mut hdr) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
@@ -144,10 +145,10 @@ impl Run {
             Err(e) => return Err(e),
         }
         let u = |i: usize| u64::from_le_bytes(hdr[i..i + 8].try_into().unwrap_or([0; 8]));
-        let len = u32::from_le_bytes(hdr[32..36].try_into().unwrap_or([0; 4])) as usize;
+        let len = u32::from_le_bytes(hdr[40..44].try_into().unwrap_or([0; 4])) as usize;
         self.buf.resize(len, 0);
         self.rdr.read_exact(&mut self.buf)?;
-        self.head = Some(((u(0), u(8), u(16)), u(24)));
+        self.head = Some(((u(0), u(8), u(16), u(24)), u(32)));
         Ok(())
     }
 }
@@ -161,6 +162,7 @@ fn spill(dir: &Path, arena: &[u8], idx: &mut [Entry]) -> std::io::Result<File> {
             w.write_all(&e.key.0.to_le_bytes())?;
             w.write_all(&e.key.1.to_le_bytes())?;
             w.write_all(&e.key.2.to_le_bytes())?;
+            w.write_all(&e.key.3.to_le_bytes())?;
             w.write_all(&e.line.to_le_bytes())?;
             w.write_all(&(e.len as u32).to_le_bytes())?;
             w.write_all(&arena[e.off..e.off + e.len])?;
@@ -189,29 +191,43 @@ fn anon_file(dir: &Path) -> std::io::Result<File> {
     Ok(f)
 }
 
-/// Whether the records of `src` are already in (pid, ID) order (memscope's own dumps are), in
-/// which case no sort is needed. Reads only up to the first record out of order, so for
-/// msMemScope's dumps this costs a few rows; `progress` sees the bytes scanned.
+/// The sort key of the current record of `src`, by (pid, ID) or, `by_time`, (pid, raw
+/// timestamp, ID); the file sequence is left 0.
+fn key_of<R: Read>(src: &CsvSource<R>, by_time: bool) -> Result<Key, ReadError> {
+    let rec = src.record();
+    (|| -> Result<Key, String> {
+        let pid = parse_opt_u32(
+            ascii(rec.get(src.cols.pid_index()).unwrap_or(b"")),
+            "Process Id",
+        )?;
+        let pid = pid.map_or(u64::MAX, u64::from);
+        let id = parse_id(ascii(rec.get(src.cols.id_index()).unwrap_or(b"")))?;
+        Ok(if by_time {
+            let ts = parse_ts(ascii(rec.get(src.cols.ts_index()).unwrap_or(b"")))?;
+            (pid, ts, id, 0)
+        } else {
+            (pid, id, 0, 0)
+        })
+    })()
+    .map_err(|m| src.error(m))
+}
+
+/// Whether the records of `src` are already in (pid, ID) order (memscope's own dumps are), or
+/// with `by_time` in (pid, timestamp, ID) order, in which case no sort is needed. Reads only up
+/// to the first record out of order, so for msMemScope's dumps this costs a few rows;
+/// `progress` sees the bytes scanned.
 ///
 /// # Errors
-/// Malformed ID or Process Id cells, I/O.
-pub fn csv_in_id_order<R: Read>(
+/// Malformed ID, Timestamp or Process Id cells, I/O.
+pub fn csv_in_order<R: Read>(
     src: &mut CsvSource<R>,
+    by_time: bool,
     progress: &mut dyn FnMut(u64),
 ) -> Result<bool, ReadError> {
-    let mut prev: Option<(u64, u64)> = None;
+    let mut prev: Option<Key> = None;
     let mut n = 0u64;
     while src.next_record()? {
-        let rec = src.record();
-        let key = (|| -> Result<(u64, u64), String> {
-            let pid = parse_opt_u32(
-                ascii(rec.get(src.cols.pid_index()).unwrap_or(b"")),
-                "Process Id",
-            )?;
-            let id = parse_id(ascii(rec.get(src.cols.id_index()).unwrap_or(b"")))?;
-            Ok((pid.map_or(u64::MAX, u64::from), id))
-        })()
-        .map_err(|m| src.error(m))?;
+        let key = key_of(src, by_time)?;
         if prev.is_some_and(|p| key < p) {
             return Ok(false);
         }
@@ -224,7 +240,8 @@ pub fn csv_in_id_order<R: Read>(
     Ok(true)
 }
 
-/// Reads every record of `src` and passes the events to `f` in (pid, ID) order.
+/// Reads every record of `src` and passes the events to `f` in (pid, ID) order, or with
+/// `by_time` in (pid, timestamp, ID) order.
 /// `progress(done, total)` runs now and then; the read counts as the first half of `total`
 /// when runs are spilled.
 ///
@@ -235,6 +252,7 @@ pub fn sort_csv<R: Read>(
     file: &str,
     total: u64,
     opts: &SortOptions,
+    by_time: bool,
     progress: &mut dyn FnMut(u64, u64),
     f: &mut dyn FnMut(Event) -> Result<(), ConsumerError>,
 ) -> Result<u64, ReadError> {
@@ -252,16 +270,8 @@ pub fn sort_csv<R: Read>(
         if src.known_unit().is_none() {
             src.unit()?;
         }
-        let rec = src.record();
-        let key = (|| -> Result<Key, String> {
-            let pid = parse_opt_u32(
-                ascii(rec.get(src.cols.pid_index()).unwrap_or(b"")),
-                "Process Id",
-            )?;
-            let id = parse_id(ascii(rec.get(src.cols.id_index()).unwrap_or(b"")))?;
-            Ok((pid.map_or(u64::MAX, u64::from), id, seq))
-        })()
-        .map_err(|m| src.error(m))?;
+        let mut key = key_of(src, by_time)?;
+        key.3 = seq;
         seq += 1;
         let off = arena.len();
         encode(src.record(), &mut arena);
@@ -329,7 +339,7 @@ pub fn sort_csv<R: Read>(
     let mut done = 0u64;
     while let Some(Reverse((_, i))) = heap.pop() {
         let r = &mut runs[i];
-        let (_, line) = r.head.unwrap_or(((0, 0, 0), 0));
+        let (_, line) = r.head.unwrap_or(((0, 0, 0, 0), 0));
         emit(&r.buf, line, f)?;
         done += 1;
         if done & 0xffff == 0 {
@@ -389,6 +399,7 @@ mod tests {
             "t.csv",
             text.len() as u64,
             &opts,
+            false,
             &mut |_, _| {},
             &mut |e| {
                 got.push((e.pid.unwrap(), e.id, e.py_stack.clone().unwrap()));
@@ -403,5 +414,34 @@ mod tests {
         assert_eq!(keys, want);
         assert_eq!(keys[0], (1, 2)); // pid 1 has IDs 3, 7, 8, 2, 4, 5
         assert!(got.iter().all(|g| g.2 == "a\nb"));
+    }
+
+    #[test]
+    fn spilled_runs_merge_in_pid_then_time_order_with_ids_breaking_ties() {
+        let mut text = String::from("ID,Event,Event Type,Name,Timestamp(ns),Process Id,Thread Id,Device Id,Ptr,Attr,Call Stack(Python),Call Stack(C)\n");
+        // (ID, ts): IDs and timestamps disagree; IDs 4 and 5 share a timestamp
+        for (id, ts) in [(1u64, 50u64), (2, 10), (3, 40), (5, 20), (4, 20), (6, 30)] {
+            text.push_str(&format!("{id},MSTX,Mark,m,{ts},1,1,0,N/A,,,\n"));
+        }
+        let mut src = CsvSource::new("t.csv", text.as_bytes(), None).unwrap();
+        let opts = SortOptions {
+            run_bytes: 64,
+            temp_dir: None,
+        };
+        let mut got = Vec::new();
+        sort_csv(
+            &mut src,
+            "t.csv",
+            text.len() as u64,
+            &opts,
+            true,
+            &mut |_, _| {},
+            &mut |e| {
+                got.push(e.id);
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert_eq!(got, [2, 4, 5, 6, 3, 1]);
     }
 }
