@@ -1,7 +1,8 @@
 //! The HOST leak summary: blocks of the libc allocator still live when the process ended,
 //! grouped by allocation stack, largest first — a bus layer whose report section the CLI
-//! prints and logs. It runs for killed processes too (the collector finishes every process
-//! whose stream ended, however it ended).
+//! prints and logs. Mapped memory (`HOST_MMAP`, with `MEMSCOPE_HOST_MMAP=1`) gets a section of
+//! its own, so heap and mapped bytes are never added up. It runs for killed processes too (the
+//! collector finishes every process whose stream ended, however it ended).
 #![forbid(unsafe_code)]
 
 use memscope_core::adapter::AdapterId;
@@ -21,18 +22,26 @@ pub fn leak_layer(cfg: &RunConfig) -> Option<Box<dyn Layer>> {
         .then(|| Box::new(HostLeaks::default()) as Box<dyn Layer>)
 }
 
-/// Tracks live HOST blocks by allocation id, with an interned stack text.
+/// Tracks live HOST blocks and mappings by allocation id, with an interned stack text.
 #[derive(Default)]
 pub struct HostLeaks {
     live: HashMap<u64, (u64, u32)>,
+    maps: HashMap<u64, (u64, u32)>,
+    saw_maps: bool,
     stack_ids: HashMap<String, u32>,
     stacks: Vec<String>,
 }
 
-fn is_host_block(ev: &Event) -> bool {
-    ev.event_type == EventType::Host
-        && ev.device == Device::Cpu
-        && ev.memory().is_some_and(|m| !m.pinned)
+/// The table a row belongs to: heap blocks (`false`) or mappings (`true`).
+fn host_table(ev: &Event) -> Option<bool> {
+    if ev.device != Device::Cpu {
+        return None;
+    }
+    match ev.event_type {
+        EventType::Host if ev.memory().is_some_and(|m| !m.pinned) => Some(false),
+        EventType::HostMmap => Some(true),
+        _ => None,
+    }
 }
 
 impl HostLeaks {
@@ -47,10 +56,32 @@ impl HostLeaks {
         i
     }
 
-    /// The report lines (also used by tests).
+    /// The heap report (also used by tests).
     pub fn report(&self, pid: Option<u32>) -> ReportSection {
+        self.section(&self.live, "HOST memory live at exit", "block(s)", pid)
+    }
+
+    /// The mapped-memory report, when any mapping was seen.
+    pub fn maps_report(&self, pid: Option<u32>) -> Option<ReportSection> {
+        self.saw_maps.then(|| {
+            self.section(
+                &self.maps,
+                "HOST_MMAP memory mapped at exit",
+                "mapping(s)",
+                pid,
+            )
+        })
+    }
+
+    fn section(
+        &self,
+        live: &HashMap<u64, (u64, u32)>,
+        what: &str,
+        unit: &str,
+        pid: Option<u32>,
+    ) -> ReportSection {
         let mut groups: HashMap<u32, (u64, u64)> = HashMap::new();
-        for &(size, s) in self.live.values() {
+        for &(size, s) in live.values() {
             let g = groups.entry(s).or_default();
             g.0 += 1;
             g.1 += size;
@@ -61,7 +92,7 @@ impl HostLeaks {
         let pid = pid.map(|p| format!(" (pid {p})")).unwrap_or_default();
         let mut lines = Vec::new();
         for (s, n, b) in v.iter().take(MAX_GROUPS) {
-            lines.push(format!("{n} block(s), {b} bytes, allocated at:"));
+            lines.push(format!("{n} {unit}, {b} bytes, allocated at:"));
             let text = &self.stacks[*s as usize];
             if text.is_empty() {
                 lines.push("    (no call stack: run with --call-stack c:N)".to_owned());
@@ -78,12 +109,12 @@ impl HostLeaks {
             let rest = &v[MAX_GROUPS..];
             let (n, b) = rest.iter().fold((0, 0), |a, g| (a.0 + g.1, a.1 + g.2));
             lines.push(format!(
-                "… {} more stack(s): {n} block(s), {b} bytes",
+                "… {} more stack(s): {n} {unit}, {b} bytes",
                 rest.len()
             ));
         }
         ReportSection {
-            title: format!("HOST memory live at exit{pid}: {blocks} block(s), {bytes} bytes"),
+            title: format!("{what}{pid}: {blocks} {unit}, {bytes} bytes"),
             lines,
         }
     }
@@ -95,15 +126,25 @@ impl Layer for HostLeaks {
     }
 
     fn on_event(&mut self, ev: Event, _ctx: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError> {
-        if is_host_block(&ev) {
-            let m = ev.memory().expect("checked");
+        if let (Some(mapped), Some(m)) = (host_table(&ev), ev.memory()) {
+            self.saw_maps |= mapped;
             match ev.kind {
                 EventKind::Malloc => {
                     let s = self.stack_index(ev.c_stack.as_deref());
-                    self.live.insert(m.allocation_id, (m.size, s));
+                    let t = if mapped {
+                        &mut self.maps
+                    } else {
+                        &mut self.live
+                    };
+                    t.insert(m.allocation_id, (m.size, s));
                 }
                 EventKind::Free => {
-                    self.live.remove(&m.allocation_id);
+                    let t = if mapped {
+                        &mut self.maps
+                    } else {
+                        &mut self.live
+                    };
+                    t.remove(&m.allocation_id);
                 }
                 _ => {}
             }
@@ -119,6 +160,7 @@ impl Layer for HostLeaks {
         report: &mut Vec<ReportSection>,
     ) -> Result<(), BusError> {
         report.push(self.report(ctx.pid));
+        report.extend(self.maps_report(ctx.pid));
         Ok(())
     }
 }
@@ -164,5 +206,26 @@ mod tests {
         assert_eq!(r.lines[0], "1 block(s), 1000 bytes, allocated at:");
         assert_eq!(r.lines[1], "    b");
         assert_eq!(r.lines[3], "2 block(s), 200 bytes, allocated at:");
+    }
+
+    #[test]
+    fn mapped_memory_has_its_own_section_and_never_adds_to_the_heap() {
+        let mut l = HostLeaks::default();
+        let ctx = BusCtx::default();
+        let mut out = Vec::new();
+        assert!(l.maps_report(None).is_none(), "no mapping seen: no section");
+        let mut map = ev(EventKind::Malloc, 2, 4096, None);
+        map.event_type = EventType::HostMmap;
+        for e in [ev(EventKind::Malloc, 1, 100, Some("a\n")), map] {
+            l.on_event(e, &ctx, &mut out).unwrap();
+        }
+        assert_eq!(
+            l.report(Some(9)).title,
+            "HOST memory live at exit (pid 9): 1 block(s), 100 bytes"
+        );
+        assert_eq!(
+            l.maps_report(Some(9)).unwrap().title,
+            "HOST_MMAP memory mapped at exit (pid 9): 1 mapping(s), 4096 bytes"
+        );
     }
 }
