@@ -163,7 +163,7 @@ unsafe fn tensors_fn(p: *mut c_void) -> Option<TensorsFn> {
 
 /// The calling thread's device (logical), `u32::MAX` when the runtime cannot tell.
 fn current_device() -> u32 {
-    memscope_adapter_hal::device::current_logical()
+    memscope_adapter_hal::device::current_logical(rt::now_ns())
 }
 
 fn tensor(kind: AccessKind, kernel: bool, t: TensorInfo) {

@@ -4,9 +4,11 @@
 //! selected, and answers "unknown" in a process that loaded no runtime.
 //!
 //! Cost: once resolved, one call into the runtime (a thread-local read there). While no
-//! runtime is loaded, a failed lookup is retried only after the dynamic loader reports a new
-//! object (`dl_iterate_phdr`'s `dlpi_adds` counter), so a process that never loads CANN pays
-//! one loader-lock round trip per query, not a failed `dlsym` (which allocates).
+//! runtime is loaded, the loader is asked at most once per [`RETRY_NS`] whether it loaded an
+//! object since the last failed lookup (`dl_iterate_phdr`'s `dlpi_adds` counter, ~60–90 ns),
+//! and the symbols are looked up again only then (a failed `dlsym` allocates); in between a
+//! query costs one atomic load. A runtime loaded and given a device less than [`RETRY_NS`]
+//! after the previous query is seen from the next query on (loading a library takes longer).
 
 use crate::real::{Real, Step};
 use core::ffi::{c_int, c_void};
@@ -34,6 +36,12 @@ static GET_DEVICE: Real = Real::new(&[
 /// `dlpi_adds` when the last lookup failed; `u64::MAX`: no lookup failed yet.
 static MISSED_AT: AtomicU64 = AtomicU64::new(u64::MAX);
 
+/// Least time between two checks of the loader while the runtime is not found, ns.
+pub const RETRY_NS: u64 = 20_000;
+
+/// Time (ns, the callers' clock) before which the loader is not asked again.
+static NEXT_CHECK: AtomicU64 = AtomicU64::new(0);
+
 /// The loader's count of objects added so far (`None` when this libc does not report it).
 fn loader_adds() -> Option<u64> {
     unsafe extern "C" fn first(
@@ -56,10 +64,14 @@ fn loader_adds() -> Option<u64> {
     (adds != u64::MAX).then_some(adds)
 }
 
-fn resolve() -> Option<*mut c_void> {
+fn resolve(now_ns: u64) -> Option<*mut c_void> {
     if let Some(p) = GET_DEVICE.peek() {
         return Some(p);
     }
+    if now_ns < NEXT_CHECK.load(Ordering::Relaxed) {
+        return None;
+    }
+    NEXT_CHECK.store(now_ns.saturating_add(RETRY_NS), Ordering::Relaxed);
     let adds = loader_adds();
     if adds.is_some() && adds == Some(MISSED_AT.load(Ordering::Relaxed)) {
         return None; // nothing new loaded since the last miss
@@ -73,8 +85,10 @@ fn resolve() -> Option<*mut c_void> {
 
 /// The calling thread's current device (logical id, before `ASCEND_RT_VISIBLE_DEVICES`
 /// mapping); `u32::MAX` when the runtime is not loaded or has no device for the thread.
-pub fn current_logical() -> u32 {
-    let Some(p) = resolve() else {
+/// `now_ns` is the caller's time stamp (any clock that does not go back), used to space out
+/// lookups while no runtime is loaded.
+pub fn current_logical(now_ns: u64) -> u32 {
+    let Some(p) = resolve(now_ns) else {
         return u32::MAX;
     };
     // SAFETY: `aclrtGetDeviceImpl` and `rtGetDevice` both are `int f(int32_t *)`.
@@ -99,10 +113,22 @@ mod tests {
             loader_adds().is_some_and(|n| n > 0),
             "glibc reports dlpi_adds"
         );
-        assert_eq!(current_logical(), u32::MAX);
+        let t = 1_000_000_000;
+        assert_eq!(current_logical(t), u32::MAX);
         let missed = MISSED_AT.load(Ordering::Relaxed);
         assert_eq!(Some(missed), loader_adds());
-        assert_eq!(current_logical(), u32::MAX);
+        assert_eq!(NEXT_CHECK.load(Ordering::Relaxed), t + RETRY_NS);
+        assert_eq!(
+            current_logical(t + 1),
+            u32::MAX,
+            "within the retry interval"
+        );
+        assert_eq!(NEXT_CHECK.load(Ordering::Relaxed), t + RETRY_NS);
+        assert_eq!(
+            current_logical(t + RETRY_NS),
+            u32::MAX,
+            "nothing new loaded"
+        );
         assert_eq!(MISSED_AT.load(Ordering::Relaxed), missed);
     }
 }
