@@ -20,7 +20,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::bus::{BusCtx, BusError, Layer, ReportSection};
+use crate::bus::{BusCtx, BusError, Layer};
 use crate::event::{Attrs, Device, Event, EventKind, EventType};
 
 /// Live block: end address (exclusive) and `allocation_id`.
@@ -147,15 +147,6 @@ impl Layer for AccessBlocks {
             _ => {}
         }
         out.push(ev);
-        Ok(())
-    }
-
-    fn finish(
-        &mut self,
-        _ctx: &BusCtx,
-        _out: &mut Vec<Event>,
-        _report: &mut Vec<ReportSection>,
-    ) -> Result<(), BusError> {
         Ok(())
     }
 }
