@@ -19,7 +19,7 @@
 /// First 8 bytes of a stream file.
 pub const STREAM_MAGIC: [u8; 8] = *b"MSCOPEST";
 /// Stream format version; a collector refuses other versions.
-pub const STREAM_VERSION: u32 = 1;
+pub const STREAM_VERSION: u32 = 2;
 /// Bytes of the file header.
 pub const FILE_HEADER_SIZE: usize = 4096;
 /// Bytes of one chunk, header included.
@@ -144,9 +144,11 @@ mod cann;
 mod codec;
 mod encode;
 mod owned;
+mod python;
 mod record;
 
 pub use cann::{decode_dims, encode_dims, AccessKind, MAX_DIMS};
+pub use python::{snapshot_known, PyCodeKind, PyTraceEvent};
 pub use codec::{decode, encode_frames, ChunkState, StackFrames, WireError};
 pub(crate) use codec::{tag, unzigzag, zigzag, In, Out};
 pub use record::Record;
