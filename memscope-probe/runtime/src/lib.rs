@@ -67,6 +67,13 @@ pub fn count_drop(n: u64) {
     stream::count_drop(n);
 }
 
+/// The generation of this process image's stream (opening it if needed; a fork child gets a new
+/// one). Per-image interning tables (text ids, Python code ids) key their "defined" state on it.
+/// `None` when no stream can be written.
+pub fn stream_generation() -> Option<u32> {
+    stream::open_gen()
+}
+
 /// Bytes of a C string for a record: at most `memscope_core::wire::MAX_TEXT` bytes (longer
 /// texts are cut by the encoder anyway), `None` for NULL.
 ///
