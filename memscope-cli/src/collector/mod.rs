@@ -4,6 +4,7 @@
 pub mod layers;
 pub mod plugin_typer;
 pub mod process;
+pub mod python;
 pub mod stream;
 
 use crate::logfile::LogFile;

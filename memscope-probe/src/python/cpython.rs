@@ -161,7 +161,11 @@ pub struct SavedError(Obj, Obj, Obj);
 impl Api {
     /// Saves and clears the current exception (GIL held).
     pub fn save_error(&self) -> SavedError {
-        let mut e = SavedError(core::ptr::null_mut(), core::ptr::null_mut(), core::ptr::null_mut());
+        let mut e = SavedError(
+            core::ptr::null_mut(),
+            core::ptr::null_mut(),
+            core::ptr::null_mut(),
+        );
         if let Some(f) = self.err_fetch {
             // SAFETY: GIL held (caller contract); the out-pointers are valid.
             unsafe { f(&mut e.0, &mut e.1, &mut e.2) };

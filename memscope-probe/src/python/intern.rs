@@ -185,8 +185,7 @@ pub fn code_id(api: &Api, code: Obj) -> Option<(u32, bool)> {
     let file = api.attr_text(code, b"co_filename\0").unwrap_or_default();
     let name = api.attr_text(code, b"co_name\0").unwrap_or_default();
     let line = api.attr_long(code, b"co_firstlineno\0").unwrap_or(0);
-    let module_call =
-        name == b"_call_impl" && file.ends_with(b"torch/nn/modules/module.py");
+    let module_call = name == b"_call_impl" && file.ends_with(b"torch/nn/modules/module.py");
     let id = define_flag(api, key, code, module_call, || {
         (
             PyCodeKind::Function,
@@ -237,7 +236,11 @@ pub fn cfunc_id(api: &Api, f: Obj) -> Option<u32> {
             };
             (ml, slf, Key::CFunc(ml as usize, owner))
         }
-        None => (core::ptr::null(), core::ptr::null_mut(), Key::CFunc(0, api.type_ptr(f) as usize)),
+        None => (
+            core::ptr::null(),
+            core::ptr::null_mut(),
+            Key::CFunc(0, api.type_ptr(f) as usize),
+        ),
     };
     if let Some(id) = lookup(&key) {
         return Some(id);
@@ -250,13 +253,22 @@ pub fn cfunc_id(api: &Api, f: Obj) -> Option<u32> {
         } else {
             // SAFETY: `ml` points to a PyMethodDef whose first field is the NUL-terminated
             // method name (static storage of the defining module).
-            let n = unsafe { core::ffi::CStr::from_ptr(*ml) }.to_bytes().to_vec();
+            let n = unsafe { core::ffi::CStr::from_ptr(*ml) }
+                .to_bytes()
+                .to_vec();
             if slf.is_null() || api.is_module(slf) {
                 [b"<built-in function ".as_slice(), &n, b">"].concat()
             } else {
                 let t = api.type_ptr(slf);
                 let tn = api.attr_text(t, b"__name__\0").unwrap_or_default();
-                [b"<built-in method ".as_slice(), &n, b" of ", &tn, b" object>"].concat()
+                [
+                    b"<built-in method ".as_slice(),
+                    &n,
+                    b" of ",
+                    &tn,
+                    b" object>",
+                ]
+                .concat()
             }
         };
         (PyCodeKind::CFunction, 0, Vec::new(), name)
