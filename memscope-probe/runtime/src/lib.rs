@@ -55,7 +55,7 @@ pub use clock::now_ns;
 pub use intern::{record_mark, record_range_start};
 pub use plugin::safe_point;
 pub use state::{
-    adapters_mask, c_stack_depth, enabled, ensure_init, host_mmap, init_state, owner_pop,
+    adapters_mask, c_stack_depth, defer, enabled, ensure_init, host_mmap, init_state, owner_pop,
     owner_push, plugins_enabled, recording, selected, start, step, stop, warn, InitState,
     PLUGIN_BIT,
 };

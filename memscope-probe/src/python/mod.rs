@@ -51,6 +51,16 @@ pub unsafe extern "C" fn memscope_py_status() -> c_int {
     })
 }
 
+/// `int memscope_py_defer(void)`: closes the collection window without a `STOP_TRACE` row
+/// (`config()` gives an immediate run deferred semantics). 0, or -1 when passive.
+///
+/// # Safety
+/// None.
+#[no_mangle]
+pub unsafe extern "C" fn memscope_py_defer() -> c_int {
+    guard(-1, || if rt::defer() { 0 } else { -1 })
+}
+
 /// `int memscope_py_trace_start(void)`: starts the Python tracer on every thread of the
 /// interpreter. 0 started, 1 already running, -1 cannot trace (see `memscope_py_last_error`).
 ///

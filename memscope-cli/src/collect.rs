@@ -1,0 +1,238 @@
+//! What the Python package needs from the CLI (issue 12):
+//!
+//! * `memscope collect` (hidden): the collector of a plain `python train.py` whose first
+//!   `memscope.start()` started it. It follows a spool directory the package created and set
+//!   as `MEMSCOPE_SPOOL` for its own process, exactly as `memscope run` follows its job's: it
+//!   holds `<spool>/collector.lock` (`flock(LOCK_EX)`, mode 0600, TEAM contract 1) for its whole
+//!   life, prints `ready` on stdout once it does, ends when the Python process (`--pid`) is gone
+//!   and its streams are read, prints the run summary (stderr) and removes the spool.
+//! * `memscope config check`: validates option values exactly as `memscope run` parses them and
+//!   prints the configuration as memscope's config.json (the package's `config()` uses it).
+//! * `memscope probe-path` (hidden): where the probe library is (`find_probe`).
+//! * [`python_env`]: the environment `memscope run` adds for Python jobs — the run's
+//!   configuration (`MEMSCOPE_RUN_CONFIG`, so `memscope.config()` can tell what differs), and
+//!   for `--events traceback` a bootstrap `sitecustomize` that starts the tracer in every Python
+//!   process of the job (chaining to the job's own `sitecustomize`).
+
+use crate::collector::Collector;
+use memscope_core::config::{RawOptions, RunConfig};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Options of `memscope collect`.
+#[derive(clap::Args, Debug)]
+pub struct CollectArgs {
+    /// Spool directory the probe of the traced process writes its streams into.
+    #[arg(long)]
+    spool: PathBuf,
+    /// The traced process: collection ends when it is gone.
+    #[arg(long)]
+    pid: u32,
+    /// config.json (memscope's keys) of the collection.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Do not print the summary.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+/// Option values of `memscope config check` (the keys of the Python `config()`).
+#[derive(clap::Args, Debug, Default)]
+pub struct CheckArgs {
+    #[arg(long)]
+    events: Option<String>,
+    #[arg(long)]
+    level: Option<String>,
+    #[arg(long = "call-stack")]
+    call_stack: Option<String>,
+    #[arg(long)]
+    analysis: Option<String>,
+    #[arg(long)]
+    device: Option<String>,
+    #[arg(long = "output-path")]
+    output_path: Option<String>,
+    #[arg(long)]
+    format: Option<String>,
+    #[arg(long = "collect-mode")]
+    collect_mode: Option<String>,
+    #[arg(long)]
+    adapters: Option<String>,
+}
+
+/// Runs `memscope config check`: prints the validated configuration (memscope's config.json
+/// keys) on stdout.
+///
+/// # Errors
+/// The first invalid value, worded like `memscope run`'s (`--events: unknown event type …`).
+pub fn check(a: &CheckArgs) -> anyhow::Result<()> {
+    let raw = RawOptions {
+        events: a.events.clone(),
+        level: a.level.clone(),
+        call_stack: a.call_stack.clone(),
+        analysis: a.analysis.clone(),
+        device: a.device.clone(),
+        output_path: a.output_path.clone(),
+        format: a.format.clone(),
+        collect_mode: a.collect_mode.clone(),
+        adapters: a.adapters.clone(),
+        ..RawOptions::default()
+    };
+    let cwd = std::env::current_dir()?;
+    let cfg = raw.validate(&cwd).map_err(|e| anyhow::anyhow!(e.0))?;
+    println!("{}", serde_json::to_string(&cfg.to_config_file())?);
+    Ok(())
+}
+
+fn pid_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .and_then(|(_, r)| r.split_whitespace().next().map(str::to_owned))
+        })
+        .is_some_and(|st| st != "Z" && st != "X")
+}
+
+fn fail(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("memscope collect: {msg}");
+    ExitCode::from(2)
+}
+
+/// Runs `memscope collect`.
+pub fn collect(a: &CollectArgs) -> ExitCode {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let raw = match &a.config {
+        Some(p) => match RawOptions::from_file(p) {
+            Ok(r) => r,
+            Err(e) => return fail(e.0),
+        },
+        None => RawOptions::default(),
+    };
+    let cfg: RunConfig = match raw.validate(&cwd) {
+        Ok(c) => c,
+        Err(e) => return fail(e.0),
+    };
+    if !a.spool.is_dir() {
+        return fail(format!("spool {}: not a directory", a.spool.display()));
+    }
+    if let Err(e) = memscope_core::layout::create_dir_0750(&cfg.output_path) {
+        return fail(format!("--output-path {}: {e}", cfg.output_path.display()));
+    }
+    let lock_path = a.spool.join("collector.lock");
+    let lock = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&lock_path)
+    };
+    let lock = match lock {
+        Ok(f) => f,
+        Err(e) => return fail(format!("{}: {e}", lock_path.display())),
+    };
+    if let Err(e) = lock.lock() {
+        return fail(format!("{}: {e}", lock_path.display()));
+    }
+    // The package waits for this line before it lets the job go on.
+    println!("ready");
+    let _ = std::io::stdout().flush();
+    let devices = std::env::var("ASCEND_RT_VISIBLE_DEVICES")
+        .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .unwrap_or_default();
+    let mut collector = Collector::new(
+        a.spool.clone(),
+        Arc::new(cfg),
+        devices,
+        crate::run::analysis_factory(),
+    );
+    let mut last_flush = Instant::now();
+    let mut gone_at: Option<Instant> = None;
+    loop {
+        let progressed = collector.poll();
+        if gone_at.is_none() && !pid_alive(a.pid) {
+            gone_at = Some(Instant::now());
+        }
+        if let Some(t) = gone_at {
+            if collector.live_processes() == 0 || t.elapsed() > Duration::from_secs(5) {
+                break;
+            }
+        }
+        if last_flush.elapsed() > Duration::from_millis(500) {
+            collector.flush();
+            last_flush = Instant::now();
+        }
+        if !progressed {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    let summaries = collector.finish();
+    if !a.quiet {
+        crate::summary::print(&summaries, 0);
+    }
+    drop(lock);
+    if let Err(e) = std::fs::remove_dir_all(&a.spool) {
+        eprintln!(
+            "memscope collect: cannot remove spool {}: {e}",
+            a.spool.display()
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+/// The bootstrap `sitecustomize.py` of `--events traceback`: starts the probe's tracer (and
+/// its hook for threads started later), then runs the job's own `sitecustomize`, if any.
+const SITECUSTOMIZE: &str = r#"# Written by `memscope run --events traceback`: starts memscope's Python tracer.
+import os as _os, sys as _sys
+_here = _os.path.dirname(_os.path.abspath(__file__))
+_sys.path[:] = [p for p in _sys.path if _os.path.abspath(p or ".") != _here]
+del _sys.modules["sitecustomize"]
+try:
+    import sitecustomize  # the job's own, if it has one
+except ImportError:
+    pass
+def _memscope_start():
+    import ctypes, threading
+    try:
+        lib = ctypes.PyDLL(None)
+        start, thread = lib.memscope_py_trace_start, lib.memscope_py_trace_thread
+    except (OSError, AttributeError):
+        return
+    if start() < 0:
+        return
+    def _hook(*_):
+        thread()  # replaces this Python hook by the probe's C-level one
+    threading.setprofile(_hook)
+_memscope_start()
+del _memscope_start
+"#;
+
+/// Adds the Python-related environment of `memscope run` to the job's command.
+///
+/// # Errors
+/// The bootstrap directory cannot be written (one line naming it).
+pub fn python_env(cmd: &mut Command, cfg: &RunConfig, spool: &Path) -> Result<(), String> {
+    if let Ok(j) = serde_json::to_string(&cfg.to_config_file()) {
+        cmd.env("MEMSCOPE_RUN_CONFIG", j);
+    }
+    if !cfg.events.traceback {
+        return Ok(());
+    }
+    let boot = spool.join("pyboot");
+    memscope_core::layout::create_dir_0750(&boot)
+        .and_then(|()| std::fs::write(boot.join("sitecustomize.py"), SITECUSTOMIZE))
+        .map_err(|e| format!("--events traceback: cannot write {}: {e}", boot.display()))?;
+    let mut path = boot.display().to_string();
+    if let Some(old) = std::env::var_os("PYTHONPATH") {
+        if !old.is_empty() {
+            path.push(':');
+            path.push_str(&old.to_string_lossy());
+        }
+    }
+    cmd.env("PYTHONPATH", path).env("MEMSCOPE_PY_TRACE", "1");
+    Ok(())
+}
