@@ -226,6 +226,11 @@ impl ProcessState {
                 .iter_mut()
                 .any(|t| t.type_record(&mut self.ctx, tid, &rec, &mut out))
             {
+                if let Record::OwnerTag { addr, .. } = rec {
+                    self.ctx.warn(format!(
+                        "describer(0x{addr:x}, owner=...): no live pool block starts there; ignored"
+                    ));
+                }
                 self.untyped += 1;
             }
             for ev in out.drain(..) {

@@ -263,7 +263,8 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::PyCall { .. }
             | Record::PyReturn { .. }
             | Record::PyTrace { .. }
-            | Record::Snapshot { .. } => python::encode(self, &mut o, &mut next),
+            | Record::Snapshot { .. }
+            | Record::OwnerTag { .. } => python::encode(self, &mut o, &mut next),
         }
         if o.ok {
             *st = next;

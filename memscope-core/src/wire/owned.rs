@@ -185,7 +185,8 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::PyCall { .. }
             | Record::PyReturn { .. }
             | Record::PyTrace { .. }
-            | Record::Snapshot { .. } => python::to_owned(self).expect("a Python record"),
+            | Record::Snapshot { .. }
+            | Record::OwnerTag { .. } => python::to_owned(self).expect("a Python record"),
         }
     }
 }

@@ -9,6 +9,7 @@
 //! * [`Record::PyTrace`]: tracer start/stop and the frames already on the caller's stack then.
 //! * [`Record::Snapshot`]: `take_snapshot()` (SNAPSHOT row); values the framework could not give
 //!   are filled by the collector from its pool accounting.
+//! * [`Record::OwnerTag`]: `describer(addr, owner=…)` tags the live block at `addr`.
 
 use super::{ChunkState, In, Out, Record, WireError};
 
@@ -18,6 +19,7 @@ pub(super) mod tag {
     pub const PY_RETURN: u8 = 72;
     pub const PY_TRACE: u8 = 73;
     pub const SNAPSHOT: u8 = 74;
+    pub const OWNER_TAG: u8 = 75;
     /// Last tag of the Python range.
     pub const LAST: u8 = 89;
 }
@@ -147,6 +149,12 @@ pub(super) fn encode<B: AsRef<[u8]>>(rec: &Record<B>, o: &mut Out<'_>, next: &mu
             }
             o.text(name.as_ref());
         }
+        Record::OwnerTag { ts: t, addr, label } => {
+            o.u8(tag::OWNER_TAG);
+            ts(o, next, *t);
+            o.var(*addr);
+            o.text(label.as_ref());
+        }
         _ => o.ok = false,
     }
 }
@@ -204,6 +212,11 @@ pub(super) fn decode<'a>(
                 name: i.text()?,
             }
         }
+        tag::OWNER_TAG => Record::OwnerTag {
+            ts: i.ts(next)?,
+            addr: i.var()?,
+            label: i.text()?,
+        },
         other => return Err(WireError::BadTag(other)),
     })
 }
@@ -214,7 +227,8 @@ pub(super) fn ts_of<B>(rec: &Record<B>) -> Option<u64> {
         Record::PyCall { ts, .. }
         | Record::PyReturn { ts, .. }
         | Record::PyTrace { ts, .. }
-        | Record::Snapshot { ts, .. } => Some(*ts),
+        | Record::Snapshot { ts, .. }
+        | Record::OwnerTag { ts, .. } => Some(*ts),
         _ => None,
     }
 }
@@ -262,6 +276,11 @@ pub(super) fn to_owned<B: AsRef<[u8]>>(rec: &Record<B>) -> Option<Record<Box<[u8
             values: *values,
             name: b(name),
         },
+        Record::OwnerTag { ts, addr, label } => Record::OwnerTag {
+            ts: *ts,
+            addr: *addr,
+            label: b(label),
+        },
         _ => return None,
     })
 }
@@ -273,7 +292,12 @@ mod tests {
 
     #[test]
     fn python_records_round_trip_and_calls_are_small() {
-        let recs: [Record<&[u8]>; 6] = [
+        let recs: [Record<&[u8]>; 7] = [
+            Record::OwnerTag {
+                ts: 5,
+                addr: 0x1000,
+                label: b"weights",
+            },
             Record::PyCodeDef {
                 id: 7,
                 kind: PyCodeKind::Function,
@@ -316,7 +340,7 @@ mod tests {
             sizes.push(n);
             pos += n;
         }
-        assert!(sizes[2] <= 4 && sizes[3] <= 4, "{sizes:?}");
+        assert!(sizes[3] <= 4 && sizes[4] <= 4, "{sizes:?}");
         let mut st = ChunkState::default();
         let mut at = 0;
         for r in &recs {

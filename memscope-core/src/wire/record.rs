@@ -436,6 +436,16 @@ pub enum Record<B = Box<[u8]>> {
         /// Snapshot name.
         name: B,
     },
+    /// `describer(addr, owner=…)`: the live pool block starting at `addr` gets the user owner
+    /// level `label`.
+    OwnerTag {
+        /// Time.
+        ts: u64,
+        /// Block start address.
+        addr: u64,
+        /// Owner label.
+        label: B,
+    },
 }
 
 impl<B: AsRef<[u8]>> Record<B> {
@@ -476,7 +486,8 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::PyCall { .. }
             | Record::PyReturn { .. }
             | Record::PyTrace { .. }
-            | Record::Snapshot { .. } => python::ts_of(self),
+            | Record::Snapshot { .. }
+            | Record::OwnerTag { .. } => python::ts_of(self),
         }
     }
 }

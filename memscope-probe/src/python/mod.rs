@@ -139,6 +139,35 @@ pub unsafe extern "C" fn memscope_py_record_function(name: *const c_char, end: c
     })
 }
 
+/// `int memscope_py_owner_addr(uint64_t addr, const char *label)`: tags the live pool block
+/// starting at `addr` with the user owner level `label` (`describer(addr, owner=…)`).
+/// Recorded inside and outside windows. 0 recorded, -1 not (passive, NULL label, dropped).
+///
+/// # Safety
+/// `label` is NULL or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn memscope_py_owner_addr(addr: u64, label: *const c_char) -> c_int {
+    guard(-1, || {
+        if !rt::ensure_init() {
+            return -1;
+        }
+        // SAFETY: caller contract.
+        let Some(l) = (unsafe { rt::c_text(label) }) else {
+            return -1;
+        };
+        let rec = Record::OwnerTag {
+            ts: rt::now_ns(),
+            addr,
+            label: l,
+        };
+        if rt::record(&rec) {
+            0
+        } else {
+            -1
+        }
+    })
+}
+
 /// `int memscope_py_snapshot(const char *name, uint32_t device, uint32_t known,
 /// const uint64_t values[6])`: records a SNAPSHOT (values: total, free, reserved,
 /// peak_reserved, allocated, peak_allocated bytes; `known` bit i set when values[i] is real,
