@@ -5,7 +5,10 @@
 //!   as `MEMSCOPE_SPOOL` for its own process, exactly as `memscope run` follows its job's: it
 //!   holds `<spool>/collector.lock` (`flock(LOCK_EX)`, mode 0600, TEAM contract 1) for its whole
 //!   life, prints `ready` on stdout once it does, ends when the Python process (`--pid`) is gone
-//!   and its streams are read, prints the run summary (stderr) and removes the spool.
+//!   and its streams are read, prints the run summary (stderr) and removes the spool. When the
+//!   job creates `<spool>/barrier` (its `atexit`), everything committed until then is written
+//!   and flushed, then `<spool>/barrier.done` is created, so the dump is on disk when
+//!   `python train.py` returns (the summary follows when the process is gone).
 //! * `memscope config check`: validates option values exactly as `memscope run` parses them and
 //!   prints the configuration as memscope's config.json (the package's `config()` uses it).
 //! * `memscope probe-path` (hidden): where the probe library is (`find_probe`).
@@ -152,8 +155,24 @@ pub fn collect(a: &CollectArgs) -> ExitCode {
     );
     let mut last_flush = Instant::now();
     let mut gone_at: Option<Instant> = None;
+    let barrier = a.spool.join("barrier");
+    let mut barrier_since: Option<Instant> = None;
     loop {
         let progressed = collector.poll();
+        // The job's `atexit` asks for everything it committed so far to be in the files before
+        // it exits (records wait one reorder window before they are written).
+        if barrier_since.is_none() && barrier.exists() {
+            barrier_since = Some(Instant::now());
+        }
+        if let Some(t) = barrier_since {
+            let window = Duration::from_nanos(crate::collector::REORDER_WINDOW_NS);
+            if t.elapsed() > window + Duration::from_millis(20) {
+                collector.flush();
+                let _ = std::fs::remove_file(&barrier);
+                let _ = std::fs::write(a.spool.join("barrier.done"), b"");
+                barrier_since = None;
+            }
+        }
         if gone_at.is_none() && !pid_alive(a.pid) {
             gone_at = Some(Instant::now());
         }
@@ -190,11 +209,13 @@ const SITECUSTOMIZE: &str = r#"# Written by `memscope run --events traceback`: s
 import os as _os, sys as _sys
 _here = _os.path.dirname(_os.path.abspath(__file__))
 _sys.path[:] = [p for p in _sys.path if _os.path.abspath(p or ".") != _here]
-del _sys.modules["sitecustomize"]
+_me = _sys.modules.pop("sitecustomize", None)
 try:
-    import sitecustomize  # the job's own, if it has one
+    import sitecustomize  # noqa: F401 - the job's own, if it has one
 except ImportError:
     pass
+if _me is not None:
+    _sys.modules["sitecustomize"] = _me
 def _memscope_start():
     import ctypes, threading
     try:

@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import warnings
 
 from . import _locate
@@ -133,6 +134,21 @@ class Session:
         finally:
             if self.collector is None and self.spool:
                 shutil.rmtree(self.spool, ignore_errors=True)
+            elif self.collector is not None:
+                self._barrier()
+
+    def _barrier(self, timeout=10.0):
+        """Waits until the collector has written everything committed so far."""
+        done = os.path.join(self.spool, "barrier.done")
+        try:
+            open(os.path.join(self.spool, "barrier"), "w").close()
+        except OSError:
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.collector.poll() is None:
+            if os.path.exists(done):
+                return
+            time.sleep(0.01)
 
     # ---- helpers ----------------------------------------------------------------------
     def require(self):
