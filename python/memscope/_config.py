@@ -31,7 +31,7 @@ def _check(values):
     """Validates ``values`` (config() keys) with the CLI; returns memscope's config.json dict."""
     args = ["config", "check"]
     for k, v in values.items():
-        args += [KEYS[k], v]
+        args.append("%s=%s" % (KEYS[k], v))
     r = _locate.run_cli(args, stdout=-1, stderr=-1)
     if r.returncode != 0:
         msg = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "invalid value"
