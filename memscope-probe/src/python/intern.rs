@@ -223,6 +223,22 @@ pub fn module_id(api: &Api, code: Obj, frame: Frame) -> Option<u32> {
     id
 }
 
+/// The table key of the C function object `f` (no call into the interpreter: the hot path of
+/// `PyTrace_C_CALL` looks it up without saving the exception state).
+pub fn cfunc_key(api: &Api, f: Obj) -> Key {
+    match api.cfunction_parts(f) {
+        Some((ml, slf)) => {
+            let owner = if slf.is_null() || api.is_module(slf) {
+                0
+            } else {
+                api.type_ptr(slf) as usize
+            };
+            Key::CFunc(ml as usize, owner)
+        }
+        None => Key::CFunc(0, api.type_ptr(f) as usize),
+    }
+}
+
 /// The id of the C function object `f` (`PyTrace_C_CALL` argument). Described like its repr
 /// without the address (`<built-in method append of list object>`, `<built-in function len>`),
 /// so rows of the same function aggregate.

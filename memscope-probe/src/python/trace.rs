@@ -130,7 +130,9 @@ unsafe extern "C" fn profile(_obj: Obj, frame: Frame, what: c_int, arg: Obj) -> 
                 call(id.unwrap_or(0));
             }
             what::C_CALL => {
-                call(slow(api, || intern::cfunc_id(api, arg)).unwrap_or(0));
+                let id = intern::lookup(&intern::cfunc_key(api, arg))
+                    .or_else(|| slow(api, || intern::cfunc_id(api, arg)));
+                call(id.unwrap_or(0));
             }
             what::RETURN | what::C_RETURN | what::C_EXCEPTION => {
                 match with_stack(|s| s.pop()).flatten() {
@@ -142,7 +144,8 @@ unsafe extern "C" fn profile(_obj: Obj, frame: Frame, what: c_int, arg: Obj) -> 
                         let id = if what == what::RETURN {
                             slow(api, || frame_id(api, frame, false))
                         } else {
-                            slow(api, || intern::cfunc_id(api, arg))
+                            intern::lookup(&intern::cfunc_key(api, arg))
+                                .or_else(|| slow(api, || intern::cfunc_id(api, arg)))
                         };
                         if let Some(id) = id {
                             ret(id);
