@@ -45,22 +45,31 @@ pub struct CollectArgs {
 /// Option values of `memscope config check` (the keys of the Python `config()`).
 #[derive(clap::Args, Debug, Default)]
 pub struct CheckArgs {
+    /// As `memscope run --events`.
     #[arg(long)]
     events: Option<String>,
+    /// As `memscope run --level`.
     #[arg(long)]
     level: Option<String>,
+    /// As `memscope run --call-stack`.
     #[arg(long = "call-stack")]
     call_stack: Option<String>,
+    /// As `memscope run --analysis`.
     #[arg(long)]
     analysis: Option<String>,
+    /// As `memscope run --device`.
     #[arg(long)]
     device: Option<String>,
+    /// As `memscope run --output-path`.
     #[arg(long = "output-path")]
     output_path: Option<String>,
+    /// As `memscope run --format`.
     #[arg(long)]
     format: Option<String>,
+    /// As `memscope run --collect-mode`.
     #[arg(long = "collect-mode")]
     collect_mode: Option<String>,
+    /// As `memscope run --adapters`.
     #[arg(long)]
     adapters: Option<String>,
 }
@@ -256,4 +265,47 @@ pub fn python_env(cmd: &mut Command, cfg: &RunConfig, spool: &Path) -> Result<()
     }
     cmd.env("PYTHONPATH", path).env("MEMSCOPE_PY_TRACE", "1");
     Ok(())
+}
+
+/// One-line warnings after a run about Python options that could not take effect:
+/// `--events traceback` with no Python process tracing (the job is not Python, or runs it with
+/// `-S`/`-I`, which skip the bootstrap), and python_trace rows written as CSV under
+/// `--format db`.
+pub fn python_warnings(cfg: &RunConfig, summaries: &[crate::collector::process::ProcessSummary]) {
+    if !cfg.events.traceback {
+        return;
+    }
+    let mut traced = false;
+    for s in summaries {
+        let mut found = false;
+        visit(&s.project_dir, &mut |p| {
+            found |= p
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("python_trace_"));
+        });
+        traced |= found;
+    }
+    if !traced {
+        eprintln!(
+            "memscope: --events traceback: no Python process of the job was traced (not Python, or started with -S/-I, which skip the tracer's bootstrap)"
+        );
+    } else if cfg.format == memscope_core::config::Format::Db {
+        eprintln!(
+            "memscope: --format db: the python_trace rows are written as python_trace_*.csv next to the .db files"
+        );
+    }
+}
+
+fn visit(dir: &Path, f: &mut dyn FnMut(&Path)) {
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                visit(&p, f);
+            } else {
+                f(&p);
+            }
+        }
+    }
 }

@@ -57,7 +57,7 @@ enum ConfigCmd {
     /// Print the JSON Schema of config.json.
     Schema,
     /// Validate option values as `memscope run` does and print them as config.json.
-    Check(collect::CheckArgs),
+    Check(Box<collect::CheckArgs>),
 }
 
 /// clap's error as one line: its first line plus the indented lines that follow it (the names

@@ -653,3 +653,20 @@ fn msmemscope_config_json_is_accepted_by_run_config() {
         .unwrap();
     check(&o, "memscope run --config <written config.json>");
 }
+
+#[test]
+fn events_traceback_on_a_job_without_python_warns_instead_of_writing_nothing() {
+    let prog = memscope_tests::program("mstx_basic");
+    let p = prog.to_string_lossy().into_owned();
+    let r = memscope_tests::memscope_run(
+        &["--events", "alloc,free,traceback"],
+        &[&p],
+        &[("SIM_NPU_DIR", &sim_npu_dir().to_string_lossy())],
+    );
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    assert!(
+        r.stderr().contains("--events traceback: no Python process"),
+        "{}",
+        r.stderr()
+    );
+}

@@ -258,6 +258,7 @@ impl Api {
         if v == -1 {
             self.clear();
         }
+        #[allow(clippy::unnecessary_cast)] // `c_long` is not i64 on every target
         Some(v as i64)
     }
 

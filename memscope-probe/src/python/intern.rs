@@ -202,7 +202,7 @@ pub fn module_id(api: &Api, code: Obj, frame: Frame) -> Option<u32> {
     let locals = api.attr(frame, b"f_locals\0");
     let slf = match (api.get_item, locals.is_null()) {
         // SAFETY: GIL held; `locals` is a live mapping, the key is NUL-terminated.
-        (Some(g), false) => unsafe { g(locals, b"self\0".as_ptr().cast()) },
+        (Some(g), false) => unsafe { g(locals, c"self".as_ptr()) },
         _ => core::ptr::null_mut(),
     };
     api.decref(locals);
