@@ -151,8 +151,22 @@ pub fn api() -> Result<&'static Api, &'static str> {
     if !needed {
         return Err("this Python lacks a C API function memscope's tracer needs");
     }
+    CHECKED.store(true, core::sync::atomic::Ordering::Release);
     Ok(a)
 }
+
+/// The API already validated by [`api`] (the tracer checked it at start): one load, for the
+/// profile hook's hot path. `None` before the first successful [`api`].
+#[inline]
+pub fn api_checked() -> Option<&'static Api> {
+    if CHECKED.load(core::sync::atomic::Ordering::Acquire) {
+        API.get()
+    } else {
+        None
+    }
+}
+
+static CHECKED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
 
 /// Exception state saved around API calls made from inside the profile hook (which may run
 /// while an exception propagates).

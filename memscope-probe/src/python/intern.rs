@@ -72,6 +72,15 @@ static LOCK: AtomicBool = AtomicBool::new(false);
 static mut TABLE: Option<Table> = None;
 static NEXT_ID: AtomicU32 = AtomicU32::new(1);
 
+/// Releases [`LOCK`] when dropped (also if `f` panics: the hook must never spin forever).
+struct Unlock;
+
+impl Drop for Unlock {
+    fn drop(&mut self) {
+        LOCK.store(false, Ordering::Release);
+    }
+}
+
 fn with_table<R>(f: impl FnOnce(&mut Table) -> R) -> R {
     while LOCK
         .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
@@ -79,10 +88,9 @@ fn with_table<R>(f: impl FnOnce(&mut Table) -> R) -> R {
     {
         core::hint::spin_loop();
     }
-    // SAFETY: LOCK gives exclusive access to TABLE.
-    let r = f(unsafe { (*core::ptr::addr_of_mut!(TABLE)).get_or_insert_with(Table::default) });
-    LOCK.store(false, Ordering::Release);
-    r
+    let _unlock = Unlock;
+    // SAFETY: LOCK gives exclusive access to TABLE until `_unlock` drops.
+    f(unsafe { (*core::ptr::addr_of_mut!(TABLE)).get_or_insert_with(Table::default) })
 }
 
 /// The id of `key` if it is defined in the current stream generation (the hot path), and

@@ -103,7 +103,9 @@ unsafe extern "C" fn profile(_obj: Obj, frame: Frame, what: c_int, arg: Obj) -> 
         if !ACTIVE.load(Ordering::Relaxed) {
             return;
         }
-        let Ok(api) = cpython::api() else { return };
+        let Some(api) = cpython::api_checked() else {
+            return;
+        };
         let recording = rt::recording();
         match what {
             what::CALL | what::C_CALL if !recording => {
