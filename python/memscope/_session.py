@@ -122,6 +122,11 @@ class Session:
                               % mstx, RuntimeWarning, stacklevel=3)
             else:
                 os.environ["MSTX_INJECTION_PATH"] = probe
+            late = [m for m in ("torch_npu", "mindspore", "mstx") if m in sys.modules]
+            if late:
+                warnings.warn("memscope: imported after %s; msTX marks and framework pools are "
+                              "recorded only if that framework had not called msTX yet: import "
+                              "memscope first" % ", ".join(late), RuntimeWarning, stacklevel=3)
             atexit.register(self._at_exit)
         self._bind(ctypes.PyDLL(probe, mode=os.RTLD_NOW | os.RTLD_LOCAL))
 
