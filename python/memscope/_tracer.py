@@ -6,7 +6,6 @@ and C call and return into its stream, on the clock of the dump; threads started
 through ``threading.setprofile``. Rows are written by the collector.
 """
 
-import sys
 import sysconfig
 import threading
 import warnings

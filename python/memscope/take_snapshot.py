@@ -28,7 +28,7 @@ _ACL_HBM_MEM = 1
 
 def _from_torch_npu():
     try:
-        import torch_npu  # noqa: F401
+        import torch_npu  # noqa: F401  (registers torch.npu)
         import torch
     except ImportError:
         return None

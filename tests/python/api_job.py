@@ -3,7 +3,6 @@
 Usage: python api_job.py SIM_NPU_EXAMPLE_DIR [--trace]
 Prints one line `api_job: ok` at the end.
 """
-import os
 import sys
 
 sys.path.insert(0, sys.argv[1])
