@@ -156,6 +156,7 @@ pub fn collect(a: &CollectArgs) -> ExitCode {
     let devices = std::env::var("ASCEND_RT_VISIBLE_DEVICES")
         .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
         .unwrap_or_default();
+    let cfg_used = cfg.clone();
     let mut collector = Collector::new(
         a.spool.clone(),
         Arc::new(cfg),
@@ -199,6 +200,7 @@ pub fn collect(a: &CollectArgs) -> ExitCode {
         }
     }
     let summaries = collector.finish();
+    finish_python(&cfg_used, &summaries);
     if !a.quiet {
         crate::summary::print(&summaries, 0);
     }
@@ -267,36 +269,78 @@ pub fn python_env(cmd: &mut Command, cfg: &RunConfig, spool: &Path) -> Result<()
     Ok(())
 }
 
-/// One-line warnings after a run about Python options that could not take effect:
-/// `--events traceback` with no Python process tracing (the job is not Python, or runs it with
-/// `-S`/`-I`, which skip the bootstrap), and python_trace rows written as CSV under
-/// `--format db`.
-pub fn python_warnings(cfg: &RunConfig, summaries: &[crate::collector::process::ProcessSummary]) {
-    if !cfg.events.traceback {
-        return;
-    }
-    let mut traced = false;
+/// After a run (`memscope run` or `memscope collect`): with `--format db`, moves every
+/// `python_trace_*.csv` into table `python_trace_<pid>` of the `.db` dump in the same folder
+/// (behaviour spec §5.3: `FuncInfo TEXT, StartTime(ns) TEXT, EndTime(ns) TEXT, Thread Id
+/// INTEGER, Process Id INTEGER`; `N/A` times kept as text), keeping the CSV when there is no
+/// `.db` beside it; then one-line warnings about Python options that could not take effect:
+/// `--events traceback` with no Python process traced (the job is not Python, or runs it with
+/// `-S`/`-I`, which skip the bootstrap).
+pub fn finish_python(cfg: &RunConfig, summaries: &[crate::collector::process::ProcessSummary]) {
+    let mut traces = Vec::new();
     for s in summaries {
-        let mut found = false;
         visit(&s.project_dir, &mut |p| {
-            found |= p
-                .file_name()
+            if p.file_name()
                 .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("python_trace_"));
+                .is_some_and(|n| n.starts_with("python_trace_") && n.ends_with(".csv"))
+            {
+                traces.push((s.pid, p.to_path_buf()));
+            }
         });
-        traced |= found;
     }
-    if !traced {
+    if cfg.format == memscope_core::config::Format::Db {
+        for (pid, csv) in &traces {
+            if let Err(e) = trace_into_db(*pid, csv) {
+                eprintln!("memscope: {}: {e}; the CSV is kept", csv.display());
+            }
+        }
+    }
+    if cfg.events.traceback && traces.is_empty() {
         eprintln!(
             "memscope: --events traceback: no Python process of the job was traced (not Python, or started with -S/-I, which skip the tracer's bootstrap)"
-        );
-    } else if cfg.format == memscope_core::config::Format::Db {
-        eprintln!(
-            "memscope: --format db: the python_trace rows are written as python_trace_*.csv next to the .db files"
         );
     }
 }
 
+fn trace_into_db(pid: u32, csv_path: &Path) -> anyhow::Result<()> {
+    let dir = csv_path.parent().unwrap_or(Path::new("."));
+    let db = std::fs::read_dir(dir)?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("memscope_dump_") && n.ends_with(".db"))
+        })
+        .ok_or_else(|| anyhow::anyhow!("no .db dump in this folder for the python_trace rows"))?;
+    let mut conn = rusqlite::Connection::open(&db)?;
+    let tx = conn.transaction()?;
+    tx.execute_batch(&format!(
+        "CREATE TABLE IF NOT EXISTS python_trace_{pid} (\"FuncInfo\" TEXT, \"StartTime(ns)\" TEXT, \
+         \"EndTime(ns)\" TEXT, \"Thread Id\" INTEGER, \"Process Id\" INTEGER)"
+    ))?;
+    {
+        let mut st = tx.prepare(&format!(
+            "INSERT INTO python_trace_{pid} VALUES (?1, ?2, ?3, ?4, ?5)"
+        ))?;
+        let mut r = csv::Reader::from_path(csv_path)?;
+        for rec in r.records() {
+            let rec = rec?;
+            let int = |i: usize| rec.get(i).and_then(|v| v.parse::<i64>().ok());
+            st.execute(rusqlite::params![
+                rec.get(0).unwrap_or(""),
+                rec.get(1).unwrap_or(""),
+                rec.get(2).unwrap_or(""),
+                int(3),
+                int(4)
+            ])?;
+        }
+    }
+    tx.commit()?;
+    drop(conn);
+    std::fs::remove_file(csv_path)?;
+    Ok(())
+}
 fn visit(dir: &Path, f: &mut dyn FnMut(&Path)) {
     if let Ok(rd) = std::fs::read_dir(dir) {
         for e in rd.flatten() {

@@ -379,7 +379,7 @@ fn launch_and_collect(
         }
     }
     let summaries = collector.finish();
-    crate::collect::python_warnings(cfg, &summaries);
+    crate::collect::finish_python(cfg, &summaries);
     let code = match status {
         Some(s) => {
             use std::os::unix::process::ExitStatusExt;

@@ -215,7 +215,7 @@ fn events_traceback_and_tracer_start_write_python_trace_files_on_the_dump_clock(
         let dump = seed_layout_rows(&out);
         let known: Vec<&Vec<String>> = rows
             .iter()
-            .filter(|r| r[0].ends_with("api_job.py(16): forward_block"))
+            .filter(|r| r[0] == func_info("api_job.py", "forward_block"))
             .collect();
         assert_eq!(known.len(), 3, "forward_block rows in {}", out.display());
         for r in known {
@@ -296,7 +296,7 @@ fn tracer_names_nn_module_calls_and_follows_new_threads_on_every_python() {
         );
         let tids: std::collections::BTreeSet<&str> = rows
             .iter()
-            .filter(|r| r[0].ends_with("trace_modules.py(18): known_function"))
+            .filter(|r| r[0] == func_info("trace_modules.py", "known_function"))
             .map(|r| r[3].as_str())
             .collect();
         assert_eq!(

@@ -98,3 +98,84 @@ fn events_traceback_on_a_job_without_python_warns_instead_of_writing_nothing() {
         r.stderr()
     );
 }
+
+#[test]
+fn format_db_puts_python_trace_rows_into_the_dump_database() {
+    let d = tempfile::tempdir().unwrap();
+    let root = memscope_tests::repo_root();
+    let o = Command::new(memscope_tests::memscope_bin())
+        .args([
+            "run",
+            "-q",
+            "--format",
+            "db",
+            "--events",
+            "alloc,free,launch,traceback",
+        ])
+        .arg("-o")
+        .arg(d.path())
+        .arg("--")
+        .arg("python3")
+        .arg(root.join("tests/python/api_job.py"))
+        .arg(root.join("examples/sim-npu"))
+        .arg("--trace")
+        .env("PYTHONPATH", root.join("python"))
+        .env("MEMSCOPE_CLI", memscope_tests::memscope_bin())
+        .env("SIM_NPU_DIR", sim_npu_dir())
+        .output()
+        .unwrap();
+    check(&o, "memscope run --format db --events ...traceback");
+    let mut dbs = Vec::new();
+    let mut csvs = Vec::new();
+    walk(d.path(), &mut |p| {
+        let n = p.file_name().unwrap().to_string_lossy().into_owned();
+        if n.starts_with("memscope_dump_") && n.ends_with(".db") {
+            dbs.push(p.to_path_buf());
+        }
+        if n.starts_with("python_trace_") {
+            csvs.push(p.to_path_buf());
+        }
+    });
+    assert!(csvs.is_empty(), "moved into the .db: {csvs:?}");
+    assert_eq!(dbs.len(), 1, "{dbs:?}");
+    let conn = rusqlite::Connection::open(&dbs[0]).unwrap();
+    let table: String = conn
+        .query_row(
+            "SELECT name FROM sqlite_master WHERE name LIKE 'python_trace_%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let script = root.join("tests/python/api_job.py");
+    let line = std::fs::read_to_string(&script)
+        .unwrap()
+        .lines()
+        .position(|l| l.starts_with("def forward_block("))
+        .unwrap()
+        + 1;
+    let n: i64 = conn
+        .query_row(
+            &format!("SELECT count(*) FROM {table} WHERE FuncInfo = ?1"),
+            [format!("{}({line}): forward_block", script.display())],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(n, 3);
+    let cols: Vec<String> = conn
+        .prepare(&format!("SELECT * FROM {table}"))
+        .unwrap()
+        .column_names()
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(
+        cols,
+        [
+            "FuncInfo",
+            "StartTime(ns)",
+            "EndTime(ns)",
+            "Thread Id",
+            "Process Id"
+        ]
+    );
+}

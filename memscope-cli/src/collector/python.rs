@@ -12,7 +12,9 @@
 //! * calls still open at stop or at process end: their start time, EndTime `N/A`.
 //!
 //! Rows are written when the call ends (inner calls first, as msMemScope does); fields are
-//! quoted per RFC 4180 where needed (msMemScope does not escape FuncInfo).
+//! quoted per RFC 4180 where needed (msMemScope does not escape FuncInfo). With `--format db`
+//! the files are moved into table `python_trace_<pid>` of the `.db` dump after the run
+//! (`collect::python_warnings`).
 //!
 //! **SYSTEM** rows of `start()`/`stop()`/`step()` (`START_TRACE`, `STOP_TRACE` device-less;
 //! `STEP` with the 1-based count as Name on the thread's current device).

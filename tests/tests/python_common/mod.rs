@@ -217,3 +217,16 @@ pub fn seed_layout_rows(out: &Path) -> Vec<Row> {
     }
     read_csv(d)
 }
+
+/// `file(line): func` of the function `func` defined in `tests/python/<file>` (the FuncInfo its
+/// python_trace rows must have).
+pub fn func_info(file: &str, func: &str) -> String {
+    let path = script(file);
+    let text = std::fs::read_to_string(&path).expect("read script");
+    let line = text
+        .lines()
+        .position(|l| l.starts_with(&format!("def {func}(")))
+        .expect("function defined")
+        + 1;
+    format!("{}({line}): {func}", path.display())
+}
