@@ -71,6 +71,9 @@ expect(TypeError, "name", memscope.take_snapshot, name=7)
 expect(ValueError, "name", memscope.take_snapshot, name="")
 expect(TypeError, "device_mask", memscope.TakeSnapshot, 1.0)
 expect(ValueError, "name", memscope.TakeSnapshot, None, "")
+# device_mask only filters: device 0 is current, so no snapshot of it for mask [5]
+assert memscope.take_snapshot(device_mask=[5], name="skipped") is False
+checks += 1
 # analyzer
 an = memscope.analyzer
 expect(ValueError, "Unknown analyzer type", an.analyze, "nope")

@@ -318,7 +318,7 @@ fn bad_input_to_every_api_function_raises_naming_the_argument_and_loses_nothing(
     let out = plain(d.path(), &[job.as_os_str(), ex.as_os_str()]);
     check(&out, "api_bad_input.py");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("bad_input: 41 checks ok"), "{stdout}");
+    assert!(stdout.contains("bad_input: 42 checks ok"), "{stdout}");
     let rows = seed_layout_rows(&d.path().join("memscopeDumpResults"));
     let kinds: Vec<(&str, &str)> = rows
         .iter()
@@ -447,4 +447,32 @@ fn wheel_installs_with_pip_user_and_finds_its_cli_and_probe() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+#[test]
+fn plain_python_collector_holds_the_spool_lock_while_the_job_runs() {
+    // TEAM contract 1: the collector of a plain run holds flock(LOCK_EX) on
+    // <spool>/collector.lock for its whole life, so the probe can tell it is alive.
+    let d = tempfile::tempdir().unwrap();
+    let code = r#"
+import fcntl, os, memscope
+memscope.start()
+spool = os.environ["MEMSCOPE_SPOOL"]
+f = open(os.path.join(spool, "collector.lock"))
+try:
+    fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    print("lock: free")
+except BlockingIOError:
+    print("lock: held")
+print("mode:", oct(os.stat(os.path.join(spool, "collector.lock")).st_mode & 0o777))
+memscope.stop()
+"#;
+    let mut cmd = Command::new(venv().python());
+    cmd.args(["-c", code]);
+    clean(&mut cmd, d.path());
+    let out = cmd.output().unwrap();
+    check(&out, "collector lock probe");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("lock: held"), "{stdout}");
+    assert!(stdout.contains("mode: 0o600"), "{stdout}");
 }

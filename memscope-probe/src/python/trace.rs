@@ -113,15 +113,14 @@ unsafe extern "C" fn profile(_obj: Obj, frame: Frame, what: c_int, arg: Obj) -> 
                 with_stack(|s| s.push(0));
             }
             what::CALL => {
-                let id = {
-                    let code = match api.frame_code {
-                        // SAFETY: GIL held; `frame` is the frame being entered.
-                        Some(f) => unsafe { f(frame) },
-                        None => return,
-                    };
-                    if code.is_null() {
-                        return;
-                    }
+                let code = match api.frame_code {
+                    // SAFETY: GIL held; `frame` is the frame being entered.
+                    Some(f) => unsafe { f(frame) },
+                    None => core::ptr::null_mut(),
+                };
+                let id = if code.is_null() {
+                    None
+                } else {
                     let id = match intern::lookup_flag(&intern::Key::Code(code as usize)) {
                         Some((id, false)) => Some(id),
                         _ => slow(api, || frame_id(api, frame, true)),
@@ -129,6 +128,7 @@ unsafe extern "C" fn profile(_obj: Obj, frame: Frame, what: c_int, arg: Obj) -> 
                     api.decref(code);
                     id
                 };
+                // Unknown code: a placeholder keeps the shadow stack balanced.
                 call(id.unwrap_or(0));
             }
             what::C_CALL => {
