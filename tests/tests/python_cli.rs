@@ -120,6 +120,7 @@ fn format_db_puts_python_trace_rows_into_the_dump_database() {
         .arg(root.join("examples/sim-npu"))
         .arg("--trace")
         .env("PYTHONPATH", root.join("python"))
+        .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("MEMSCOPE_CLI", memscope_tests::memscope_bin())
         .env("SIM_NPU_DIR", sim_npu_dir())
         .output()

@@ -87,6 +87,8 @@ pub fn venv() -> &'static Venv {
 pub fn clean(cmd: &mut Command, cwd: &Path) {
     cmd.current_dir(cwd)
         .env_remove("PYTHONPATH")
+        // Scripts import modules of the source tree (train.py, fake torch): no __pycache__ there.
+        .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("SIM_NPU_DIR", sim_npu_dir())
         .env("TMPDIR", cwd.join("tmp"));
     for k in [
