@@ -5,6 +5,7 @@
 mod adapters_cmd;
 mod analyze_cmd;
 mod builtin;
+mod collect;
 mod collector;
 mod compare_alias;
 mod logfile;
@@ -44,12 +45,20 @@ enum Cmd {
         #[command(subcommand)]
         cmd: analyze_cmd::AnalyzeCmd,
     },
+    /// Collector of a Python process that started itself with `memscope.start()`.
+    #[command(hide = true)]
+    Collect(collect::CollectArgs),
+    /// Print the path of the probe library.
+    #[command(hide = true)]
+    ProbePath,
 }
 
 #[derive(Subcommand, Debug)]
 enum ConfigCmd {
     /// Print the JSON Schema of config.json.
     Schema,
+    /// Validate option values as `memscope run` does and print them as config.json.
+    Check(Box<collect::CheckArgs>),
 }
 
 /// clap's error as one line: its first line plus the indented lines that follow it (the names
@@ -108,6 +117,13 @@ fn main() -> ExitCode {
     };
     let result = match cli.cmd {
         Cmd::Run(args) => return run::run(*args),
+        Cmd::Collect(args) => return collect::collect(&args),
+        Cmd::ProbePath => run::find_probe()
+            .map(|p| println!("{}", p.display()))
+            .map_err(|e| anyhow::anyhow!(e)),
+        Cmd::Config {
+            cmd: ConfigCmd::Check(args),
+        } => collect::check(&args),
         Cmd::Adapters { cmd } => adapters_cmd::run(&cmd),
         Cmd::Compare(args) => analyze_cmd::run_compare(&args),
         Cmd::Analyze { cmd } => analyze_cmd::run_analyze(&cmd),

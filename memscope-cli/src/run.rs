@@ -120,8 +120,8 @@ fn configure(a: &RunArgs) -> Result<RunConfig, String> {
 }
 
 /// Finds `libmemscope_probe.so`: `$MEMSCOPE_PROBE_PATH`, then next to the `memscope`
-/// executable, then `../lib/` (an installed layout), then the parent directory (cargo puts
-/// test binaries in `target/<profile>/deps`).
+/// executable, then `../lib/` (an installed layout), `../lib/memscope/` (the pip wheel), then
+/// the parent directory (cargo puts test binaries in `target/<profile>/deps`).
 ///
 /// # Errors
 /// A one-line message naming where it looked.
@@ -140,6 +140,7 @@ pub fn find_probe() -> Result<PathBuf, String> {
     let candidates = [
         dir.join(name),
         dir.join("../lib").join(name),
+        dir.join("../lib/memscope").join(name), // pip wheel: <prefix>/bin, <prefix>/lib/memscope
         dir.join("..").join(name),
     ];
     candidates.iter().find(|p| p.is_file()).cloned().ok_or_else(|| {
@@ -231,7 +232,7 @@ pub fn run(a: RunArgs) -> ExitCode {
 /// The online analyses of `--analysis` (memscope-core's analysis layers), run in the
 /// collector after attribution and before the dump is written; their reports end the run's
 /// summary and the process log. `--steps` keeps them on (msMemScope turns every analysis off).
-fn analysis_factory() -> AnalysisFactory {
+pub(crate) fn analysis_factory() -> AnalysisFactory {
     use memscope_core::analysis::{online_layers, AnalysisConfig, AnalysisKind};
     Arc::new(|cfg: &RunConfig, project: &Path| {
         use memscope_core::adapter::AdapterId;
@@ -309,6 +310,9 @@ fn launch_and_collect(
             },
         ) // issue 5
         .env("MSTX_INJECTION_PATH", probe);
+    if let Err(e) = crate::collect::python_env(&mut cmd, cfg, spool) {
+        return usage_error(e);
+    }
     if !cfg.adapter_paths.is_empty() {
         let joined: Vec<String> = cfg
             .adapter_paths
@@ -382,6 +386,7 @@ fn launch_and_collect(
         }
     }
     let summaries = collector.finish();
+    crate::collect::finish_python(cfg, &summaries);
     let code = match status {
         Some(s) => {
             use std::os::unix::process::ExitStatusExt;

@@ -556,6 +556,7 @@ impl RunConfig {
 }
 
 mod file;
+pub mod msmemscope;
 pub use file::{ConfigFile, RawOptions, StepsValue, StrOrList};
 
 #[cfg(test)]

@@ -144,11 +144,13 @@ mod cann;
 mod codec;
 mod encode;
 mod owned;
+mod python;
 mod record;
 
 pub use cann::{decode_dims, encode_dims, AccessKind, MAX_DIMS};
 pub use codec::{decode, encode_frames, ChunkState, StackFrames, WireError};
 pub(crate) use codec::{tag, unzigzag, zigzag, In, Out};
+pub use python::{snapshot_known, PyCodeKind, PyTraceEvent};
 pub use record::Record;
 
 #[cfg(test)]

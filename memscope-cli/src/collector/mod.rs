@@ -4,6 +4,7 @@
 pub mod layers;
 pub mod plugin_typer;
 pub mod process;
+pub mod python;
 pub mod stream;
 
 use crate::logfile::LogFile;
@@ -172,8 +173,7 @@ impl Collector {
             ctx,
             bus: Bus::new(Some(h.pid), layers),
             log,
-            config_json: serde_json::to_string_pretty(&self.cfg.to_config_file())
-                .unwrap_or_default(),
+            config_json: memscope_core::config::msmemscope::to_text(&self.cfg),
         }))
     }
 

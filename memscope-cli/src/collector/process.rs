@@ -65,6 +65,8 @@ pub struct ProcessState {
     summary: ProcessSummary,
     failed: Option<String>,
     config_json: String,
+    /// python_trace files and snapshots (issue 12).
+    python: super::python::PythonState,
 }
 
 /// Everything a new [`ProcessState`] is built from.
@@ -122,6 +124,7 @@ impl ProcessState {
             },
             failed: None,
             config_json,
+            python: Default::default(),
         }
     }
 
@@ -162,6 +165,9 @@ impl ProcessState {
                     }
                     Record::TextDef { id, text } => {
                         self.texts.insert((i, *id), text.clone());
+                    }
+                    rec @ Record::PyCodeDef { .. } => {
+                        self.python.define(i, rec);
                     }
                     rec => {
                         let ts = rec.ts().unwrap_or(0);
@@ -205,19 +211,38 @@ impl ProcessState {
                 }
                 _ => {}
             }
+            let project = &self.summary.project_dir;
+            if self
+                .python
+                .on_record(&self.ctx, project, image, tid, &rec, &mut out)
+            {
+                for ev in out.drain(..) {
+                    self.emit(ev);
+                }
+                continue;
+            }
             if !self
                 .typers
                 .iter_mut()
                 .any(|t| t.type_record(&mut self.ctx, tid, &rec, &mut out))
             {
+                if let Record::OwnerTag { addr, .. } = rec {
+                    self.ctx.warn(format!(
+                        "describer(0x{addr:x}, owner=...): no live pool block starts there; ignored"
+                    ));
+                }
                 self.untyped += 1;
             }
             for ev in out.drain(..) {
+                self.python.observe(&ev);
                 self.emit(ev);
             }
         }
         for w in self.ctx.take_warnings() {
             self.log.warn(&w);
+        }
+        for e in self.python.take_errors() {
+            self.log.error(&format!("python trace: {e}"));
         }
     }
 
@@ -294,6 +319,7 @@ impl ProcessState {
 
     /// Periodic flush of the sinks.
     pub fn flush(&mut self) {
+        self.python.flush();
         if self.failed.is_none() {
             if let Err(e) = self.bus.flush() {
                 self.log.error(&e.to_string());
@@ -313,6 +339,12 @@ impl ProcessState {
         }
         for ev in out {
             self.emit(ev);
+        }
+        for line in self.python.finish(&self.ctx, &self.summary.project_dir) {
+            self.log.info(&line);
+        }
+        for e in self.python.take_errors() {
+            self.log.error(&format!("python trace: {e}"));
         }
         for s in &self.streams {
             self.summary.dropped += s.dropped().unwrap_or(0);

@@ -130,7 +130,14 @@ impl RawOptions {
         }
         let text = std::fs::read_to_string(path)
             .map_err(|e| ConfigError(format!("--config {}: {e}", path.display())))?;
-        let f: ConfigFile = serde_json::from_str(&text)
+        let value: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| ConfigError(format!("--config {}: {e}", path.display())))?;
+        // msMemScope's own config.json (camelCase keys, behaviour spec §4) or memscope's keys.
+        if super::msmemscope::is_msmemscope(&value) {
+            return super::msmemscope::raw_options(&value)
+                .map_err(|e| ConfigError(format!("--config {}: {}", path.display(), e.0)));
+        }
+        let f: ConfigFile = serde_json::from_value(value)
             .map_err(|e| ConfigError(format!("--config {}: {e}", path.display())))?;
         Ok(RawOptions {
             events: f.events.map(|v| v.joined()),

@@ -1,6 +1,6 @@
 //! Encoding of records into a chunk (allocation-free: the probe calls it inside hooks).
 
-use super::{cann, tag, zigzag, ChunkState, Out, Record};
+use super::{cann, python, tag, zigzag, ChunkState, Out, Record};
 
 impl<B: AsRef<[u8]>> Record<B> {
     /// Encodes into `out`, updating `st` only on success. Returns the bytes written, or `None`
@@ -283,6 +283,12 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::AtbTensor { .. } => {
                 cann::encode(self, &mut o, &mut next);
             }
+            Record::PyCodeDef { .. }
+            | Record::PyCall { .. }
+            | Record::PyReturn { .. }
+            | Record::PyTrace { .. }
+            | Record::Snapshot { .. }
+            | Record::OwnerTag { .. } => python::encode(self, &mut o, &mut next),
         }
         if o.ok {
             *st = next;

@@ -1,6 +1,6 @@
 //! Owned copies of records (the collector keeps records past the stream buffer).
 
-use super::{cann, Record};
+use super::{cann, python, Record};
 
 impl<B: AsRef<[u8]>> Record<B> {
     /// Copies the borrowed texts so the record can outlive the stream buffer.
@@ -200,6 +200,12 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::AtbOp { .. }
             | Record::AtbKernel { .. }
             | Record::AtbTensor { .. } => cann::to_owned(self).expect("a CANN record"),
+            Record::PyCodeDef { .. }
+            | Record::PyCall { .. }
+            | Record::PyReturn { .. }
+            | Record::PyTrace { .. }
+            | Record::Snapshot { .. }
+            | Record::OwnerTag { .. } => python::to_owned(self).expect("a Python record"),
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The records of the stream, and their encoding (the decoder is in `codec`).
 
-use super::{cann, AccessKind, PoolId, SystemCode};
+use super::{cann, python, AccessKind, PoolId, PyCodeKind, PyTraceEvent, SystemCode};
 
 /// One record. Text borrows from the stream buffer (`B = &[u8]`) or is owned
 /// (`B = Box<[u8]>`). `ts` is ns since the epoch.
@@ -411,6 +411,68 @@ pub enum Record<B = Box<[u8]>> {
         /// Logical device id.
         device: u32,
     },
+    // ---- Python API (issue 12; codec in `wire/python.rs`, tags 70–89) ----
+    /// Definition of a traced callable: later `PyCall`/`PyReturn`/`PyTrace` records of any
+    /// thread of the process image name it by `id`. Written before the first reference.
+    PyCodeDef {
+        /// Code id (per process image, from 1).
+        id: u32,
+        /// What it is (how the `FuncInfo` of its rows is spelled).
+        kind: PyCodeKind,
+        /// First line (Python functions; 0 otherwise).
+        line: u32,
+        /// Source file (Python functions; empty otherwise).
+        file: B,
+        /// Function name, C-function description, module class or `RecordFunction` name.
+        name: B,
+    },
+    /// The profile hook saw a call (Python or C) of code `code` on the writing thread.
+    PyCall {
+        /// Time.
+        ts: u64,
+        /// Code id.
+        code: u32,
+    },
+    /// The profile hook saw the return (or exception exit) of code `code`.
+    PyReturn {
+        /// Time.
+        ts: u64,
+        /// Code id.
+        code: u32,
+    },
+    /// Python tracer start/stop, and the frames on the caller's stack at that moment.
+    PyTrace {
+        /// Time.
+        ts: u64,
+        /// What happened.
+        event: PyTraceEvent,
+        /// Code id of the frame (`FrameAt*`; 0 otherwise).
+        code: u32,
+    },
+    /// `take_snapshot()`: device memory figures (SNAPSHOT row).
+    Snapshot {
+        /// Time.
+        ts: u64,
+        /// Logical device (`u32::MAX`: unknown).
+        device: u32,
+        /// Which of `values` the caller knew (`wire::snapshot_known` bits); the collector fills
+        /// the others from its pool accounting.
+        known: u8,
+        /// total, free, reserved, peak_reserved, allocated, peak_allocated (bytes).
+        values: [u64; 6],
+        /// Snapshot name.
+        name: B,
+    },
+    /// `describer(addr, owner=…)`: the live pool block starting at `addr` gets the user owner
+    /// level `label`.
+    OwnerTag {
+        /// Time.
+        ts: u64,
+        /// Block start address.
+        addr: u64,
+        /// Owner label.
+        label: B,
+    },
 }
 
 impl<B: AsRef<[u8]>> Record<B> {
@@ -449,6 +511,12 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::AtbOp { .. }
             | Record::AtbKernel { .. }
             | Record::AtbTensor { .. } => cann::ts_of(self),
+            Record::PyCodeDef { .. }
+            | Record::PyCall { .. }
+            | Record::PyReturn { .. }
+            | Record::PyTrace { .. }
+            | Record::Snapshot { .. }
+            | Record::OwnerTag { .. } => python::ts_of(self),
         }
     }
 }

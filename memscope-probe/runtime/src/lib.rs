@@ -57,7 +57,7 @@ pub use device::note_thread_device;
 pub use intern::{record_mark, record_range_start};
 pub use plugin::safe_point;
 pub use state::{
-    adapters_mask, c_stack_depth, enabled, ensure_init, host_mmap, init_state, owner_pop,
+    adapters_mask, c_stack_depth, defer, enabled, ensure_init, host_mmap, init_state, owner_pop,
     owner_push, plugins_enabled, recording, selected, start, step, stop, warn, InitState,
     PLUGIN_BIT,
 };
@@ -67,6 +67,13 @@ pub use writer::{enter, record, tid, Guard};
 /// `FH_DROPPED`, read by the collector even after the process was killed).
 pub fn count_drop(n: u64) {
     stream::count_drop(n);
+}
+
+/// The generation of this process image's stream (opening it if needed; a fork child gets a new
+/// one). Per-image interning tables (text ids, Python code ids) key their "defined" state on it.
+/// `None` when no stream can be written.
+pub fn stream_generation() -> Option<u32> {
+    stream::open_gen()
 }
 
 /// Bytes of a C string for a record: at most `memscope_core::wire::MAX_TEXT` bytes (longer
