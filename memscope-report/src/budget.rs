@@ -96,7 +96,7 @@ pub fn shrink(data: &mut ReportData) -> bool {
         for l in &mut c.levels {
             if l.rows.len() > rows {
                 l.rows
-                    .sort_by(|a, b| b.diff.unsigned_abs().cmp(&a.diff.unsigned_abs()));
+                    .sort_by_key(|r| std::cmp::Reverse(r.diff.unsigned_abs()));
                 l.rows.truncate(rows);
                 l.rows.sort_by_key(|r| r.i);
             }

@@ -52,7 +52,7 @@ impl<T> Thinned<T> {
     }
 
     fn push(&mut self, t: T) {
-        if self.seen % self.stride == 0 {
+        if self.seen.checked_rem(self.stride) == Some(0) {
             self.items.push(t);
             if self.items.len() > self.cap {
                 let mut i = 0;

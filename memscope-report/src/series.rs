@@ -80,11 +80,13 @@ impl Series {
     pub fn push(&mut self, t: u64, v: i64) {
         let p = (t, v);
         self.raw += 1;
-        if self.peak.map_or(true, |pk| v > pk.1) {
-            self.peak = Some(p);
+        match self.peak {
+            Some(pk) if v <= pk.1 => {}
+            _ => self.peak = Some(p),
         }
-        if self.last.map_or(true, |l| t >= l.0) {
-            self.last = Some(p);
+        match self.last {
+            Some(l) if t < l.0 => {}
+            _ => self.last = Some(p),
         }
         let key = t / self.width;
         match self.buckets.last_mut() {
