@@ -104,12 +104,20 @@
     const light = 62 + (Math.abs(h >> 8) % 14);
     return "hsl(" + hue + ",70%," + light + "%)";
   }
+  /** Bytes for an axis tick: as fmtBytes without trailing zeros (`16 MiB`, `1.5 GiB`). */
+  function fmtAxisBytes(n) {
+    return fmtBytes(n).replace(/\.0+ /, " ").replace(/(\.\d*?)0+ /, "$1 ");
+  }
+  /** Tick increments for byte axes: powers of two and their 1.5 multiples. */
+  const BYTE_INCRS = [];
+  for (let k = 0; k < 52; k++) { BYTE_INCRS.push(2 ** k); BYTE_INCRS.push(3 * 2 ** k); }
+  BYTE_INCRS.sort((a, b) => a - b);
   /** A frame as the dumps write it (`f at /long/path/file.c:12 (inlined)`) with the folder
    * left out: `f (file.c:12) (inlined)`. */
   function shortFrame(s) {
     return String(s).replace(/ at (?:\S*\/)?([^/\s]+:\d+)/, " ($1)");
   }
-  const MS = { fmtBytes, fmtTime, sortRows, alignSeries, icicleLayout, colour, shortFrame };
+  const MS = { fmtBytes, fmtAxisBytes, fmtTime, sortRows, alignSeries, icicleLayout, colour, shortFrame };
   if (typeof module !== "undefined" && module.exports) { module.exports = MS; }
   root.MS = MS;
   if (typeof document === "undefined") return;
@@ -303,7 +311,7 @@
       scales: { x: { time: false, min: bounds[0], max: bounds[1] },
         y: { range: (u, min, max) => [0, max > 0 ? max * 1.08 : 1] } },
       axes: [{ values: (u, vals) => vals.map(fmtTime), space: 90, grid: { stroke: "#eef0f3" } },
-        { values: (u, vals) => vals.map(fmtBytes), size: 78, grid: { stroke: "#eef0f3" } }],
+        { values: (u, vals) => vals.map(fmtAxisBytes), incrs: BYTE_INCRS, size: 70, grid: { stroke: "#eef0f3" } }],
       series: [{ label: "time", value: (u, v) => fmtTime(v) }].concat(series.map((s, i) => ({
         label: s.label, stroke: s.colour || PALETTE[i % PALETTE.length], width: 1.6, show: s.show !== false,
         fill: s.fill ? (s.colour || PALETTE[i % PALETTE.length]) + "14" : undefined,
@@ -400,7 +408,8 @@
       const v = a.at.peak;
       const list = el("ol");
       for (const blk of v.blocks.slice(0, 5)) {
-        list.append(el("li", { text: fmtBytes(blk.size) + " — " + [blk.owner, blk.under, shortFrame(blk.frame)].filter((x) => x && x !== "(no owner)").join(" · "), title: blk.frame }));
+        const what = [blk.owner, blk.under, shortFrame(blk.frame)].filter((x) => x && x !== "(no owner)").join(" · ");
+        list.append(el("li", { text: fmtBytes(blk.size) + " — " + (what || "no owner, op or stack recorded"), title: blk.frame }));
       }
       boxes.append(el("div", { class: "card" }, [
         el("div", { class: "k", text: "Live at the peak of " + a.pool + " on " + deviceLabel(a.device) }),
@@ -429,8 +438,9 @@
     const u = new uPlot({
       width: width(b), height: 200,
       scales: { x: { time: false, range: (u, min, max) => [min - 0.6, max + 0.6] }, y: { range: (u, min, max) => [Math.min(0, min), max > 0 ? max * 1.1 : 1] } },
-      axes: [{ values: (u, v) => v.map((x) => Number.isInteger(x) ? "S" + x : ""), grid: { stroke: "#eef0f3" } },
-        { values: (u, v) => v.map(fmtBytes), size: 78, grid: { stroke: "#eef0f3" } }],
+      axes: [{ values: (u, v) => v.map((x) => Number.isInteger(x) ? "S" + x : ""), grid: { stroke: "#eef0f3" },
+        splits: xs.length <= 40 ? () => xs : undefined },
+        { values: (u, v) => v.map(fmtAxisBytes), incrs: BYTE_INCRS, size: 70, grid: { stroke: "#eef0f3" } }],
       series: [{ label: "step", value: (u, v) => v === null ? "—" : "step " + v },
         { label: "peak", stroke: "#2f6fde", fill: "#2f6fde55", paths: uPlot.paths.bars({ size: [0.6, 60] }), points: { show: false }, value: (u, v) => fmtBytes(v) },
         { label: "end of step", stroke: "#e0673a", width: 2, points: { show: true, size: 5 }, value: (u, v) => fmtBytes(v) },
@@ -537,25 +547,30 @@
       "Allocator ", select(sorted.map((x) => ({ value: keyOf(x), label: x.pool + " on " + deviceLabel(x.device) + " — peak " + fmtBytes(x.peak) })), keyOf(a),
         (val) => { state.peakSel = val; renderPeak(); }),
       seg([{ value: "peak", label: "At the peak" }, { value: "end", label: "At the end" }], moment, (m) => { state.peakMoment = m; renderPeak(); }),
-      seg(views, view, (w) => { state.peakView = w; renderPeak(); })]));
+      seg(views, view, (w) => { state.peakView = w; renderPeak(); }),
+      view === "owners" ? null : seg([{ value: "out", label: "Outermost frame on top" }, { value: "in", label: "Allocation site on top" }],
+        state.peakInverted ? "in" : "out", (x) => { state.peakInverted = x === "in"; renderPeak(); })]));
     b.append(el("div", { class: "note", text: moment === "peak"
       ? fmtBytes(a.peak) + " in " + a.peak_blocks.toLocaleString("en-US") + " block(s) were live at " + fmtTime(a.peak_t) + ", the first moment " + a.pool + " on " + deviceLabel(a.device) + " was highest."
       : fmtBytes(a.end) + " in " + a.end_blocks.toLocaleString("en-US") + " block(s) were live at the end of the run (never freed)." }));
-    const tree = view === "owners" ? v.owners : v[view];
+    const inverted = view !== "owners" && state.peakInverted;
+    const tree = view === "owners" ? v.owners : inverted ? v[view + "_inverted"] : v[view];
     if (!tree || !tree.v) b.append(el("div", { class: "empty", text: "Nothing was live." }));
     else {
-      b.append(el("div", { class: "note", text: view === "owners" ? "Owner chains (decompose analysis), outermost level on top." : "Stacks with the outermost frame on top." }));
+      b.append(el("div", { class: "note", text: view === "owners" ? "Owner chains (decompose analysis), outermost level on top."
+        : inverted ? "Stacks with the innermost frame (where the block was allocated) on top, its callers below." : "Stacks with the outermost frame on top." }));
       const ic = icicle(b, tree, view === "owners" ? 195 : 15);
       state.icicle = ic;
     }
     const cols = el("div", { class: "cols2" });
     const left = el("div", {}, [el("h3", { text: "Top allocation sites (" + v.site_kind + ")" }),
-      table([{ key: "site", label: "Site", cls: "mono", fmt: (x) => el("span", { title: x, text: shortFrame(x) }) }, bytesCol("bytes", "Bytes"), { key: "blocks", label: "Blocks", num: true },
+      table([{ key: "site", label: "Site", cls: "mono", fmt: (x) => (x ? el("span", { title: x, text: shortFrame(x) }) : "—") }, bytesCol("bytes", "Bytes"), { key: "blocks", label: "Blocks", num: true },
         { key: "share", label: "Share", num: true, sort: (r) => r.bytes, fmt: (x, r) => (100 * r.bytes / Math.max(1, moment === "peak" ? a.peak : a.end)).toFixed(1) + "%" }],
       v.sites, { sortKey: "bytes", page: 25 })]);
     const right = el("div", {}, [el("h3", { text: "Largest blocks" }),
       table([{ key: "id", label: "ID", num: true }, timeCol("t", "Allocated"), bytesCol("size", "Size"), { key: "owner", label: "Owner" },
-        { key: "under", label: "Op / kernel" }, { key: "frame", label: "Frame", cls: "mono", fmt: (x) => el("span", { title: x, text: shortFrame(x) }) }], v.blocks, { sortKey: "size", page: 25 })]);
+        { key: "under", label: "Op / kernel" }, { key: "frame", label: "Frame", cls: "mono", fmt: (x) => (x ? el("span", { title: x, text: shortFrame(x) }) : "—") }],
+      v.blocks.map((x) => Object.assign({}, x, { owner: x.owner === "(no owner)" ? null : x.owner, under: x.under || null, frame: x.frame || null })), { sortKey: "size", page: 25 })]);
     cols.append(left, right);
     b.append(cols);
   }
@@ -669,6 +684,7 @@
         " · series ≤ " + DATA.limits.series_buckets + " buckets, tables ≤ " + DATA.limits.table_rows + " rows";
       let t;
       window.addEventListener("resize", () => { clearTimeout(t); t = setTimeout(renderProcess, 200); });
+      document.body.setAttribute("data-ready-ms", String(Math.round(performance.now())));
       document.body.setAttribute("data-ready", "1");
     } catch (e) {
       const box = $("error");

@@ -78,7 +78,8 @@ pub fn shrink(data: &mut ReportData) -> bool {
                     v.sites.truncate(rows);
                     v.blocks.truncate(rows);
                     prune(&mut v.owners, nodes);
-                    for t in v.py.iter_mut().chain(v.c.iter_mut()) {
+                    let trees = [&mut v.py, &mut v.c, &mut v.py_inverted, &mut v.c_inverted];
+                    for t in trees.into_iter().flatten() {
                         prune(t, nodes);
                     }
                 }

@@ -265,6 +265,10 @@ pub struct LiveView {
     pub py: Option<Tree>,
     /// By C stack.
     pub c: Option<Tree>,
+    /// By Python stack, innermost frame (the allocation site) at the root.
+    pub py_inverted: Option<Tree>,
+    /// By C stack, innermost frame at the root.
+    pub c_inverted: Option<Tree>,
     /// Top allocation sites.
     pub sites: Vec<SiteRow>,
     /// What a site is: `C frame`, `Python frame` or `op/kernel`.

@@ -538,18 +538,20 @@ fn view(
             ob.add(o.split('@').filter(|l| !l.is_empty()), bytes as u64, 0);
         }
     }
-    let stack_tree = |groups: &[(u32, memscope_core::analysis::peak::Group)]| {
+    let stack_tree = |groups: &[(u32, memscope_core::analysis::peak::Group)], inverted| {
         if groups.iter().all(|(s, _)| *s == 0) {
             return None;
         }
         let mut tb = TreeBuilder::new("all");
         for (s, g) in groups {
-            tb.add_stack(r.text(*s), g.bytes, g.blocks);
+            tb.add_stack(r.text(*s), g.bytes, g.blocks, inverted);
         }
         Some(tb.finish(budget.tree_nodes))
     };
-    let py = stack_tree(&set.by_py);
-    let c = stack_tree(&set.by_c);
+    let py = stack_tree(&set.by_py, false);
+    let c = stack_tree(&set.by_c, false);
+    let py_inverted = stack_tree(&set.by_py, true);
+    let c_inverted = stack_tree(&set.by_c, true);
     // sites: innermost C frame, else innermost Python frame, else the op/kernel
     let (groups, kind): (&[(u32, _)], &'static str) = if c.is_some() {
         (&set.by_c, "C frame")
@@ -603,6 +605,8 @@ fn view(
         owners: ob.finish(budget.tree_nodes),
         py,
         c,
+        py_inverted,
+        c_inverted,
         sites,
         site_kind: kind,
         blocks,

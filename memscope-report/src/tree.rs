@@ -74,11 +74,15 @@ impl TreeBuilder {
         }
     }
 
-    /// Adds a stack text (one frame per line, innermost first); an empty one is `(no stack)`.
-    pub fn add_stack(&mut self, text: &str, bytes: u64, blocks: u64) {
+    /// Adds a stack text (one frame per line, innermost first) with its outermost frame at the
+    /// root, or with `inverted` its innermost (the allocation site); an empty one is
+    /// `(no stack)`.
+    pub fn add_stack(&mut self, text: &str, bytes: u64, blocks: u64, inverted: bool) {
         let frames: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
         if frames.is_empty() {
             self.add(["(no stack)"], bytes, blocks);
+        } else if inverted {
+            self.add(frames, bytes, blocks);
         } else {
             self.add(frames.into_iter().rev(), bytes, blocks);
         }
@@ -195,10 +199,10 @@ mod tests {
     #[test]
     fn stacks_build_an_outermost_first_tree_and_small_children_fold_into_other() {
         let mut b = TreeBuilder::new("all");
-        b.add_stack("leaf_a\nmid\nmain", 600, 2);
-        b.add_stack("leaf_b\nmid\nmain", 300, 1);
-        b.add_stack("tiny\nmain", 1, 1);
-        b.add_stack("", 99, 1);
+        b.add_stack("leaf_a\nmid\nmain", 600, 2, false);
+        b.add_stack("leaf_b\nmid\nmain", 300, 1, false);
+        b.add_stack("tiny\nmain", 1, 1, false);
+        b.add_stack("", 99, 1, false);
         let t = b.finish(100);
         assert_eq!((t.n.as_str(), t.v, t.b), ("all", 1000, 5));
         assert_eq!(t.c[0].n, "main");
@@ -215,6 +219,16 @@ mod tests {
         prune(&mut full, 4);
         assert!(node_count(&full) <= 4, "{full:?}");
         assert_eq!(full.c.iter().map(|c| c.v).sum::<u64>(), 1000);
+    }
+
+    #[test]
+    fn an_inverted_tree_has_the_allocation_sites_at_the_root() {
+        let mut b = TreeBuilder::new("all");
+        b.add_stack("malloc\nf\nmain", 10, 1, true);
+        b.add_stack("malloc\ng\nmain", 5, 1, true);
+        let t = b.finish(50);
+        assert_eq!((t.c.len(), t.c[0].n.as_str(), t.c[0].v), (1, "malloc", 15));
+        assert_eq!(t.c[0].c[0].n, "f");
     }
 
     #[test]

@@ -81,8 +81,8 @@ fn our_js_helpers_pass_their_node_tests() {
     );
     assert!(out.status.success(), "node --test failed:\n{text}");
     assert!(
-        text.contains("# pass 7"),
-        "expected 7 passing node tests:\n{text}"
+        text.contains("# pass 8"),
+        "expected 8 passing node tests:\n{text}"
     );
     assert!(text.contains("# fail 0"), "{text}");
 }

@@ -14,6 +14,13 @@ test("bytes are printed in binary units with a sign", () => {
   assert.equal(MS.fmtBytes(null), "—");
 });
 
+test("axis ticks drop trailing zeros", () => {
+  assert.equal(MS.fmtAxisBytes(16 * 1048576), "16 MiB");
+  assert.equal(MS.fmtAxisBytes(1.5 * 1073741824), "1.5 GiB");
+  assert.equal(MS.fmtAxisBytes(0), "0 B");
+  assert.equal(MS.fmtAxisBytes(1.25 * 1048576), "1.25 MiB");
+});
+
 test("times are printed from ns to s", () => {
   assert.equal(MS.fmtTime(999), "999 ns");
   assert.equal(MS.fmtTime(1500), "1.5 µs");
