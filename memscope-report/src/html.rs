@@ -140,8 +140,14 @@ pub fn write_new(path: &Path, page: &str, replace: bool) -> Result<PathBuf, Repo
         if replace {
             std::fs::rename(&tmp, path)
         } else {
-            // a hard link fails if `path` appeared meanwhile: never replaces
-            std::fs::hard_link(&tmp, path).and_then(|()| std::fs::remove_file(&tmp))
+            // a hard link fails if `path` appeared meanwhile: never replaces; where the file
+            // system has no hard links, a rename after a last check
+            match std::fs::hard_link(&tmp, path) {
+                Ok(()) => std::fs::remove_file(&tmp),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(e),
+                Err(_) if std::fs::symlink_metadata(path).is_err() => std::fs::rename(&tmp, path),
+                Err(e) => Err(e),
+            }
         }
     })();
     if let Err(e) = result {
