@@ -6,9 +6,9 @@
 //! [`Budget::max_bytes`].
 
 use crate::model::*;
-use crate::process::thin_vec;
 use crate::series::Series;
 use crate::tree::prune;
+use crate::views::thin_vec;
 
 /// Re-decimates `s` to at most `cap` buckets (peaks and troughs are kept).
 pub fn redecimate(s: &mut SeriesData, cap: usize) {

@@ -1,5 +1,6 @@
 //! The page: `assets/report.html` with the CSS, the vendored uPlot (MIT, `assets/vendor/`,
-//! version and SHA-256 pinned by a test), our JS and the data inlined. Nothing is loaded from
+//! version and SHA-256 pinned by a test), our JS (`helpers.js`, `report.js`) and the data
+//! inlined. Nothing is loaded from
 //! anywhere else, and the page's Content-Security-Policy forbids it.
 //!
 //! The data goes into `<script type="application/json">` with every `<` written `\u003c`
@@ -21,7 +22,9 @@ use crate::{Budget, ReportError};
 pub const TEMPLATE: &str = include_str!("../assets/report.html");
 /// Our stylesheet.
 pub const CSS: &str = include_str!("../assets/report.css");
-/// Our script.
+/// Our pure helpers (also run by the node tests).
+pub const HELPERS_JS: &str = include_str!("../assets/helpers.js");
+/// Our script: the page.
 pub const JS: &str = include_str!("../assets/report.js");
 /// uPlot's minified script (vendored).
 pub const UPLOT_JS: &str = include_str!("../assets/vendor/uPlot.iife.min.js");
@@ -50,8 +53,9 @@ fn fill(data_json: &str, title: &str) -> String {
         "/*! uPlot {UPLOT_VERSION}\n{}*/\n{UPLOT_JS}",
         UPLOT_LICENSE.replace("*/", "* /")
     );
-    let mut out =
-        String::with_capacity(TEMPLATE.len() + data_json.len() + UPLOT_JS.len() + JS.len() + 8192);
+    let mut out = String::with_capacity(
+        TEMPLATE.len() + data_json.len() + UPLOT_JS.len() + JS.len() + HELPERS_JS.len() + 8192,
+    );
     let mut rest = TEMPLATE;
     while let Some(i) = rest.find("{{memscope:") {
         out.push_str(&rest[..i]);
@@ -63,6 +67,7 @@ fn fill(data_json: &str, title: &str) -> String {
             "css" => out.push_str(CSS),
             "data" => out.push_str(data_json),
             "uplot-js" => out.push_str(&uplot),
+            "helpers-js" => out.push_str(HELPERS_JS),
             "js" => out.push_str(JS),
             other => {
                 out.push_str("{{memscope:");
@@ -167,7 +172,7 @@ mod tests {
         assert!(page.contains("<title>a &lt;b&gt;</title>"));
         assert!(page.contains("{\"x\":\"\\u003c/script>\"}"));
         assert!(!page.contains("{{memscope:"));
-        assert_eq!(page.matches("</script>").count(), 3);
+        assert_eq!(page.matches("</script>").count(), 4);
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub mod model;
 pub mod process;
 pub mod series;
 pub mod tree;
+pub mod views;
 
 use std::path::Path;
 
@@ -233,7 +234,7 @@ impl RunBuilder {
         let t0 = self.processes.iter().map(|p| p.start).min().unwrap_or(0);
         let t1 = self.processes.iter().map(|p| p.end).max().unwrap_or(t0);
         for p in &mut self.processes {
-            process::rebase(p, t0);
+            views::rebase(p, t0);
         }
         let overview = budget::overview(&self.processes);
         let run = RunData {

@@ -3,7 +3,9 @@
 
 use sha2::{Digest, Sha256};
 
-use memscope_report::html::{CSS, JS, TEMPLATE, UPLOT_CSS, UPLOT_JS, UPLOT_LICENSE, UPLOT_VERSION};
+use memscope_report::html::{
+    CSS, HELPERS_JS, JS, TEMPLATE, UPLOT_CSS, UPLOT_JS, UPLOT_LICENSE, UPLOT_VERSION,
+};
 
 /// SHA-256 of `uplot@1.6.32`'s `dist/uPlot.iife.min.js` (from the npm tarball).
 const UPLOT_JS_SHA256: &str = "19c8d4c6ad88929a79f4ae49d6f7161566dfd0ba3d15cc495e974f787eb78f1f";
@@ -40,6 +42,7 @@ fn the_page_references_nothing_outside_itself() {
     for (name, text) in [
         ("template", TEMPLATE),
         ("css", CSS),
+        ("helpers", HELPERS_JS),
         ("js", JS),
         ("uplot", UPLOT_JS),
     ] {

@@ -1,9 +1,9 @@
-// Unit tests of the report's own JS helpers (node's built-in runner: `node --test`).
+// Unit tests of the report's own JS helpers (assets/helpers.js) (node's built-in runner: `node --test`).
 // Run by memscope-report/tests/assets.rs (`cargo test -p memscope-report`).
 "use strict";
 const test = require("node:test");
 const assert = require("node:assert/strict");
-const MS = require("../../assets/report.js");
+const MS = require("../../assets/helpers.js");
 
 test("bytes are printed in binary units with a sign", () => {
   assert.equal(MS.fmtBytes(0), "0 B");
