@@ -1,5 +1,6 @@
 //! `memscope`: run a job under the probe and write msMemScope-compatible dumps and analyses;
-//! compare and analyse dump files offline; describe the adapters and the config.json schema.
+//! compare and analyse dump files offline; write HTML reports; describe the adapters and the
+//! config.json schema.
 #![forbid(unsafe_code)]
 
 mod adapters_cmd;
@@ -10,6 +11,7 @@ mod collector;
 mod compare_alias;
 mod logfile;
 mod plugin_check;
+mod report_cmd;
 mod run;
 mod summary;
 
@@ -51,6 +53,8 @@ enum Cmd {
     /// Print the path of the probe library.
     #[command(hide = true)]
     ProbePath,
+    /// Write a self-contained HTML report of a run (or compare two runs).
+    Report(report_cmd::ReportArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -127,6 +131,7 @@ fn main() -> ExitCode {
         Cmd::Adapters { cmd } => adapters_cmd::run(&cmd),
         Cmd::Compare(args) => analyze_cmd::run_compare(&args),
         Cmd::Analyze { cmd } => analyze_cmd::run_analyze(&cmd),
+        Cmd::Report(args) => report_cmd::run(&args),
         Cmd::Config {
             cmd: ConfigCmd::Schema,
         } => {

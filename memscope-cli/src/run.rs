@@ -68,6 +68,9 @@ pub struct RunArgs {
     /// [default: msmemscope].
     #[arg(long = "inefficient-rule")]
     inefficient_rule: Option<String>,
+    /// At the end, write a self-contained HTML report of the run into the output directory.
+    #[arg(long)]
+    report: bool,
     /// The job and its arguments.
     #[arg(value_name = "PROGRAM", num_args = 0..)]
     program: Vec<String>,
@@ -222,7 +225,11 @@ pub fn run(a: RunArgs) -> ExitCode {
         ));
     }
     let quiet = a.quiet;
-    let code = launch_and_collect(&cfg, &probe, &spool, &a.program, quiet, analysis_factory());
+    let opts = Finish {
+        quiet,
+        report: a.report,
+    };
+    let code = launch_and_collect(&cfg, &probe, &spool, &a.program, opts, analysis_factory());
     if let Err(e) = std::fs::remove_dir_all(&spool) {
         eprintln!("memscope: cannot remove spool {}: {e}", spool.display());
     }
@@ -280,12 +287,18 @@ fn preload_value(probe: &Path, cfg: &RunConfig) -> String {
     parts.join(":")
 }
 
+/// What happens after the job: the summary (unless quiet) and the HTML report (`--report`).
+struct Finish {
+    quiet: bool,
+    report: bool,
+}
+
 fn launch_and_collect(
     cfg: &RunConfig,
     probe: &Path,
     spool: &Path,
     argv: &[String],
-    quiet: bool,
+    opts: Finish,
     analyses: AnalysisFactory,
 ) -> ExitCode {
     let mut cmd = Command::new(&argv[0]);
@@ -398,8 +411,21 @@ fn launch_and_collect(
         }
         None => 1,
     };
-    if !quiet {
+    if !opts.quiet {
         crate::summary::print(&summaries, code);
+    }
+    if opts.report {
+        // the job's exit code stays the run's; a report that cannot be made is said, not fatal
+        let dirs: Vec<PathBuf> = summaries
+            .iter()
+            .filter(|p| !p.counts.is_empty())
+            .map(|p| p.project_dir.clone())
+            .collect();
+        match crate::report_cmd::run_report(&cfg.output_path, &dirs) {
+            Ok(p) if !opts.quiet => eprintln!("memscope: report: {}", p.display()),
+            Ok(_) => {}
+            Err(e) => eprintln!("memscope: report: {e:#}"),
+        }
     }
     ExitCode::from(code.clamp(0, 255) as u8)
 }

@@ -57,6 +57,21 @@ impl Allocator {
     }
 }
 
+/// The owner of a MALLOC row as decompose counts it: its `owner` chain; for a HAL block
+/// without one but with a module id (2025 `MID:n`), `CANN@<MODULE>`; otherwise `(no owner)`.
+pub fn owner_label(ev: &Event) -> String {
+    let Some(m) = ev.memory() else {
+        return "(no owner)".to_owned();
+    };
+    match (&m.owner, m.module_id) {
+        (Some(o), _) if !o.is_empty() => o.to_string(),
+        (_, Some(mid)) if ev.event_type == EventType::Hal => {
+            format!("CANN@{}", module_name(mid))
+        }
+        _ => "(no owner)".to_owned(),
+    }
+}
+
 /// One line of the result.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DecomposeRow {
@@ -123,14 +138,7 @@ impl DecomposeLayer {
         let key = (ev.event_type, addr);
         match ev.kind {
             EventKind::Malloc if ev.device != Device::NotApplicable => {
-                let owner = match (&m.owner, m.module_id) {
-                    (Some(o), _) if !o.is_empty() => o.to_string(),
-                    (_, Some(mid)) if ev.event_type == EventType::Hal => {
-                        format!("CANN@{}", module_name(mid))
-                    }
-                    _ => "(no owner)".to_owned(),
-                };
-                let oid = self.owner_id(owner);
+                let oid = self.owner_id(owner_label(ev));
                 if let Some((dev, old, size)) = self.live.insert(key, (ev.device, oid, m.size)) {
                     self.alloc
                         .entry((dev, ev.event_type))

@@ -219,3 +219,27 @@ pub fn collect_events<'a>(events: impl IntoIterator<Item = &'a Event>, level: Le
     }
     c.finish()
 }
+
+/// Builds one side from events pushed one at a time (any order), e.g. a run's processes
+/// replayed one after another.
+pub struct SequenceBuilder(Collector);
+
+impl SequenceBuilder {
+    /// An empty side at `level`.
+    pub fn new(level: Level) -> SequenceBuilder {
+        SequenceBuilder(Collector {
+            level: Some(level),
+            ..Collector::default()
+        })
+    }
+
+    /// Adds one event.
+    pub fn observe(&mut self, ev: &Event) {
+        self.0.observe(ev);
+    }
+
+    /// The side.
+    pub fn finish(self) -> Sequence {
+        self.0.finish()
+    }
+}

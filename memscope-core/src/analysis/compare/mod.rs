@@ -14,7 +14,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-pub use collect::{collect, collect_events, Entry, Sequence};
+pub use collect::{collect, collect_events, Entry, Sequence, SequenceBuilder};
 use myers::{diff, Edit};
 
 use super::outfile::{create_dir_private, create_unique};
