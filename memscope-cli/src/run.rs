@@ -4,7 +4,9 @@
 
 use crate::collector::{AnalysisFactory, Collector};
 use memscope_core::config::{LogLevel, RawOptions, RunConfig};
+use memscope_core::layout;
 use memscope_core::probe_env as env;
+use memscope_core::safe_fs::{Dir, DIR_MODE};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -147,7 +149,8 @@ pub fn find_probe() -> Result<PathBuf, String> {
 fn resolve_program(p: &str) -> Option<PathBuf> {
     if p.contains('/') {
         let path = PathBuf::from(p);
-        return path.is_file().then_some(path);
+        // a directory is found too, so that it is named as such
+        return path.exists().then_some(path);
     }
     std::env::var_os("PATH")
         .map(|paths| {
@@ -195,31 +198,42 @@ pub fn run(a: RunArgs) -> ExitCode {
             return usage_error(e);
         }
     }
-    if cfg.output_path.exists() && !cfg.output_path.is_dir() {
+    // Created without following any symbolic link (issue 17, M1): a link as or inside the
+    // output path, or planted there, is refused before anything is launched.
+    let out_dir = match Dir::create_all(&cfg.output_path, DIR_MODE) {
+        Ok(d) => d,
+        Err(e) => return usage_error(format!("--output-path {}: {e}", cfg.output_path.display())),
+    };
+    let spool = layout::spool_dir(&cfg.output_path, std::process::id());
+    if let Err(e) = out_dir.create_dir_new(&layout::spool_name(std::process::id()), DIR_MODE) {
         return usage_error(format!(
-            "--output-path {}: not a directory",
+            "--output-path {}: cannot create the spool: {e}",
             cfg.output_path.display()
         ));
     }
-    if let Err(e) = memscope_core::layout::create_dir_0750(&cfg.output_path) {
-        return usage_error(format!("--output-path {}: {e}", cfg.output_path.display()));
+    // Removed on every way out from here on, a panic's unwinding included.
+    let _spool_guard = SpoolGuard(spool.clone());
+    launch_and_collect(
+        &cfg,
+        &probe,
+        &spool,
+        &a.program,
+        a.quiet,
+        analysis_factory(),
+    )
+}
+
+/// Removes the spool directory when dropped.
+struct SpoolGuard(PathBuf);
+
+impl Drop for SpoolGuard {
+    fn drop(&mut self) {
+        match std::fs::remove_dir_all(&self.0) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => eprintln!("memscope: cannot remove spool {}: {e}", self.0.display()),
+        }
     }
-    let spool = cfg
-        .output_path
-        .join(format!(".memscope_spool_{}", std::process::id()));
-    if let Err(e) = memscope_core::layout::create_dir_0750(&spool) {
-        return usage_error(format!(
-            "--output-path {}: cannot create {}: {e}",
-            cfg.output_path.display(),
-            spool.display()
-        ));
-    }
-    let quiet = a.quiet;
-    let code = launch_and_collect(&cfg, &probe, &spool, &a.program, quiet, analysis_factory());
-    if let Err(e) = std::fs::remove_dir_all(&spool) {
-        eprintln!("memscope: cannot remove spool {}: {e}", spool.display());
-    }
-    code
 }
 
 /// The online analyses of `--analysis` (memscope-core's analysis layers), run in the
@@ -272,16 +286,16 @@ fn preload_value(probe: &Path, cfg: &RunConfig) -> String {
     parts.join(":")
 }
 
-fn launch_and_collect(
+/// The job's command: `program args...` with the probe's environment.
+fn job_command(
     cfg: &RunConfig,
     probe: &Path,
     spool: &Path,
-    argv: &[String],
-    quiet: bool,
-    analyses: AnalysisFactory,
-) -> ExitCode {
-    let mut cmd = Command::new(&argv[0]);
-    cmd.args(&argv[1..])
+    program: &std::ffi::OsStr,
+    args: &[std::ffi::OsString],
+) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.args(args)
         .env("LD_PRELOAD", preload_value(probe, cfg))
         .env(env::ENV_SPOOL, spool)
         .env(env::ENV_ADAPTERS, cfg.adapter_mask().to_string())
@@ -310,6 +324,37 @@ fn launch_and_collect(
             .collect();
         cmd.env(env::ENV_PLUGINS, joined.join(":"));
     }
+    cmd
+}
+
+/// Starts the job. A program the kernel cannot execute (`ENOEXEC`: a script without a `#!`
+/// line) is run with `/bin/sh`, as POSIX shells and `execvp` do.
+fn spawn_job(
+    cfg: &RunConfig,
+    probe: &Path,
+    spool: &Path,
+    argv: &[String],
+) -> std::io::Result<std::process::Child> {
+    let args: Vec<std::ffi::OsString> = argv[1..].iter().map(Into::into).collect();
+    match job_command(cfg, probe, spool, argv[0].as_ref(), &args).spawn() {
+        Err(e) if e.raw_os_error() == Some(nix::errno::Errno::ENOEXEC as i32) => {
+            let path = resolve_program(&argv[0]).unwrap_or_else(|| PathBuf::from(&argv[0]));
+            let mut sh_args = vec![path.into_os_string()];
+            sh_args.extend(args);
+            job_command(cfg, probe, spool, "/bin/sh".as_ref(), &sh_args).spawn()
+        }
+        other => other,
+    }
+}
+
+fn launch_and_collect(
+    cfg: &RunConfig,
+    probe: &Path,
+    spool: &Path,
+    argv: &[String],
+    quiet: bool,
+    analyses: AnalysisFactory,
+) -> ExitCode {
     let signals = Arc::new(AtomicUsize::new(0));
     for sig in [
         signal_hook::consts::SIGINT,
@@ -319,7 +364,7 @@ fn launch_and_collect(
         let flag = signals.clone();
         let _ = signal_hook::flag::register_usize(sig, flag, sig as usize);
     }
-    let mut child = match cmd.spawn() {
+    let mut child = match spawn_job(cfg, probe, spool, argv) {
         Ok(c) => c,
         Err(e) => return usage_error(format!("cannot run {:?}: {e}", argv[0])),
     };
