@@ -144,6 +144,10 @@ fn write_db(file: &DumpFile, found: &Found) -> Result<PathBuf> {
     // the copy's path is absolute, so SQLite never takes it for a URI
     let src = memscope_core::reader::db::open_dump_db(file.path(), file.name())
         .map_err(|e| anyhow!("{e}"))?;
+    // query_only would also refuse writing the copy; the input stays read-only (immutable)
+    src.conn
+        .execute_batch("PRAGMA query_only=OFF")
+        .map_err(fail)?;
     src.conn
         .execute("VACUUM INTO ?1", [out.display().to_string()])
         .map_err(fail)?;
