@@ -276,3 +276,38 @@ fn control_characters_in_cells_are_escaped_in_messages() {
     let e = read_all(&p, Order::File).unwrap_err().to_string();
     assert!(!e.contains('\n') && e.contains("a\\nb.csv"), "{e}");
 }
+
+/// Found by `benches/fuzz` (fuzz_csv, crash-555d87543e1e2002): a record that is valid UTF-8
+/// as a whole, with a cell boundary inside a character (`\xef,\xbb\xbf`), panicked when the
+/// cells were sliced.
+#[test]
+fn a_cell_boundary_inside_a_utf8_character_is_read_per_cell() {
+    let t = tempfile::tempdir().unwrap();
+    let p = t.path().join("crash.csv");
+    std::fs::write(
+        &p,
+        b"\xef,\xbb\xbfID,Event,Event Type,Name,Timestamp(us),100000000000000000Process Id,Thread Id,Device Id,Ptr,Attr\r\n1,MSTX,Mark,m,1,1,1,",
+    )
+    .unwrap();
+    for order in [Order::File, Order::ById] {
+        // the header's cells are replaced per cell: no ID column, a clean error
+        let e = read_all(&p, order).unwrap_err().to_string();
+        assert!(
+            e.contains(":1: not a memscope dump: header has no id column"),
+            "{e}"
+        );
+    }
+    // the same split between the two stack cells of a row, read directly and through the
+    // sort's blobs (rows out of order): each half is U+FFFD, the rest of the row as written
+    let p = t.path().join("row.csv");
+    let mut b = format!("{HEADER}\n2,MSTX,Mark,b,2,1,1,0,N/A,,,\n").into_bytes();
+    b.extend_from_slice(b"1,MSTX,Mark,a,1,1,1,0,N/A,,\xc3,\xa9\n");
+    std::fs::write(&p, &b).unwrap();
+    for order in [Order::File, Order::ById] {
+        let evs = read_all(&p, order).unwrap();
+        let e = evs.iter().find(|e| e.id == 1).unwrap();
+        assert_eq!(e.py_stack.as_deref(), Some("\u{fffd}"), "{order:?}");
+        assert_eq!(e.c_stack.as_deref(), Some("\u{fffd}"), "{order:?}");
+        assert_eq!(e.name.as_deref(), Some("a"));
+    }
+}

@@ -204,7 +204,7 @@ fn a_wal_db_in_a_read_only_directory_is_analysed_and_nothing_is_left_next_to_it(
 }
 
 fn nix_is_root() -> bool {
-    // SAFETY-free: `id -u` rather than libc, this crate forbids unsafe
+    // `id -u` rather than geteuid(): this crate forbids unsafe code
     Command::new("id")
         .arg("-u")
         .output()

@@ -91,7 +91,7 @@ fn the_job_exit_code_survives_a_full_or_closed_stderr_and_no_spool_is_left() {
 }
 
 #[test]
-fn config_reads_are_bounded_under_a_memory_cap() {
+fn config_library_and_program_reads_are_bounded_under_a_memory_cap() {
     // /proc/self/pagemap has st_size 0 and grew memscope to 23 GiB; 2 GB of address space is
     // plenty for a bounded read, and a failed allocation would abort (134), not exit 2
     let o = Command::new("sh")
@@ -103,6 +103,24 @@ fn config_reads_are_bounded_under_a_memory_cap() {
         .output()
         .unwrap();
     assert_usage_error(&o, "--config /proc/self/pagemap: larger than 1 MiB");
+    // the plugin check and the static-binary check read files by their size: /proc is empty
+    for (args, needle) in [
+        (
+            "run --adapter-path /proc/self/pagemap -- true",
+            "--adapter-path /proc/self/pagemap: not a shared library",
+        ),
+        (
+            "run -- /proc/self/pagemap",
+            "cannot run \"/proc/self/pagemap\"",
+        ),
+    ] {
+        let o = Command::new("sh")
+            .args(["-c", &format!("ulimit -v 2000000; exec \"$0\" {args}")])
+            .arg(memscope_bin())
+            .output()
+            .unwrap();
+        assert_usage_error(&o, needle);
+    }
     let d = tempfile::tempdir().unwrap();
     let fifo = d.path().join("fifo");
     assert!(Command::new("mkfifo")

@@ -227,9 +227,18 @@ impl<R: Read> CsvSource<R> {
     }
 }
 
-/// Calls `f` with the cells of `rec` as text (invalid UTF-8 is replaced by U+FFFD).
+/// Calls `f` with the cells of `rec` as text (invalid UTF-8 is replaced by U+FFFD, per cell).
 pub fn with_cells<T>(rec: &csv::ByteRecord, f: impl FnOnce(&[&str]) -> T) -> T {
-    if let Ok(all) = std::str::from_utf8(rec.as_slice()) {
+    // the record may be valid UTF-8 as a whole while a cell boundary splits a character
+    // (`\xef,\xbb\xbf`): then each cell is checked on its own (fuzzing found it)
+    let whole = std::str::from_utf8(rec.as_slice()).ok().filter(|all| {
+        let mut at = 0;
+        rec.iter().all(|c| {
+            at += c.len();
+            all.is_char_boundary(at)
+        })
+    });
+    if let Some(all) = whole {
         let mut arr: [&str; 16] = [""; 16];
         let mut vec: Vec<&str> = Vec::new();
         let mut start = 0;

@@ -154,6 +154,25 @@ pub fn read_to_string_capped(r: impl Read, limit: u64) -> io::Result<String> {
     })
 }
 
+/// Reads a whole regular file of a real size (an executable, a shared library): at most its
+/// `st_size` bytes and at most `max`, opened without blocking (a FIFO or device is refused), so
+/// a `/proc` file (size 0, endless content) reads as empty instead of filling memory.
+///
+/// # Errors
+/// Missing, unreadable, not a regular file, or larger than `max`.
+pub fn read_file_by_size(path: &std::path::Path, max: u64) -> io::Result<Vec<u8>> {
+    let (f, len) = super::open_regular_io(path)?;
+    if len > max {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("larger than {}", human(max)),
+        ));
+    }
+    let mut buf = Vec::with_capacity(len as usize);
+    f.take(len).read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
 /// `1 MiB`, `64 KiB`, `123 bytes`.
 pub fn human(n: u64) -> String {
     if n >= 1 << 30 && n.is_multiple_of(1 << 30) {
@@ -182,6 +201,14 @@ mod tests {
         assert_eq!(b.read(&mut buf).unwrap(), 500);
         assert_eq!(st.read(), 1500);
         assert!(!st.eof());
+    }
+
+    #[test]
+    fn files_are_read_by_their_size_so_proc_files_are_empty() {
+        let b = read_file_by_size(std::path::Path::new("/proc/self/pagemap"), 1 << 30).unwrap();
+        assert!(b.is_empty());
+        let e = read_file_by_size(std::path::Path::new("/dev/zero"), 1 << 30).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
     }
 
     #[test]

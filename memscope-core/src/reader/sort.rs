@@ -78,9 +78,17 @@ fn with_blob_cells<T>(blob: &[u8], lens: &mut Vec<usize>, f: impl FnOnce(&[&str]
     lens.extend((0..n).map(|_| get_varint(blob, &mut pos) as usize));
     let body = &blob[pos.min(blob.len())..];
     let owned;
-    let text: &str = match std::str::from_utf8(body) {
-        Ok(t) => t,
-        Err(_) => {
+    // valid as a whole is not enough: a cell boundary may split a character
+    let whole = std::str::from_utf8(body).ok().filter(|t| {
+        let mut at = 0;
+        lens.iter().all(|l| {
+            at += l;
+            at <= t.len() && t.is_char_boundary(at)
+        })
+    });
+    let text: &str = match whole {
+        Some(t) => t,
+        None => {
             // rare: invalid UTF-8; replace per cell so cell boundaries stay right
             let mut s = String::new();
             let mut p = 0;
