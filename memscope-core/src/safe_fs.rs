@@ -212,6 +212,52 @@ impl Dir {
         Ok(File::from(fd))
     }
 
+    /// Whether `name` exists in this directory as anything (a symbolic link is not followed).
+    pub fn contains(&self, name: &str) -> bool {
+        rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW).is_ok()
+    }
+
+    /// Gives the file `from` of this directory the second name `to` (`linkat`, links not
+    /// followed): fails with `AlreadyExists` when `to` is taken, so nothing is replaced.
+    ///
+    /// # Errors
+    /// `to` exists, or the file system has no hard links.
+    pub fn link_new(&self, from: &str, to: &str) -> io::Result<()> {
+        rustix::fs::linkat(&self.fd, from, &self.fd, to, AtFlags::empty()).map_err(|e| {
+            err(
+                e,
+                format!("{}: {}", self.path.join(to).display(), io::Error::from(e)),
+            )
+        })
+    }
+
+    /// Renames `from` to `to` within this directory (`renameat`): `to`, if it exists, is
+    /// replaced itself (a symbolic link there is replaced, never followed).
+    ///
+    /// # Errors
+    /// The I/O error, naming `to`.
+    pub fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        rustix::fs::renameat(&self.fd, from, &self.fd, to).map_err(|e| {
+            err(
+                e,
+                format!("{}: {}", self.path.join(to).display(), io::Error::from(e)),
+            )
+        })
+    }
+
+    /// Removes the file (or link) `name` of this directory.
+    ///
+    /// # Errors
+    /// The I/O error, naming it.
+    pub fn remove_file(&self, name: &str) -> io::Result<()> {
+        rustix::fs::unlinkat(&self.fd, name, AtFlags::empty()).map_err(|e| {
+            err(
+                e,
+                format!("{}: {}", self.path.join(name).display(), io::Error::from(e)),
+            )
+        })
+    }
+
     /// Creates a new file `stem.ext`, or `stem_1.ext`, `stem_2.ext`, … when the name is taken
     /// (`ext` empty: no extension). Returns the file and its path.
     ///
@@ -314,6 +360,30 @@ mod tests {
         assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
         let e = d.create_dir_all(Path::new("link/x"), DIR_MODE).unwrap_err();
         assert!(e.to_string().contains("symbolic link"), "{e}");
+    }
+
+    #[test]
+    fn links_renames_and_removals_stay_in_the_opened_directory() {
+        let t = tempfile::tempdir().unwrap();
+        let d = Dir::open(t.path()).unwrap();
+        drop(d.create_new("a", FILE_MODE).unwrap());
+        d.link_new("a", "b").unwrap();
+        assert!(d.contains("b"));
+        let e = d.link_new("a", "b").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+        // a link as the target name is replaced itself, its target is left alone
+        let victim = t.path().join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        symlink(&victim, t.path().join("l")).unwrap();
+        assert!(d.contains("l"));
+        d.rename("a", "l").unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+        assert!(!std::fs::symlink_metadata(t.path().join("l"))
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        d.remove_file("b").unwrap();
+        assert!(!d.contains("b") && !d.contains("a"));
     }
 
     #[test]

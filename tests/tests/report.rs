@@ -417,6 +417,15 @@ fn bad_input_gives_one_line_exit_2_and_no_file() {
     )
     .unwrap();
     std::fs::write(d.join("taken.html"), "keep me").unwrap();
+    // a dump that gives a report, and a folder link pointing elsewhere (issue 17, M1)
+    std::fs::write(
+        d.join("good.csv"),
+        format!("{header}0,SYSTEM,ACL_INIT,N/A,100,7,7,N/A,N/A,,,\n1,MALLOC,HAL,N/A,200,7,7,0,0x10,\"{{size:8}}\",,\n"),
+    )
+    .unwrap();
+    let victim = t.path().join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    std::os::unix::fs::symlink(&victim, d.join("dlink")).unwrap();
     // a run whose only process recorded nothing
     let idle = memscope_run(&[], &["/bin/true"], &[]);
     assert_eq!(idle.code(), 0, "{}", idle.stderr());
@@ -445,6 +454,10 @@ fn bad_input_gives_one_line_exit_2_and_no_file() {
             vec!["empty", "-o", "no/such/dir/r.html"],
             "no such directory",
         ),
+        (
+            vec!["good.csv", "-o", "dlink/r.html"],
+            "dlink is a symbolic link",
+        ),
     ];
     for (args, want) in cases {
         let (code, err) = bad(&args, d);
@@ -458,6 +471,7 @@ fn bad_input_gives_one_line_exit_2_and_no_file() {
         std::fs::read_to_string(d.join("taken.html")).unwrap(),
         "keep me"
     );
+    assert_eq!(std::fs::read_dir(&victim).unwrap().count(), 0);
 }
 
 #[test]
