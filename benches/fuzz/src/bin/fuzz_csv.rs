@@ -23,6 +23,13 @@ fn seeds() -> Vec<Vec<u8>> {
         "10,MSTX,Range_end,step start,190,7,7,0,N/A,\"{range_id:1}\",,\n",
         "11,OP_LAUNCH,ATB_START,LinearOperation,200,7,7,0,N/A,\"{path:0_1/x,workspace_ptr:0x10,workspace_size:64}\",,\n",
         "12,SYSTEM,acl init,N/A,210,7,7,N/A,N/A,,,\n",
+        // msMemScope's spellings (MINDSPORE, SNAPSHOT keys), mapped memory, timestamps that
+        // disagree with IDs (the replay-order warning, `--order time`)
+        "13,MALLOC,MINDSPORE,N/A,205,7,8,0,0x0000000000003000,\"{allocation_id:3,addr:0x3000,size:64,owner:MINDSPORE@layer}\",,\n",
+        "14,ACCESS,WRITE,op,206,7,8,0,0x0000000000003000,\"{allocation_id:3,addr:0x3000,size:64,type:MINDSPORE}\",,\n",
+        "15,SNAPSHOT,SNAPSHOT,OOM_Snapshot,220,7,7,0,N/A,\"{reserved:1,max_reserved:2,allocated:1,max_allocated:1,total:8,free:4,device_rate:50.000000}\",,\n",
+        "16,MALLOC,HOST_MMAP,N/A,230,7,7,cpu,0x00007f0000000000,\"{allocation_id:4,addr:0x7f0000000000,size:8192}\",,\n",
+        "17,FREE,HOST_MMAP,N/A,240,7,7,cpu,0x00007f0000000000,\"{allocation_id:4,addr:0x7f0000000000,size:4096}\",,\n",
     ];
     let mut all = HEADER.to_owned();
     rows.iter().for_each(|r| all.push_str(r));
@@ -58,6 +65,13 @@ fn dict() -> Vec<Vec<u8>> {
         "HAL",
         "ATB",
         "MINDSPORE",
+        "MINDSPORE@",
+        "type:",
+        "HOST_MMAP",
+        "SNAPSHOT",
+        "max_reserved:",
+        "total_mem:",
+        "device_rate:",
         "READ",
         "WRITE",
         "ATEN_START",

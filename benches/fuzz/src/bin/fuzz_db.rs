@@ -66,6 +66,11 @@ const WORDS: &[&str] = &[
     "HAL",
     "ATB",
     "READ",
+    "MINDSPORE",
+    "HOST_MMAP",
+    "SNAPSHOT",
+    "{\"type\":\"MINDSPORE\",\"size\":\"8\"}",
+    "{\"size\":\"16\",\"addr\":\"0x10\",\"owner\":\"MINDSPORE@a\"}",
     "ATEN_START",
     "ATEN_END",
     "Mark",
@@ -194,7 +199,9 @@ fn seeds() -> Vec<Vec<u8>> {
         (2,'ACCESS','READ','aten::add',120,7,7,'0','0x0000000000001000','{\"allocation_id\":\"1\",\"size\":\"8\",\"type\":\"PTA\"}','',''),\
         (4,'OP_LAUNCH','ATEN_END','aten::add',130,7,7,'0','N/A','{}','',''),\
         (5,'MSTX','Mark','\"m\"',140,7,7,'0','N/A','{}','',''),\
-        (6,'FREE','PTA','N/A',150,7,7,'0','0x0000000000001000','{addr:0x1000,size:512}','','');";
+        (6,'FREE','PTA','N/A',150,7,7,'0','0x0000000000001000','{addr:0x1000,size:512}','',''),\
+        (7,'MALLOC','MINDSPORE','N/A',105,7,8,'0','0x0000000000002000','{\"allocation_id\":\"2\",\"size\":\"64\",\"owner\":\"MINDSPORE@l\"}','',''),\
+        (8,'SNAPSHOT','SNAPSHOT','OOM_Snapshot',160,7,7,'0','N/A','{\"reserved\":\"1\",\"max_reserved\":\"2\"}','','');";
     let mut v = vec![
         seed_db(&dir, ".memscope-fuzz-seed-a.db", rows),
         seed_db(
