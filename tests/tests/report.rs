@@ -475,6 +475,30 @@ fn bad_input_gives_one_line_exit_2_and_no_file() {
 }
 
 #[test]
+fn a_torn_last_row_is_left_out_of_the_report_with_a_warning() {
+    // issue 17: a writer killed mid-row; the rows before it make the report
+    let t = tempfile::tempdir().unwrap();
+    let header = "ID,Event,Event Type,Name,Timestamp(ns),Process Id,Thread Id,Device Id,Ptr,Attr,Call Stack(Python),Call Stack(C)\n";
+    let dump = t.path().join("torn.csv");
+    std::fs::write(
+        &dump,
+        format!("{header}0,SYSTEM,ACL_INIT,N/A,100,7,7,N/A,N/A,,,\n1,MALLOC,HAL,N/A,200,7,7,0,0x10,\"{{size:8}}\",,\n2,FREE,HAL,N/A,30"),
+    )
+    .unwrap();
+    let out = t.path().join("r.html");
+    let o = report(&[&dump], &out);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let warnings: Vec<&str> = err.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warnings.len(), 1, "{err}");
+    assert!(
+        warnings[0].contains("torn.csv:4: the last row is incomplete")
+            && warnings[0].contains("the 2 row(s) before it were read"),
+        "{err}"
+    );
+    assert!(out.is_file());
+}
+
+#[test]
 fn msmemscope_dumps_give_a_report() {
     let fx = repo_root().join("../shared/fixtures/msmemscope");
     if !fx.is_dir() {
