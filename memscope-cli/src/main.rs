@@ -6,8 +6,11 @@ mod adapters_cmd;
 mod analyze_cmd;
 mod builtin;
 mod collector;
+mod export;
+mod export_cmd;
 mod logfile;
 mod plugin_check;
+mod recover_cmd;
 mod run;
 mod summary;
 
@@ -43,6 +46,10 @@ enum Cmd {
         #[command(subcommand)]
         cmd: analyze_cmd::AnalyzeCmd,
     },
+    /// Write views of kept captures: --to csv|db gives the dumps `run` writes (HOST rows too).
+    Export(export_cmd::ExportArgs),
+    /// Turn the spool a killed `memscope run` left behind into the run's outputs.
+    Recover(recover_cmd::RecoverArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -90,8 +97,17 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    // A file-size limit (ulimit -f) must end a write with EFBIG, not the collector: with a
+    // handler installed the kernel does not kill us; the job gets the default disposition back
+    // at exec.
+    let _ = signal_hook::flag::register(
+        signal_hook::consts::SIGXFSZ,
+        std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+    );
     let result = match cli.cmd {
         Cmd::Run(args) => return run::run(*args),
+        Cmd::Recover(args) => return recover_cmd::run(&args),
+        Cmd::Export(args) => export_cmd::run(&args),
         Cmd::Adapters { cmd } => adapters_cmd::run(&cmd),
         Cmd::Compare(args) => analyze_cmd::run_compare(&args),
         Cmd::Analyze { cmd } => analyze_cmd::run_analyze(&cmd),

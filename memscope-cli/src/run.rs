@@ -63,6 +63,10 @@ pub struct RunArgs {
     /// Ops of idleness for the temporary_idleness rule [default: 3000].
     #[arg(long = "idle-threshold")]
     idle_threshold: Option<u64>,
+    /// Write HOST (malloc) rows into the dumps too [default: off: the capture plus the HOST
+    /// leak and peak summaries; `memscope export --to csv|db` writes the rows later].
+    #[arg(long = "host-rows")]
+    host_rows: bool,
     /// The job and its arguments.
     #[arg(value_name = "PROGRAM", num_args = 0..)]
     program: Vec<String>,
@@ -88,6 +92,7 @@ fn configure(a: &RunArgs) -> Result<RunConfig, String> {
         adapters: a.adapters.clone(),
         adapter_paths: a.adapter_path.clone(),
         idle_threshold: a.idle_threshold,
+        host_rows: a.host_rows.then_some(true),
     };
     let cwd = std::env::current_dir().map_err(|e| format!("current directory: {e}"))?;
     let raw = match &a.config {
@@ -214,18 +219,49 @@ pub fn run(a: RunArgs) -> ExitCode {
             spool.display()
         ));
     }
+    // The collector's liveness lock (TEAM contract 1), held until this function returns, and
+    // what `memscope recover` needs to redo the run from the spool if this process dies.
+    let lock = match hold_collector_lock(&spool) {
+        Ok(f) => f,
+        Err(e) => return usage_error(e),
+    };
+    if let Err(e) = crate::recover_cmd::write_run_info(&spool, &cfg, &visible_devices()) {
+        return usage_error(e);
+    }
     let quiet = a.quiet;
     let code = launch_and_collect(&cfg, &probe, &spool, &a.program, quiet, analysis_factory());
     if let Err(e) = std::fs::remove_dir_all(&spool) {
         eprintln!("memscope: cannot remove spool {}: {e}", spool.display());
     }
+    drop(lock);
     code
+}
+
+/// Creates `<spool>/collector.lock` (mode 0600) and holds `flock(LOCK_EX)` on it for as long as
+/// the returned file lives.
+///
+/// # Errors
+/// The file cannot be created or locked.
+pub fn hold_collector_lock(spool: &Path) -> Result<std::fs::File, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = spool.join(memscope_core::spool::COLLECTOR_LOCK);
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    f.try_lock()
+        .map_err(|e| format!("cannot lock {}: {e}", path.display()))?;
+    Ok(f)
 }
 
 /// The online analyses of `--analysis` (memscope-core's analysis layers), run in the
 /// collector after attribution and before the dump is written; their reports end the run's
 /// summary and the process log. `--steps` keeps them on (msMemScope turns every analysis off).
-fn analysis_factory() -> AnalysisFactory {
+pub(crate) fn analysis_factory() -> AnalysisFactory {
     use memscope_core::analysis::{online_layers, AnalysisConfig, AnalysisKind};
     Arc::new(|cfg: &RunConfig, project: &Path| {
         use memscope_core::adapter::AdapterId;

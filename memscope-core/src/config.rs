@@ -411,6 +411,10 @@ pub struct RunConfig {
     pub adapter_paths: Vec<PathBuf>,
     /// `--idle-threshold`: ops of idleness for `temporary_idleness` (default 3000).
     pub idle_threshold: u64,
+    /// `--host-rows` / `"host_rows"`: write HOST adapter (malloc) rows into the dumps. Off by
+    /// default: at malloc rates the capture plus the leak and peak summaries answer the usual
+    /// questions, and `memscope export --to csv|db` writes the rows from the capture later.
+    pub host_rows: bool,
 }
 
 /// Adapters selected when neither flags nor config.json name any: every built-in adapter but
@@ -443,6 +447,7 @@ impl Default for RunConfig {
                 .collect(),
             adapter_paths: Vec::new(),
             idle_threshold: 3000,
+            host_rows: false,
         }
     }
 }

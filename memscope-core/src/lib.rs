@@ -23,6 +23,8 @@ pub mod attr_text;
 #[cfg(feature = "collector")]
 pub mod bus;
 #[cfg(feature = "collector")]
+pub mod capture;
+#[cfg(feature = "collector")]
 pub mod config;
 #[cfg(feature = "collector")]
 pub mod layout;
@@ -30,3 +32,5 @@ pub mod layout;
 pub mod reader;
 #[cfg(feature = "collector")]
 pub mod sink;
+#[cfg(feature = "collector")]
+pub mod spool;

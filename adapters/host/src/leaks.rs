@@ -27,6 +27,21 @@ pub struct HostLeaks {
     live: HashMap<u64, (u64, u32)>,
     stack_ids: HashMap<String, u32>,
     stacks: Vec<String>,
+    live_bytes: u64,
+    peak: Peak,
+}
+
+/// The highest number of live HOST bytes the process reached.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Peak {
+    /// Live bytes at the peak.
+    pub bytes: u64,
+    /// Live blocks at the peak.
+    pub blocks: u64,
+    /// ID of the event that reached it.
+    pub id: u64,
+    /// Its time stamp, ns since the epoch.
+    pub ts_ns: u64,
 }
 
 fn is_host_block(ev: &Event) -> bool {
@@ -36,6 +51,28 @@ fn is_host_block(ev: &Event) -> bool {
 }
 
 impl HostLeaks {
+    /// The peak so far.
+    pub fn peak(&self) -> Peak {
+        self.peak
+    }
+
+    /// The peak report section.
+    pub fn peak_report(&self, pid: Option<u32>) -> ReportSection {
+        let pid = pid.map(|p| format!(" (pid {p})")).unwrap_or_default();
+        let p = self.peak;
+        ReportSection {
+            title: format!("HOST peak{pid}: {} bytes in {} block(s)", p.bytes, p.blocks),
+            lines: if p.bytes == 0 {
+                Vec::new()
+            } else {
+                vec![format!(
+                    "reached at event ID {} (timestamp {} ns)",
+                    p.id, p.ts_ns
+                )]
+            },
+        }
+    }
+
     fn stack_index(&mut self, text: Option<&str>) -> u32 {
         let t = text.unwrap_or("");
         if let Some(&i) = self.stack_ids.get(t) {
@@ -100,10 +137,23 @@ impl Layer for HostLeaks {
             match ev.kind {
                 EventKind::Malloc => {
                     let s = self.stack_index(ev.c_stack.as_deref());
-                    self.live.insert(m.allocation_id, (m.size, s));
+                    if let Some((old, _)) = self.live.insert(m.allocation_id, (m.size, s)) {
+                        self.live_bytes -= old;
+                    }
+                    self.live_bytes += m.size;
+                    if self.live_bytes > self.peak.bytes {
+                        self.peak = Peak {
+                            bytes: self.live_bytes,
+                            blocks: self.live.len() as u64,
+                            id: ev.id,
+                            ts_ns: ev.ts_ns,
+                        };
+                    }
                 }
                 EventKind::Free => {
-                    self.live.remove(&m.allocation_id);
+                    if let Some((size, _)) = self.live.remove(&m.allocation_id) {
+                        self.live_bytes -= size;
+                    }
                 }
                 _ => {}
             }
@@ -118,6 +168,7 @@ impl Layer for HostLeaks {
         _out: &mut Vec<Event>,
         report: &mut Vec<ReportSection>,
     ) -> Result<(), BusError> {
+        report.push(self.peak_report(ctx.pid));
         report.push(self.report(ctx.pid));
         Ok(())
     }
@@ -164,5 +215,18 @@ mod tests {
         assert_eq!(r.lines[0], "1 block(s), 1000 bytes, allocated at:");
         assert_eq!(r.lines[1], "    b");
         assert_eq!(r.lines[3], "2 block(s), 200 bytes, allocated at:");
+        assert_eq!(
+            l.peak(),
+            Peak {
+                bytes: 1205,
+                blocks: 4,
+                id: 4,
+                ts_ns: 1
+            }
+        );
+        assert_eq!(
+            l.peak_report(Some(9)).title,
+            "HOST peak (pid 9): 1205 bytes in 4 block(s)"
+        );
     }
 }

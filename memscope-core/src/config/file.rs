@@ -34,6 +34,10 @@ pub struct ConfigFile {
     pub adapter_paths: Option<Vec<String>>,
     /// `--idle-threshold`.
     pub idle_threshold: Option<u64>,
+    /// `--host-rows`: write HOST (malloc) rows into the dumps (default false: the capture and
+    /// the leak and peak summaries only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_rows: Option<bool>,
 }
 
 /// A list given as `"a,b"` or `["a","b"]`.
@@ -102,6 +106,8 @@ pub struct RawOptions {
     pub adapter_paths: Vec<String>,
     /// `--idle-threshold`.
     pub idle_threshold: Option<u64>,
+    /// `--host-rows`.
+    pub host_rows: Option<bool>,
 }
 
 impl RawOptions {
@@ -128,7 +134,12 @@ impl RawOptions {
             .map_err(|e| ConfigError(format!("--config {}: {e}", path.display())))?;
         let f: ConfigFile = serde_json::from_str(&text)
             .map_err(|e| ConfigError(format!("--config {}: {e}", path.display())))?;
-        Ok(RawOptions {
+        Ok(RawOptions::from_config_file(f))
+    }
+
+    /// The options a parsed config.json gives.
+    pub fn from_config_file(f: ConfigFile) -> RawOptions {
+        RawOptions {
             events: f.events.map(|v| v.joined()),
             level: f.level.map(|v| v.joined()),
             call_stack: f.call_stack.map(|v| v.joined()),
@@ -142,7 +153,8 @@ impl RawOptions {
             adapters: f.adapters.map(|v| v.joined()),
             adapter_paths: f.adapter_paths.unwrap_or_default(),
             idle_threshold: f.idle_threshold,
-        })
+            host_rows: f.host_rows,
+        }
     }
 
     /// Overlays `flags` on `self` (flags win; adapter paths add up).
@@ -162,7 +174,8 @@ impl RawOptions {
             log_level,
             collect_mode,
             adapters,
-            idle_threshold
+            idle_threshold,
+            host_rows
         );
         self.adapter_paths.extend(flags.adapter_paths);
         self
@@ -247,6 +260,9 @@ impl RawOptions {
                 return Err(bad("--idle-threshold", "must be greater than 0"));
             }
             c.idle_threshold = t;
+        }
+        if let Some(h) = self.host_rows {
+            c.host_rows = h;
         }
         Ok(c)
     }
@@ -342,6 +358,7 @@ impl RunConfig {
                     .collect(),
             ),
             idle_threshold: Some(self.idle_threshold),
+            host_rows: Some(self.host_rows),
         }
     }
 }

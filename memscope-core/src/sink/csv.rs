@@ -129,6 +129,25 @@ pub fn fmt_ptr(p: u64, buf: &mut [u8; 18]) -> &[u8] {
 impl DeviceWriter for CsvFile {
     const KIND: &'static str = "csv";
 
+    fn create(file: File, path: PathBuf) -> Result<Self, BusError> {
+        CsvFile::new(file, path)
+    }
+
+    fn copy_into(&mut self, mut file: File, path: PathBuf) -> Result<Self, BusError> {
+        self.w.flush().map_err(|e| io_err(&self.path, e))?;
+        let mut src = File::open(&self.path).map_err(|e| io_err(&self.path, e))?;
+        std::io::copy(&mut src, &mut file).map_err(|e| io_err(&path, e))?;
+        Ok(CsvFile {
+            w: csv::WriterBuilder::new()
+                .quote_style(csv::QuoteStyle::Necessary)
+                .terminator(csv::Terminator::Any(b'\n'))
+                .from_writer(BufWriter::with_capacity(1 << 18, file)),
+            path,
+            rows: self.rows,
+            scratch: String::with_capacity(256),
+        })
+    }
+
     fn write(&mut self, ev: &Event) -> Result<(), BusError> {
         write_row(&mut self.w, ev, &mut self.scratch).map_err(|e| csv_err(&self.path, e))?;
         self.rows += 1;

@@ -133,6 +133,26 @@ impl DbFile {
 impl DeviceWriter for DbFile {
     const KIND: &'static str = "sqlite";
 
+    fn create(file: std::fs::File, path: PathBuf) -> Result<Self, BusError> {
+        drop(file);
+        DbFile::open(path)
+    }
+
+    fn copy_into(&mut self, file: std::fs::File, path: PathBuf) -> Result<Self, BusError> {
+        drop(file);
+        self.flush()?;
+        // VACUUM INTO writes a self-contained copy into the new (empty) file.
+        self.conn
+            .execute("VACUUM INTO ?1", [path.display().to_string()])
+            .map_err(|e| BusError::Sqlite {
+                path: path.display().to_string(),
+                source: e,
+            })?;
+        let mut db = DbFile::open(path)?;
+        db.rows = self.rows;
+        Ok(db)
+    }
+
     fn write(&mut self, ev: &Event) -> Result<(), BusError> {
         let mut hex = [0u8; 18];
         let ptr = match ev.ptr {
