@@ -220,7 +220,7 @@ mod tests {
             Peak {
                 bytes: 1205,
                 blocks: 4,
-                id: 4,
+                id: 0,
                 ts_ns: 1
             }
         );

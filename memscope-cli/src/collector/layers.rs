@@ -82,9 +82,11 @@ pub struct WriteFilter {
     host_rows: bool,
 }
 
-/// Whether `ev` is a row of the HOST adapter (libc allocator blocks, not pinned memory).
+/// Whether `ev` is a row of the HOST adapter (libc allocator blocks): Event Type HOST rows
+/// that are neither pinned memory (ACL) nor driver host memory (HAL) — those two always carry
+/// `used`, the HOST adapter never does.
 pub fn is_host_adapter_row(ev: &Event) -> bool {
-    ev.event_type == EventType::Host && ev.memory().is_some_and(|m| !m.pinned)
+    ev.event_type == EventType::Host && ev.memory().is_some_and(|m| !m.pinned && m.used.is_none())
 }
 
 impl WriteFilter {

@@ -26,12 +26,51 @@ pub const HEADER: [&str; 12] = [
     "Call Stack(C)",
 ];
 
+/// The file under a CSV writer: once `off` is set (the file failed and was cut back to its
+/// last whole row) it swallows whatever the buffers still hold, so nothing lands after the cut.
+struct Guarded {
+    file: File,
+    off: std::sync::atomic::AtomicBool,
+}
+
+impl std::io::Write for Guarded {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        if self.off.load(std::sync::atomic::Ordering::Relaxed) {
+            return Ok(b.len());
+        }
+        self.file.write(b)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.off.load(std::sync::atomic::Ordering::Relaxed) {
+            return Ok(());
+        }
+        self.file.flush()
+    }
+}
+
 /// One CSV file.
 pub struct CsvFile {
-    w: csv::Writer<BufWriter<File>>,
+    w: csv::Writer<BufWriter<Guarded>>,
     path: PathBuf,
     rows: u64,
     scratch: String,
+    /// File length at the last successful flush (ends on a whole row).
+    durable_len: u64,
+    /// Rows at the last successful flush.
+    durable_rows: u64,
+}
+
+fn writer_on(file: File) -> csv::Writer<BufWriter<Guarded>> {
+    csv::WriterBuilder::new()
+        .quote_style(csv::QuoteStyle::Necessary)
+        .terminator(csv::Terminator::Any(b'\n'))
+        .from_writer(BufWriter::with_capacity(
+            1 << 18,
+            Guarded {
+                file,
+                off: std::sync::atomic::AtomicBool::new(false),
+            },
+        ))
 }
 
 fn io_err(path: &Path, e: impl Into<std::io::Error>) -> BusError {
@@ -51,16 +90,15 @@ impl CsvFile {
     /// # Errors
     /// Writing the header failed.
     pub fn new(file: File, path: PathBuf) -> Result<CsvFile, BusError> {
-        let mut w = csv::WriterBuilder::new()
-            .quote_style(csv::QuoteStyle::Necessary)
-            .terminator(csv::Terminator::Any(b'\n'))
-            .from_writer(BufWriter::with_capacity(1 << 18, file));
+        let mut w = writer_on(file);
         w.write_record(HEADER).map_err(|e| csv_err(&path, e))?;
         Ok(CsvFile {
             w,
             path,
             rows: 0,
             scratch: String::with_capacity(256),
+            durable_len: 0,
+            durable_rows: 0,
         })
     }
 }
@@ -136,15 +174,14 @@ impl DeviceWriter for CsvFile {
     fn copy_into(&mut self, mut file: File, path: PathBuf) -> Result<Self, BusError> {
         self.w.flush().map_err(|e| io_err(&self.path, e))?;
         let mut src = File::open(&self.path).map_err(|e| io_err(&self.path, e))?;
-        std::io::copy(&mut src, &mut file).map_err(|e| io_err(&path, e))?;
+        let n = std::io::copy(&mut src, &mut file).map_err(|e| io_err(&path, e))?;
         Ok(CsvFile {
-            w: csv::WriterBuilder::new()
-                .quote_style(csv::QuoteStyle::Necessary)
-                .terminator(csv::Terminator::Any(b'\n'))
-                .from_writer(BufWriter::with_capacity(1 << 18, file)),
+            w: writer_on(file),
             path,
             rows: self.rows,
             scratch: String::with_capacity(256),
+            durable_len: n,
+            durable_rows: self.rows,
         })
     }
 
@@ -154,7 +191,29 @@ impl DeviceWriter for CsvFile {
         Ok(())
     }
     fn flush(&mut self) -> Result<(), BusError> {
-        self.w.flush().map_err(|e| io_err(&self.path, e))
+        self.w.flush().map_err(|e| io_err(&self.path, e))?;
+        let g = self.w.get_ref().get_ref();
+        if !g.off.load(std::sync::atomic::Ordering::Relaxed) {
+            self.durable_len = g
+                .file
+                .metadata()
+                .map_err(|e| io_err(&self.path, e))?
+                .len();
+            self.durable_rows = self.rows;
+        }
+        Ok(())
+    }
+    fn abandon(&mut self) {
+        // The BufWriter cannot be reached mutably through csv::Writer; reopen to cut.
+        if let Ok(f) = std::fs::OpenOptions::new().write(true).open(&self.path) {
+            let _ = f.set_len(self.durable_len);
+        }
+        self.w
+            .get_ref()
+            .get_ref()
+            .off
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.rows = self.durable_rows;
     }
     fn path(&self) -> &Path {
         &self.path

@@ -55,6 +55,58 @@ pub trait DeviceWriter: Send + Sized {
     fn close(&mut self) -> Result<(), BusError> {
         Ok(())
     }
+    /// The file failed: cut it back to what the last successful [`DeviceWriter::flush`] made
+    /// durable, so it ends on a whole row.
+    fn abandon(&mut self) {}
+}
+
+/// Rows of one file per kind, split into device-less and device rows; `durable` is the state
+/// at the last successful flush.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct KindRows {
+    dev: [u64; 9],
+    less: [u64; 9],
+}
+
+impl KindRows {
+    fn add(&mut self, ev: &Event) {
+        let i = EventKind::ALL.iter().position(|k| *k == ev.kind).unwrap_or(0);
+        if ev.device == Device::NotApplicable {
+            self.less[i] += 1;
+        } else {
+            self.dev[i] += 1;
+        }
+    }
+    fn less_total(&self) -> u64 {
+        self.less.iter().sum()
+    }
+}
+
+/// A writer with its per-kind row counts.
+struct Slot<W> {
+    w: W,
+    now: KindRows,
+    durable: KindRows,
+}
+
+impl<W: DeviceWriter> Slot<W> {
+    fn new(w: W, rows: KindRows) -> Slot<W> {
+        Slot {
+            w,
+            now: rows,
+            durable: rows,
+        }
+    }
+    fn write(&mut self, ev: &Event) -> Result<(), BusError> {
+        self.w.write(ev)?;
+        self.now.add(ev);
+        Ok(())
+    }
+    fn flush(&mut self) -> Result<(), BusError> {
+        self.w.flush()?;
+        self.durable = self.now;
+        Ok(())
+    }
 }
 
 /// What a dump sink wrote, shared with the collector for the run summary.
@@ -165,14 +217,7 @@ impl<W: DeviceWriter> Layer for DumpSink<W> {
         W::KIND
     }
     fn on_event(&mut self, ev: Event, _: &BusCtx, _: &mut Vec<Event>) -> Result<(), BusError> {
-        if self.router.route(&ev) {
-            if let Ok(mut s) = self.stats.lock() {
-                *s.rows.entry(ev.kind).or_default() += 1;
-                if ev.device == Device::NotApplicable {
-                    s.device_less += 1;
-                }
-            }
-        }
+        self.router.route(&ev);
         self.take_router_warnings();
         Ok(())
     }
@@ -187,7 +232,7 @@ impl<W: DeviceWriter> Layer for DumpSink<W> {
         _: &mut Vec<Event>,
         report: &mut Vec<ReportSection>,
     ) -> Result<(), BusError> {
-        let files = self.router.finish();
+        let (files, rows, less) = self.router.finish();
         self.take_router_warnings();
         report.push(ReportSection {
             title: "Dump files".into(),
@@ -198,6 +243,8 @@ impl<W: DeviceWriter> Layer for DumpSink<W> {
         });
         if let Ok(mut s) = self.stats.lock() {
             s.files = files;
+            s.rows = rows;
+            s.device_less = less;
         }
         Ok(())
     }
@@ -205,14 +252,14 @@ impl<W: DeviceWriter> Layer for DumpSink<W> {
 
 /// Routes events of one process to per-device writers.
 pub struct DeviceRouter<W: DeviceWriter> {
-    files: BTreeMap<Device, W>,
+    files: BTreeMap<Device, Slot<W>>,
     /// Devices whose file failed (not reopened).
     failed: BTreeSet<Device>,
-    backlog: Option<W>,
+    backlog: Option<Slot<W>>,
     backlog_failed: bool,
     open: Opener,
-    /// Files closed early (path, rows).
-    closed: Vec<(PathBuf, u64)>,
+    /// Files closed early (path, rows, per-kind rows).
+    closed: Vec<(PathBuf, u64, KindRows)>,
     /// Lines for files that stopped early, for the owner to take.
     pub warnings: Vec<String>,
 }
@@ -235,14 +282,17 @@ impl<W: DeviceWriter> DeviceRouter<W> {
         self.warnings.push(write_failure_line(path, e));
     }
 
-    fn ensure(&mut self, d: Device) -> Option<&mut W> {
+    fn ensure(&mut self, d: Device) -> Option<&mut Slot<W>> {
         if !self.files.contains_key(&d) {
             if self.failed.contains(&d) {
                 return None;
             }
             let made = (self.open)(Place::Device(d)).and_then(|(f, p)| match &mut self.backlog {
-                Some(b) => b.copy_into(f, p),
-                None => W::create(f, p),
+                Some(b) => {
+                    b.flush()?;
+                    Ok(Slot::new(b.w.copy_into(f, p)?, b.durable))
+                }
+                None => Ok(Slot::new(W::create(f, p)?, KindRows::default())),
             });
             match made {
                 Ok(w) => {
@@ -270,7 +320,7 @@ impl<W: DeviceWriter> DeviceRouter<W> {
         }
         if self.backlog.is_none() {
             match (self.open)(Place::Backlog).and_then(|(f, p)| W::create(f, p)) {
-                Ok(w) => self.backlog = Some(w),
+                Ok(w) => self.backlog = Some(Slot::new(w, KindRows::default())),
                 Err(e) => {
                     self.backlog_failed = true;
                     self.fail(Path::new("(device-less backlog)"), &e);
@@ -282,12 +332,22 @@ impl<W: DeviceWriter> DeviceRouter<W> {
         match b.write(ev) {
             Ok(()) => true,
             Err(e) => {
-                let p = b.path().to_path_buf();
-                self.backlog_failed = true;
-                self.fail(&p, &e);
+                self.backlog_broke(e);
                 false
             }
         }
+    }
+
+    /// The backlog cannot be written: it is cut back to its last flush and kept as it is (a
+    /// device file opened later, or `device_cpu`, still starts from it).
+    fn backlog_broke(&mut self, e: BusError) {
+        if let Some(b) = &mut self.backlog {
+            b.w.abandon();
+            b.now = b.durable;
+            let p = b.w.path().to_path_buf();
+            self.fail(&p, &e);
+        }
+        self.backlog_failed = true;
     }
 
     /// Writes `ev` where it belongs. Returns whether any file took it.
@@ -299,7 +359,7 @@ impl<W: DeviceWriter> DeviceRouter<W> {
                 for (d, w) in self.files.iter_mut() {
                     match w.write(ev) {
                         Ok(()) => any = true,
-                        Err(e) => bad.push((*d, w.path().to_path_buf(), e)),
+                        Err(e) => bad.push((*d, w.w.path().to_path_buf(), e)),
                     }
                 }
                 for (d, p, e) in bad {
@@ -309,7 +369,7 @@ impl<W: DeviceWriter> DeviceRouter<W> {
             }
             d => {
                 let res = match self.ensure(d) {
-                    Some(w) => w.write(ev).map_err(|e| (w.path().to_path_buf(), e)),
+                    Some(w) => w.write(ev).map_err(|e| (w.w.path().to_path_buf(), e)),
                     None => return false,
                 };
                 match res {
@@ -324,13 +384,14 @@ impl<W: DeviceWriter> DeviceRouter<W> {
     }
 
     fn drop_file(&mut self, d: Device, path: &Path, e: &BusError) {
-        if let Some(mut w) = self.files.remove(&d) {
-            let _ = w.flush();
-            let _ = w.close();
+        if let Some(mut s) = self.files.remove(&d) {
+            s.w.abandon();
+            let _ = s.w.close();
             self.failed.insert(d);
             self.fail(path, e);
             // Keep it listed with the rows it holds.
-            self.closed.push((w.path().to_path_buf(), w.rows()));
+            let rows = s.durable.dev.iter().sum::<u64>() + s.durable.less_total();
+            self.closed.push((s.w.path().to_path_buf(), rows, s.durable));
         }
     }
 
@@ -339,41 +400,41 @@ impl<W: DeviceWriter> DeviceRouter<W> {
         let mut bad = Vec::new();
         for (d, w) in self.files.iter_mut() {
             if let Err(e) = w.flush() {
-                bad.push((*d, w.path().to_path_buf(), e));
+                bad.push((*d, w.w.path().to_path_buf(), e));
             }
         }
         for (d, p, e) in bad {
             self.drop_file(d, &p, &e);
         }
-        if let Some(b) = &mut self.backlog {
-            if let Err(e) = b.flush() {
-                let p = b.path().to_path_buf();
-                self.backlog_failed = true;
-                self.backlog = None;
-                self.fail(&p, &e);
+        if !self.backlog_failed {
+            if let Some(b) = &mut self.backlog {
+                if let Err(e) = b.flush() {
+                    self.backlog_broke(e);
+                }
             }
         }
     }
 
     /// Flushes and closes every file; if no device file was ever opened but device-less events
     /// were seen, the backlog becomes `device_cpu`'s file. Removes the backlog. Returns (path,
-    /// rows) of every file.
-    pub fn finish(&mut self) -> Vec<(PathBuf, u64)> {
+    /// rows) of every file and the distinct events they hold per kind (a device-less event
+    /// copied into several files counts once).
+    pub fn finish(&mut self) -> (Vec<(PathBuf, u64)>, BTreeMap<EventKind, u64>, u64) {
         if self.files.is_empty() && self.closed.is_empty() && self.backlog.is_some() {
             self.ensure(Device::Cpu);
         }
         self.flush();
         let mut bad = Vec::new();
         for (d, w) in self.files.iter_mut() {
-            if let Err(e) = w.close() {
-                bad.push((*d, w.path().to_path_buf(), e));
+            if let Err(e) = w.w.close() {
+                bad.push((*d, w.w.path().to_path_buf(), e));
             }
         }
         for (d, p, e) in bad {
             self.drop_file(d, &p, &e);
         }
         if let Some(b) = self.backlog.take() {
-            let p = b.path().to_path_buf();
+            let p = b.w.path().to_path_buf();
             drop(b);
             let _ = std::fs::remove_file(&p);
             for ext in ["-wal", "-shm", "-journal"] {
@@ -382,13 +443,27 @@ impl<W: DeviceWriter> DeviceRouter<W> {
                 let _ = std::fs::remove_file(q);
             }
         }
-        let mut out: Vec<(PathBuf, u64)> = self
+        let mut all: Vec<(PathBuf, u64, KindRows)> = self
             .files
             .values()
-            .map(|w| (w.path().to_path_buf(), w.rows()))
+            .map(|s| (s.w.path().to_path_buf(), s.w.rows(), s.durable))
             .collect();
-        out.append(&mut self.closed);
-        out.sort();
-        out
+        all.append(&mut self.closed);
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut per_kind = BTreeMap::new();
+        let most_less = all
+            .iter()
+            .max_by_key(|f| f.2.less_total())
+            .map(|f| f.2.less)
+            .unwrap_or_default();
+        for (i, k) in EventKind::ALL.iter().enumerate() {
+            let n = all.iter().map(|f| f.2.dev[i]).sum::<u64>() + most_less[i];
+            if n > 0 {
+                per_kind.insert(*k, n);
+            }
+        }
+        let less = most_less.iter().sum();
+        let out = all.into_iter().map(|(p, n, _)| (p, n)).collect();
+        (out, per_kind, less)
     }
 }

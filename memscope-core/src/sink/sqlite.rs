@@ -202,6 +202,17 @@ impl DeviceWriter for DbFile {
     fn close(&mut self) -> Result<(), BusError> {
         self.close_wal()
     }
+
+    fn abandon(&mut self) {
+        // What the last COMMIT made durable stays; the open transaction goes.
+        if self.in_tx > 0 {
+            let _ = self.conn.execute_batch("ROLLBACK");
+            self.rows -= self.in_tx;
+            self.in_tx = 0;
+        }
+        self.rows -= self.pending.len() as u64 / 12;
+        self.pending.clear();
+    }
 }
 
 /// The SQLite sink layer of one process.
