@@ -81,7 +81,34 @@ fn io_err(path: &Path, e: impl Into<std::io::Error>) -> BusError {
 }
 
 fn csv_err(path: &Path, e: csv::Error) -> BusError {
-    io_err(path, std::io::Error::other(e))
+    match e.into_kind() {
+        csv::ErrorKind::Io(io) => io_err(path, io),
+        other => io_err(path, std::io::Error::other(format!("{other:?}"))),
+    }
+}
+
+/// Whole rows (12 fields, ending in a newline) in `data`, and the byte length they take.
+/// `header`: the first record is the header row (not counted).
+fn whole_rows(data: &[u8], header: bool) -> (u64, u64) {
+    let mut r = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .from_reader(data);
+    let (mut rows, mut end) = (0u64, 0u64);
+    let mut rec = csv::ByteRecord::new();
+    let mut first = header;
+    while let Ok(true) = r.read_byte_record(&mut rec) {
+        let pos = r.position().byte();
+        if rec.len() != HEADER.len() || pos == 0 || data.get(pos as usize - 1) != Some(&b'\n') {
+            break;
+        }
+        if !first {
+            rows += 1;
+        }
+        first = false;
+        end = pos;
+    }
+    (rows, end)
 }
 
 impl CsvFile {
@@ -194,26 +221,38 @@ impl DeviceWriter for CsvFile {
         self.w.flush().map_err(|e| io_err(&self.path, e))?;
         let g = self.w.get_ref().get_ref();
         if !g.off.load(std::sync::atomic::Ordering::Relaxed) {
-            self.durable_len = g
-                .file
-                .metadata()
-                .map_err(|e| io_err(&self.path, e))?
-                .len();
+            self.durable_len = g.file.metadata().map_err(|e| io_err(&self.path, e))?.len();
             self.durable_rows = self.rows;
         }
         Ok(())
     }
-    fn abandon(&mut self) {
-        // The BufWriter cannot be reached mutably through csv::Writer; reopen to cut.
-        if let Ok(f) = std::fs::OpenOptions::new().write(true).open(&self.path) {
-            let _ = f.set_len(self.durable_len);
-        }
+    fn abandon(&mut self) -> u64 {
         self.w
             .get_ref()
             .get_ref()
             .off
             .store(true, std::sync::atomic::Ordering::Relaxed);
-        self.rows = self.durable_rows;
+        // Keep every whole row that reached the file after the last flush, cut the torn one.
+        let mut kept = 0;
+        let mut cut = self.durable_len;
+        if let Ok(mut f) = File::open(&self.path) {
+            use std::io::{Read, Seek};
+            let mut tail = Vec::new();
+            if f.seek(std::io::SeekFrom::Start(self.durable_len)).is_ok()
+                && f.read_to_end(&mut tail).is_ok()
+            {
+                let (rows, end) = whole_rows(&tail, self.durable_len == 0);
+                kept = rows;
+                cut = self.durable_len + end;
+            }
+        }
+        if let Ok(f) = std::fs::OpenOptions::new().write(true).open(&self.path) {
+            let _ = f.set_len(cut);
+        }
+        self.rows = self.durable_rows + kept;
+        self.durable_rows = self.rows;
+        self.durable_len = cut;
+        kept
     }
     fn path(&self) -> &Path {
         &self.path

@@ -55,9 +55,12 @@ pub trait DeviceWriter: Send + Sized {
     fn close(&mut self) -> Result<(), BusError> {
         Ok(())
     }
-    /// The file failed: cut it back to what the last successful [`DeviceWriter::flush`] made
-    /// durable, so it ends on a whole row.
-    fn abandon(&mut self) {}
+    /// The file failed: cut it back to its last whole row (at least what the last successful
+    /// [`DeviceWriter::flush`] made durable) and write nothing more. Returns the rows kept
+    /// beyond that flush.
+    fn abandon(&mut self) -> u64 {
+        0
+    }
 }
 
 /// Rows of one file per kind, split into device-less and device rows; `durable` is the state
@@ -70,7 +73,10 @@ struct KindRows {
 
 impl KindRows {
     fn add(&mut self, ev: &Event) {
-        let i = EventKind::ALL.iter().position(|k| *k == ev.kind).unwrap_or(0);
+        let i = EventKind::ALL
+            .iter()
+            .position(|k| *k == ev.kind)
+            .unwrap_or(0);
         if ev.device == Device::NotApplicable {
             self.less[i] += 1;
         } else {
@@ -82,11 +88,16 @@ impl KindRows {
     }
 }
 
+/// Rows a file takes between flushes (bounds what a failed file can lose from its count).
+const FLUSH_ROWS: usize = 65_536;
+
 /// A writer with its per-kind row counts.
 struct Slot<W> {
     w: W,
     now: KindRows,
     durable: KindRows,
+    /// Kind index (+ 16 for device-less) of each row since the last flush.
+    since: Vec<u8>,
 }
 
 impl<W: DeviceWriter> Slot<W> {
@@ -95,17 +106,47 @@ impl<W: DeviceWriter> Slot<W> {
             w,
             now: rows,
             durable: rows,
+            since: Vec::new(),
         }
     }
     fn write(&mut self, ev: &Event) -> Result<(), BusError> {
         self.w.write(ev)?;
         self.now.add(ev);
+        let i = EventKind::ALL
+            .iter()
+            .position(|k| *k == ev.kind)
+            .unwrap_or(0) as u8;
+        self.since.push(
+            i + if ev.device == Device::NotApplicable {
+                16
+            } else {
+                0
+            },
+        );
+        if self.since.len() >= FLUSH_ROWS {
+            self.flush()?;
+        }
         Ok(())
     }
     fn flush(&mut self) -> Result<(), BusError> {
         self.w.flush()?;
         self.durable = self.now;
+        self.since.clear();
         Ok(())
+    }
+    /// The file failed: keeps the rows that are whole in it and counts them.
+    fn abandon(&mut self) {
+        let kept = self.w.abandon() as usize;
+        for &k in self.since.iter().take(kept) {
+            let (less, i) = (k >= 16, (k % 16) as usize);
+            if less {
+                self.durable.less[i] += 1;
+            } else {
+                self.durable.dev[i] += 1;
+            }
+        }
+        self.since.clear();
+        self.now = self.durable;
     }
 }
 
@@ -342,8 +383,7 @@ impl<W: DeviceWriter> DeviceRouter<W> {
     /// device file opened later, or `device_cpu`, still starts from it).
     fn backlog_broke(&mut self, e: BusError) {
         if let Some(b) = &mut self.backlog {
-            b.w.abandon();
-            b.now = b.durable;
+            b.abandon();
             let p = b.w.path().to_path_buf();
             self.fail(&p, &e);
         }
@@ -385,13 +425,14 @@ impl<W: DeviceWriter> DeviceRouter<W> {
 
     fn drop_file(&mut self, d: Device, path: &Path, e: &BusError) {
         if let Some(mut s) = self.files.remove(&d) {
-            s.w.abandon();
+            s.abandon();
             let _ = s.w.close();
             self.failed.insert(d);
             self.fail(path, e);
             // Keep it listed with the rows it holds.
             let rows = s.durable.dev.iter().sum::<u64>() + s.durable.less_total();
-            self.closed.push((s.w.path().to_path_buf(), rows, s.durable));
+            self.closed
+                .push((s.w.path().to_path_buf(), rows, s.durable));
         }
     }
 

@@ -41,6 +41,8 @@ pub struct DbFile {
     attr: String,
     pending: Vec<Cell>,
     full_sql: String,
+    /// Rows at the last successful flush.
+    flushed_rows: u64,
 }
 
 impl DbFile {
@@ -73,6 +75,7 @@ impl DbFile {
             attr: String::with_capacity(256),
             pending: Vec::with_capacity(ROWS_PER_INSERT * 12),
             full_sql: insert_sql(ROWS_PER_INSERT),
+            flushed_rows: 0,
         })
     }
 
@@ -150,6 +153,7 @@ impl DeviceWriter for DbFile {
             })?;
         let mut db = DbFile::open(path)?;
         db.rows = self.rows;
+        db.flushed_rows = self.rows;
         Ok(db)
     }
 
@@ -188,7 +192,9 @@ impl DeviceWriter for DbFile {
 
     fn flush(&mut self) -> Result<(), BusError> {
         self.insert_pending()?;
-        self.commit()
+        self.commit()?;
+        self.flushed_rows = self.rows;
+        Ok(())
     }
 
     fn path(&self) -> &Path {
@@ -203,7 +209,7 @@ impl DeviceWriter for DbFile {
         self.close_wal()
     }
 
-    fn abandon(&mut self) {
+    fn abandon(&mut self) -> u64 {
         // What the last COMMIT made durable stays; the open transaction goes.
         if self.in_tx > 0 {
             let _ = self.conn.execute_batch("ROLLBACK");
@@ -212,6 +218,9 @@ impl DeviceWriter for DbFile {
         }
         self.rows -= self.pending.len() as u64 / 12;
         self.pending.clear();
+        let kept = self.rows - self.flushed_rows;
+        self.flushed_rows = self.rows;
+        kept
     }
 }
 
