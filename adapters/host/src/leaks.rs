@@ -24,11 +24,13 @@ pub fn leak_layer(cfg: &RunConfig) -> Option<Box<dyn Layer>> {
 /// Tracks live HOST blocks by allocation id, with an interned stack text.
 #[derive(Default)]
 pub struct HostLeaks {
-    live: HashMap<u64, (u64, u32)>,
+    live: crate::addr_hash::AddrMap<(u64, u32)>,
     stack_ids: HashMap<String, u32>,
     stacks: Vec<String>,
     live_bytes: u64,
     peak: Peak,
+    /// Index of the empty stack (events without a call stack), once seen.
+    no_stack: Option<u32>,
 }
 
 /// The highest number of live HOST bytes the process reached.
@@ -44,7 +46,8 @@ pub struct Peak {
     pub ts_ns: u64,
 }
 
-fn is_host_block(ev: &Event) -> bool {
+/// Whether the leak summary tracks `ev` (a host-memory block that is not pinned).
+pub fn is_host_block(ev: &Event) -> bool {
     ev.event_type == EventType::Host
         && ev.device == Device::Cpu
         && ev.memory().is_some_and(|m| !m.pinned)
@@ -74,6 +77,11 @@ impl HostLeaks {
     }
 
     fn stack_index(&mut self, text: Option<&str>) -> u32 {
+        if text.is_none() {
+            if let Some(i) = self.no_stack {
+                return i;
+            }
+        }
         let t = text.unwrap_or("");
         if let Some(&i) = self.stack_ids.get(t) {
             return i;
@@ -81,6 +89,9 @@ impl HostLeaks {
         let i = self.stacks.len() as u32;
         self.stacks.push(t.to_owned());
         self.stack_ids.insert(t.to_owned(), i);
+        if t.is_empty() {
+            self.no_stack = Some(i);
+        }
         i
     }
 

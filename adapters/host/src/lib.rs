@@ -70,6 +70,8 @@ pub mod real;
 pub mod unwind;
 
 #[cfg(feature = "collector")]
+pub mod addr_hash;
+#[cfg(feature = "collector")]
 pub mod leaks;
 #[cfg(feature = "collector")]
 pub mod preflight;

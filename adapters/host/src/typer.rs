@@ -31,7 +31,7 @@ struct Block {
 /// The HOST typer of one process.
 #[derive(Default)]
 pub struct HostTyper {
-    live: HashMap<u64, Block>,
+    live: crate::addr_hash::AddrMap<Block>,
     maps: BTreeMap<u64, Block>,
     total: i64,
     /// Module map and symbol caches per process image (stream of the pid).

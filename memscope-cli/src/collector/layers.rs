@@ -40,6 +40,11 @@ impl CollectFilter {
         }
     }
 
+    /// Whether memory (MALLOC/FREE) events are collected.
+    pub fn keeps_memory(&self) -> bool {
+        self.memory
+    }
+
     fn device_selected(&self, d: Device) -> bool {
         match d {
             Device::NotApplicable => true,

@@ -255,8 +255,22 @@ impl PipelineFactory<'_> {
             "tracing pid {} (parent {}): {}",
             h.pid, h.ppid, h.exe
         ));
-        let mut layers: Vec<Box<dyn Layer>> = vec![Box::new(layers::CollectFilter::new(cfg))];
-        layers.extend(memscope_adapter_host::leak_layer(cfg)); // HOST leak summary (issue 4)
+        let collect = layers::CollectFilter::new(cfg);
+        // HOST rows that are neither written nor analysed need only the leak/peak layer: it is
+        // fed beside the bus (issue 9: the bus would move each malloc through every layer).
+        let host_side = cfg.has_adapter(memscope_core::adapter::AdapterId::Host)
+            && !cfg.host_rows
+            && collect.keeps_memory()
+            && !cfg.analysis.decompose
+            && !cfg.analysis.inefficient;
+        let mut layers: Vec<Box<dyn Layer>> = vec![Box::new(collect)];
+        let leak = memscope_adapter_host::leak_layer(cfg); // HOST leak summary (issue 4)
+        let side = if host_side {
+            leak
+        } else {
+            layers.extend(leak);
+            None
+        };
         layers.push(Box::new(memscope_adapter_hal::oom::OomLayer::new(cfg))); // OOM (issue 5)
         layers.extend((self.analyses)(cfg, &project));
         layers.push(Box::new(layers::WriteFilter::new(cfg)));
@@ -316,6 +330,7 @@ impl PipelineFactory<'_> {
             capture,
             host_rows_off: cfg.has_adapter(memscope_core::adapter::AdapterId::Host)
                 && !cfg.host_rows,
+            host_side: side,
         })
     }
 }

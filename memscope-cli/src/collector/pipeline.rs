@@ -76,6 +76,9 @@ pub struct PipelineSetup {
     pub capture: Option<CaptureOut>,
     /// HOST rows are not written (summary note).
     pub host_rows_off: bool,
+    /// When HOST rows are neither written nor analysed: the HOST leak/peak layer, fed directly
+    /// (HOST adapter events skip the bus, which would only drop them).
+    pub host_side: Option<Box<dyn memscope_core::bus::Layer>>,
 }
 
 /// Typing, IDs and the bus of one process.
@@ -97,6 +100,11 @@ pub struct Pipeline {
     observer: Option<Box<dyn FnMut(&Event)>>,
     /// Nothing is written (no directory, log or config.json).
     dry: bool,
+    host_side: Option<Box<dyn memscope_core::bus::Layer>>,
+    side_ctx: memscope_core::bus::BusCtx,
+    side_out: Vec<Event>,
+    /// Typed events per kind (index in `EventKind::ALL`).
+    typed: [u64; 9],
 }
 
 impl Pipeline {
@@ -124,6 +132,13 @@ impl Pipeline {
             out: Vec::new(),
             observer: None,
             dry: false,
+            host_side: p.host_side,
+            side_ctx: memscope_core::bus::BusCtx {
+                pid: Some(p.pid),
+                ..Default::default()
+            },
+            side_out: Vec::new(),
+            typed: [0; 9],
         }
     }
 
@@ -314,14 +329,38 @@ impl Pipeline {
         }
         ev.id = self.next_id;
         self.next_id += 1;
-        *self.summary.typed.entry(ev.kind).or_default() += 1;
+        let k = EventKind::ALL
+            .iter()
+            .position(|k| *k == ev.kind)
+            .unwrap_or(0);
+        self.typed[k] += 1;
         if let Some(f) = &mut self.observer {
             f(&ev);
+        }
+        if let Some(side) = &mut self.host_side {
+            let res = if super::layers::is_host_adapter_row(&ev) {
+                let r = side.on_event(ev, &self.side_ctx, &mut self.side_out);
+                self.side_out.clear();
+                return self.side_result(r);
+            } else if memscope_adapter_host::leaks::is_host_block(&ev) {
+                side.on_event(ev.clone(), &self.side_ctx, &mut self.side_out)
+            } else {
+                Ok(())
+            };
+            self.side_out.clear();
+            self.side_result(res);
         }
         if let Err(e) = self.bus.push(ev) {
             self.log.error(&e.to_string());
             eprintln!("memscope: pid {}: {e}", self.summary.pid);
             self.failed = Some(e.to_string());
+        }
+    }
+
+    fn side_result(&mut self, r: Result<(), memscope_core::bus::BusError>) {
+        if let Err(e) = r {
+            self.log.error(&e.to_string());
+            self.host_side = None;
         }
     }
 
@@ -372,8 +411,23 @@ impl Pipeline {
                 self.untyped
             ));
         }
+        let mut side_report = Vec::new();
+        if let Some(side) = &mut self.host_side {
+            let mut out = Vec::new();
+            if let Err(e) = side.finish(&self.side_ctx, &mut out, &mut side_report) {
+                self.log.error(&e.to_string());
+            }
+        }
+        for (i, n) in self.typed.iter().enumerate() {
+            if *n > 0 {
+                self.summary.typed.insert(EventKind::ALL[i], *n);
+            }
+        }
         match self.bus.finish() {
-            Ok(report) => self.summary.report = report,
+            Ok(mut report) => {
+                side_report.append(&mut report);
+                self.summary.report = side_report;
+            }
             Err(e) => {
                 self.log.error(&e.to_string());
                 eprintln!("memscope: pid {}: {e}", self.summary.pid);

@@ -149,6 +149,7 @@ pub fn replay_events(
             config_json: String::new(),
             capture: None,
             host_rows_off: false,
+            host_side: None,
         });
         p.set_dry();
         p.observe(Box::new(move |ev| sink.borrow_mut().push(ev.clone())));

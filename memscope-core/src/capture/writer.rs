@@ -37,6 +37,8 @@ pub struct CaptureWriter {
     images: HashMap<usize, ImageHeader>,
     sources: Vec<Source>,
     by_key: HashMap<(usize, u32, u32), u32>,
+    /// The source of the previous record (most records continue the same source).
+    last: Option<((usize, u32, u32), u32)>,
     runs: Vec<(u32, u32)>,
     raw_len: usize,
     block_records: u32,
@@ -69,6 +71,7 @@ impl CaptureWriter {
             images: HashMap::new(),
             sources: Vec::new(),
             by_key: HashMap::new(),
+            last: None,
             runs: Vec::new(),
             raw_len: 0,
             block_records: 0,
@@ -111,20 +114,24 @@ impl CaptureWriter {
         rec: &Record<Box<[u8]>>,
     ) -> std::io::Result<()> {
         let key = (image, chunk, tid);
-        let src = match self.by_key.get(&key) {
-            Some(&s) => s,
-            None => {
-                let s = self.sources.len() as u32;
-                self.sources.push(Source {
-                    image,
-                    tid,
-                    state: ChunkState::default(),
-                    bytes: Vec::with_capacity(4096),
-                });
-                self.by_key.insert(key, s);
-                s
-            }
+        let src = match self.last {
+            Some((k, s)) if k == key => s,
+            _ => match self.by_key.get(&key) {
+                Some(&s) => s,
+                None => {
+                    let s = self.sources.len() as u32;
+                    self.sources.push(Source {
+                        image,
+                        tid,
+                        state: ChunkState::default(),
+                        bytes: Vec::with_capacity(4096),
+                    });
+                    self.by_key.insert(key, s);
+                    s
+                }
+            },
         };
+        self.last = Some((key, src));
         let s = &mut self.sources[src as usize];
         let old = s.bytes.len();
         let mut room = 64;
@@ -222,6 +229,7 @@ impl CaptureWriter {
         self.stats.raw_bytes += raw.len() as u64;
         self.sources.clear();
         self.by_key.clear();
+        self.last = None;
         self.runs.clear();
         self.raw_len = 0;
         self.block_records = 0;
