@@ -114,7 +114,17 @@ fn load_config(spool_dir: &Path) -> Result<(RunConfig, Vec<u32>), String> {
 fn prepare(spool_dir: &Path, cfg: &RunConfig) -> Result<HashSet<u32>, String> {
     let lock = spool_dir.join(spool::COLLECTOR_LOCK);
     if let Ok(f) = std::fs::File::open(&lock) {
-        if let Err(std::fs::TryLockError::WouldBlock) = f.try_lock() {
+        // A probe checking the lock holds it shared for an instant: retry before concluding.
+        let held = (0..5).all(|_| {
+            let busy = matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock));
+            if !busy {
+                let _ = f.unlock();
+            } else {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            busy
+        });
+        if held {
             return Err(format!(
                 "{}: a collector (memscope run) still follows this spool",
                 spool_dir.display()

@@ -17,7 +17,7 @@ impl Rng {
         Rng(s.max(1))
     }
     /// Next 64 random bits.
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x >> 12;
         x ^= x << 25;
@@ -27,7 +27,7 @@ impl Rng {
     }
     /// A number below `n` (n > 0).
     pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
+        (self.next_u64() % n.max(1) as u64) as usize
     }
 }
 
@@ -50,7 +50,7 @@ pub fn mutate(rng: &mut Rng, input: &[u8], other: &[u8]) -> Vec<u8> {
     let rounds = 1 + rng.below(8);
     for _ in 0..rounds {
         if v.is_empty() {
-            v.push(rng.next() as u8);
+            v.push(rng.next_u64() as u8);
             continue;
         }
         match rng.below(8) {
@@ -60,7 +60,7 @@ pub fn mutate(rng: &mut Rng, input: &[u8], other: &[u8]) -> Vec<u8> {
             }
             1 => {
                 let i = rng.below(v.len());
-                v[i] = rng.next() as u8;
+                v[i] = rng.next_u64() as u8;
             }
             2 if v.len() >= 4 => {
                 let i = rng.below(v.len() - 3);
@@ -80,7 +80,7 @@ pub fn mutate(rng: &mut Rng, input: &[u8], other: &[u8]) -> Vec<u8> {
             5 => {
                 let i = rng.below(v.len());
                 let n = 1 + rng.below(64);
-                let bytes: Vec<u8> = (0..n).map(|_| rng.next() as u8).collect();
+                let bytes: Vec<u8> = (0..n).map(|_| rng.next_u64() as u8).collect();
                 v.splice(i..i, bytes);
             }
             6 => {
@@ -91,7 +91,7 @@ pub fn mutate(rng: &mut Rng, input: &[u8], other: &[u8]) -> Vec<u8> {
             _ => {
                 let i = rng.below(v.len());
                 let n = rng.below((v.len() - i).min(64) + 1);
-                let b = rng.next() as u8;
+                let b = rng.next_u64() as u8;
                 v[i..i + n].fill(b);
             }
         }

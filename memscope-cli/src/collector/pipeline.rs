@@ -14,6 +14,9 @@ use memscope_core::wire::{Record, StackFrames};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
+/// Receives every typed event of a pipeline (the replay API).
+pub type Observer = Box<dyn FnMut(&Event)>;
+
 /// File in a process's output directory while its outputs are being written.
 pub const INCOMPLETE_MARKER: &str = ".memscope_incomplete";
 
@@ -97,7 +100,7 @@ pub struct Pipeline {
     capture: Option<CaptureOut>,
     out: Vec<Event>,
     /// Every typed event is also handed to this observer (the replay API).
-    observer: Option<Box<dyn FnMut(&Event)>>,
+    observer: Option<Observer>,
     /// Nothing is written (no directory, log or config.json).
     dry: bool,
     host_side: Option<Box<dyn memscope_core::bus::Layer>>,
@@ -161,7 +164,7 @@ impl Pipeline {
 
     #[allow(dead_code)] // used by the replay API (TEAM contract 3)
     /// Hands every typed event (with its ID) to `f` as well.
-    pub fn observe(&mut self, f: Box<dyn FnMut(&Event)>) {
+    pub fn observe(&mut self, f: Observer) {
         self.observer = Some(f);
     }
 
