@@ -95,7 +95,7 @@ fn a_capture_without_trailer_reads_up_to_its_torn_block() {
     let input = recs();
     for (image, chunk, tid, rec) in &input[..30_000] {
         w.record(*image, *chunk, *tid, rec).unwrap();
-        if [10_000, 20_000].contains(&w.records()) {
+        if [10_000, 20_000, 30_000].contains(&w.records()) {
             w.close_block().unwrap();
         }
     }
