@@ -174,6 +174,21 @@ impl SystemCode {
     }
 }
 
+/// Reads the drop counters of a stream file header (its first [`FH_DROPPED_KINDS`] +
+/// 8 × [`DROP_KINDS`] bytes or more): `(FH_DROPPED, per-kind table)`. `None` when `header` is
+/// too short. Counter `i` of the table counts `EventKind::ALL[i]`, the last one
+/// ([`DROP_KIND_UNKNOWN`]) events of unknown kind.
+pub fn header_drops(header: &[u8]) -> Option<(u64, [u64; DROP_KINDS])> {
+    let u64_at = |o: usize| -> Option<u64> {
+        Some(u64::from_le_bytes(header.get(o..o + 8)?.try_into().ok()?))
+    };
+    let mut kinds = [0u64; DROP_KINDS];
+    for (i, k) in kinds.iter_mut().enumerate() {
+        *k = u64_at(FH_DROPPED_KINDS + 8 * i)?;
+    }
+    Some((u64_at(FH_DROPPED)?, kinds))
+}
+
 mod cann;
 mod codec;
 mod encode;

@@ -27,7 +27,9 @@ fn host_on_slow() -> bool {
 }
 
 /// Captures and interns the caller's stack into the hook's scratch buffers (0: none, or no
-/// scratch at this depth).
+/// scratch at this depth). The walk, the interning and a first sight's stack definition run
+/// on the scratch's alternate stack: the thread's own may be small (32 KiB), and unwind-rule
+/// evaluation needs several KiB of it (tens in debug builds).
 #[inline]
 fn stack_id(g: &mut rt::Guard, sp: usize, fp: usize) -> u32 {
     let depth = rt::c_stack_depth() as usize;
@@ -42,13 +44,10 @@ fn stack_id(g: &mut rt::Guard, sp: usize, fp: usize) -> u32 {
         bytes,
         stack,
     } = s;
-    let n = unwind::capture(
-        sp,
-        fp,
-        &mut frames[..depth.min(rt::MAX_FRAMES)],
-        Some(&mut stack[..]),
-    );
-    intern::intern(&frames[..n], bytes)
+    rt::on_stack(stack, || {
+        let n = unwind::capture(sp, fp, &mut frames[..depth.min(rt::MAX_FRAMES)], None);
+        intern::intern(&frames[..n], bytes)
+    })
 }
 
 /// Records a successful allocation of `size` bytes at `p`.

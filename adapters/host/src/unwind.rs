@@ -50,7 +50,7 @@ fn compute_bounds() -> (usize, usize) {
         return if hi == 0 {
             (1, 1)
         } else {
-            (hi.saturating_sub(lim), hi)
+            (hi.saturating_sub(lim).max(1), hi)
         };
     }
     // Threads created by glibc (also with a stack given by `pthread_attr_setstack`) have their
@@ -62,7 +62,8 @@ fn compute_bounds() -> (usize, usize) {
     if hi == 0 {
         return (1, 1);
     }
-    (hi.saturating_sub(MAX_THREAD_STACK), hi)
+    // (`max(1)`: 0 means "not computed yet"; a stack that low is only seen under emulators.)
+    (hi.saturating_sub(MAX_THREAD_STACK).max(1), hi)
 }
 
 /// Largest stack assumed for a thread other than the main one (only used to reject a stack

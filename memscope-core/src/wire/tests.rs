@@ -284,3 +284,26 @@ fn fast_host_encoders_write_the_generic_bytes() {
     assert!(fast::encode(&rec, &mut ChunkState::default(), &mut small).is_none());
     assert!(rec.encode(&mut ChunkState::default(), &mut small).is_some());
 }
+
+#[test]
+fn drop_counters_have_a_slot_per_event_kind_and_fit_the_header() {
+    use crate::event::EventKind;
+    const { assert!(FH_DROPPED_KINDS + 8 * DROP_KINDS <= FH_EXE) };
+    const { assert!(FH_STOP_ERRNO + 4 <= FH_DROPPED_KINDS) };
+    assert!(EventKind::ALL.len() < DROP_KIND_UNKNOWN);
+    for (i, k) in EventKind::ALL.iter().enumerate() {
+        assert_eq!(drop_slot_of(*k), i);
+    }
+    let rec: Record<&[u8]> = Record::HostFree { ts: 1, addr: 2 };
+    assert_eq!(rec.event_kind(), Some(EventKind::Free));
+    let def: Record<&[u8]> = Record::TextDef { id: 1, text: b"x" };
+    assert_eq!(def.drop_slot(), None, "definitions are not events");
+    let mut h = vec![0u8; FILE_HEADER_SIZE];
+    h[FH_DROPPED..FH_DROPPED + 8].copy_from_slice(&7u64.to_le_bytes());
+    let at = FH_DROPPED_KINDS + 8 * drop_slot_of(EventKind::Malloc);
+    h[at..at + 8].copy_from_slice(&7u64.to_le_bytes());
+    let (total, kinds) = header_drops(&h).unwrap();
+    assert_eq!(total, 7);
+    assert_eq!(kinds[drop_slot_of(EventKind::Malloc)], 7);
+    assert!(header_drops(&h[..100]).is_none());
+}

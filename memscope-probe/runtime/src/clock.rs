@@ -6,6 +6,7 @@ use core::sync::atomic::{AtomicI64, Ordering};
 static OFFSET: AtomicI64 = AtomicI64::new(0);
 
 #[allow(clippy::unnecessary_cast)] // `time_t`/`c_long` are not i64 on every target
+#[inline]
 fn read(clock: libc::clockid_t) -> i64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -13,9 +14,10 @@ fn read(clock: libc::clockid_t) -> i64 {
     };
     // SAFETY: `ts` is a valid, writable timespec.
     unsafe { libc::clock_gettime(clock, &mut ts) };
+    // Seconds of a monotonic or epoch clock stay far below i64::MAX / 1e9 (year 2262).
     (ts.tv_sec as i64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(ts.tv_nsec as i64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec as i64)
 }
 
 /// Measures `CLOCK_REALTIME − CLOCK_MONOTONIC` (ns) and stores it; returns it for the file

@@ -21,7 +21,8 @@ static CHILD: [AtomicU64; DROP_KINDS] = [const { AtomicU64::new(0) }; DROP_KINDS
 static WAITED: [AtomicU64; 32] = [const { AtomicU64::new(0) }; 32];
 
 /// Counts one drop of `rec`'s kind (nothing when `rec` is not an event).
-#[inline]
+#[cold]
+#[inline(never)]
 pub(crate) fn count(rec: &Record<&[u8]>) {
     if let Some(i) = rec.drop_slot() {
         add(i, 1);

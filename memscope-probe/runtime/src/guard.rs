@@ -51,7 +51,7 @@ impl Guard {
     }
 
     /// Records `rec` (as [`crate::record`], without another thread-local lookup).
-    #[inline]
+    #[inline(always)]
     pub fn record(&self, rec: &Record<&[u8]>) -> bool {
         writer::record_in(self.ts(), rec)
     }

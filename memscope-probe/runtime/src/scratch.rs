@@ -157,3 +157,23 @@ pub fn on_stack<R, F: FnOnce() -> R>(stack: &mut [u8], f: F) -> R {
         None => std::process::abort(),
     }
 }
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    #[test]
+    fn on_stack_runs_the_closure_on_the_given_buffer() {
+        let mut buf = vec![0u8; 64 * 1024];
+        let (lo, hi) = (buf.as_ptr() as usize, buf.as_ptr() as usize + buf.len());
+        let (inside, sum) = super::on_stack(&mut buf, || {
+            let local = [1u64; 64];
+            let at = local.as_ptr() as usize;
+            (at > lo && at < hi, local.iter().sum::<u64>())
+        });
+        assert!(inside, "the closure's locals live on the buffer");
+        assert_eq!(sum, 64);
+        // And back on the thread's stack afterwards.
+        let here = 0u8;
+        let at = &here as *const u8 as usize;
+        assert!(at < lo || at >= hi);
+    }
+}

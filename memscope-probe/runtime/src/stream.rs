@@ -381,7 +381,7 @@ fn check_fd(fd: i32) -> bool {
 /// leaves a chunk whose magic stays 0, and stops recording.
 pub(crate) fn new_chunk() -> Option<*mut u8> {
     let fd = FD.load(Ordering::Acquire);
-    if fd < 0 {
+    if fd < 0 || STATE.load(Ordering::Acquire) != OPEN {
         return None;
     }
     if !check_fd(fd) {

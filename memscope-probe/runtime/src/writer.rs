@@ -188,8 +188,9 @@ pub fn record(rec: &Record<&[u8]>) -> bool {
     }
 }
 
-/// [`record`] with the thread state at hand (the hooks' fast path, through the guard).
-#[inline]
+/// [`record`] with the thread state at hand (the hooks' fast path, through the guard; inlined
+/// into each hook so the record's variant, and with it the encoder, is known at compile time).
+#[inline(always)]
 pub(crate) fn record_in(ts: &ThreadState, rec: &Record<&[u8]>) -> bool {
     if ts.in_fork.get() && !fork_parent_side(ts) {
         drops::count_in_fork_child(rec);
@@ -222,7 +223,7 @@ fn fork_parent_side(ts: &ThreadState) -> bool {
     (unsafe { libc::getpid() } as u32) == ts.fork_pid.get()
 }
 
-#[inline]
+#[inline(always)]
 fn write(ts: &ThreadState, slot: &Slot, rec: &Record<&[u8]>) -> bool {
     let Some(gen) = stream::open_gen() else {
         return false;
@@ -246,7 +247,7 @@ fn next_chunk(ts: &ThreadState, slot: &Slot, gen: u32, rec: &Record<&[u8]>) -> b
 }
 
 /// Appends to the slot's current chunk; `false` if the record does not fit.
-#[inline]
+#[inline(always)]
 fn append(slot: &Slot, rec: &Record<&[u8]>) -> bool {
     let base = slot.chunk.get();
     let used = slot.used.get() as usize;
