@@ -140,7 +140,7 @@ unsafe fn realloc_recorded(
     sp: usize,
     fp: usize,
 ) -> *mut c_void {
-    let ts_free = if p.is_null() { 0 } else { rt::now_ns() };
+    let ts_free = if p.is_null() { 0 } else { rt::now_ns_before() };
     // SAFETY: forwarded contract.
     let q = unsafe { real::realloc(p, size) };
     if !p.is_null() && (!q.is_null() || size == 0) {
@@ -213,7 +213,7 @@ pub unsafe fn free(p: *mut c_void) {
     if !p.is_null() && host_on() {
         if let Some(g) = rt::enter() {
             g.record(&Record::HostFree {
-                ts: rt::now_ns(),
+                ts: rt::now_ns_before(),
                 addr: p as u64,
             });
             // SAFETY: forwarded contract.
@@ -264,7 +264,7 @@ pub unsafe fn munmap(addr: *mut c_void, len: usize) -> c_int {
     if mmap_on() {
         if let Some(g) = rt::enter() {
             g.record(&Record::HostMunmap {
-                ts: rt::now_ns(),
+                ts: rt::now_ns_before(),
                 addr: addr as u64,
                 size: len as u64,
             });

@@ -73,7 +73,7 @@ mod sync;
 mod sys;
 mod writer;
 
-pub use clock::now_ns;
+pub use clock::{now_ns, now_ns_before};
 pub use guard::{enter, internal, internal_unmasked, Guard};
 pub use intern::{record_mark, record_range_start};
 pub use plugin::safe_point;

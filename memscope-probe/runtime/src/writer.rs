@@ -277,6 +277,7 @@ fn append(slot: &Slot, rec: &Record<&[u8]>) -> bool {
 #[cold]
 fn take_chunk(ts: &ThreadState, slot: &Slot, gen: u32) -> bool {
     ensure_exit_key(ts);
+    crate::clock::tick();
     let tid = tid_of(ts);
     for _ in 0..3 {
         let (base, used, st) = match stream::pop_free() {
@@ -343,6 +344,7 @@ pub(crate) extern "C" fn fork_child() {
     });
     stream::after_fork_child();
     crate::state::after_fork_child();
+    crate::clock::after_fork_child();
     let _ = TS.try_with(|ts| {
         ts.in_fork.set(false);
         for slot in &ts.slots {
