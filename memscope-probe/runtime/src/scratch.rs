@@ -58,14 +58,28 @@ static FREE: [AtomicPtr<Block>; FREE_BLOCKS] = [const { AtomicPtr::new(null_mut(
 /// next call tries again).
 #[inline]
 pub(crate) fn block(ts: &ThreadState) -> Option<*mut Block> {
-    let b = ts.block.get();
+    let b = ts.block.load(Ordering::Relaxed);
     if !b.is_null() {
         return Some(b);
     }
+    attach(ts)
+}
+
+#[cold]
+fn attach(ts: &ThreadState) -> Option<*mut Block> {
     let b = take()?;
     crate::writer::ensure_exit_key(ts);
-    ts.block.set(b);
-    Some(b)
+    // A signal handler's hook may have attached one meanwhile: keep the first.
+    match ts
+        .block
+        .compare_exchange(null_mut(), b, Ordering::Relaxed, Ordering::Relaxed)
+    {
+        Ok(_) => Some(b),
+        Err(other) => {
+            release(b);
+            Some(other)
+        }
+    }
 }
 
 #[cold]

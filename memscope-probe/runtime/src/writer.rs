@@ -25,7 +25,7 @@ use crate::{drops, scratch, stream};
 use core::cell::Cell;
 use core::ffi::c_void;
 use core::ptr::null_mut;
-use core::sync::atomic::{compiler_fence, AtomicU32, Ordering};
+use core::sync::atomic::{compiler_fence, AtomicPtr, AtomicU32, Ordering};
 use memscope_core::wire::{ChunkState, Record, CHUNK_HEADER_SIZE, CHUNK_PAYLOAD};
 
 /// One write slot: a chunk and the delta state of its last record.
@@ -71,8 +71,9 @@ pub(crate) struct ThreadState {
     pub(crate) key_gen: Cell<u32>,
     /// Slot 0 for ordinary records, slot 1 for records of a handler that interrupted one.
     slots: [Slot; 2],
-    /// This thread's mapped scratch block (null: not mapped yet).
-    pub(crate) block: Cell<*mut scratch::Block>,
+    /// This thread's mapped scratch block (null: not mapped yet). Atomic only so that a signal
+    /// handler's hook that maps one while the interrupted hook does cannot lose either.
+    pub(crate) block: AtomicPtr<scratch::Block>,
     /// Cached kernel tid and the generation it was read in (fork changes it).
     tid: Cell<u32>,
     tid_gen: Cell<u32>,
@@ -87,7 +88,7 @@ impl ThreadState {
             fork_pid: Cell::new(0),
             key_gen: Cell::new(0),
             slots: [Slot::new(), Slot::new()],
-            block: Cell::new(null_mut()),
+            block: AtomicPtr::new(null_mut()),
             tid: Cell::new(0),
             tid_gen: Cell::new(0),
         }
@@ -154,7 +155,7 @@ unsafe extern "C" fn thread_exit(_: *mut c_void) {
             unsafe { stream::park(base, slot.st.get()) };
         }
         if ts.depth.get() == 0 {
-            scratch::release(ts.block.replace(null_mut()));
+            scratch::release(ts.block.swap(null_mut(), Ordering::Relaxed));
         }
     });
 }
