@@ -7,8 +7,9 @@ machine's speed hits all three alike; ratios are taken round by round.
 Prints, per variant: wall and CPU (user+sys of the process) medians and minimums, the median
 of the per-round ratios to the plain run, and the stream's committed bytes per heap call.
 
-usage: benches/probe/paired.py [-n ROUNDS] [--probe LIB] [--churn BIN] [-- ARGS]
-  LIB   default target/release/libmemscope_probe.so (cargo build --release -p memscope-probe)
+usage: benches/probe/paired.py [-n ROUNDS] [--probe LIB] [--other LIB] [--churn BIN] [-- ARGS]
+  LIB   default target/release/libmemscope_probe.so (cargo build --release -p memscope-probe);
+        --other adds a second probe build to the same rounds (e.g. main's, for a before/after)
   BIN   default: ../shared/bench/workloads/churn.c compiled here (gcc -O2 -g
         -fno-omit-frame-pointer -pthread) into target/probe-bench/churn
   ARGS  churn arguments, default 5 2 42 (10.6 M heap calls on 2 threads)
@@ -62,6 +63,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("-n", type=int, default=5)
     ap.add_argument("--probe", default=os.path.join(ROOT, "target/release/libmemscope_probe.so"))
+    ap.add_argument("--other")
     ap.add_argument("--churn")
     ap.add_argument("args", nargs="*", default=["5", "2", "42"])
     a = ap.parse_args()
@@ -76,18 +78,21 @@ def main():
     if not os.path.isfile(a.probe):
         sys.exit(f"{a.probe} is missing: cargo build --release -p memscope-probe")
     argv = [churn, *a.args]
-    variants = {"plain": None, "probe": "0", "probe c:32": "32"}
+    variants = {"plain": (None, None), "probe": (a.probe, "0"), "probe c:32": (a.probe, "32")}
+    if a.other:
+        variants["other"] = (a.other, "0")
+        variants["other c:32"] = (a.other, "32")
     res = {k: [] for k in variants}
     bpe = {}
     calls = None
     load = os.getloadavg()
     for r in range(a.n + 1):  # round 0 warms the page cache and is not counted
-        for name, depth in variants.items():
+        for name, (lib, depth) in variants.items():
             env = dict(os.environ)
             spool = None
-            if depth is not None:
+            if lib is not None:
                 spool = tempfile.mkdtemp(prefix="probe-bench-")
-                env.update(LD_PRELOAD=a.probe, MEMSCOPE_SPOOL=spool, MEMSCOPE_ADAPTERS="64",
+                env.update(LD_PRELOAD=lib, MEMSCOPE_SPOOL=spool, MEMSCOPE_ADAPTERS="64",
                            MEMSCOPE_C_STACK=depth)
             wall, cpu, out = run(argv, env)
             m = re.search(r"total=(\d+)", out)
@@ -103,7 +108,7 @@ def main():
     base = res["plain"]
     for name, v in res.items():
         walls, cpus = [x[0] for x in v], [x[1] for x in v]
-        line = (f"{name:11s} wall median {statistics.median(walls):6.3f} s (min {min(walls):.3f})"
+        line = (f"{name:12s} wall median {statistics.median(walls):6.3f} s (min {min(walls):.3f})"
                 f"  cpu median {statistics.median(cpus):6.3f} s (min {min(cpus):.3f})")
         if name != "plain":
             rw = statistics.median(x[0] / b[0] for x, b in zip(v, base))
