@@ -133,22 +133,22 @@ fn a_limit_the_job_lowers_itself_is_respected() {
 
 #[test]
 fn a_full_disk_stops_recording_and_the_job_runs_on() {
-    // A 2 MiB tmpfs in a private mount namespace (unshare -rm: no privileges needed where
-    // unprivileged user namespaces are enabled, as on Debian and Ubuntu).
-    let probe = unshare_check();
+    // A 2 MiB tmpfs in a private mount namespace (`unshare -m` as root; `-rm` needs no
+    // privileges where unprivileged user namespaces are enabled, as on Debian and Ubuntu).
+    let opts = unshare_check();
     let p = prog("probe_bigwriter");
     let keep = tempfile::tempdir().unwrap();
     let script = format!(
         "set -e; d=$(mktemp -d); mount -t tmpfs -o size=2m none \"$d\"; \
          LD_PRELOAD={} MEMSCOPE_SPOOL=\"$d\" MEMSCOPE_ADAPTERS={} {}; rc=$?; \
-         cp \"$d\"/*.stream {}/; exit $rc",
+         cp \"$d\"/*.stream {}/; umount \"$d\"; rmdir \"$d\"; exit $rc",
         probe_lib().display(),
         host_mask(),
         p.display(),
         keep.path().display()
     );
-    let o = Command::new(&probe)
-        .args(["-rm", "sh", "-c", &script])
+    let o = Command::new("unshare")
+        .args([opts, "sh", "-c", &script])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
@@ -166,19 +166,25 @@ fn a_full_disk_stops_recording_and_the_job_runs_on() {
     check_bigwriter(s, PAIRS);
 }
 
-/// `unshare` that can make a private mount namespace, or a clear failure.
-fn unshare_check() -> String {
-    let ok = Command::new("unshare")
-        .args(["-rm", "true"])
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    assert!(
-        ok,
-        "this test needs `unshare -rm` (util-linux, with unprivileged user namespaces \
-         enabled: sysctl kernel.unprivileged_userns_clone=1) to mount a small tmpfs"
+/// The `unshare` options that give a private mount namespace here (`-m` as root, `-rm`
+/// through an unprivileged user namespace otherwise), or a clear failure.
+fn unshare_check() -> &'static str {
+    for opts in ["-m", "-rm"] {
+        let ok = Command::new("unshare")
+            .args([opts, "true"])
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        if ok {
+            return opts;
+        }
+    }
+    panic!(
+        "this test needs `unshare` (util-linux) able to make a mount namespace — as root, or \
+         with unprivileged user namespaces enabled (sysctl kernel.unprivileged_userns_clone=1; \
+         containers need CAP_SYS_ADMIN or a seccomp profile that allows unshare) — to mount a \
+         2 MiB tmpfs"
     );
-    "unshare".into()
 }
 
 #[test]
