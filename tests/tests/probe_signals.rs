@@ -70,7 +70,7 @@ fn check(s: &Stream, c: &std::collections::HashMap<String, u64>) {
         main_loop.len()
     );
     let allocs = (s.mallocs(4242) + s.mallocs(777) + m) as u64;
-    let frees = (s.frees_of(4242) + s.frees_of(777) + u) as u64;
+    let frees = (s.frees_of(&[4242, 777]) + u) as u64;
     assert_eq!(
         allocs + s.drops(EventKind::Malloc),
         c["mallocs"] + c["hmallocs"] + c["mmaps"],

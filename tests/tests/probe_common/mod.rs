@@ -67,13 +67,14 @@ impl Stream {
             .count()
     }
 
-    /// `HostFree` records of blocks a `HostMalloc` of `size` bytes returned (by address).
-    pub fn frees_of(&self, size: u64) -> usize {
+    /// `HostFree` records of blocks a `HostMalloc` of one of `sizes` returned (by address; each
+    /// free counted once even when its address served blocks of several of the sizes).
+    pub fn frees_of(&self, sizes: &[u64]) -> usize {
         let addrs: std::collections::HashSet<u64> = self
             .records
             .iter()
             .filter_map(|(_, r)| match r {
-                Record::HostMalloc { size: s, addr, .. } if *s == size => Some(*addr),
+                Record::HostMalloc { size, addr, .. } if sizes.contains(size) => Some(*addr),
                 _ => None,
             })
             .collect();
@@ -162,11 +163,16 @@ pub fn read_streams(spool: &Path) -> Vec<Stream> {
     v.iter().map(|p| read_stream(p)).collect()
 }
 
-/// The one stream whose executable's file name is `name`.
+/// The one stream whose executable's file name is `name` (also when the file was replaced
+/// while it ran — tests running in parallel rebuild the same programs — and the kernel reports
+/// it as `… (deleted)`).
 pub fn stream_of<'a>(streams: &'a [Stream], name: &str) -> &'a Stream {
     let v: Vec<_> = streams
         .iter()
-        .filter(|s| Path::new(&s.exe).file_name().is_some_and(|n| n == name))
+        .filter(|s| {
+            let exe = s.exe.strip_suffix(" (deleted)").unwrap_or(&s.exe);
+            Path::new(exe).file_name().is_some_and(|n| n == name)
+        })
         .collect();
     assert_eq!(
         v.len(),
