@@ -133,32 +133,25 @@ pub fn collect(a: &CollectArgs) -> ExitCode {
     if let Err(e) = memscope_core::layout::create_dir_0750(&cfg.output_path) {
         return fail(format!("--output-path {}: {e}", cfg.output_path.display()));
     }
-    let lock_path = a.spool.join("collector.lock");
-    let lock = {
-        use std::os::unix::fs::OpenOptionsExt;
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(&lock_path)
-    };
-    let lock = match lock {
+    // Once its collector lock is ours, the spool is ours: removed on every way out, a panic's
+    // unwinding included, and the lock held until then, as `memscope run` holds its own (TEAM
+    // contract 1); with the run information `memscope recover <spool>` needs if this process
+    // is killed.
+    let lock = match crate::run::hold_collector_lock(&a.spool) {
         Ok(f) => f,
-        Err(e) => return fail(format!("{}: {e}", lock_path.display())),
+        Err(e) => return fail(e),
     };
-    if let Err(e) = lock.lock() {
-        return fail(format!("{}: {e}", lock_path.display()));
+    let mut spool_guard = crate::run::SpoolGuard::new(a.spool.clone(), "memscope collect");
+    spool_guard.hold(lock);
+    let devices: Vec<u32> = std::env::var("ASCEND_RT_VISIBLE_DEVICES")
+        .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .unwrap_or_default();
+    if let Err(e) = crate::recover_cmd::write_run_info(&a.spool, &cfg, &devices) {
+        return fail(e);
     }
-    // From here on the spool is ours: removed on every way out, a panic's unwinding included
-    // (after the lock is released on the normal way, below).
-    let _spool_guard = crate::run::SpoolGuard::new(a.spool.clone(), "memscope collect");
     // The package waits for this line before it lets the job go on.
     println!("ready");
     let _ = std::io::stdout().flush();
-    let devices = std::env::var("ASCEND_RT_VISIBLE_DEVICES")
-        .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
-        .unwrap_or_default();
     let cfg_used = cfg.clone();
     let mut collector = Collector::new(
         a.spool.clone(),
@@ -207,7 +200,7 @@ pub fn collect(a: &CollectArgs) -> ExitCode {
     if !a.quiet {
         crate::summary::print(&summaries, 0);
     }
-    drop(lock);
+    drop(spool_guard);
     ExitCode::SUCCESS
 }
 

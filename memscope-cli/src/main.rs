@@ -30,8 +30,11 @@ mod builtin;
 mod collect;
 mod collector;
 mod compare_alias;
+mod export;
+mod export_cmd;
 mod logfile;
 mod plugin_check;
+mod recover_cmd;
 mod report_cmd;
 mod run;
 mod summary;
@@ -76,6 +79,10 @@ enum Cmd {
     ProbePath,
     /// Write a self-contained HTML report of a run (or compare two runs).
     Report(report_cmd::ReportArgs),
+    /// Write views of kept captures: --to csv|db gives the dumps `run` writes (HOST rows too).
+    Export(export_cmd::ExportArgs),
+    /// Turn the spool a killed `memscope run` left behind into the run's outputs.
+    Recover(recover_cmd::RecoverArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -140,6 +147,13 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    // A file-size limit (ulimit -f) must end a write with EFBIG, not the collector: with a
+    // handler installed the kernel does not kill us; the job gets the default disposition back
+    // at exec.
+    let _ = signal_hook::flag::register(
+        signal_hook::consts::SIGXFSZ,
+        std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+    );
     let result = match cli.cmd {
         Cmd::Run(args) => return run::run(*args),
         Cmd::Collect(args) => return collect::collect(&args),
@@ -149,6 +163,8 @@ fn main() -> ExitCode {
         Cmd::Config {
             cmd: ConfigCmd::Check(args),
         } => collect::check(&args),
+        Cmd::Recover(args) => return recover_cmd::run(&args),
+        Cmd::Export(args) => export_cmd::run(&args),
         Cmd::Adapters { cmd } => adapters_cmd::run(&cmd),
         Cmd::Compare(args) => analyze_cmd::run_compare(&args),
         Cmd::Analyze { cmd } => analyze_cmd::run_analyze(&cmd),

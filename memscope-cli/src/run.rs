@@ -73,6 +73,10 @@ pub struct RunArgs {
     /// At the end, write a self-contained HTML report of the run into the output directory.
     #[arg(long)]
     report: bool,
+    /// Write HOST (malloc) rows into the dumps too [default: off: the capture plus the HOST
+    /// leak and peak summaries; `memscope export --to csv|db` writes the rows later].
+    #[arg(long = "host-rows")]
+    host_rows: bool,
     /// The job and its arguments.
     #[arg(value_name = "PROGRAM", num_args = 0..)]
     program: Vec<String>,
@@ -99,6 +103,7 @@ fn configure(a: &RunArgs) -> Result<RunConfig, String> {
         adapter_paths: a.adapter_path.clone(),
         idle_threshold: a.idle_threshold,
         inefficient_rule: a.inefficient_rule.clone(),
+        host_rows: a.host_rows.then_some(true),
     };
     let cwd = std::env::current_dir().map_err(|e| format!("current directory: {e}"))?;
     let raw = match &a.config {
@@ -222,7 +227,16 @@ pub fn run(a: RunArgs) -> ExitCode {
         ));
     }
     // Removed on every way out from here on, a panic's unwinding included.
-    let _spool_guard = SpoolGuard::new(spool.clone(), "memscope");
+    let mut spool_guard = SpoolGuard::new(spool.clone(), "memscope");
+    // The collector's liveness lock (TEAM contract 1), held until the spool is gone, and what
+    // `memscope recover` needs to redo the run from the spool if this process is killed.
+    match hold_collector_lock(&spool) {
+        Ok(f) => spool_guard.hold(f),
+        Err(e) => return usage_error(e),
+    }
+    if let Err(e) = crate::recover_cmd::write_run_info(&spool, &cfg, &visible_devices()) {
+        return usage_error(e);
+    }
     let opts = Finish {
         quiet: a.quiet,
         report: a.report,
@@ -231,17 +245,30 @@ pub fn run(a: RunArgs) -> ExitCode {
 }
 
 /// Removes the spool directory when dropped (`memscope run`'s, and the one `memscope
-/// collect` follows), a panic's unwinding included.
+/// collect` follows), a panic's unwinding included; then releases the collector lock it holds
+/// ([`SpoolGuard::hold`]), so a probe that outlives the collector, or a `memscope recover`,
+/// never sees the spool without its collector while it is still there.
 pub(crate) struct SpoolGuard {
     path: PathBuf,
     /// Who says it when the spool cannot be removed (`memscope`, `memscope collect`).
     who: &'static str,
+    /// `<spool>/collector.lock`, locked (released after the spool is removed).
+    lock: Option<std::fs::File>,
 }
 
 impl SpoolGuard {
     /// Guards `path`; `who` prefixes the one-line message when it cannot be removed.
     pub(crate) fn new(path: PathBuf, who: &'static str) -> SpoolGuard {
-        SpoolGuard { path, who }
+        SpoolGuard {
+            path,
+            who,
+            lock: None,
+        }
+    }
+
+    /// Keeps the locked `collector.lock` ([`hold_collector_lock`]) until the spool is removed.
+    pub(crate) fn hold(&mut self, lock: std::fs::File) {
+        self.lock = Some(lock);
     }
 }
 
@@ -256,7 +283,31 @@ impl Drop for SpoolGuard {
                 self.path.display()
             ),
         }
+        drop(self.lock.take());
     }
+}
+
+/// Creates `<spool>/collector.lock` (mode 0600) and holds `flock(LOCK_EX)` on it for as long as
+/// the returned file lives.
+///
+/// # Errors
+/// The file cannot be created or locked.
+pub fn hold_collector_lock(spool: &Path) -> Result<std::fs::File, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = spool.join(memscope_core::spool::COLLECTOR_LOCK);
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        // never through a symbolic link planted as the lock (issue 17, M1)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+        .open(&path)
+        .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    f.try_lock()
+        .map_err(|e| format!("cannot lock {}: {e}", path.display()))?;
+    Ok(f)
 }
 
 /// The online analyses of `--analysis` (memscope-core's analysis layers), run in the

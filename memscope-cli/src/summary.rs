@@ -6,11 +6,14 @@
 //! Printing never panics and never passes control characters through (`crate::out`).
 
 use crate::collector::process::ProcessSummary;
+use memscope_core::event::EventKind;
 use memscope_core::sanitize::escape_controls;
 
 /// Prints the summary of a run whose job exited with `code`.
 pub fn print(procs: &[ProcessSummary], code: i32) {
-    let (active, idle): (Vec<_>, Vec<_>) = procs.iter().partition(|p| !p.counts.is_empty());
+    let (active, idle): (Vec<_>, Vec<_>) = procs
+        .iter()
+        .partition(|p| !p.counts.is_empty() || !p.typed.is_empty());
     eprintln!(
         "memscope: job exited with code {code}; {} process(es) recorded events{}",
         active.len(),
@@ -20,7 +23,15 @@ pub fn print(procs: &[ProcessSummary], code: i32) {
             format!(", {} recorded none", idle.len())
         }
     );
-    for p in active {
+    print_processes(&active.into_iter().cloned().collect::<Vec<_>>());
+}
+
+/// Prints the per-process part of the summary (processes that recorded nothing are skipped).
+pub fn print_processes(procs: &[ProcessSummary]) {
+    for p in procs
+        .iter()
+        .filter(|p| !p.counts.is_empty() || !p.typed.is_empty())
+    {
         let total: u64 = p.counts.values().sum();
         let kinds: Vec<String> = p
             .counts
@@ -28,7 +39,7 @@ pub fn print(procs: &[ProcessSummary], code: i32) {
             .map(|(k, n)| format!("{} {n}", k.as_str()))
             .collect();
         eprintln!(
-            "memscope: pid {} ({}): {total} events{}{}",
+            "memscope: pid {} ({}): {total} rows{}{}",
             p.pid,
             if p.exe.is_empty() { "?" } else { &p.exe },
             if kinds.is_empty() {
@@ -43,6 +54,39 @@ pub fn print(procs: &[ProcessSummary], code: i32) {
             },
         );
         eprintln!("  output: {}", p.project_dir.display());
+        let files = p.files.len() as u64;
+        if p.device_less > 0 && files > 1 {
+            eprintln!(
+                "  device-less rows (N/A device: marks, SYSTEM) are counted once above; each is copied into all {files} dump files ({} rows in all)",
+                p.files.iter().map(|f| f.1).sum::<u64>()
+            );
+        }
+        if let Some((path, st)) = &p.capture {
+            eprintln!(
+                "  capture: {} ({} records, {} bytes)",
+                path.display(),
+                st.records,
+                st.bytes
+            );
+        }
+        if p.host_rows_off {
+            let host: Vec<String> = p
+                .typed
+                .iter()
+                .filter(|(k, _)| matches!(k, EventKind::Malloc | EventKind::Free))
+                .map(|(k, n)| {
+                    let written = p.counts.get(k).copied().unwrap_or(0);
+                    format!("{} {}", k.as_str(), n.saturating_sub(written))
+                })
+                .filter(|t| !t.ends_with(" 0"))
+                .collect();
+            if !host.is_empty() {
+                eprintln!(
+                    "  HOST events kept in the capture, not written as rows: {} (use --host-rows, or memscope export --to csv|db)",
+                    host.join(", ")
+                );
+            }
+        }
         for sec in &p.report {
             // one line each: text from the job (op names, marks) is escaped whole
             eprintln!("  {}:", escape_controls(&sec.title));

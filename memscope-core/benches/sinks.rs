@@ -6,8 +6,8 @@
 use memscope_core::bus::{Bus, Layer};
 use memscope_core::event::{Attrs, Device, Event, EventKind, EventType, MemoryAttrs};
 use memscope_core::owner::OwnerChain;
-use memscope_core::sink::csv::{CsvFile, CsvSink};
-use memscope_core::sink::sqlite::{DbFile, DbSink};
+use memscope_core::sink::csv::CsvSink;
+use memscope_core::sink::sqlite::DbSink;
 use memscope_core::wire::{decode, ChunkState, PoolId, Record};
 use std::time::Instant;
 
@@ -102,17 +102,18 @@ fn main() {
     let d = dir.path().to_path_buf();
     run_sink(
         "csv",
-        Box::new(CsvSink::new(Box::new(move |_| {
-            let p = d.join("bench.csv");
-            CsvFile::new(std::fs::File::create(&p).expect("create"), p)
+        Box::new(CsvSink::new(Box::new(move |place| {
+            let p = d.join(format!("bench-{place:?}.csv"));
+            Ok((std::fs::File::create(&p).expect("create"), p))
         }))),
         &evs,
     );
     let d = dir.path().to_path_buf();
     run_sink(
         "sqlite",
-        Box::new(DbSink::new(Box::new(move |_| {
-            DbFile::open(d.join("bench.db"))
+        Box::new(DbSink::new(Box::new(move |place| {
+            let p = d.join(format!("bench-{place:?}.db"));
+            Ok((std::fs::File::create(&p).expect("create"), p))
         }))),
         &evs,
     );

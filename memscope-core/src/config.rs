@@ -438,6 +438,10 @@ pub struct RunConfig {
     /// `--inefficient-rule`: msMemScope's classification (default) or memscope's stricter
     /// `op-end` variant.
     pub inefficient_rule: crate::analysis::inefficient::IneffRule,
+    /// `--host-rows` / `"host_rows"`: write HOST adapter (malloc) rows into the dumps. Off by
+    /// default: at malloc rates the capture plus the leak and peak summaries answer the usual
+    /// questions, and `memscope export --to csv|db` writes the rows from the capture later.
+    pub host_rows: bool,
 }
 
 /// Adapters selected when neither flags nor config.json name any: every built-in adapter but
@@ -471,6 +475,7 @@ impl Default for RunConfig {
             adapter_paths: Vec::new(),
             idle_threshold: 3000,
             inefficient_rule: crate::analysis::inefficient::IneffRule::MsMemScope,
+            host_rows: false,
         }
     }
 }

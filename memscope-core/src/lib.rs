@@ -26,6 +26,8 @@ pub mod attr_text;
 #[cfg(feature = "collector")]
 pub mod bus;
 #[cfg(feature = "collector")]
+pub mod capture;
+#[cfg(feature = "collector")]
 pub mod config;
 #[cfg(feature = "collector")]
 pub mod layout;
@@ -37,3 +39,5 @@ pub mod safe_fs;
 pub mod sanitize;
 #[cfg(feature = "collector")]
 pub mod sink;
+#[cfg(feature = "collector")]
+pub mod spool;

@@ -53,6 +53,45 @@ pub const FH_DROPPED: usize = 32;
 pub const FH_FLAGS: usize = 40;
 /// File header: offset of the monotonic clock to the epoch clock, ns (`i64`).
 pub const FH_CLOCK_OFFSET: usize = 48;
+/// File header: why the probe stopped recording (`u32`, see `STOP_*`; 0 while it records).
+/// Written once, before the probe's one-line warning; later events count as dropped.
+pub const FH_STOP_REASON: usize = 56;
+/// File header: the `errno` behind [`FH_STOP_REASON`] (`u32`; 0 when there is none).
+pub const FH_STOP_ERRNO: usize = 60;
+/// File header: dropped events per kind, [`DROP_KINDS`] `u64` counters (atomically updated).
+/// Counter `i` counts drops of `EventKind::ALL[i]`; the last one ([`DROP_KIND_UNKNOWN`]) counts
+/// events whose kind the probe could not tell (a hook that gave up waiting for another thread's
+/// init), the one before it ([`DROP_KIND_PYTHON_TRACE`]) records of the Python tracer (calls,
+/// returns, frames: python_trace rows). Their sum is [`FH_DROPPED`]; records that are not events
+/// (`Thread`, `TextDef`, `StackDef`, `Module`, `PyCodeDef`, owner, device and registration
+/// state) are never counted.
+pub const FH_DROPPED_KINDS: usize = 64;
+/// Number of per-kind drop counters at [`FH_DROPPED_KINDS`].
+pub const DROP_KINDS: usize = 16;
+/// Index of the "kind unknown" counter.
+pub const DROP_KIND_UNKNOWN: usize = DROP_KINDS - 1;
+/// Index of the counter of Python tracer records (`PyCall`, `PyReturn`, `PyTrace`: rows of the
+/// python_trace files, which are not events of the dump).
+pub const DROP_KIND_PYTHON_TRACE: usize = DROP_KINDS - 2;
+/// [`FH_STOP_REASON`]: the next chunk would have passed `RLIMIT_FSIZE` (`ulimit -f`).
+pub const STOP_FILE_SIZE_LIMIT: u32 = 1;
+/// [`FH_STOP_REASON`]: reserving the next chunk failed (`ENOSPC`, `EDQUOT`, `EIO`, …; the code
+/// is in [`FH_STOP_ERRNO`]).
+pub const STOP_NO_SPACE: u32 = 2;
+/// [`FH_STOP_REASON`]: the collector is gone (its `collector.lock` can be locked) and the probe
+/// wrote the bounded number of chunks it allows itself after that ([`ORPHAN_CHUNKS`]).
+pub const STOP_COLLECTOR_GONE: u32 = 3;
+/// [`FH_STOP_REASON`]: the program closed (or replaced) the stream file's descriptor.
+pub const STOP_FD_CLOSED: u32 = 4;
+/// [`FH_STOP_REASON`]: mapping a chunk failed (address space or `vm.max_map_count` exhausted).
+pub const STOP_MAP_FAILED: u32 = 5;
+/// Chunks a process may still take after it noticed that its collector is gone (bounds a
+/// spool nobody reads: 8 × 256 KiB = 2 MiB per process image, about 300 000 host events).
+pub const ORPHAN_CHUNKS: u32 = 8;
+/// Name of the collector's lock file in the spool (contract: the collector holds
+/// `flock(LOCK_EX)` on it for its whole life; the probe try-locks it `LOCK_SH` to learn whether
+/// the collector is still alive).
+pub const COLLECTOR_LOCK: &str = "collector.lock";
 /// File header: NUL-padded executable path, up to [`FH_EXE_LEN`] bytes.
 pub const FH_EXE: usize = 256;
 /// Room for the executable path.
@@ -140,9 +179,25 @@ impl SystemCode {
     }
 }
 
+/// Reads the drop counters of a stream file header (its first [`FH_DROPPED_KINDS`] +
+/// 8 × [`DROP_KINDS`] bytes or more): `(FH_DROPPED, per-kind table)`. `None` when `header` is
+/// too short. Counter `i` of the table counts `EventKind::ALL[i]`, the last one
+/// ([`DROP_KIND_UNKNOWN`]) events of unknown kind.
+pub fn header_drops(header: &[u8]) -> Option<(u64, [u64; DROP_KINDS])> {
+    let u64_at = |o: usize| -> Option<u64> {
+        Some(u64::from_le_bytes(header.get(o..o + 8)?.try_into().ok()?))
+    };
+    let mut kinds = [0u64; DROP_KINDS];
+    for (i, k) in kinds.iter_mut().enumerate() {
+        *k = u64_at(FH_DROPPED_KINDS + 8 * i)?;
+    }
+    Some((u64_at(FH_DROPPED)?, kinds))
+}
+
 mod cann;
 mod codec;
 mod encode;
+mod fast;
 mod owned;
 mod python;
 mod record;
@@ -151,7 +206,7 @@ pub use cann::{decode_dims, encode_dims, AccessKind, MAX_DIMS};
 pub use codec::{decode, encode_frames, ChunkState, StackFrames, WireError};
 pub(crate) use codec::{tag, unzigzag, zigzag, In, Out};
 pub use python::{snapshot_known, PyCodeKind, PyTraceEvent};
-pub use record::Record;
+pub use record::{drop_slot_of, Record};
 
 #[cfg(test)]
 mod tests;

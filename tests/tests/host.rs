@@ -324,7 +324,7 @@ fn sigkill_loses_nothing_already_recorded() {
     let child = Command::new(memscope_bin())
         .args(["run", "-o"])
         .arg(out.path())
-        .args(["--adapters", "host", "--"])
+        .args(["--adapters", "host", "--host-rows", "--"])
         .arg(&p)
         .arg(&pidfile)
         .arg("300")

@@ -17,7 +17,8 @@ use memscope_core::analysis::inefficient_layer::{InefficientLayer, DEFAULT_HOLD_
 use memscope_core::bus::{Bus, Layer};
 use memscope_core::event::MemoryAttrs;
 use memscope_core::event::{AccessAttrs, Attrs, Device, Event, EventKind, EventType, LaunchAttrs};
-use memscope_core::sink::csv::{CsvFile, CsvSink};
+use memscope_core::sink::csv::CsvSink;
+use memscope_core::sink::Place;
 use memscope_tests::*;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -111,12 +112,17 @@ fn dump(evs: &[Event], extra: Vec<Box<dyn Layer>>, dir: &Path) -> PathBuf {
     let p = path.clone();
     let mut layers: Vec<Box<dyn Layer>> = vec![Box::new(AccessBlocks::new())];
     layers.extend(extra);
-    layers.push(Box::new(CsvSink::new(Box::new(move |_d: Device| {
+    layers.push(Box::new(CsvSink::new(Box::new(move |place: Place| {
+        // one device in these sequences; device-less rows wait in a backlog file of their own
+        let p = match place {
+            Place::Device(_) => p.clone(),
+            Place::Backlog => p.with_file_name(".memscope_backlog_0.csv"),
+        };
         let f = std::fs::File::create(&p).map_err(|e| memscope_core::bus::BusError::Io {
             path: p.display().to_string(),
             source: e,
         })?;
-        CsvFile::new(f, p.clone())
+        Ok((f, p))
     }))));
     let mut bus = Bus::new(Some(PID), layers);
     for e in evs {

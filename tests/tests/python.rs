@@ -488,3 +488,52 @@ memscope.stop()
     assert!(stdout.contains("lock: held"), "{stdout}");
     assert!(stdout.contains("mode: 0o600"), "{stdout}");
 }
+
+#[test]
+fn recover_writes_the_dumps_of_a_plain_python_run_whose_collector_was_killed() {
+    // `memscope collect` keeps the run information in its private spool as `memscope run`
+    // does (issue 9's recover, issue 12's collector): killed, its spool is recovered into the
+    // output path of the run's configuration.
+    let d = tempfile::tempdir().unwrap();
+    let code = r#"
+import os, signal, memscope
+memscope.start()
+memscope.step()
+memscope.step()
+s = memscope._session()
+os.kill(s.collector.pid, signal.SIGKILL)
+s.collector.wait()
+memscope.step()
+memscope.stop()
+print("spool:", os.environ["MEMSCOPE_SPOOL"])
+"#;
+    let mut cmd = Command::new(venv().python());
+    cmd.args(["-c", code]);
+    clean(&mut cmd, d.path());
+    let out = cmd.output().unwrap();
+    check(&out, "plain job with a killed collector");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let spool = PathBuf::from(
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("spool: "))
+            .unwrap_or_else(|| panic!("{stdout}")),
+    );
+    assert!(spool.join("run.json").is_file(), "run.json in {spool:?}");
+    let o = Command::new(memscope_tests::memscope_bin())
+        .arg("recover")
+        .arg(&spool)
+        .output()
+        .unwrap();
+    check(&o, "memscope recover");
+    assert!(!spool.exists(), "the spool is removed once recovered");
+    let dumps = files(&d.path().join("memscopeDumpResults"), "memscope_dump_");
+    assert_eq!(dumps.len(), 1, "{dumps:?}");
+    let rows = memscope_tests::read_csv(&dumps[0]);
+    let steps: Vec<&str> = rows
+        .iter()
+        .filter(|r| r["Event Type"] == "STEP")
+        .map(|r| r["Name"].as_str())
+        .collect();
+    assert_eq!(steps, ["1", "2", "3"], "{rows:?}");
+}

@@ -43,6 +43,8 @@ fn full_demo(report: bool, extra: &[&str]) -> Run {
         "mstx,pta,atb,hal,acl,host",
         "--call-stack",
         "c:16",
+        // HOST rows in the dumps too (issue 9 keeps them in the capture by default)
+        "--host-rows",
     ];
     if report {
         args.push("--report");

@@ -114,10 +114,11 @@ pub fn ensure_callbacks() {
     {
         return;
     }
-    let Some(_g) = rt::enter() else {
+    if rt::enter().is_none() {
+        // Inside the probe's own work: try again at the next launch.
         REGISTERED.store(0, Ordering::Release);
         return;
-    };
+    }
     let ok = match REGISTER.get() {
         Some(p) => {
             // SAFETY: the symbol is `MsprofRegisterProfileCallback` (abi.md §3.6).
@@ -127,8 +128,10 @@ pub fn ensure_callbacks() {
                 (4, compact_callback as *mut c_void),
                 (9, api_callback as *mut c_void),
             ];
+            // Internal (the runtime's allocations for our registration are no events), signals
+            // as they are (it may start the profiling threads).
             // SAFETY: each callback has the signature of its type id; len = sizeof(void *).
-            cbs.iter().all(|(t, cb)| unsafe { f(*t, *cb, 8) } == 0)
+            rt::internal_unmasked(|| cbs.iter().all(|(t, cb)| unsafe { f(*t, *cb, 8) } == 0))
         }
         None => false,
     };

@@ -99,7 +99,12 @@ struct AtbLib {
 static LIB: OnceLock<AtbLib> = OnceLock::new();
 
 fn lib() -> &'static AtbLib {
-    LIB.get_or_init(|| {
+    // Internal: `dlopen(NOLOAD)`/`dlsym` may allocate.
+    LIB.get_or_init(|| rt::internal(load_lib))
+}
+
+fn load_lib() -> AtbLib {
+    {
         let mut path = [0u8; 4096];
         let handle = EXECUTE
             .get()
@@ -151,7 +156,7 @@ fn lib() -> &'static AtbLib {
                 out_tensors: tensors_fn(find(c"_ZN3Mki11LaunchParam13GetOutTensorsEv")),
             }
         }
-    })
+    }
 }
 
 /// # Safety
@@ -220,15 +225,16 @@ pub unsafe extern "C" fn runner_execute(this: *mut c_void, pack: *mut c_void) ->
     let recorded = match rt::enter() {
         Some(_g) => {
             let l = lib();
+            // Internal: the getters' allocations (a `std::string` copy) are the probe's doing.
             // SAFETY: getters of `l.abi1`'s ABI called on the live runner.
-            unsafe {
+            rt::internal(|| unsafe {
                 if let Some(g) = l.name {
                     nn = abi::call_string(l.abi1, g, l.dtor, this, &mut name);
                 }
                 if let Some(g) = l.dir {
                     np = abi::call_string(l.abi1, g, l.dtor, this, &mut path);
                 }
-            }
+            });
             let pk = pack.cast::<u8>().cast_const();
             // SAFETY: fields of the live pack (abi.md §4.4 offsets).
             unsafe {

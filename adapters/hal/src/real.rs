@@ -88,11 +88,16 @@ impl Real {
 
     #[cold]
     fn resolve(&self) -> Option<*mut c_void> {
-        let _guard = memscope_runtime::enter();
+        // Internal: lookups allocate, and the probe's own calls are no events. A step that may
+        // load a library (constructors may start threads, which inherit the signal mask) runs
+        // with signals as they are.
         let p = self
             .steps
             .iter()
-            .map(|s| lookup(*s))
+            .map(|s| match s {
+                Step::Load { .. } => memscope_runtime::internal_unmasked(|| lookup(*s)),
+                _ => memscope_runtime::internal(|| lookup(*s)),
+            })
             .find(|p| !p.is_null())?;
         self.cache.store(p, Ordering::Release);
         Some(p)

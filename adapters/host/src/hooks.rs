@@ -5,55 +5,56 @@
 //! 0 means "no stack".
 
 use crate::{intern, real, unwind};
-use core::cell::UnsafeCell;
 use core::ffi::{c_int, c_void};
 use memscope_core::adapter::AdapterId;
 use memscope_core::wire::Record;
 use memscope_runtime as rt;
 
-/// Whether HOST records now. Before libc has initialised, `environ` is not set yet and the
-/// runtime must not initialise (it would find no settings and stay passive for good), so such
-/// early calls only forward.
+/// Whether HOST records now: one relaxed load once the runtime is ready. Before libc has
+/// initialised, `environ` is not set yet and the runtime must not initialise (it would find no
+/// settings and stay passive for good), so such early calls only forward.
 #[inline]
 fn host_on() -> bool {
+    rt::active(AdapterId::Host) || host_on_slow()
+}
+
+#[cold]
+fn host_on_slow() -> bool {
     if rt::init_state() == rt::InitState::Uninit && !real::libc_ready() {
         return false;
     }
     rt::enabled(AdapterId::Host)
 }
 
-/// Most frames a stack may have (`MEMSCOPE_C_STACK` is capped at 1000 by the runtime).
-const MAX_FRAMES: usize = 1000;
-
-thread_local! {
-    /// Frame buffer of this thread's hook (used only under the runtime's reentrancy guard).
-    static FRAMES: UnsafeCell<[u64; MAX_FRAMES]> = const { UnsafeCell::new([0; MAX_FRAMES]) };
-}
-
-/// Captures and interns the caller's stack (0: none).
+/// Captures and interns the caller's stack into the hook's scratch buffers (0: none, or no
+/// scratch at this depth). The walk, the interning and a first sight's stack definition run
+/// on the scratch's alternate stack: the thread's own may be small (32 KiB), and unwind-rule
+/// evaluation needs several KiB of it (tens in debug builds).
 #[inline]
-fn stack_id(sp: usize, fp: usize) -> u32 {
+fn stack_id(g: &mut rt::Guard, sp: usize, fp: usize) -> u32 {
     let depth = rt::c_stack_depth() as usize;
     if depth == 0 || sp == 0 {
         return 0;
     }
-    FRAMES
-        .try_with(|buf| {
-            // SAFETY: the caller holds the runtime's reentrancy guard, so no other use of this
-            // thread's buffer is active (a signal handler's hook finds the guard busy and does
-            // not capture).
-            let frames = unsafe { &mut *buf.get() };
-            let n = unwind::capture(sp, fp, &mut frames[..depth.min(MAX_FRAMES)]);
-            intern::intern(&frames[..n])
-        })
-        .unwrap_or(0)
+    let Some(s) = g.scratch() else {
+        return 0;
+    };
+    let rt::Scratch {
+        frames,
+        bytes,
+        stack,
+    } = s;
+    rt::on_stack(stack, || {
+        let n = unwind::capture(sp, fp, &mut frames[..depth.min(rt::MAX_FRAMES)], None);
+        intern::intern(&frames[..n], bytes)
+    })
 }
 
-/// Records a successful allocation of `size` bytes at `p` (guard held by the caller).
+/// Records a successful allocation of `size` bytes at `p`.
 #[inline]
-fn on_alloc(p: *mut c_void, size: usize, sp: usize, fp: usize) {
-    let stack = stack_id(sp, fp);
-    rt::record(&Record::HostMalloc {
+fn on_alloc(g: &mut rt::Guard, p: *mut c_void, size: usize, sp: usize, fp: usize) {
+    let stack = stack_id(g, sp, fp);
+    g.record(&Record::HostMalloc {
         ts: rt::now_ns(),
         addr: p as u64,
         size: size as u64,
@@ -72,14 +73,14 @@ macro_rules! alloc_hook {
                 // SAFETY: forwarded contract.
                 return unsafe { real::$name($($arg),*) };
             }
-            let Some(_g) = rt::enter() else {
+            let Some(mut g) = rt::enter() else {
                 // SAFETY: forwarded contract.
                 return unsafe { real::$name($($arg),*) };
             };
             // SAFETY: forwarded contract.
             let p = unsafe { real::$name($($arg),*) };
             if !p.is_null() {
-                on_alloc(p, $size, sp, fp);
+                on_alloc(&mut g, p, $size, sp, fp);
             }
             p
         }
@@ -120,31 +121,37 @@ pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize, sp: usize, fp: usi
         // SAFETY: forwarded contract.
         return unsafe { real::realloc(p, size) };
     }
-    let Some(_g) = rt::enter() else {
+    let Some(mut g) = rt::enter() else {
         // SAFETY: forwarded contract.
         return unsafe { real::realloc(p, size) };
     };
     // SAFETY: forwarded contract.
-    unsafe { realloc_recorded(p, size, sp, fp) }
+    unsafe { realloc_recorded(&mut g, p, size, sp, fp) }
 }
 
 /// `realloc` with the guard held.
 ///
 /// # Safety
 /// As `realloc(3)`.
-unsafe fn realloc_recorded(p: *mut c_void, size: usize, sp: usize, fp: usize) -> *mut c_void {
-    let ts_free = if p.is_null() { 0 } else { rt::now_ns() };
+unsafe fn realloc_recorded(
+    g: &mut rt::Guard,
+    p: *mut c_void,
+    size: usize,
+    sp: usize,
+    fp: usize,
+) -> *mut c_void {
+    let ts_free = if p.is_null() { 0 } else { rt::now_ns_before() };
     // SAFETY: forwarded contract.
     let q = unsafe { real::realloc(p, size) };
     if !p.is_null() && (!q.is_null() || size == 0) {
         // Moved, resized in place, or `realloc(p, 0)` (glibc frees `p`, returns NULL).
-        rt::record(&Record::HostFree {
+        g.record(&Record::HostFree {
             ts: ts_free,
             addr: p as u64,
         });
     }
     if !q.is_null() {
-        on_alloc(q, size, sp, fp);
+        on_alloc(g, q, size, sp, fp);
     }
     q
 }
@@ -184,7 +191,7 @@ pub unsafe extern "C" fn posix_memalign(
         // SAFETY: forwarded contract.
         return unsafe { real::posix_memalign(out, align, size) };
     }
-    let Some(_g) = rt::enter() else {
+    let Some(mut g) = rt::enter() else {
         // SAFETY: forwarded contract.
         return unsafe { real::posix_memalign(out, align, size) };
     };
@@ -193,7 +200,7 @@ pub unsafe extern "C" fn posix_memalign(
     if rc == 0 {
         // SAFETY: on success `*out` holds the new block (`out` is writable per the contract).
         let p = unsafe { out.read() };
-        on_alloc(p, size, sp, fp);
+        on_alloc(&mut g, p, size, sp, fp);
     }
     rc
 }
@@ -204,9 +211,9 @@ pub unsafe extern "C" fn posix_memalign(
 /// As `free(3)`.
 pub unsafe fn free(p: *mut c_void) {
     if !p.is_null() && host_on() {
-        if let Some(_g) = rt::enter() {
-            rt::record(&Record::HostFree {
-                ts: rt::now_ns(),
+        if let Some(g) = rt::enter() {
+            g.record(&Record::HostFree {
+                ts: rt::now_ns_before(),
                 addr: p as u64,
             });
             // SAFETY: forwarded contract.
@@ -253,8 +260,8 @@ pub unsafe fn mmap(
     let r =
         unsafe { libc::syscall(libc::SYS_mmap, addr, len, prot, flags, fd, off) } as *mut c_void;
     if r != libc::MAP_FAILED && mmap_on() {
-        if let Some(_g) = rt::enter() {
-            rt::record(&Record::HostMmap {
+        if let Some(g) = rt::enter() {
+            g.record(&Record::HostMmap {
                 ts: rt::now_ns(),
                 addr: r as u64,
                 size: page_round(len),
@@ -271,12 +278,12 @@ pub unsafe fn mmap(
 /// # Safety
 /// As `munmap(2)`.
 pub unsafe fn munmap(addr: *mut c_void, len: usize) -> c_int {
-    let ts = if mmap_on() { rt::now_ns() } else { 0 };
+    let ts = if mmap_on() { rt::now_ns_before() } else { 0 };
     // SAFETY: the raw system call; errno is set by `syscall`.
     let rc = unsafe { libc::syscall(libc::SYS_munmap, addr, len) as c_int };
     if rc == 0 && ts != 0 {
-        if let Some(_g) = rt::enter() {
-            rt::record(&Record::HostMunmap {
+        if let Some(g) = rt::enter() {
+            g.record(&Record::HostMunmap {
                 ts,
                 addr: addr as u64,
                 size: page_round(len),
@@ -301,13 +308,13 @@ pub unsafe fn mremap(
     flags: c_int,
     new_addr: *mut c_void,
 ) -> *mut c_void {
-    let ts = if mmap_on() { rt::now_ns() } else { 0 };
+    let ts = if mmap_on() { rt::now_ns_before() } else { 0 };
     // SAFETY: the raw system call glibc's `mremap` makes; errno is set by `syscall`.
     let r = unsafe { libc::syscall(libc::SYS_mremap, old, old_size, new_size, flags, new_addr) }
         as *mut c_void;
     if r != libc::MAP_FAILED && ts != 0 {
-        if let Some(_g) = rt::enter() {
-            rt::record(&Record::HostMremap {
+        if let Some(g) = rt::enter() {
+            g.record(&Record::HostMremap {
                 ts,
                 old_addr: old as u64,
                 old_size: page_round(old_size),

@@ -71,22 +71,8 @@ fn map_table(t: usize) -> Option<&'static [AtomicU64]> {
     if let Some(tab) = table(t) {
         return Some(tab);
     }
-    // SAFETY: an anonymous private mapping; its result is checked. (The call goes through the
-    // probe's own `mmap` hook, which only forwards: the caller holds the reentrancy guard.)
-    let m = unsafe {
-        libc::mmap(
-            core::ptr::null_mut(),
-            bytes(t),
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    if m == libc::MAP_FAILED {
-        return None;
-    }
-    let m = m.cast::<AtomicU64>();
+    // A raw system call, not the symbol `mmap` (the probe's own hook: the table is no event).
+    let m = rt::map_anon(bytes(t))?.cast::<AtomicU64>();
     if TABLE[t]
         .compare_exchange(
             core::ptr::null_mut(),
@@ -97,7 +83,7 @@ fn map_table(t: usize) -> Option<&'static [AtomicU64]> {
         .is_err()
     {
         // SAFETY: our own mapping, never published.
-        unsafe { libc::munmap(m.cast(), bytes(t)) };
+        unsafe { rt::raw_munmap(m.cast(), bytes(t)) };
     }
     table(t)
 }
@@ -135,14 +121,12 @@ fn probe(tab: &[AtomicU64], t: usize, h: u64, tag: u64) -> Probe {
 }
 
 /// Writes the definition of a stack with a fresh id, after the `Module` records of the objects
-/// its frames lie in ([`crate::modules::announce`]); returns the id (0 if it could not be
-/// written).
-fn define(frames: &[u64]) -> u32 {
+/// its frames lie in ([`crate::modules::announce`]), encoding it in `raw` (the hook's scratch:
+/// ≤ 10 bytes per frame); returns the id (0 if it could not be written).
+fn define(frames: &[u64], raw: &mut [u8]) -> u32 {
     crate::modules::announce(frames);
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-    // ≤ 10 bytes per frame as varints; the runtime caps stacks at 1000 frames.
-    let mut raw = [0u8; 10 * 1000];
-    let Some(n) = encode_frames(frames, &mut raw) else {
+    let Some(n) = encode_frames(frames, raw) else {
         return 0;
     };
     let ok = rt::record(&Record::StackDef {
@@ -158,10 +142,10 @@ fn define(frames: &[u64]) -> u32 {
     }
 }
 
-/// The id of `frames` (innermost first), defining it in the stream on first sight. 0 for an
-/// empty stack or when the definition could not be written. Called with the runtime's
-/// reentrancy guard held.
-pub fn intern(frames: &[u64]) -> u32 {
+/// The id of `frames` (innermost first), defining it in the stream on first sight (encoded in
+/// `raw`, scratch space of at least 10 bytes per frame). 0 for an empty stack or when the
+/// definition could not be written. Called with the runtime's reentrancy guard held.
+pub fn intern(frames: &[u64], raw: &mut [u8]) -> u32 {
     if frames.is_empty() {
         return 0;
     }
@@ -172,7 +156,7 @@ pub fn intern(frames: &[u64]) -> u32 {
         let Some(tab) = table(t) else { break };
         match probe(tab, t, h, tag) {
             Probe::Found(id) => return id,
-            Probe::Pending => return define(frames),
+            Probe::Pending => return define(frames, raw),
             Probe::Absent(idx) => last = Some((t, idx)),
             Probe::Full => last = None,
         }
@@ -185,20 +169,20 @@ pub fn intern(frames: &[u64]) -> u32 {
             t += 1;
         }
         if t >= TABLES || map_table(t).is_none() {
-            return define(frames);
+            return define(frames, raw);
         }
         last = None;
     }
     let Some(tab) = table(t) else {
-        return define(frames);
+        return define(frames, raw);
     };
     let idx = match last {
         Some((lt, idx)) if lt == t => idx,
         _ => match probe(tab, t, h, tag) {
             Probe::Found(id) => return id,
-            Probe::Pending => return define(frames),
+            Probe::Pending => return define(frames, raw),
             Probe::Absent(idx) => idx,
-            Probe::Full => return define(frames),
+            Probe::Full => return define(frames, raw),
         },
     };
     let claim = (tag << ID_BITS) | PENDING;
@@ -207,10 +191,10 @@ pub fn intern(frames: &[u64]) -> u32 {
         .is_err()
     {
         // Lost the slot to another thread (maybe for this very stack): define without caching.
-        return define(frames);
+        return define(frames, raw);
     }
     COUNT[t].fetch_add(1, Ordering::Relaxed);
-    let id = define(frames);
+    let id = define(frames, raw);
     if id != 0 && (id as u64) < PENDING {
         tab[idx].store((tag << ID_BITS) | id as u64, Ordering::Release);
     } else {

@@ -25,11 +25,28 @@ pub fn leak_layer(cfg: &RunConfig) -> Option<Box<dyn Layer>> {
 /// Tracks live HOST blocks and mappings by allocation id, with an interned stack text.
 #[derive(Default)]
 pub struct HostLeaks {
-    live: HashMap<u64, (u64, u32)>,
-    maps: HashMap<u64, (u64, u32)>,
+    live: crate::addr_hash::AddrMap<(u64, u32)>,
+    maps: crate::addr_hash::AddrMap<(u64, u32)>,
     saw_maps: bool,
     stack_ids: HashMap<String, u32>,
     stacks: Vec<String>,
+    live_bytes: u64,
+    peak: Peak,
+    /// Index of the empty stack (events without a call stack), once seen.
+    no_stack: Option<u32>,
+}
+
+/// The highest number of live HOST heap bytes the process reached (mappings are not counted).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Peak {
+    /// Live bytes at the peak.
+    pub bytes: u64,
+    /// Live blocks at the peak.
+    pub blocks: u64,
+    /// ID of the event that reached it.
+    pub id: u64,
+    /// Its time stamp, ns since the epoch.
+    pub ts_ns: u64,
 }
 
 /// The table a row belongs to: heap blocks (`false`) or mappings (`true`).
@@ -44,8 +61,41 @@ fn host_table(ev: &Event) -> Option<bool> {
     }
 }
 
+/// Whether the leak summary tracks `ev` (a host-memory block that is not pinned, or a
+/// `HOST_MMAP` mapping).
+pub fn is_host_block(ev: &Event) -> bool {
+    host_table(ev).is_some()
+}
+
 impl HostLeaks {
+    /// The peak so far.
+    pub fn peak(&self) -> Peak {
+        self.peak
+    }
+
+    /// The peak report section.
+    pub fn peak_report(&self, pid: Option<u32>) -> ReportSection {
+        let pid = pid.map(|p| format!(" (pid {p})")).unwrap_or_default();
+        let p = self.peak;
+        ReportSection {
+            title: format!("HOST peak{pid}: {} bytes in {} block(s)", p.bytes, p.blocks),
+            lines: if p.bytes == 0 {
+                Vec::new()
+            } else {
+                vec![format!(
+                    "reached at event ID {} (timestamp {} ns)",
+                    p.id, p.ts_ns
+                )]
+            },
+        }
+    }
+
     fn stack_index(&mut self, text: Option<&str>) -> u32 {
+        if text.is_none() {
+            if let Some(i) = self.no_stack {
+                return i;
+            }
+        }
         let t = text.unwrap_or("");
         if let Some(&i) = self.stack_ids.get(t) {
             return i;
@@ -53,6 +103,9 @@ impl HostLeaks {
         let i = self.stacks.len() as u32;
         self.stacks.push(t.to_owned());
         self.stack_ids.insert(t.to_owned(), i);
+        if t.is_empty() {
+            self.no_stack = Some(i);
+        }
         i
     }
 
@@ -75,7 +128,7 @@ impl HostLeaks {
 
     fn section(
         &self,
-        live: &HashMap<u64, (u64, u32)>,
+        live: &crate::addr_hash::AddrMap<(u64, u32)>,
         what: &str,
         unit: &str,
         pid: Option<u32>,
@@ -131,20 +184,29 @@ impl Layer for HostLeaks {
             match ev.kind {
                 EventKind::Malloc => {
                     let s = self.stack_index(ev.c_stack.as_deref());
-                    let t = if mapped {
-                        &mut self.maps
+                    if mapped {
+                        self.maps.insert(m.allocation_id, (m.size, s));
                     } else {
-                        &mut self.live
-                    };
-                    t.insert(m.allocation_id, (m.size, s));
+                        if let Some((old, _)) = self.live.insert(m.allocation_id, (m.size, s)) {
+                            self.live_bytes -= old;
+                        }
+                        self.live_bytes += m.size;
+                        if self.live_bytes > self.peak.bytes {
+                            self.peak = Peak {
+                                bytes: self.live_bytes,
+                                blocks: self.live.len() as u64,
+                                id: ev.id,
+                                ts_ns: ev.ts_ns,
+                            };
+                        }
+                    }
                 }
                 EventKind::Free => {
-                    let t = if mapped {
-                        &mut self.maps
-                    } else {
-                        &mut self.live
-                    };
-                    t.remove(&m.allocation_id);
+                    if mapped {
+                        self.maps.remove(&m.allocation_id);
+                    } else if let Some((size, _)) = self.live.remove(&m.allocation_id) {
+                        self.live_bytes -= size;
+                    }
                 }
                 _ => {}
             }
@@ -159,6 +221,7 @@ impl Layer for HostLeaks {
         _out: &mut Vec<Event>,
         report: &mut Vec<ReportSection>,
     ) -> Result<(), BusError> {
+        report.push(self.peak_report(ctx.pid));
         report.push(self.report(ctx.pid));
         report.extend(self.maps_report(ctx.pid));
         Ok(())
@@ -206,6 +269,19 @@ mod tests {
         assert_eq!(r.lines[0], "1 block(s), 1000 bytes, allocated at:");
         assert_eq!(r.lines[1], "    b");
         assert_eq!(r.lines[3], "2 block(s), 200 bytes, allocated at:");
+        assert_eq!(
+            l.peak(),
+            Peak {
+                bytes: 1205,
+                blocks: 4,
+                id: 0,
+                ts_ns: 1
+            }
+        );
+        assert_eq!(
+            l.peak_report(Some(9)).title,
+            "HOST peak (pid 9): 1205 bytes in 4 block(s)"
+        );
     }
 
     #[test]

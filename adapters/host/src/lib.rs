@@ -48,10 +48,13 @@
 //!   `HostMremap` (old and new range, page-rounded), both stamped before the call; failed calls
 //!   record nothing. The collector keeps the mapped page ranges: a partial `munmap` or a
 //!   `MAP_FIXED` overlay splits a mapping, `mremap` moves it.
-//! * Calls made while the probe is not ready (before libc's own initialisation, while another
-//!   thread initialises, passive probe), re-entered calls (the probe's own allocations, a
-//!   signal handler interrupting a hook) and calls during `fork` are forwarded and not
-//!   recorded; the collector ignores frees of blocks it never saw allocated.
+//! * A call made inside another hook — a signal handler that interrupted a hook, a foreign
+//!   allocator's `mmap` — is the program's and is recorded (`memscope_runtime::enter`); the
+//!   probe's own allocations (symbol lookups, its init) never are. Calls made before the
+//!   probe is ready (before libc's own initialisation, passive probe) are forwarded and not
+//!   recorded; those that gave up waiting for another thread's init, and every call that
+//!   could not be written, are counted as dropped. The collector ignores frees of blocks it
+//!   never saw allocated.
 //!
 //! # Limits
 //! * `RTLD_DEEPBIND`: a library opened with `dlopen(…, RTLD_DEEPBIND)` looks symbols up in its
@@ -75,6 +78,8 @@ pub mod modules;
 pub mod real;
 pub mod unwind;
 
+#[cfg(feature = "collector")]
+pub mod addr_hash;
 #[cfg(feature = "collector")]
 pub mod leaks;
 #[cfg(feature = "collector")]

@@ -190,6 +190,12 @@ fn resolve() {
     {
         return;
     }
+    // The lookup's own allocations (served from the arena) are the probe's, not the program's.
+    memscope_runtime::internal(lookup_next);
+    STATE.store(RESOLVED, Ordering::Release);
+}
+
+fn lookup_next() {
     let _ = IN_LOOKUP.try_with(|c| c.set(true));
     let next_malloc = lookup(c"malloc");
     let foreign = next_malloc != 0 && next_malloc != __libc_malloc as *const () as usize;
@@ -227,7 +233,6 @@ fn resolve() {
     }
     FOREIGN.store(foreign, Ordering::Release);
     let _ = IN_LOOKUP.try_with(|c| c.set(false));
-    STATE.store(RESOLVED, Ordering::Release);
 }
 
 /// Runs the next-allocator lookup if it has not run and libc is initialised. Cheap after the

@@ -5,8 +5,8 @@
 //! * `Call Stack(C)` of MALLOC rows: the allocation stack symbolised with the process's module
 //!   map ([`crate::symbolize`]), one frame per line, innermost first; cached per stack id.
 //! * A FREE of an address that is not live (allocated before tracing started, by the parent
-//!   of a fork child, in an untraced context, by a library opened with `RTLD_DEEPBIND`, or by
-//!   a signal handler that interrupted a hook) gives no row and no log line (these are normal,
+//!   of a fork child, in an untraced context, by a library opened with `RTLD_DEEPBIND`, or
+//!   while its MALLOC was dropped) gives no row and no log line (these are normal,
 //!   not the program's fault); they are only counted. A MALLOC at an address that is still live (its FREE was not seen) first
 //!   closes the old block with a synthetic FREE (`shadow:true`), as the pools do.
 //! * Blocks still live when the process ends get no FREE: they are what the leak summary
@@ -37,7 +37,7 @@ pub(crate) struct Block {
 /// The HOST typer of one process.
 #[derive(Default)]
 pub struct HostTyper {
-    live: HashMap<u64, Block>,
+    live: crate::addr_hash::AddrMap<Block>,
     maps: Maps,
     total: i64,
     /// Module map and symbol caches per process image (stream of the pid).

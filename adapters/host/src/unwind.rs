@@ -8,7 +8,7 @@
 //! (`[lo, hi)`, cached per thread) and must move strictly up the stack, so a corrupt or foreign
 //! frame ends the walk instead of faulting. No allocation, no locks.
 
-use crate::cfi::{rule_for_return_address, Rule};
+use crate::cfi::{rule_for_return_address_on, Rule};
 use core::cell::Cell;
 
 thread_local! {
@@ -50,7 +50,7 @@ fn compute_bounds() -> (usize, usize) {
         return if hi == 0 {
             (1, 1)
         } else {
-            (hi.saturating_sub(lim), hi)
+            (hi.saturating_sub(lim).max(1), hi)
         };
     }
     // Threads created by glibc (also with a stack given by `pthread_attr_setstack`) have their
@@ -62,7 +62,8 @@ fn compute_bounds() -> (usize, usize) {
     if hi == 0 {
         return (1, 1);
     }
-    (hi.saturating_sub(MAX_THREAD_STACK), hi)
+    // (`max(1)`: 0 means "not computed yet"; a stack that low is only seen under emulators.)
+    (hi.saturating_sub(MAX_THREAD_STACK).max(1), hi)
 }
 
 /// Largest stack assumed for a thread other than the main one (only used to reject a stack
@@ -96,8 +97,9 @@ fn read(addr: usize, lo: usize, hi: usize) -> Option<usize> {
 }
 
 /// Captures up to `out.len()` return addresses of the caller of a hook entered with stack
-/// pointer `sp` and frame pointer `fp`. Returns how many were written.
-pub fn capture(sp: usize, fp: usize, out: &mut [u64]) -> usize {
+/// pointer `sp` and frame pointer `fp`. Returns how many were written. Unwind rules not cached
+/// yet are evaluated on `alt` when given (an alternate stack: the thread's may be small).
+pub fn capture(sp: usize, fp: usize, out: &mut [u64], mut alt: Option<&mut [u8]>) -> usize {
     if out.is_empty() || sp == 0 {
         return 0;
     }
@@ -119,7 +121,7 @@ pub fn capture(sp: usize, fp: usize, out: &mut [u64]) -> usize {
         if n == out.len() {
             break;
         }
-        let (cfa, fp_off) = match rule_for_return_address(pc as u64) {
+        let (cfa, fp_off) = match rule_for_return_address_on(pc as u64, alt.as_deref_mut()) {
             Rule::Sp { cfa_off, fp_off } => (sp.wrapping_add(cfa_off as isize as usize), fp_off),
             Rule::Fp { cfa_off, fp_off } => (fp.wrapping_add(cfa_off as isize as usize), fp_off),
             Rule::NoInfo => {

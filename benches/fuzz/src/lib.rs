@@ -25,6 +25,7 @@
 //! mutated inputs; stretches go further), `--hang-secs S` (20),
 //! `--replay FILE` (run one input and report its outcome or panic).
 
+pub mod captures;
 pub mod dumps;
 mod mutate;
 

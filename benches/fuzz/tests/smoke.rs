@@ -63,3 +63,13 @@ fn the_db_target_runs_without_a_crash() {
 fn the_config_target_runs_without_a_crash() {
     smoke(env!("CARGO_BIN_EXE_fuzz_config"), "config");
 }
+
+#[test]
+fn the_stream_target_runs_without_a_crash() {
+    smoke(env!("CARGO_BIN_EXE_fuzz_stream"), "stream");
+}
+
+#[test]
+fn the_capture_target_runs_without_a_crash() {
+    smoke(env!("CARGO_BIN_EXE_fuzz_capture"), "capture");
+}

@@ -4,7 +4,7 @@
 use memscope_core::adapter::AdapterId;
 use memscope_core::bus::{BusCtx, BusError, Layer};
 use memscope_core::config::RunConfig;
-use memscope_core::event::{Device, Event, EventKind};
+use memscope_core::event::{Device, Event, EventKind, EventType};
 
 /// Drops what is not *collected*: memory events unless alloc/free (or an analysis needing them)
 /// are on, launches unless `launch` and the matching level are on, ACCESS unless `access`
@@ -40,6 +40,11 @@ impl CollectFilter {
         }
     }
 
+    /// Whether memory (MALLOC/FREE) events are collected.
+    pub fn keeps_memory(&self) -> bool {
+        self.memory
+    }
+
     fn device_selected(&self, d: Device) -> bool {
         match d {
             Device::NotApplicable => true,
@@ -70,7 +75,7 @@ impl Layer for CollectFilter {
 
 /// Drops what is collected but not *written* (`dumpEventType`): MALLOC needs `alloc`, FREE
 /// needs `free`, launches need `launch`, ACCESS needs `access`; MSTX, SYSTEM and SNAPSHOT rows
-/// are always written. Also applies `--steps`: inside a step that is not selected nothing is
+/// are always written. HOST adapter rows need `host_rows` (they stay in the capture). Also applies `--steps`: inside a step that is not selected nothing is
 /// written; outside steps everything is (msMemScope's "in range" rule). Runs after the analyses,
 /// so they see every collected event.
 pub struct WriteFilter {
@@ -79,6 +84,14 @@ pub struct WriteFilter {
     launch: bool,
     access: bool,
     steps: Vec<u32>,
+    host_rows: bool,
+}
+
+/// Whether `ev` is a row of the HOST adapter (libc allocator blocks): Event Type HOST rows
+/// that are neither pinned memory (ACL) nor driver host memory (HAL) — those two always carry
+/// `used`, the HOST adapter never does.
+pub fn is_host_adapter_row(ev: &Event) -> bool {
+    ev.event_type == EventType::Host && ev.memory().is_some_and(|m| !m.pinned && m.used.is_none())
 }
 
 impl WriteFilter {
@@ -90,6 +103,7 @@ impl WriteFilter {
             launch: cfg.events.launch,
             access: cfg.events.access,
             steps: cfg.steps.clone(),
+            host_rows: cfg.host_rows,
         }
     }
 }
@@ -110,7 +124,7 @@ impl Layer for WriteFilter {
             (_, true) | (None, _) => true,
             (Some(s), false) => self.steps.contains(&s),
         };
-        if keep && in_steps {
+        if keep && in_steps && (self.host_rows || !is_host_adapter_row(&ev)) {
             out.push(ev);
         }
         Ok(())

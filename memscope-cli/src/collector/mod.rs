@@ -2,24 +2,27 @@
 //! runs, and turns each process into its output directory (dumps, log, config.json, reports).
 
 pub mod layers;
+pub mod pipeline;
 pub mod plugin_typer;
 pub mod process;
 pub mod python;
-pub mod stream;
+pub mod replay;
 
 use crate::logfile::LogFile;
 use memscope_core::adapter::{descriptors, TypeCtx};
 use memscope_core::bus::{Bus, BusError, Layer};
+use memscope_core::capture::{CaptureInfo, CaptureWriter};
 use memscope_core::config::{Format, RunConfig};
-use memscope_core::event::Device;
 use memscope_core::layout;
-use memscope_core::sink::csv::{CsvFile, CsvSink};
-use memscope_core::sink::sqlite::{DbFile, DbSink};
-use process::{ProcessState, ProcessSummary};
+use memscope_core::sink::csv::CsvSink;
+use memscope_core::sink::sqlite::DbSink;
+use memscope_core::sink::{Place, SharedStats};
+use memscope_core::spool::{StreamFile, StreamHeader};
+use pipeline::{CaptureOut, Pipeline, PipelineSetup};
+use process::{ProcessState, ProcessSummary, ROUND_BUDGET};
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use stream::StreamReader;
 
 /// How long records wait for slower threads before they are ordered and emitted, ns. A thread
 /// that stamps an event and is descheduled for longer than this before committing it gets its
@@ -37,9 +40,10 @@ pub struct Collector {
     visible_devices: Vec<u32>,
     analyses: AnalysisFactory,
     seen: HashSet<PathBuf>,
-    unready: Vec<StreamReader>,
+    unready: Vec<StreamFile>,
     procs: BTreeMap<u32, (ProcessState, i64)>,
     done: Vec<ProcessSummary>,
+    skip: HashSet<u32>,
 }
 
 fn monotonic_ns() -> u64 {
@@ -48,7 +52,8 @@ fn monotonic_ns() -> u64 {
         .unwrap_or(0)
 }
 
-fn pid_alive(pid: u32) -> bool {
+/// Whether process `pid` exists and is not a zombie.
+pub fn pid_alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(s) => {
             let state = s
@@ -77,7 +82,13 @@ impl Collector {
             unready: Vec::new(),
             procs: BTreeMap::new(),
             done: Vec::new(),
+            skip: HashSet::new(),
         }
+    }
+
+    /// Ignores the streams of these processes (`memscope recover`: outputs already complete).
+    pub fn skip_pids(&mut self, pids: HashSet<u32>) {
+        self.skip = pids;
     }
 
     /// Processes still being followed.
@@ -89,13 +100,32 @@ impl Collector {
         let Ok(rd) = std::fs::read_dir(&self.spool) else {
             return;
         };
-        for entry in rd.flatten() {
-            let p = entry.path();
-            if p.extension().and_then(|e| e.to_str()) != Some("stream") || self.seen.contains(&p) {
+        // Images of one pid in creation order (`<pid>-<start ns>.stream`).
+        let mut new: Vec<(u32, u64, PathBuf)> = rd
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.extension().and_then(|e| e.to_str()) == Some("stream") && !self.seen.contains(p)
+            })
+            .map(|p| {
+                let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                let pid = memscope_core::spool::pid_of_stream_name(name).unwrap_or(0);
+                let ns = name
+                    .strip_suffix(".stream")
+                    .and_then(|n| n.split('-').nth(1))
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0);
+                (pid, ns, p)
+            })
+            .collect();
+        new.sort();
+        for (pid, _, p) in new {
+            if self.skip.contains(&pid) {
+                self.seen.insert(p);
                 continue;
             }
             self.seen.insert(p.clone());
-            match StreamReader::open(&p) {
+            match StreamFile::open(&p) {
                 Ok(r) => self.unready.push(r),
                 Err(e) => eprintln!("memscope: cannot read {}: {e}", p.display()),
             }
@@ -107,12 +137,10 @@ impl Collector {
                     let h = h.clone();
                     match self.procs.get_mut(&h.pid) {
                         Some((p, _)) => p.add_stream(r),
-                        None => match self.new_process(&h, r) {
-                            Ok(p) => {
-                                self.procs.insert(h.pid, (p, h.clock_offset));
-                            }
-                            Err(e) => eprintln!("memscope: pid {}: {e}", h.pid),
-                        },
+                        None => {
+                            let p = ProcessState::new(r, self.new_pipeline(&h));
+                            self.procs.insert(h.pid, (p, h.clock_offset));
+                        }
                     }
                 }
                 Ok(None) => {
@@ -136,45 +164,13 @@ impl Collector {
         self.unready = still;
     }
 
-    fn new_process(
-        &self,
-        h: &stream::StreamHeader,
-        r: StreamReader,
-    ) -> Result<ProcessState, BusError> {
-        let ts = layout::timestamp_name(h.start_ns);
-        let project = layout::project_dir(&self.cfg.output_path, h.pid, &ts);
-        let mut log = LogFile::new(&layout::log_path(&project, &ts), self.cfg.log_level);
-        log.info(&format!(
-            "tracing pid {} (parent {}): {}",
-            h.pid, h.ppid, h.exe
-        ));
-        let mut layers: Vec<Box<dyn Layer>> = vec![
-            Box::new(layers::CollectFilter::new(&self.cfg)),
-            // ACCESS rows get the allocation_id of the block they touch (issue 10)
-            Box::new(memscope_core::access_blocks::AccessBlocks::new()),
-        ];
-        layers.extend(memscope_adapter_host::leak_layer(&self.cfg)); // HOST leak summary (issue 4)
-        layers.push(Box::new(memscope_adapter_hal::oom::OomLayer::new(
-            &self.cfg,
-        ))); // OOM snapshot + top-K rows (issue 5)
-        layers.extend((self.analyses)(&self.cfg, &project));
-        layers.push(Box::new(layers::WriteFilter::new(&self.cfg)));
-        layers.push(sink(&self.cfg, &project, &ts));
-        let mut typers: Vec<Box<dyn memscope_core::adapter::Typer>> =
-            descriptors().into_iter().map(|d| (d.new_typer)()).collect();
-        typers.push(Box::new(plugin_typer::PluginTyper::default()));
-        let ctx = TypeCtx::new(h.pid, self.visible_devices.clone());
-        Ok(ProcessState::new(process::ProcessSetup {
-            pid: h.pid,
-            project_dir: project,
-            first: r,
-            exe: h.exe.clone(),
-            typers,
-            ctx,
-            bus: Bus::new(Some(h.pid), layers),
-            log,
-            config_json: memscope_core::config::msmemscope::to_text(&self.cfg),
-        }))
+    fn new_pipeline(&self, h: &StreamHeader) -> Pipeline {
+        let setup = PipelineFactory {
+            cfg: &self.cfg,
+            visible_devices: &self.visible_devices,
+            analyses: &self.analyses,
+        };
+        setup.build(h, Some(&self.spool))
     }
 
     /// One round: discover new streams, read every stream, emit what is old enough, finish
@@ -188,7 +184,9 @@ impl Collector {
             let gone = p.writers_gone() && !pid_alive(*pid);
             progressed |= p.poll();
             let watermark = (now as i64 + *offset) as u64;
-            p.release(watermark.saturating_sub(REORDER_WINDOW_NS));
+            let n = p.release(watermark.saturating_sub(REORDER_WINDOW_NS), ROUND_BUDGET);
+            // A full budget means more is waiting: come back at once.
+            progressed |= n == ROUND_BUDGET;
             if gone {
                 finished.push(*pid);
             }
@@ -234,29 +232,151 @@ impl Collector {
     }
 }
 
-fn sink(cfg: &RunConfig, project: &Path, ts: &str) -> Box<dyn Layer> {
-    let (project, ts) = (project.to_path_buf(), ts.to_owned());
-    let dump_file = move |d: Device, ext: &str| -> Result<(std::fs::File, PathBuf), BusError> {
-        let dir = d.dir_name().unwrap_or_else(|| "device_cpu".into());
-        let path = layout::dump_path(&project, &dir, &ts, ext);
-        let io = |e| BusError::Io {
-            path: path.display().to_string(),
-            source: e,
+/// Builds the pipeline of one process as `memscope run` does (same layers, same sink), for
+/// the live collector, `memscope recover` and `memscope export`.
+pub struct PipelineFactory<'a> {
+    /// The run's configuration.
+    pub cfg: &'a RunConfig,
+    /// `ASCEND_RT_VISIBLE_DEVICES` of the run.
+    pub visible_devices: &'a [u32],
+    /// The online analyses.
+    pub analyses: &'a AnalysisFactory,
+}
+
+impl PipelineFactory<'_> {
+    /// The pipeline of the process whose first image has header `h`; with `capture_dir`, its
+    /// capture is written there while the process is followed (moved into the process's output
+    /// directory at the end).
+    pub fn build(&self, h: &StreamHeader, capture_dir: Option<&Path>) -> Pipeline {
+        let cfg = self.cfg;
+        let ts = layout::timestamp_name(h.start_ns);
+        let project = layout::project_dir(&cfg.output_path, h.pid, &ts);
+        let mut log = LogFile::new(&layout::log_path(&project, &ts), cfg.log_level);
+        log.info(&format!(
+            "tracing pid {} (parent {}): {}",
+            h.pid, h.ppid, h.exe
+        ));
+        let collect = layers::CollectFilter::new(cfg);
+        // HOST rows that are neither written nor analysed need only the leak/peak layer: it is
+        // fed beside the bus (issue 9: the bus would move each malloc through every layer).
+        let host_side = cfg.has_adapter(memscope_core::adapter::AdapterId::Host)
+            && !cfg.host_rows
+            && collect.keeps_memory()
+            && !cfg.analysis.decompose
+            && !cfg.analysis.inefficient;
+        let mut layers: Vec<Box<dyn Layer>> = vec![
+            Box::new(collect),
+            // ACCESS rows get the allocation_id of the block they touch (issue 10)
+            Box::new(memscope_core::access_blocks::AccessBlocks::new()),
+        ];
+        let leak = memscope_adapter_host::leak_layer(cfg); // HOST leak summary (issue 4)
+        let side = if host_side {
+            leak
+        } else {
+            layers.extend(leak);
+            None
         };
-        layout::create_dir_0750(path.parent().expect("dump dir")).map_err(io)?;
-        layout::create_new_0600(&path).map_err(|e| BusError::Io {
-            path: path.display().to_string(),
-            source: e,
+        layers.push(Box::new(memscope_adapter_hal::oom::OomLayer::new(cfg))); // OOM (issue 5)
+        layers.extend((self.analyses)(cfg, &project));
+        layers.push(Box::new(layers::WriteFilter::new(cfg)));
+        let (sink, sink_stats) = sink(cfg, &project, &ts);
+        layers.push(sink);
+        let mut typers: Vec<Box<dyn memscope_core::adapter::Typer>> =
+            descriptors().into_iter().map(|d| (d.new_typer)()).collect();
+        typers.push(Box::new(plugin_typer::PluginTyper::default()));
+        let ctx = TypeCtx::new(h.pid, self.visible_devices.to_vec());
+        // msMemScope's config.json key set (issue 12); `memscopeOptions` keeps memscope's own
+        let config_json = memscope_core::config::msmemscope::to_text(cfg);
+        let capture = capture_dir.and_then(|dir| {
+            let info = CaptureInfo {
+                pid: h.pid,
+                ppid: h.ppid,
+                exe: h.exe.clone(),
+                start_ns: h.start_ns,
+                memscope: env!("CARGO_PKG_VERSION").to_owned(),
+                config: serde_json::to_value(cfg.to_config_file()).unwrap_or_default(),
+                visible_devices: self.visible_devices.to_vec(),
+            };
+            let tmp = dir.join(format!(
+                "{}-{}.{}",
+                h.pid,
+                h.start_ns,
+                memscope_core::capture::EXTENSION
+            ));
+            let made =
+                layout::create_new_0600(&tmp).and_then(|(f, p)| CaptureWriter::new(f, p, &info));
+            match made {
+                Ok(w) => Some(CaptureOut {
+                    writer: Some(w),
+                    final_path: project.join(format!(
+                        "memscope_capture_{ts}.{}",
+                        memscope_core::capture::EXTENSION
+                    )),
+                }),
+                Err(e) => {
+                    eprintln!(
+                        "memscope: pid {}: cannot create the capture {}: {e}",
+                        h.pid,
+                        tmp.display()
+                    );
+                    None
+                }
+            }
+        });
+        Pipeline::new(PipelineSetup {
+            pid: h.pid,
+            project_dir: project,
+            exe: h.exe.clone(),
+            typers,
+            ctx,
+            bus: Bus::new(Some(h.pid), layers),
+            sink_stats,
+            log,
+            config_json,
+            capture,
+            host_rows_off: cfg.has_adapter(memscope_core::adapter::AdapterId::Host)
+                && !cfg.host_rows,
+            host_side: side,
         })
+    }
+}
+
+fn sink(cfg: &RunConfig, project: &Path, ts: &str) -> (Box<dyn Layer>, SharedStats) {
+    let (project, ts) = (project.to_path_buf(), ts.to_owned());
+    let ext = match cfg.format {
+        Format::Csv => "csv",
+        Format::Db => "db",
     };
+    let open = Box::new(
+        move |place: Place| -> Result<(std::fs::File, PathBuf), BusError> {
+            let path = match place {
+                Place::Device(d) => {
+                    let dir = d.dir_name().unwrap_or_else(|| "device_cpu".into());
+                    layout::dump_path(&project, &dir, &ts, ext)
+                }
+                Place::Backlog => project.join(format!(".memscope_backlog_{ts}.{ext}")),
+            };
+            let io = |e| BusError::Io {
+                path: path.display().to_string(),
+                source: e,
+            };
+            layout::create_dir_0750(path.parent().expect("dump dir")).map_err(io)?;
+            layout::create_new_0600(&path).map_err(|e| BusError::Io {
+                path: path.display().to_string(),
+                source: e,
+            })
+        },
+    );
     match cfg.format {
-        Format::Csv => Box::new(CsvSink::new(Box::new(move |d| {
-            let (f, p) = dump_file(d, "csv")?;
-            CsvFile::new(f, p)
-        }))),
-        Format::Db => Box::new(DbSink::new(Box::new(move |d| {
-            let (_, p) = dump_file(d, "db")?;
-            DbFile::open(p)
-        }))),
+        Format::Csv => {
+            let s = CsvSink::new(open);
+            let st = s.stats();
+            (Box::new(s), st)
+        }
+        Format::Db => {
+            let s = DbSink::new(open);
+            let st = s.stats();
+            (Box::new(s), st)
+        }
     }
 }

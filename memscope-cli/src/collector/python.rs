@@ -65,9 +65,16 @@ pub struct PythonState {
     last_npu: Option<u32>,
     steps: u64,
     errors: Vec<String>,
+    /// No python_trace file is written (the replay API types records without writing).
+    dry: bool,
 }
 
 impl PythonState {
+    /// Writes no python_trace file from now on (SYSTEM and SNAPSHOT events are still made).
+    pub fn set_dry(&mut self) {
+        self.dry = true;
+    }
+
     /// Stores a `PyCodeDef` of process image `image` (called as records are read, before any
     /// record that uses it is released).
     pub fn define(&mut self, image: usize, rec: &Record<Box<[u8]>>) -> bool {
@@ -257,6 +264,9 @@ impl PythonState {
         start: u64,
         end: u64,
     ) {
+        if self.dry {
+            return;
+        }
         let info = match self.codes.get(&(image, code)) {
             Some(i) => format!("{prefix}{i}"),
             None => format!("{prefix}<code #{code}>"),

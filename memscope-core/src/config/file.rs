@@ -36,6 +36,10 @@ pub struct ConfigFile {
     pub idle_threshold: Option<u64>,
     /// `--inefficient-rule`.
     pub inefficient_rule: Option<String>,
+    /// `--host-rows`: write HOST (malloc) rows into the dumps (default false: the capture and
+    /// the leak and peak summaries only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_rows: Option<bool>,
 }
 
 /// A list given as `"a,b"` or `["a","b"]`.
@@ -109,6 +113,8 @@ pub struct RawOptions {
     pub idle_threshold: Option<u64>,
     /// `--inefficient-rule`.
     pub inefficient_rule: Option<String>,
+    /// `--host-rows`.
+    pub host_rows: Option<bool>,
 }
 
 impl RawOptions {
@@ -162,7 +168,12 @@ impl RawOptions {
         }
         let f: ConfigFile =
             serde_json::from_value(value).map_err(|e| ConfigError(e.to_string()))?;
-        Ok(RawOptions {
+        Ok(RawOptions::from_config_file(f))
+    }
+
+    /// The options a parsed config.json gives.
+    pub fn from_config_file(f: ConfigFile) -> RawOptions {
+        RawOptions {
             events: f.events.map(|v| v.joined()),
             level: f.level.map(|v| v.joined()),
             call_stack: f.call_stack.map(|v| v.joined()),
@@ -177,7 +188,8 @@ impl RawOptions {
             adapter_paths: f.adapter_paths.unwrap_or_default(),
             idle_threshold: f.idle_threshold,
             inefficient_rule: f.inefficient_rule,
-        })
+            host_rows: f.host_rows,
+        }
     }
 
     /// Overlays `flags` on `self` (flags win; adapter paths add up).
@@ -198,7 +210,8 @@ impl RawOptions {
             collect_mode,
             adapters,
             idle_threshold,
-            inefficient_rule
+            inefficient_rule,
+            host_rows
         );
         self.adapter_paths.extend(flags.adapter_paths);
         self
@@ -293,6 +306,9 @@ impl RawOptions {
                         format!("\"{r}\" (expected msmemscope or op-end)"),
                     )
                 })?;
+        }
+        if let Some(h) = self.host_rows {
+            c.host_rows = h;
         }
         Ok(c)
     }
@@ -389,6 +405,7 @@ impl RunConfig {
             ),
             idle_threshold: Some(self.idle_threshold),
             inefficient_rule: Some(self.inefficient_rule.as_str().to_owned()),
+            host_rows: Some(self.host_rows),
         }
     }
 }

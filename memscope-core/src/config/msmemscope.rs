@@ -4,8 +4,8 @@
 //! Written: every msMemScope key, sorted, 4-space indent (nlohmann's layout), enum codes and
 //! bit masks as msMemScope spells them (`eventType` widened by its rules), plus one object
 //! `memscopeOptions` with what msMemScope has no key for (`adapters`, `adapterPaths`,
-//! `idleThreshold`, `inefficientRule`, `gap`, `traceback`) so the file also reads back into
-//! memscope unchanged.
+//! `idleThreshold`, `inefficientRule`, `hostRows`, `gap`, `traceback`) so the file also reads
+//! back into memscope unchanged.
 //! Read: missing keys take the defaults, depths are capped at 1000, `outputDir` is checked like
 //! `--output-path`; `eventType` and `isEffective` are derived values and ignored; a watch
 //! (`watchConfig.isWatched`) or compare (`enableCompare`) request is refused, memscope has none
@@ -139,6 +139,7 @@ pub fn to_value(cfg: &RunConfig) -> Value {
             "adapterPaths": cfg.adapter_paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
             "adapters": cfg.adapters,
             "gap": a.gap,
+            "hostRows": cfg.host_rows,
             "idleThreshold": cfg.idle_threshold,
             "inefficientRule": cfg.inefficient_rule.as_str(),
             "traceback": e.traceback,
@@ -388,6 +389,11 @@ pub fn raw_options(v: &Value) -> Result<RawOptions, ConfigError> {
                             .to_owned(),
                     );
                 }
+                "hostRows" => {
+                    r.host_rows = Some(v.as_bool().ok_or_else(|| {
+                        err("memscopeOptions.hostRows", "expected true or false")
+                    })?);
+                }
                 "gap" => {
                     if v.as_bool() == Some(true) {
                         let a = r.analysis.get_or_insert_with(|| "leaks".into());
@@ -411,7 +417,7 @@ pub fn raw_options(v: &Value) -> Result<RawOptions, ConfigError> {
                 other => {
                     return Err(err(
                         &format!("memscopeOptions.{other}"),
-                        "unknown key (adapters, adapterPaths, gap, idleThreshold, inefficientRule, traceback)",
+                        "unknown key (adapters, adapterPaths, gap, hostRows, idleThreshold, inefficientRule, traceback)",
                     ))
                 }
             }

@@ -41,6 +41,8 @@ pub struct DbFile {
     attr: String,
     pending: Vec<Cell>,
     full_sql: String,
+    /// Rows at the last successful flush.
+    flushed_rows: u64,
 }
 
 impl DbFile {
@@ -82,6 +84,7 @@ impl DbFile {
             attr: String::with_capacity(256),
             pending: Vec::with_capacity(ROWS_PER_INSERT * 12),
             full_sql: insert_sql(ROWS_PER_INSERT),
+            flushed_rows: 0,
         })
     }
 
@@ -142,6 +145,27 @@ impl DbFile {
 impl DeviceWriter for DbFile {
     const KIND: &'static str = "sqlite";
 
+    fn create(file: std::fs::File, path: PathBuf) -> Result<Self, BusError> {
+        drop(file);
+        DbFile::open(path)
+    }
+
+    fn copy_into(&mut self, file: std::fs::File, path: PathBuf) -> Result<Self, BusError> {
+        drop(file);
+        self.flush()?;
+        // VACUUM INTO writes a self-contained copy into the new (empty) file.
+        self.conn
+            .execute("VACUUM INTO ?1", [path.display().to_string()])
+            .map_err(|e| BusError::Sqlite {
+                path: path.display().to_string(),
+                source: e,
+            })?;
+        let mut db = DbFile::open(path)?;
+        db.rows = self.rows;
+        db.flushed_rows = self.rows;
+        Ok(db)
+    }
+
     fn write(&mut self, ev: &Event) -> Result<(), BusError> {
         let mut hex = [0u8; 18];
         let ptr = match ev.ptr {
@@ -177,7 +201,9 @@ impl DeviceWriter for DbFile {
 
     fn flush(&mut self) -> Result<(), BusError> {
         self.insert_pending()?;
-        self.commit()
+        self.commit()?;
+        self.flushed_rows = self.rows;
+        Ok(())
     }
 
     fn path(&self) -> &Path {
@@ -190,6 +216,20 @@ impl DeviceWriter for DbFile {
 
     fn close(&mut self) -> Result<(), BusError> {
         self.close_wal()
+    }
+
+    fn abandon(&mut self) -> u64 {
+        // What the last COMMIT made durable stays; the open transaction goes.
+        if self.in_tx > 0 {
+            let _ = self.conn.execute_batch("ROLLBACK");
+            self.rows -= self.in_tx;
+            self.in_tx = 0;
+        }
+        self.rows -= self.pending.len() as u64 / 12;
+        self.pending.clear();
+        let kept = self.rows - self.flushed_rows;
+        self.flushed_rows = self.rows;
+        kept
     }
 }
 

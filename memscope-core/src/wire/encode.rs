@@ -6,7 +6,17 @@ impl<B: AsRef<[u8]>> Record<B> {
     /// Encodes into `out`, updating `st` only on success. Returns the bytes written, or `None`
     /// when `out` is too small (the caller moves to a fresh chunk and retries). Texts longer than
     /// [`MAX_TEXT`] are cut.
+    #[inline(always)]
     pub fn encode(&self, st: &mut ChunkState, out: &mut [u8]) -> Option<usize> {
+        if let Some(n) = super::fast::encode(self, st, out) {
+            return Some(n);
+        }
+        self.encode_generic(st, out)
+    }
+
+    /// The encoder of every record (the fast path of [`super::fast`] writes the same bytes).
+    #[inline(never)]
+    pub(crate) fn encode_generic(&self, st: &mut ChunkState, out: &mut [u8]) -> Option<usize> {
         let mut next = *st;
         let mut o = Out {
             buf: out,

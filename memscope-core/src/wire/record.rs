@@ -1,6 +1,10 @@
 //! The records of the stream, and their encoding (the decoder is in `codec`).
 
-use super::{cann, python, AccessKind, PoolId, PyCodeKind, PyTraceEvent, SystemCode};
+use super::{
+    cann, python, AccessKind, PoolId, PyCodeKind, PyTraceEvent, SystemCode, DROP_KINDS,
+    DROP_KIND_UNKNOWN,
+};
+use crate::event::EventKind;
 
 /// One record. Text borrows from the stream buffer (`B = &[u8]`) or is owned
 /// (`B = Box<[u8]>`). `ts` is ns since the epoch.
@@ -519,4 +523,82 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::OwnerTag { .. } => python::ts_of(self),
         }
     }
+
+    /// The kind of the event this record becomes (the `Event` column), for counting drops:
+    /// `None` for records that are not events themselves (`Thread`, definitions, modules,
+    /// owner and pool-heap state, device selection).
+    pub fn event_kind(&self) -> Option<EventKind> {
+        Some(match self {
+            Record::Mark { .. }
+            | Record::MarkRef { .. }
+            | Record::RangeStart { .. }
+            | Record::RangeStartRef { .. }
+            | Record::RangeEnd { .. } => EventKind::Mstx,
+            // an mremap is a FREE of the old range and a MALLOC of the new one: counted as the
+            // MALLOC it would have written
+            Record::HostMalloc { .. }
+            | Record::HostMmap { .. }
+            | Record::HostMremap { .. }
+            | Record::HalAlloc { .. }
+            | Record::HalCreate { .. }
+            | Record::PinnedRegister { .. }
+            | Record::RegionRegister { .. } => EventKind::Malloc,
+            Record::HostFree { .. }
+            | Record::HostMunmap { .. }
+            | Record::HalFree { .. }
+            | Record::PinnedUnregister { .. }
+            | Record::RegionUnregister { .. } => EventKind::Free,
+            Record::System { .. } => EventKind::System,
+            Record::KernelLaunch { .. } | Record::AtbKernel { .. } => EventKind::KernelLaunch,
+            Record::AtbOp { .. } => EventKind::OpLaunch,
+            Record::AtbTensor { .. } => EventKind::Access,
+            Record::HalOom { .. } | Record::Snapshot { .. } => EventKind::Snapshot,
+            Record::Plugin { kind, .. } => match kind {
+                1 => EventKind::Malloc,
+                2 => EventKind::Free,
+                3 => EventKind::Mstx,
+                4 | 5 => EventKind::OpLaunch,
+                6 | 7 => EventKind::KernelLaunch,
+                8 => EventKind::Access,
+                _ => return None,
+            },
+            Record::Thread { .. }
+            | Record::TextDef { .. }
+            | Record::StackDef { .. }
+            | Record::Module { .. }
+            | Record::OwnerPush { .. }
+            | Record::OwnerPop { .. }
+            | Record::HeapRegister { .. }
+            | Record::HeapUnregister { .. }
+            | Record::SetDevice { .. }
+            | Record::KernelName { .. }
+            | Record::ThreadDevice { .. }
+            | Record::PyCodeDef { .. }
+            | Record::OwnerTag { .. } => return None,
+            // python_trace rows, not events: their own drop counter (`drop_slot`)
+            Record::PyCall { .. } | Record::PyReturn { .. } | Record::PyTrace { .. } => {
+                return None
+            }
+        })
+    }
+
+    /// The drop counter of this record (index into the header's [`super::FH_DROPPED_KINDS`]
+    /// table), `None` when it is neither an event nor a python_trace record.
+    pub fn drop_slot(&self) -> Option<usize> {
+        match self {
+            Record::PyCall { .. } | Record::PyReturn { .. } | Record::PyTrace { .. } => {
+                Some(super::DROP_KIND_PYTHON_TRACE)
+            }
+            _ => self.event_kind().map(drop_slot_of),
+        }
+    }
+}
+
+/// The drop counter index of events of kind `k` (its position in [`EventKind::ALL`]).
+pub fn drop_slot_of(k: EventKind) -> usize {
+    let i = EventKind::ALL
+        .iter()
+        .position(|x| *x == k)
+        .unwrap_or(DROP_KIND_UNKNOWN);
+    i.min(DROP_KINDS - 1)
 }

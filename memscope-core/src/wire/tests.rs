@@ -258,3 +258,91 @@ fn frames_round_trip() {
     let n = encode_frames(&frames, &mut buf).unwrap();
     assert_eq!(StackFrames::new(&buf[..n]).collect::<Vec<_>>(), frames);
 }
+
+#[test]
+fn fast_host_encoders_write_the_generic_bytes() {
+    // Deterministic pseudo-random addresses, sizes, stamps and stacks, also near the ends of
+    // the value ranges, through both encoders from the same state.
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut st_fast = ChunkState::default();
+    let mut st_gen = ChunkState::default();
+    let mut ts = 1_700_000_000_000_000_000u64;
+    for i in 0..100_000u64 {
+        let r = next();
+        let addr = match i % 4 {
+            0 => r & !15,
+            1 => r,
+            2 => 0x5555_0000_0000 + (r & 0xffff) * 16,
+            _ => u64::MAX - (r & 0xff),
+        };
+        ts = match i % 5 {
+            0 => ts.wrapping_sub(r & 0xfff),
+            _ => ts.wrapping_add(r & 0xffff),
+        };
+        let rec: Record<&[u8]> = if i % 3 == 0 {
+            Record::HostFree { ts, addr }
+        } else {
+            Record::HostMalloc {
+                ts,
+                addr,
+                size: if i % 7 == 0 { u64::MAX } else { r >> (i % 60) },
+                stack: if i % 2 == 0 { 0 } else { (r >> 40) as u32 },
+            }
+        };
+        let mut a = [0u8; 128];
+        let mut b = [0u8; 128];
+        let n = fast::encode(&rec, &mut st_fast, &mut a).expect("fast path taken");
+        let m = rec.encode_generic(&mut st_gen, &mut b).expect("fits");
+        assert_eq!(&a[..n], &b[..m], "{rec:?}");
+        assert_eq!(st_fast, st_gen);
+    }
+    // Too little room: the fast path declines, the generic one still encodes.
+    let rec: Record<&[u8]> = Record::HostFree { ts: 5, addr: 64 };
+    let mut small = [0u8; 16];
+    assert!(fast::encode(&rec, &mut ChunkState::default(), &mut small).is_none());
+    assert!(rec.encode(&mut ChunkState::default(), &mut small).is_some());
+}
+
+#[test]
+fn drop_counters_have_a_slot_per_event_kind_and_fit_the_header() {
+    use crate::event::EventKind;
+    const { assert!(FH_DROPPED_KINDS + 8 * DROP_KINDS <= FH_EXE) };
+    const { assert!(FH_STOP_ERRNO + 4 <= FH_DROPPED_KINDS) };
+    assert!(EventKind::ALL.len() < DROP_KIND_PYTHON_TRACE);
+    for (i, k) in EventKind::ALL.iter().enumerate() {
+        assert_eq!(drop_slot_of(*k), i);
+    }
+    let rec: Record<&[u8]> = Record::HostFree { ts: 1, addr: 2 };
+    assert_eq!(rec.event_kind(), Some(EventKind::Free));
+    let def: Record<&[u8]> = Record::TextDef { id: 1, text: b"x" };
+    assert_eq!(def.drop_slot(), None, "definitions are not events");
+    let call: Record<&[u8]> = Record::PyCall { ts: 1, code: 2 };
+    assert_eq!(call.event_kind(), None, "python_trace rows are not events");
+    assert_eq!(
+        call.drop_slot(),
+        Some(DROP_KIND_PYTHON_TRACE),
+        "but their drops are counted"
+    );
+    let snap: Record<&[u8]> = Record::Snapshot {
+        ts: 1,
+        device: 0,
+        known: 0,
+        values: [0; 6],
+        name: b"s",
+    };
+    assert_eq!(snap.event_kind(), Some(EventKind::Snapshot));
+    let mut h = vec![0u8; FILE_HEADER_SIZE];
+    h[FH_DROPPED..FH_DROPPED + 8].copy_from_slice(&7u64.to_le_bytes());
+    let at = FH_DROPPED_KINDS + 8 * drop_slot_of(EventKind::Malloc);
+    h[at..at + 8].copy_from_slice(&7u64.to_le_bytes());
+    let (total, kinds) = header_drops(&h).unwrap();
+    assert_eq!(total, 7);
+    assert_eq!(kinds[drop_slot_of(EventKind::Malloc)], 7);
+    assert!(header_drops(&h[..100]).is_none());
+}

@@ -2,16 +2,18 @@
 //! times, so each thread sends a text once (`Record::TextDef`) and then refers to it by id
 //! (`Record::MarkRef` / `RangeStartRef`), which brings a mark from ~17 bytes to ~5.
 //!
-//! Each thread keeps a direct-mapped cache of 256 (64-bit FNV-1a hash → id) slots in
-//! const-initialised TLS (no allocation, no lock, no destructor). Ids come from one process-wide
-//! counter, so two threads interning the same text get two ids — harmless. The definition is
-//! written by the same thread before its first reference, so the collector (which stores
-//! definitions when it reads them and resolves references only after its reorder window) always
-//! has it. The cache is keyed by the stream generation: a fork child starts with an empty one.
+//! Each thread keeps a direct-mapped cache of 256 (64-bit FNV-1a hash → id) slots in its
+//! mapped scratch block ([`crate::scratch`]; no allocation, no lock, no static TLS). Ids come
+//! from one process-wide counter, so two threads interning the same text get two ids —
+//! harmless. The definition is written by the same thread before its first reference, so the
+//! collector (which stores definitions when it reads them and resolves references only after
+//! its reorder window) always has it. The cache is keyed by the stream generation: a fork child
+//! starts with an empty one. Only a hook of depth 1 uses it (see [`crate::guard`]): a signal
+//! handler's hook, which may have interrupted an update of the cache, writes its text inline.
 
-use crate::{stream, writer};
+use crate::writer::TS;
+use crate::{scratch, stream, writer};
 use memscope_core::wire::Record;
-use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 const SLOTS: usize = 256;
@@ -20,20 +22,19 @@ const MAX_INTERNED: usize = 256;
 
 static NEXT_ID: AtomicU32 = AtomicU32::new(1);
 
-struct Cache {
-    gen: Cell<u32>,
-    hash: [Cell<u64>; SLOTS],
-    id: [Cell<u32>; SLOTS],
+/// One thread's text cache (all-zero bytes: empty).
+#[repr(C)]
+pub(crate) struct TextCache {
+    gen: u32,
+    hash: [u64; SLOTS],
+    id: [u32; SLOTS],
 }
 
-thread_local! {
-    static CACHE: Cache = const {
-        Cache {
-            gen: Cell::new(0),
-            hash: [const { Cell::new(0) }; SLOTS],
-            id: [const { Cell::new(0) }; SLOTS],
-        }
-    };
+impl TextCache {
+    /// Forgets every entry (the block goes to another thread).
+    pub(crate) fn invalidate(&mut self) {
+        self.gen = 0;
+    }
 }
 
 fn fnv1a(b: &[u8]) -> u64 {
@@ -46,34 +47,40 @@ fn fnv1a(b: &[u8]) -> u64 {
 }
 
 /// The id of `text` for this thread, defining it in the stream first if needed. `None`: not
-/// interned (too long, no stream, TLS gone, or the definition could not be written) — the caller
-/// writes the text inline.
+/// interned (too long, no stream, not at depth 1, no scratch block, or the definition could not
+/// be written) — the caller writes the text inline.
 fn id_of(text: &[u8]) -> Option<u32> {
     if text.len() > MAX_INTERNED {
         return None;
     }
     let gen = stream::open_gen()?;
     let h = fnv1a(text);
-    CACHE
-        .try_with(|c| {
-            if c.gen.get() != gen {
-                c.hash.iter().for_each(|s| s.set(0));
-                c.gen.set(gen);
-            }
-            let slot = (h as usize) % SLOTS;
-            if c.hash[slot].get() == h {
-                return Some(c.id[slot].get());
-            }
-            let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-            if !writer::record(&Record::TextDef { id, text }) {
-                return None;
-            }
-            c.hash[slot].set(h);
-            c.id[slot].set(id);
-            Some(id)
-        })
-        .ok()
-        .flatten()
+    TS.try_with(|ts| {
+        if ts.depth.get() != 1 {
+            return None;
+        }
+        let b = scratch::block(ts)?;
+        // SAFETY: the thread's own block; at depth 1 nothing else on this thread uses the cache
+        // (deeper hooks skip it, depth-0 callers too), and the reference ends with this call.
+        let c = unsafe { &mut (*b).texts };
+        if c.gen != gen {
+            c.hash.fill(0);
+            c.gen = gen;
+        }
+        let slot = (h as usize) % SLOTS;
+        if c.hash[slot] == h {
+            return Some(c.id[slot]);
+        }
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        if !writer::record(&Record::TextDef { id, text }) {
+            return None;
+        }
+        c.hash[slot] = h;
+        c.id[slot] = id;
+        Some(id)
+    })
+    .ok()
+    .flatten()
 }
 
 /// Records an `mstxMarkA`: by text id when the text can be interned, inline otherwise (NULL

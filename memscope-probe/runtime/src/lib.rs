@@ -6,12 +6,22 @@
 //!
 //! # Rules this crate keeps (design notes §2–§3)
 //! * No `std::env`, no allocation on any path a hook takes (the encoder writes straight into
-//!   the mapped chunk; messages are formatted into stack buffers), no locks, no waiting on
-//!   other threads, no panics across `extern "C"`.
-//! * Hooks that run before init, during another thread's init, while passive, or re-entered
-//!   (the runtime's own `mmap`, a `malloc` inside `dlopen`) forward without recording.
+//!   the mapped chunk; messages are formatted into small stack buffers), no locks, no waiting
+//!   on other threads, no panics across `extern "C"`.
+//! * Static TLS stays small (a few hundred bytes: glibc carves it out of every thread's stack);
+//!   larger per-thread buffers are mapped on a thread's first use ([`Guard::scratch`]).
+//! * Hooks that run before init, during another thread's init, while passive, or inside
+//!   runtime-internal code ([`internal`]: init, symbol lookups, plugin init) forward without
+//!   recording. A hook nested in another hook (a signal handler, a foreign allocator's `mmap`)
+//!   is a genuine event and records; the runtime's own work never reaches a hook (raw system
+//!   calls for its mappings).
+//! * Every event a hook could not record is counted, per kind, in the stream header: nothing
+//!   is lost silently (the exceptions, documented: events before the probe's init, and events
+//!   of a process whose stream could not be created, which prints one line).
 //! * A record is either wholly visible to the collector or not at all: it is encoded past the
 //!   chunk's committed length and published with a release store of the new length.
+//! * Growing the stream never hurts the program: `RLIMIT_FSIZE`, a full disk, a closed
+//!   descriptor or a collector that died stop recording with one line (see `stream`).
 //!
 //! # Using it from an adapter hook
 //! ```ignore
@@ -19,8 +29,8 @@
 //! pub unsafe extern "C" fn my_hook(msg: *const c_char) {
 //!     rt::safe_point();                                   // non-allocator hooks only
 //!     if !rt::enabled(AdapterId::Mstx) { return forward(); }   // one atomic load
-//!     let Some(_g) = rt::enter() else { return forward() };    // reentrancy guard
-//!     rt::record(&Record::Mark { ts: rt::now_ns(), stream: 0, msg: b"x", null: false });
+//!     let Some(g) = rt::enter() else { return forward() };     // runtime-internal call
+//!     g.record(&Record::Mark { ts: rt::now_ns(), stream: 0, msg: b"x", null: false });
 //!     forward()
 //! }
 //! ```
@@ -30,43 +40,59 @@
 //! * Chunk `i` is reserved (`posix_fallocate`) and mapped only when a thread takes it. A chunk
 //!   whose magic is still 0 after its process died was abandoned (mapping failed) — skip it.
 //! * Every chunk starts with a `Thread` record. A thread that exits parks its partly filled
-//!   chunk on a free list; the next thread that needs a chunk continues it after a new `Thread`
-//!   record, with the delta state (`ChunkState`) continuing. So one chunk can hold several
-//!   threads in sequence; decode each chunk front to back with one `ChunkState`.
+//!   chunks on a free list; the next thread that needs a chunk continues it after a new
+//!   `Thread` record, with the delta state (`ChunkState`) continuing. So one chunk can hold
+//!   several threads in sequence; decode each chunk front to back with one `ChunkState`.
+//! * A thread may write two chunks at once: the second holds the records of signal handlers
+//!   that interrupted one of its records. Order records across chunks by time stamp.
 //! * `sealed = 1`: the chunk is full and unmapped; nothing more will be appended. Chunks held
 //!   by live threads or parked are not sealed; after the process died (the file's `flock` can
 //!   be taken) everything up to `committed` is final.
-//! * `FH_DROPPED` counts records that could not be written (disk full, re-entered from a
-//!   signal handler, no stream yet); `FH_FLAGS` gets `FLAG_EXITED` from an `atexit` handler.
+//! * `FH_DROPPED` counts events that could not be written (recording stopped, init still
+//!   running elsewhere, a third nesting level of signal handlers, a fork child's atfork
+//!   handlers), `FH_DROPPED_KINDS` the same per event kind; `FH_STOP_REASON` says why recording
+//!   stopped, if it did. `FH_FLAGS` gets `FLAG_EXITED` from an `atexit` handler.
 //! * A fork child opens its own stream on its first record; it never writes the parent's.
+//! * With a collector (`<spool>/collector.lock` present), a process that finds it gone stops
+//!   after `ORPHAN_CHUNKS` more chunks, and one started after it is gone writes nothing.
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod clock;
 mod device;
+mod drops;
+mod freelist;
+mod guard;
 mod intern;
+mod liveness;
 pub mod plugin;
+mod scratch;
 mod settings;
 mod state;
+mod stop;
 mod stream;
 mod sync;
 mod sys;
 mod writer;
 
-pub use clock::now_ns;
+pub use clock::{now_ns, now_ns_before};
 pub use device::note_thread_device;
+pub use guard::{enter, internal, internal_unmasked, Guard};
 pub use intern::{record_mark, record_range_start};
 pub use plugin::safe_point;
+pub use scratch::{on_stack, Scratch, ALT_STACK, MAX_FRAMES};
 pub use state::{
-    adapters_mask, c_stack_depth, defer, enabled, ensure_init, host_mmap, init_state, owner_pop,
-    owner_push, plugins_enabled, recording, selected, start, step, stop, warn, InitState,
-    PLUGIN_BIT,
+    active, adapters_mask, c_stack_depth, defer, enabled, ensure_init, host_mmap, init_state,
+    owner_pop, owner_push, plugins_enabled, recording, selected, start, step, stop, warn,
+    InitState, PLUGIN_BIT,
 };
-pub use writer::{enter, record, tid, Guard};
+pub use sys::{map_anon, raw_munmap};
+pub use writer::{record, tid};
 
-/// Counts `n` events that an adapter could not record (they show up in the stream header's
-/// `FH_DROPPED`, read by the collector even after the process was killed).
-pub fn count_drop(n: u64) {
-    stream::count_drop(n);
+/// Counts `n` events of kind `kind` that an adapter could not record (they show up in the
+/// stream header's `FH_DROPPED` and `FH_DROPPED_KINDS`, read by the collector even after the
+/// process was killed).
+pub fn count_drop(kind: memscope_core::event::EventKind, n: u64) {
+    drops::add(memscope_core::wire::drop_slot_of(kind), n);
 }
 
 /// The generation of this process image's stream (opening it if needed; a fork child gets a new

@@ -12,7 +12,7 @@
 //! [`KIND_DIAGNOSTIC`]; the probe continues without it. Nothing is ever `dlclose`d.
 
 use crate::sys::{cstr_bytes, stderr_write, FixedBuf};
-use crate::{clock, settings, state, writer};
+use crate::{clock, guard, settings, state, writer};
 use core::ffi::{c_char, c_int};
 use core::fmt::Write;
 use core::sync::atomic::{AtomicU8, Ordering};
@@ -135,7 +135,7 @@ unsafe extern "C" fn host_emit(ev: *const PluginEvent) -> c_int {
         // Plugins emit from init, which the loader calls with this thread's guard held: take
         // the guard when free (so nothing emit does is recorded twice) but never require it;
         // `writer::record` has its own re-entry check.
-        let _g = writer::enter();
+        let _g = guard::enter();
         // SAFETY: ABI contract: the texts are NULL or NUL-terminated, valid during the call.
         let (t, n, a) = unsafe {
             (
@@ -223,11 +223,14 @@ fn safe_point_slow() {
     {
         return;
     }
-    let Some(_g) = writer::enter() else {
+    if guard::depth() > 0 || guard::in_internal() {
         // Called from inside another hook: try again at the next safe point.
         PLUGINS.store(PENDING, Ordering::Release);
         return;
-    };
+    }
+    // Internal (the plugins' allocations are the probe's doing), signals as they are (a
+    // plugin's init may start threads, which inherit the mask).
+    let _internal = guard::Internal::begin(false);
     for path in settings::plugins().split(|&b| b == b':') {
         if !path.is_empty() {
             load_one(path);

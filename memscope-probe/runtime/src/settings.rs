@@ -92,6 +92,13 @@ pub(crate) fn spool() -> &'static [u8] {
     unsafe { &(&*SPOOL.get())[..n] }
 }
 
+/// The spool directory as a NUL-terminated C string (empty before init or when passive).
+pub(crate) fn spool_c() -> *const c_char {
+    // The buffer is zero-initialised and only ever holds the spool (shorter than SPOOL_MAX),
+    // so the byte after it is always NUL.
+    SPOOL.get().cast::<c_char>().cast_const()
+}
+
 /// The `MEMSCOPE_PLUGINS` value (`:`-separated paths), empty if unset.
 pub(crate) fn plugins() -> &'static [u8] {
     let n = PLUGINS_LEN.load(Ordering::Relaxed);

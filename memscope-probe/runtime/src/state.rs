@@ -7,7 +7,7 @@
 //! they are nested in another hook), then forward without recording.
 
 use crate::sys::stderr_write;
-use crate::{clock, settings, stream, writer};
+use crate::{clock, drops, guard, settings, stream, writer};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use memscope_core::adapter::AdapterId;
 use memscope_core::wire::{Record, SystemCode, FLAG_EXITED};
@@ -74,7 +74,7 @@ const INIT_WAIT_NS: u64 = 5_000_000;
 /// initialising thread's own nested call). After the bound it forwards.
 #[cold]
 fn wait_init() -> bool {
-    if writer::in_guard() {
+    if guard::in_internal() {
         return false;
     }
     let start = clock::now_ns();
@@ -102,9 +102,9 @@ fn init_slow() -> bool {
     {
         return STATE.load(Ordering::Acquire) == READY;
     }
-    // Everything below may call libc functions that allocate; the guard makes our own
-    // allocator hooks (when an adapter has them) forward instead of recording.
-    let _g = writer::enter();
+    // Everything below may call libc functions that allocate: internal, so our own allocator
+    // hooks (when an adapter has them) forward instead of recording.
+    let _internal = guard::Internal::begin(true);
     if !settings::load() {
         STATE.store(DISABLED, Ordering::Release);
         return false;
@@ -119,6 +119,7 @@ fn init_slow() -> bool {
     RECORDING.store(!settings::deferred(), Ordering::Release);
     STATE.store(READY, Ordering::Release);
     update_active();
+    drops::fold_init_waits();
     true
 }
 
@@ -203,10 +204,25 @@ fn active_bit(bit: u32) -> bool {
         return true;
     }
     if a == 0 && matches!(STATE.load(Ordering::Relaxed), UNINIT | INITIALIZING) {
-        ensure_init();
-        return ACTIVE.load(Ordering::Relaxed) & bit != 0;
+        return active_after_init(bit);
     }
     false
+}
+
+#[cold]
+fn active_after_init(bit: u32) -> bool {
+    if !ensure_init() && STATE.load(Ordering::Acquire) == INITIALIZING && !guard::in_internal() {
+        // Gave up waiting for another thread's init: a drop if the adapter turns out selected.
+        drops::count_init_wait(bit);
+    }
+    ACTIVE.load(Ordering::Relaxed) & bit != 0
+}
+
+/// Whether adapter `id` records now, without ever initialising (one relaxed load): for hooks
+/// that must check something else before the first init (see the HOST adapter).
+#[inline]
+pub fn active(id: AdapterId) -> bool {
+    ACTIVE.load(Ordering::Relaxed) & id.bit() != 0
 }
 
 /// Whether adapter `id` is selected and the runtime READY, ignoring collection windows. For

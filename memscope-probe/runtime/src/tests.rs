@@ -112,6 +112,23 @@ fn stream_end_to_end() {
             assert!(h.join().unwrap());
         }
     }
+    // The TSC clock (where the kernel uses the TSC): once calibrated, stamps stay monotonic
+    // on a thread and within a millisecond of CLOCK_MONOTONIC.
+    let before = now_ns();
+    let tsc = crate::clock::force_calibration();
+    eprintln!("stamps from the TSC: {tsc}");
+    if tsc {
+        let mut last = before;
+        for _ in 0..100_000 {
+            let t = now_ns();
+            let b = crate::clock::now_ns_before();
+            assert!(t >= last, "monotonic: {t} after {last}");
+            assert!(b >= t.saturating_sub(1_000), "before-stamps agree");
+            last = t.max(b);
+        }
+        let r = crate::clock::reference_ns();
+        assert!(now_ns().abs_diff(r) < 1_000_000, "{} vs {r}", now_ns());
+    }
     assert!(stop());
     crate::writer::release_thread_chunk();
 

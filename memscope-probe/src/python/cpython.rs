@@ -118,7 +118,8 @@ static API: OnceLock<Api> = OnceLock::new();
 /// interpreter in this process, older than 3.9, symbols missing).
 pub fn api() -> Result<&'static Api, &'static str> {
     let a = API.get_or_init(|| {
-        let mut a = Api::resolve();
+        // `dlsym` may allocate: the probe's own doing, never an event
+        let mut a = memscope_runtime::internal(Api::resolve);
         if let Some(v) = a.get_version {
             // SAFETY: Py_GetVersion returns a static NUL-terminated string.
             let s = unsafe { core::ffi::CStr::from_ptr(v()) };

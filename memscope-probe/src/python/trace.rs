@@ -85,13 +85,15 @@ fn frame_id(api: &Api, frame: Frame, with_module: bool) -> Option<u32> {
 }
 
 /// Slow path of the hook: anything that may call into the interpreter runs with the current
-/// exception saved and the probe's reentrancy guard held (allocations it causes are ours).
+/// exception saved, as runtime-internal code (`rt::internal`: the allocations it causes are
+/// ours, so the hooks they reach forward without recording).
 fn slow<R>(api: &Api, f: impl FnOnce() -> Option<R>) -> Option<R> {
-    let _g = rt::enter()?;
-    let saved = api.save_error();
-    let r = f();
-    api.restore_error(saved);
-    r
+    rt::internal(|| {
+        let saved = api.save_error();
+        let r = f();
+        api.restore_error(saved);
+        r
+    })
 }
 
 /// The `Py_tracefunc` installed on every thread while tracing.

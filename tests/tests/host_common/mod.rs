@@ -99,7 +99,7 @@ pub fn count(rows: &[&Row], event: &str, sz: u64) -> usize {
 }
 
 pub fn run_host(args: &[&str], program: &[&str]) -> Run {
-    let mut a = vec!["--adapters", "host"];
+    let mut a = vec!["--adapters", "host", "--host-rows"];
     a.extend_from_slice(args);
     memscope_run(&a, program, &[])
 }

@@ -18,7 +18,7 @@ use memscope_fuzz::{outcome_of_error, run, Target};
 fn seeds() -> Vec<Vec<u8>> {
     [
         "{}",
-        r#"{"events":"alloc,free,launch","level":["op","kernel"],"call_stack":"c:16,python:3","analysis":"leaks,decompose,oom:5","steps":[1,2],"device":"npu,npu:0x1f,cpu","output_path":"out/x","format":"db","log_level":"warn","collect_mode":"deferred","adapters":["mstx","pta"],"idle_threshold":7}"#,
+        r#"{"events":"alloc,free,launch","level":["op","kernel"],"call_stack":"c:16,python:3","analysis":"leaks,decompose,oom:5","steps":[1,2],"device":"npu,npu:0x1f,cpu","output_path":"out/x","format":"db","log_level":"warn","collect_mode":"deferred","adapters":["mstx","pta"],"idle_threshold":7,"host_rows":true}"#,
         r#"{"events":["none"],"analysis":"none","steps":"3","device":["npu:07"],"adapter_paths":[]}"#,
         "\u{feff}{\"format\":\"csv\"}",
         r#"["alloc","op",null,null,null,null,"/tmp/arr",null,null,null,null,null,null]"#,
@@ -26,7 +26,7 @@ fn seeds() -> Vec<Vec<u8>> {
         "#flags\nnone\n1\npython\noom\n\ncpu\n/abs\ndb\ndebug\ndeferred\nhal\nop-end",
         // msMemScope's own config.json (behaviour spec §4), and one memscope wrote
         r#"{"SelectedStepList":{"stepCount":0,"stepIdList":[0,0,0,0,0]},"analysisType":1,"cStackDepth":0,"collectAllNpu":true,"collectCpu":false,"collectMode":0,"dataFormat":0,"dumpEventType":7,"enableCStack":false,"enableCompare":false,"enablePyStack":false,"eventType":7,"isEffective":true,"levelType":1,"logLevel":1,"npuSlots":0,"oomTopK":10,"outputDir":"/w/out","pyStackDepth":0,"watchConfig":{"end":"","fullContent":false,"isWatched":false,"outputId":4294967295,"start":""}}"#,
-        r#"{"SelectedStepList":{"stepCount":2,"stepIdList":[2,3,0,0,0]},"analysisType":13,"cStackDepth":16,"collectAllNpu":false,"collectCpu":true,"collectMode":1,"dataFormat":1,"dumpEventType":11,"enableCStack":true,"enableCompare":false,"enablePyStack":true,"eventType":15,"isEffective":true,"levelType":3,"logLevel":0,"npuSlots":6,"oomTopK":5,"outputDir":"/w/o2","pyStackDepth":3,"watchConfig":{"end":"","fullContent":false,"isWatched":false,"outputId":4294967295,"start":""},"memscopeOptions":{"adapters":["mstx","host"],"adapterPaths":[],"idleThreshold":7,"inefficientRule":"op-end","gap":true,"traceback":false}}"#,
+        r#"{"SelectedStepList":{"stepCount":2,"stepIdList":[2,3,0,0,0]},"analysisType":13,"cStackDepth":16,"collectAllNpu":false,"collectCpu":true,"collectMode":1,"dataFormat":1,"dumpEventType":11,"enableCStack":true,"enableCompare":false,"enablePyStack":true,"eventType":15,"isEffective":true,"levelType":3,"logLevel":0,"npuSlots":6,"oomTopK":5,"outputDir":"/w/o2","pyStackDepth":3,"watchConfig":{"end":"","fullContent":false,"isWatched":false,"outputId":4294967295,"start":""},"memscopeOptions":{"adapters":["mstx","host"],"adapterPaths":[],"idleThreshold":7,"inefficientRule":"op-end","hostRows":true,"gap":true,"traceback":false}}"#,
     ]
     .iter()
     .map(|s| s.as_bytes().to_vec())
@@ -49,6 +49,7 @@ fn dict() -> Vec<Vec<u8>> {
         "\"adapter_paths\":",
         "\"idle_threshold\":",
         "\"inefficient_rule\":",
+        "\"host_rows\":",
         "op-end",
         "msmemscope",
         "\"SelectedStepList\":",
@@ -76,6 +77,7 @@ fn dict() -> Vec<Vec<u8>> {
         "\"adapterPaths\":",
         "\"idleThreshold\":",
         "\"inefficientRule\":",
+        "\"hostRows\":",
         "4294967295",
         "none",
         "alloc",

@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""End-to-end data-path benchmark (issue 9), one run prints everything.
+
+For each workload (churn: `churn 5 2 42`; threads4: 4 threads x 500 000 malloc(64)/free) and
+each tool (memscope with its default outputs, with --call-stack c:32, with HOST rows as CSV
+(--host-rows), and heaptrack), N paired runs alternate the uninstrumented job and the tool.
+Printed per cell: wall and CPU (user+sys of the whole tree) ratio, median (min-max) of the
+pairs; peak RSS of the collector (VmHWM of the memscope process, or of heaptrack_interpret,
+polled every 20 ms) and of the largest process of the tree (ru_maxrss); output bytes at rest
+and bytes per heap call. Runs are started by spawn (a small launcher, see
+benches/host/lib/spawn.c) so peak RSS has no Python floor.
+"""
+import argparse, os, re, shutil, statistics, subprocess, sys, tempfile, time
+
+def tree_hwm(root_pid):
+    """Max VmHWM (KiB) per command name over the processes of root_pid's group."""
+    out = {}
+    for d in os.listdir('/proc'):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f'/proc/{d}/stat') as f:
+                st = f.read()
+            rest = st.rsplit(')', 1)[1].split()
+            if int(rest[2]) != root_pid:      # pgrp
+                continue
+            comm = st[st.index('(') + 1:st.rindex(')')]
+            with open(f'/proc/{d}/status') as f:
+                for line in f:
+                    if line.startswith('VmHWM:'):
+                        kb = int(line.split()[1])
+                        out[comm] = max(out.get(comm, 0), kb)
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
+
+def run_one(spawn, argv, outdir, env=()):
+    so, se = os.path.join(outdir, '.stdout'), os.path.join(outdir, '.stderr')
+    p = subprocess.Popen([spawn, so, se, *env, '--', *argv], stdout=subprocess.PIPE, text=True)
+    child, hwm = None, {}
+    while p.poll() is None:
+        if child is None:
+            try:
+                with open(f'/proc/{p.pid}/task/{p.pid}/children') as f:
+                    c = f.read().split()
+                    child = int(c[0]) if c else None
+            except OSError:
+                pass
+        if child:
+            for k, v in tree_hwm(child).items():
+                hwm[k] = max(hwm.get(k, 0), v)
+        time.sleep(0.02)
+    wall, maxrss, user, sys_, code = p.stdout.read().split()
+    return dict(wall=float(wall), maxrss=int(maxrss), cpu=float(user) + float(sys_),
+                code=int(code), hwm=hwm, stdout=open(so).read(), stderr=open(se).read())
+
+def dir_bytes(d):
+    n = 0
+    for r, _, fs in os.walk(d):
+        for f in fs:
+            if not f.startswith('.std'):
+                n += os.path.getsize(os.path.join(r, f))
+    return n
+
+def calls(stdout):
+    m = re.search(r'total=(\d+)', stdout)
+    return int(m.group(1)) if m else None
+
+def med(xs):
+    return f"{statistics.median(xs):.2f} ({min(xs):.2f}-{max(xs):.2f})"
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--build', required=True)
+    ap.add_argument('--memscope', required=True)
+    ap.add_argument('-n', type=int, default=3)
+    ap.add_argument('--workloads', default='churn,threads4')
+    ap.add_argument('--tools', default='memscope,memscope-c32,memscope-csv,heaptrack')
+    a = ap.parse_args()
+    spawn = os.path.join(a.build, 'spawn')
+    workloads = {
+        'churn': [os.path.join(a.build, 'churn'), '5', '2', '42'],
+        'threads4': [os.path.join(a.build, 'threads4'), '4', '500000'],
+    }
+    ms = a.memscope
+    tools = {
+        'memscope': lambda o: [ms, 'run', '-q', '--adapters', 'host', '-o', o, '--'],
+        'memscope-c32': lambda o: [ms, 'run', '-q', '--adapters', 'host', '--call-stack', 'c:32', '-o', o, '--'],
+        'memscope-csv': lambda o: [ms, 'run', '-q', '--adapters', 'host', '--host-rows', '-o', o, '--'],
+        'heaptrack': lambda o: ['heaptrack', '-o', os.path.join(o, 'ht'), '--'],
+    }
+    print(f"load at start: {os.popen('uptime').read().strip()}")
+    print(f"memscope: {ms}; heaptrack: {shutil.which('heaptrack')}; {a.n} paired runs per cell")
+    scratch = tempfile.mkdtemp(prefix='memscope-datapath-')
+    rows = []
+    for w in a.workloads.split(','):
+        argv = workloads[w]
+        for t in a.tools.split(','):
+            if t == 'heaptrack' and not shutil.which('heaptrack'):
+                print(f"{w} {t}: heaptrack not installed, skipped")
+                continue
+            wr, cr, coll, tree, out_b, bpe, plain_w = [], [], [], [], [], [], []
+            for i in range(a.n):
+                pd = tempfile.mkdtemp(dir=scratch)
+                plain = run_one(spawn, argv, pd)
+                od = tempfile.mkdtemp(dir=scratch)
+                r = run_one(spawn, tools[t](od) + argv, od)
+                if r['code'] != 0:
+                    print(f"{w} {t}: exit {r['code']}: {r['stderr'][-500:]}")
+                n_calls = calls(plain['stdout']) or 1
+                wr.append(r['wall'] / plain['wall'])
+                cr.append(r['cpu'] / plain['cpu'])
+                plain_w.append(plain['wall'])
+                hw = r['hwm']
+                coll.append(max([v for k, v in hw.items() if k.startswith('memscope') or k.startswith('heaptrack_int')] or [0]) / 1024)
+                tree.append(r['maxrss'] / 1024)
+                b = dir_bytes(od)
+                out_b.append(b)
+                bpe.append(b / n_calls)
+                shutil.rmtree(pd, ignore_errors=True)
+                shutil.rmtree(od, ignore_errors=True)
+            rows.append((w, t, med(wr), med(cr), statistics.median(coll), statistics.median(tree),
+                         statistics.median(out_b) / 2**20, statistics.median(bpe),
+                         statistics.median(plain_w)))
+            print(f"{w:9} {t:13} wall {med(wr)}  cpu {med(cr)}  collector {statistics.median(coll):.1f} MiB  "
+                  f"tree {statistics.median(tree):.1f} MiB  out {statistics.median(out_b)/2**20:.1f} MiB  "
+                  f"{statistics.median(bpe):.2f} B/call", flush=True)
+    shutil.rmtree(scratch, ignore_errors=True)
+    print()
+    print("| workload | tool | wall ratio, median (min-max) | CPU ratio | collector peak RSS MiB | largest process MiB | output MiB | bytes/call | plain wall s |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]:.1f} | {r[5]:.1f} | {r[6]:.1f} | {r[7]:.2f} | {r[8]:.2f} |")
+    print(f"\nload at end: {os.popen('uptime').read().strip()}")
+
+if __name__ == '__main__':
+    main()

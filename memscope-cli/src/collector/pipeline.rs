@@ -1,0 +1,571 @@
+//! What happens to one process's records once their order is fixed: each is appended to the
+//! capture, typed through the adapters' typers, given an ID and pushed through the process's
+//! bus (filters, analyses, sinks). The live collector, `memscope recover` (both fed by the
+//! spool merge) and `memscope export` (fed by a capture) drive the same pipeline, so they
+//! write the same rows.
+
+use crate::logfile::LogFile;
+use memscope_core::adapter::{TypeCtx, Typer};
+use memscope_core::bus::{Bus, ReportSection};
+use memscope_core::capture::{CaptureEnd, CaptureStats, CaptureWriter, ImageHeader, ImageInfo};
+use memscope_core::event::{Event, EventKind};
+use memscope_core::sink::SharedStats;
+use memscope_core::wire::{Record, StackFrames};
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+
+/// Receives every typed event of a pipeline (the replay API).
+pub type Observer = Box<dyn FnMut(&Event)>;
+
+/// File in a process's output directory while its outputs are being written.
+pub const INCOMPLETE_MARKER: &str = ".memscope_incomplete";
+
+/// What a finished process leaves behind for the summary.
+#[derive(Clone, Debug, Default)]
+pub struct ProcessSummary {
+    /// Process id.
+    pub pid: u32,
+    /// Its output directory.
+    pub project_dir: PathBuf,
+    /// Rows written, per kind (each event once, however many files it was copied into).
+    pub counts: BTreeMap<EventKind, u64>,
+    /// Events typed, per kind (written or not).
+    pub typed: BTreeMap<EventKind, u64>,
+    /// Device-less rows, each copied into every device file.
+    pub device_less: u64,
+    /// Dump files and their rows.
+    pub files: Vec<(PathBuf, u64)>,
+    /// Events the probe dropped.
+    pub dropped: u64,
+    /// Report sections of the layers (dump files, analyses).
+    pub report: Vec<ReportSection>,
+    /// Executable of the first image.
+    pub exe: String,
+    /// The kept capture and its figures.
+    pub capture: Option<(PathBuf, CaptureStats)>,
+    /// Whether HOST rows were left out of the dumps (`host_rows` off).
+    pub host_rows_off: bool,
+}
+
+/// The capture of a process while it is written.
+pub struct CaptureOut {
+    /// Writer (None once it failed).
+    pub writer: Option<CaptureWriter>,
+    /// Where it is moved when the process is finished (its output directory).
+    pub final_path: PathBuf,
+}
+
+/// Everything a [`Pipeline`] is built from.
+pub struct PipelineSetup {
+    /// Process id.
+    pub pid: u32,
+    /// Its output directory (created on its first event).
+    pub project_dir: PathBuf,
+    /// Executable of the first image.
+    pub exe: String,
+    /// One typer per adapter.
+    pub typers: Vec<Box<dyn Typer>>,
+    /// Typing context.
+    pub ctx: TypeCtx,
+    /// Its bus (filters, analyses, sink).
+    pub bus: Bus,
+    /// Figures of the bus's dump sink.
+    pub sink_stats: SharedStats,
+    /// Its log (created with the directory).
+    pub log: LogFile,
+    /// config.json text written into the directory.
+    pub config_json: String,
+    /// The capture to write, if any.
+    pub capture: Option<CaptureOut>,
+    /// HOST rows are not written (summary note).
+    pub host_rows_off: bool,
+    /// When HOST rows are neither written nor analysed: the HOST leak/peak layer, fed directly
+    /// (HOST adapter events skip the bus, which would only drop them).
+    pub host_side: Option<Box<dyn memscope_core::bus::Layer>>,
+}
+
+/// Typing, IDs and the bus of one process.
+pub struct Pipeline {
+    typers: Vec<Box<dyn Typer>>,
+    ctx: TypeCtx,
+    texts: HashMap<(usize, u32), Box<[u8]>>,
+    bus: Bus,
+    sink_stats: SharedStats,
+    next_id: u64,
+    untyped: u64,
+    log: LogFile,
+    summary: ProcessSummary,
+    failed: Option<String>,
+    config_json: String,
+    capture: Option<CaptureOut>,
+    out: Vec<Event>,
+    /// Every typed event is also handed to this observer (the replay API).
+    observer: Option<Observer>,
+    /// Nothing is written (no directory, log or config.json).
+    dry: bool,
+    host_side: Option<Box<dyn memscope_core::bus::Layer>>,
+    side_ctx: memscope_core::bus::BusCtx,
+    side_out: Vec<Event>,
+    /// Typed events per kind (index in `EventKind::ALL`).
+    typed: [u64; EventKind::ALL.len()],
+    /// python_trace files and snapshots (issue 12).
+    python: super::python::PythonState,
+}
+
+impl Pipeline {
+    /// A pipeline for one process.
+    pub fn new(p: PipelineSetup) -> Pipeline {
+        Pipeline {
+            typers: p.typers,
+            ctx: p.ctx,
+            texts: HashMap::new(),
+            bus: p.bus,
+            sink_stats: p.sink_stats,
+            next_id: 0,
+            untyped: 0,
+            log: p.log,
+            summary: ProcessSummary {
+                pid: p.pid,
+                project_dir: p.project_dir,
+                exe: p.exe,
+                host_rows_off: p.host_rows_off,
+                ..ProcessSummary::default()
+            },
+            failed: None,
+            config_json: p.config_json,
+            capture: p.capture,
+            out: Vec::new(),
+            observer: None,
+            dry: false,
+            host_side: p.host_side,
+            side_ctx: memscope_core::bus::BusCtx {
+                pid: Some(p.pid),
+                ..Default::default()
+            },
+            side_out: Vec::new(),
+            typed: [0; EventKind::ALL.len()],
+            python: Default::default(),
+        }
+    }
+
+    #[allow(dead_code)] // used by the replay API (TEAM contract 3)
+    /// Writes nothing: no directory, log or config.json (typing only, for the replay API).
+    pub fn set_dry(&mut self) {
+        self.dry = true;
+        self.python.set_dry();
+    }
+
+    /// Lets the typers emit what they hold at the end (without finishing the bus).
+    pub fn finish_typers(&mut self) {
+        let mut out = Vec::new();
+        for t in &mut self.typers {
+            t.finish(&mut self.ctx, &mut out);
+        }
+        for ev in out {
+            self.emit(ev);
+        }
+    }
+
+    #[allow(dead_code)] // used by the replay API (TEAM contract 3)
+    /// Hands every typed event (with its ID) to `f` as well.
+    pub fn observe(&mut self, f: Observer) {
+        self.observer = Some(f);
+    }
+
+    /// The process's log.
+    pub fn log(&mut self) -> &mut LogFile {
+        &mut self.log
+    }
+
+    /// Sets the executable shown in the summary (a later image's).
+    pub fn set_exe(&mut self, exe: String) {
+        self.summary.exe = exe;
+    }
+
+    /// Declares image `image`'s header to the capture.
+    pub fn set_image(&mut self, image: usize, h: ImageHeader) {
+        if let Some(w) = self.capture.as_mut().and_then(|c| c.writer.as_mut()) {
+            w.set_image(image, h);
+        }
+    }
+
+    /// Handles one record of image `image` (chunk `chunk`, thread `tid`), in emission order.
+    pub fn record(&mut self, image: usize, chunk: u32, tid: u32, rec: Record<Box<[u8]>>) {
+        if let Some(c) = &mut self.capture {
+            if let Some(w) = &mut c.writer {
+                if let Err(e) = w.record(image, chunk, tid, &rec) {
+                    self.capture_failed(e);
+                }
+            }
+        }
+        match &rec {
+            Record::StackDef { id, raw, .. } => {
+                self.ctx
+                    .define_stack(image, *id, StackFrames::new(raw).collect());
+                return;
+            }
+            Record::TextDef { id, text } => {
+                self.texts.insert((image, *id), text.clone());
+                return;
+            }
+            rec @ Record::PyCodeDef { .. } => {
+                self.python.define(image, rec);
+                return;
+            }
+            _ => {}
+        }
+        let rec = self.resolve_text(image, rec);
+        self.ctx.set_image(image);
+        match &rec {
+            Record::OwnerPush { label, .. } => {
+                self.ctx
+                    .push_owner(tid, String::from_utf8_lossy(label).into_owned());
+                return;
+            }
+            Record::OwnerPop { .. } => {
+                self.ctx.pop_owner(tid);
+                return;
+            }
+            _ => {}
+        }
+        let mut out = std::mem::take(&mut self.out);
+        // python_trace rows (written as the calls end), SYSTEM rows of the Python API and
+        // SNAPSHOT rows
+        let handled = self.python.on_record(
+            &self.ctx,
+            &self.summary.project_dir,
+            image,
+            tid,
+            &rec,
+            &mut out,
+        );
+        if !handled
+            && !self
+                .typers
+                .iter_mut()
+                .any(|t| t.type_record(&mut self.ctx, tid, &rec, &mut out))
+        {
+            if let Record::OwnerTag { addr, .. } = rec {
+                self.ctx.warn(format!(
+                    "describer(0x{addr:x}, owner=...): no live pool block starts there; ignored"
+                ));
+            }
+            self.untyped += 1;
+        }
+        for ev in out.drain(..) {
+            if !handled {
+                self.python.observe(&ev);
+            }
+            self.emit(ev);
+        }
+        self.out = out;
+    }
+
+    fn capture_failed(&mut self, e: std::io::Error) {
+        if let Some(c) = &mut self.capture {
+            let path = c
+                .writer
+                .as_ref()
+                .map(|w| w.path().display().to_string())
+                .unwrap_or_default();
+            let line = format!(
+                "cannot write {path}: {e}{}; the capture stops here, the dumps go on",
+                memscope_core::sink::limit_name(&e)
+            );
+            eprintln!("memscope: pid {}: {line}", self.summary.pid);
+            self.log.warn(&line);
+            c.writer = None;
+        }
+    }
+
+    /// Drains warnings of the typers and the sink into the log (and stderr for the sink's).
+    pub fn drain_warnings(&mut self) {
+        for w in self.ctx.take_warnings() {
+            self.log.warn(&w);
+        }
+        for e in self.python.take_errors() {
+            self.log.error(&format!("python trace: {e}"));
+        }
+        let lines = match self.sink_stats.lock() {
+            Ok(mut s) => std::mem::take(&mut s.warnings),
+            Err(_) => Vec::new(),
+        };
+        for l in lines {
+            eprintln!("memscope: pid {}: {l}", self.summary.pid);
+            self.log.warn(&l);
+        }
+    }
+
+    /// Creates the process's directory, config.json and log on its first event.
+    fn materialize(&mut self) -> Result<(), String> {
+        let dir = &self.summary.project_dir;
+        memscope_core::layout::create_dir_0750(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        // Removed when the process is finished: `memscope recover` redoes a directory that
+        // still has it (its collector died).
+        let _ = memscope_core::layout::create_new_0600(&dir.join(INCOMPLETE_MARKER));
+        let cfg = dir.join("config.json");
+        if let Ok((mut f, _)) = memscope_core::layout::create_new_0600(&cfg) {
+            std::io::Write::write_all(&mut f, self.config_json.as_bytes())
+                .map_err(|e| format!("cannot write {}: {e}", cfg.display()))?;
+        }
+        self.log.open();
+        Ok(())
+    }
+
+    /// Replaces an interned-text reference of image `image` by the record with its text
+    /// inline, so typers see one form. An unknown id (definition lost) gives `<text #id>`.
+    fn resolve_text(&self, image: usize, rec: Record<Box<[u8]>>) -> Record<Box<[u8]>> {
+        let text = |id: u32| -> Box<[u8]> {
+            self.texts
+                .get(&(image, id))
+                .cloned()
+                .unwrap_or_else(|| format!("<text #{id}>").into_bytes().into())
+        };
+        match rec {
+            Record::MarkRef {
+                ts,
+                stream,
+                text: id,
+            } => Record::Mark {
+                ts,
+                stream,
+                msg: text(id),
+                null: false,
+            },
+            Record::RangeStartRef {
+                ts,
+                id,
+                stream,
+                text: t,
+            } => Record::RangeStart {
+                ts,
+                id,
+                stream,
+                msg: text(t),
+                null: false,
+            },
+            other => other,
+        }
+    }
+
+    fn emit(&mut self, mut ev: Event) {
+        if self.failed.is_some() {
+            return;
+        }
+        if self.next_id == 0 && !self.dry {
+            if let Err(e) = self.materialize() {
+                eprintln!("memscope: pid {}: {e}", self.summary.pid);
+                self.failed = Some(e);
+                return;
+            }
+        }
+        ev.id = self.next_id;
+        self.next_id += 1;
+        let k = EventKind::ALL
+            .iter()
+            .position(|k| *k == ev.kind)
+            .unwrap_or(0);
+        self.typed[k] += 1;
+        if let Some(f) = &mut self.observer {
+            f(&ev);
+        }
+        if let Some(side) = &mut self.host_side {
+            let res = if super::layers::is_host_adapter_row(&ev) {
+                let r = side.on_event(ev, &self.side_ctx, &mut self.side_out);
+                self.side_out.clear();
+                return self.side_result(r);
+            } else if memscope_adapter_host::leaks::is_host_block(&ev) {
+                side.on_event(ev.clone(), &self.side_ctx, &mut self.side_out)
+            } else {
+                Ok(())
+            };
+            self.side_out.clear();
+            self.side_result(res);
+        }
+        if let Err(e) = self.bus.push(ev) {
+            self.log.error(&e.to_string());
+            eprintln!("memscope: pid {}: {e}", self.summary.pid);
+            self.failed = Some(e.to_string());
+        }
+    }
+
+    fn side_result(&mut self, r: Result<(), memscope_core::bus::BusError>) {
+        if let Err(e) = r {
+            self.log.error(&e.to_string());
+            self.host_side = None;
+        }
+    }
+
+    /// Periodic flush of the sinks and the capture's open block.
+    pub fn flush(&mut self) {
+        self.python.flush();
+        if self.failed.is_none() {
+            if let Err(e) = self.bus.flush() {
+                self.log.error(&e.to_string());
+                self.failed = Some(e.to_string());
+            }
+        }
+        if let Some(c) = &mut self.capture {
+            if let Some(w) = &mut c.writer {
+                if let Err(e) = w.close_block() {
+                    self.capture_failed(e);
+                }
+            }
+        }
+        self.drain_warnings();
+    }
+
+    /// Ends the process: lets typers and layers finish, closes the capture (its trailer lists
+    /// `images`) and moves it into the output directory, writes the report to the log and
+    /// returns the summary.
+    pub fn finish(mut self, images: Vec<ImageInfo>) -> ProcessSummary {
+        self.finish_typers();
+        for line in self.python.finish(&self.ctx, &self.summary.project_dir) {
+            self.log.info(&line);
+        }
+        for img in &images {
+            self.summary.dropped += img.dropped;
+            if img.flags & memscope_core::wire::FLAG_HOST_UNAVAILABLE != 0 {
+                self.log.warn("host allocator tracing was unavailable in this process (static binary or a replaced malloc)");
+            }
+            if img.flags & memscope_core::wire::FLAG_EXITED == 0 {
+                self.log.info(&format!(
+                    "{}: the process did not end through exit() (killed, _exit, exec or still running); everything it committed was read",
+                    img.stream
+                ));
+            }
+            if img.corrupt_chunks > 0 {
+                self.log.warn(&format!(
+                    "{}: {} corrupt chunk(s) skipped",
+                    img.stream, img.corrupt_chunks
+                ));
+            }
+        }
+        if self.untyped > 0 {
+            self.log.debug(&format!(
+                "{} records of unselected or unknown sources ignored",
+                self.untyped
+            ));
+        }
+        let mut side_report = Vec::new();
+        if let Some(side) = &mut self.host_side {
+            let mut out = Vec::new();
+            if let Err(e) = side.finish(&self.side_ctx, &mut out, &mut side_report) {
+                self.log.error(&e.to_string());
+            }
+        }
+        for (i, n) in self.typed.iter().enumerate() {
+            if *n > 0 {
+                self.summary.typed.insert(EventKind::ALL[i], *n);
+            }
+        }
+        match self.bus.finish() {
+            Ok(mut report) => {
+                side_report.append(&mut report);
+                self.summary.report = side_report;
+            }
+            Err(e) => {
+                self.log.error(&e.to_string());
+                eprintln!("memscope: pid {}: {e}", self.summary.pid);
+            }
+        }
+        self.drain_warnings();
+        if let Ok(s) = self.sink_stats.lock() {
+            self.summary.counts = s.rows.clone();
+            self.summary.device_less = s.device_less;
+            self.summary.files = s.files.clone();
+        }
+        self.finish_capture(images);
+        if self.summary.dropped > 0 {
+            self.log.warn(&format!(
+                "the probe dropped {} event(s)",
+                self.summary.dropped
+            ));
+        }
+        for sec in &self.summary.report {
+            self.log.info(&sec.title);
+            for l in &sec.lines {
+                self.log.info(&format!("  {l}"));
+            }
+        }
+        if !self.dry {
+            let _ = std::fs::remove_file(self.summary.project_dir.join(INCOMPLETE_MARKER));
+        }
+        self.summary
+    }
+
+    fn finish_capture(&mut self, images: Vec<ImageInfo>) {
+        let Some(c) = self.capture.take() else {
+            return;
+        };
+        let Some(w) = c.writer else {
+            return;
+        };
+        let tmp = w.path().to_path_buf();
+        let records = w.records();
+        let res = w.finish(CaptureEnd {
+            images,
+            ..CaptureEnd::default()
+        });
+        let stats = match res {
+            Ok(s) => s,
+            Err(e) => {
+                let line = format!(
+                    "cannot write {}: {e}{}; the capture is incomplete",
+                    tmp.display(),
+                    memscope_core::sink::limit_name(&e)
+                );
+                eprintln!("memscope: pid {}: {line}", self.summary.pid);
+                self.log.warn(&line);
+                CaptureStats {
+                    records,
+                    ..CaptureStats::default()
+                }
+            }
+        };
+        if self.next_id == 0 && records == 0 {
+            let _ = std::fs::remove_file(&tmp);
+            return;
+        }
+        if self.next_id == 0 {
+            if let Err(e) = self.materialize() {
+                eprintln!("memscope: pid {}: {e}", self.summary.pid);
+                return;
+            }
+        }
+        let dest = unused_name(&c.final_path);
+        match std::fs::rename(&tmp, &dest) {
+            Ok(()) => {
+                self.log.info(&format!(
+                    "capture: {} ({} records)",
+                    dest.display(),
+                    records
+                ));
+                self.summary.capture = Some((dest, stats));
+            }
+            Err(e) => {
+                let line = format!(
+                    "cannot move the capture {} to {}: {e}",
+                    tmp.display(),
+                    dest.display()
+                );
+                eprintln!("memscope: pid {}: {line}", self.summary.pid);
+                self.log.warn(&line);
+            }
+        }
+    }
+}
+
+/// `path`, or `stem_<k>.ext` if `path` exists.
+fn unused_name(path: &std::path::Path) -> PathBuf {
+    if !path.exists() {
+        return path.to_path_buf();
+    }
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("file");
+    let ext = path.extension().and_then(|s| s.to_str()).unwrap_or("");
+    (1..10_000)
+        .map(|k| path.with_file_name(format!("{stem}_{k}.{ext}")))
+        .find(|p| !p.exists())
+        .unwrap_or_else(|| path.to_path_buf())
+}

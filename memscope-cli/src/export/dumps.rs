@@ -1,0 +1,73 @@
+//! `memscope export --to csv|db`: the dump files `memscope run` writes, made again from kept
+//! captures through the same pipeline (same typers, layers and sink, the run's configuration
+//! from the capture header), with HOST rows written.
+
+use crate::collector::replay::{capture_config, feed, find_captures};
+use crate::collector::PipelineFactory;
+use crate::export_cmd::ExportArgs;
+use anyhow::Context;
+use memscope_core::capture::CaptureReader;
+use memscope_core::config::Format;
+use memscope_core::spool::StreamHeader;
+
+/// Writes the dumps of every capture under `a.inputs` into `a.out`.
+///
+/// # Errors
+/// An input holds no capture or cannot be read, or the output cannot be created.
+pub fn export(a: &ExportArgs, format: Format) -> anyhow::Result<()> {
+    let mut captures = Vec::new();
+    for i in &a.inputs {
+        captures.extend(find_captures(i).map_err(anyhow::Error::msg)?);
+    }
+    if a.out.exists() && !a.out.is_dir() {
+        anyhow::bail!("-o {}: not a directory", a.out.display());
+    }
+    memscope_core::layout::create_dir_0750(&a.out)
+        .with_context(|| format!("-o {}", a.out.display()))?;
+    let out = std::fs::canonicalize(&a.out).with_context(|| format!("-o {}", a.out.display()))?;
+    let analyses = crate::run::analysis_factory();
+    let mut summaries = Vec::new();
+    for path in captures {
+        let mut r = CaptureReader::open(&path).map_err(anyhow::Error::msg)?;
+        let info = r.info().clone();
+        let mut cfg =
+            capture_config(&info, &out).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        cfg.format = format;
+        cfg.host_rows = true;
+        let factory = PipelineFactory {
+            cfg: &cfg,
+            visible_devices: &info.visible_devices,
+            analyses: &analyses,
+        };
+        let h = StreamHeader {
+            pid: info.pid,
+            ppid: info.ppid,
+            start_ns: info.start_ns,
+            clock_offset: 0,
+            exe: info.exe.clone(),
+        };
+        let mut p = factory.build(&h, None);
+        let images = feed(&mut r, &mut p).map_err(anyhow::Error::msg)?;
+        if let Some(t) = &r.truncated {
+            eprintln!(
+                "memscope: {}: incomplete capture ({t}); exported what it holds",
+                path.display()
+            );
+        }
+        summaries.push(p.finish(images));
+    }
+    if !a.quiet {
+        for s in &summaries {
+            let total: u64 = s.counts.values().sum();
+            eprintln!(
+                "memscope: pid {}: {total} rows written under {}",
+                s.pid,
+                s.project_dir.display()
+            );
+            for (f, n) in &s.files {
+                eprintln!("    {} ({n} rows)", f.display());
+            }
+        }
+    }
+    Ok(())
+}

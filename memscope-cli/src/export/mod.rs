@@ -1,0 +1,3 @@
+//! The formats of `memscope export`, one module each.
+
+pub mod dumps;

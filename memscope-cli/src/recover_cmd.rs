@@ -1,0 +1,226 @@
+//! `memscope recover <output-path>`: turns the spool a killed `memscope run` left behind into
+//! the outputs the run would have written (dumps, captures, logs, analyses), from the stream
+//! files and the run's configuration that `run` stored in the spool (`run.json`) at start.
+
+use crate::collector::pipeline::INCOMPLETE_MARKER;
+use crate::collector::Collector;
+use memscope_core::config::{ConfigFile, RawOptions, RunConfig};
+use memscope_core::spool::{self, StreamFile};
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Options of `memscope recover`.
+#[derive(clap::Args, Debug)]
+pub struct RecoverArgs {
+    /// The run's output path (holding `.memscope_spool_<pid>/`), or a spool directory.
+    #[arg(value_name = "OUTPUT_PATH")]
+    pub path: PathBuf,
+    /// No summary.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+/// What `run.json` in a spool holds.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct RunInfo {
+    /// memscope version of the run.
+    pub memscope: String,
+    /// The run's configuration (config.json keys).
+    pub config: ConfigFile,
+    /// `ASCEND_RT_VISIBLE_DEVICES` of the run.
+    pub visible_devices: Vec<u32>,
+}
+
+/// Writes `<spool>/run.json` for `memscope recover`.
+///
+/// # Errors
+/// The file cannot be written — one line naming it.
+pub fn write_run_info(spool: &Path, cfg: &RunConfig, visible: &[u32]) -> Result<(), String> {
+    let info = RunInfo {
+        memscope: env!("CARGO_PKG_VERSION").to_owned(),
+        config: cfg.to_config_file(),
+        visible_devices: visible.to_vec(),
+    };
+    let path = spool.join(spool::RUN_INFO);
+    let text = serde_json::to_vec_pretty(&info).map_err(|e| e.to_string())?;
+    memscope_core::layout::create_new_0600(&path)
+        .and_then(|(mut f, _)| std::io::Write::write_all(&mut f, &text))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+fn spools(path: &Path) -> Result<Vec<PathBuf>, String> {
+    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if !meta.is_dir() {
+        return Err(format!("{}: not a directory", path.display()));
+    }
+    if path.join(spool::RUN_INFO).is_file() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let mut v: Vec<PathBuf> = std::fs::read_dir(path)
+        .map_err(|e| format!("{}: {e}", path.display()))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.is_dir()
+                && p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(spool::SPOOL_PREFIX))
+        })
+        .collect();
+    if v.is_empty() {
+        return Err(format!(
+            "{}: not a memscope spool, and no left-over spool ({}<pid>/) in it",
+            path.display(),
+            spool::SPOOL_PREFIX
+        ));
+    }
+    v.sort();
+    Ok(v)
+}
+
+fn load_config(spool_dir: &Path) -> Result<(RunConfig, Vec<u32>), String> {
+    let p = spool_dir.join(spool::RUN_INFO);
+    let meta = std::fs::metadata(&p).map_err(|_| {
+        format!(
+            "{}: not a memscope spool (no {})",
+            spool_dir.display(),
+            spool::RUN_INFO
+        )
+    })?;
+    if meta.len() > 16 << 20 {
+        return Err(format!("{}: larger than 16 MiB", p.display()));
+    }
+    let text = std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+    let mut info: RunInfo =
+        serde_json::from_slice(&text).map_err(|e| format!("{}: {e}", p.display()))?;
+    info.config.adapter_paths = None;
+    // The outputs of `memscope run` go next to its spool (`<output>/.memscope_spool_<pid>`),
+    // wherever the directory is now; `memscope collect` follows a private spool elsewhere (the
+    // Python package's), whose outputs go to the output path of its configuration.
+    let in_output = spool_dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with(spool::SPOOL_PREFIX));
+    if in_output || info.config.output_path.is_none() {
+        let out = spool_dir
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        info.config.output_path = Some(out.display().to_string());
+    }
+    let cwd = std::env::current_dir().map_err(|e| format!("current directory: {e}"))?;
+    let cfg = RawOptions::from_config_file(info.config)
+        .validate(&cwd)
+        .map_err(|e| format!("{}: {}", p.display(), e.0))?;
+    Ok((cfg, info.visible_devices))
+}
+
+/// Checks that nobody follows or writes the spool any more; returns the pids whose outputs
+/// are complete already (skipped), after removing incomplete outputs and stale captures.
+fn prepare(spool_dir: &Path, cfg: &RunConfig) -> Result<HashSet<u32>, String> {
+    let lock = spool_dir.join(spool::COLLECTOR_LOCK);
+    if let Ok(f) = std::fs::File::open(&lock) {
+        // A probe checking the lock holds it shared for an instant: retry before concluding.
+        let held = (0..5).all(|_| {
+            let busy = matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock));
+            if !busy {
+                let _ = f.unlock();
+            } else {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            busy
+        });
+        if held {
+            return Err(format!(
+                "{}: a collector (memscope run) still follows this spool",
+                spool_dir.display()
+            ));
+        }
+    }
+    let mut skip = HashSet::new();
+    let rd = std::fs::read_dir(spool_dir).map_err(|e| format!("{}: {e}", spool_dir.display()))?;
+    for e in rd.flatten() {
+        let p = e.path();
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name.ends_with(&format!(".{}", memscope_core::capture::EXTENSION)) {
+            let _ = std::fs::remove_file(&p);
+            continue;
+        }
+        if !name.ends_with(".stream") {
+            continue;
+        }
+        let mut s = StreamFile::open(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        if !s.writer_gone() {
+            return Err(format!(
+                "{}: process {} is still running; run memscope recover after the job ends",
+                p.display(),
+                spool::pid_of_stream_name(name).unwrap_or(0)
+            ));
+        }
+        let Ok(Some(h)) = s.header() else { continue };
+        let ts = memscope_core::layout::timestamp_name(h.start_ns);
+        let dir = memscope_core::layout::project_dir(&cfg.output_path, h.pid, &ts);
+        if dir.join(INCOMPLETE_MARKER).exists() {
+            std::fs::remove_dir_all(&dir)
+                .map_err(|e| format!("cannot remove the incomplete {}: {e}", dir.display()))?;
+        } else if dir.exists() {
+            skip.insert(h.pid);
+        }
+    }
+    Ok(skip)
+}
+
+/// Runs `memscope recover`.
+pub fn run(a: &RecoverArgs) -> ExitCode {
+    let fail = |m: String| {
+        eprintln!("memscope: recover: {m}");
+        ExitCode::from(2)
+    };
+    let list = match spools(&a.path) {
+        Ok(v) => v,
+        Err(e) => return fail(e),
+    };
+    for spool_dir in list {
+        let (cfg, visible) = match load_config(&spool_dir) {
+            Ok(c) => c,
+            Err(e) => return fail(e),
+        };
+        let skip = match prepare(&spool_dir, &cfg) {
+            Ok(s) => s,
+            Err(e) => return fail(e),
+        };
+        let lock = match crate::run::hold_collector_lock(&spool_dir) {
+            Ok(l) => l,
+            Err(e) => return fail(e),
+        };
+        let cfg_used = cfg.clone();
+        let mut c = Collector::new(
+            spool_dir.clone(),
+            std::sync::Arc::new(cfg),
+            visible,
+            crate::run::analysis_factory(),
+        );
+        c.skip_pids(skip.clone());
+        let summaries = c.finish();
+        // python_trace files into the .db dump, as `run` and `collect` do at their end
+        crate::collect::finish_python(&cfg_used, &summaries);
+        if !a.quiet {
+            eprintln!("memscope: recovered {}", spool_dir.display());
+            if !skip.is_empty() {
+                let mut v: Vec<_> = skip.into_iter().collect();
+                v.sort_unstable();
+                eprintln!(
+                    "memscope: outputs of pid(s) {v:?} were complete already; left as they are"
+                );
+            }
+            crate::summary::print_processes(&summaries);
+        }
+        drop(lock);
+        if let Err(e) = std::fs::remove_dir_all(&spool_dir) {
+            eprintln!("memscope: cannot remove spool {}: {e}", spool_dir.display());
+        }
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,143 @@
+//! The capture: a process's records as the collector emitted them (in ID order), kept at rest
+//! compressed — the primary artifact of a run, from which every view (CSV/SQLite dumps,
+//! analyses, exports) can be made again (`memscope export`).
+//!
+//! ```text
+//! file    = header block* [trailer footer]
+//! header  = "MSCAPTUR" version:u32le json_len:u32le json(CaptureInfo)
+//! block   = "MSCB" comp_len:u32le raw_len:u32le records:u32le first_ts:u64le last_ts:u64le
+//!           zstd(raw)                               (BLOCK_HEADER bytes, then comp_len bytes)
+//! raw     = n_images  (image pid ppid start_ns zigzag(clock_offset) exe)*
+//!           n_sources (image tid len)*
+//!           n_runs    (source count)*
+//!           source bytes, concatenated in source order
+//! trailer = "MSCT" json_len:u32le json(CaptureEnd)
+//! footer  = trailer_offset:u64le "MSCAPEND"
+//! ```
+//! All numbers in `raw` are LEB128 varints. A *source* is one stream chunk's records written
+//! by one thread; its bytes are [`crate::wire`] records encoded with their own delta state
+//! (fresh per block), so they compress like the stream itself. The *runs* give the emission
+//! order: `count` records from `source`, then the next run. Blocks are independent (the index
+//! in the trailer lets a reader start at any block). A capture whose collector was killed has
+//! no trailer: readers scan its blocks up to the first incomplete one.
+
+mod reader;
+mod writer;
+
+pub use reader::{CaptureError, CaptureReader, CapturedRecord};
+pub use writer::{CaptureStats, CaptureWriter};
+
+use serde::{Deserialize, Serialize};
+
+/// First 8 bytes of a capture file.
+pub const MAGIC: [u8; 8] = *b"MSCAPTUR";
+/// Capture format version.
+pub const VERSION: u32 = 1;
+/// Magic of a block header.
+pub const BLOCK_MAGIC: [u8; 4] = *b"MSCB";
+/// Magic of the trailer.
+pub const TRAILER_MAGIC: [u8; 4] = *b"MSCT";
+/// Last 8 bytes of a complete capture.
+pub const FOOTER_MAGIC: [u8; 8] = *b"MSCAPEND";
+/// Bytes of a block header.
+pub const BLOCK_HEADER: usize = 32;
+/// Uncompressed bytes after which the writer closes a block.
+pub const BLOCK_RAW: usize = 1 << 20;
+/// Largest block (compressed or not) a reader accepts.
+pub const MAX_BLOCK: usize = 64 << 20;
+/// Largest header or trailer JSON a reader accepts.
+pub const MAX_JSON: usize = 16 << 20;
+/// zstd level of the blocks.
+pub const ZSTD_LEVEL: i32 = 3;
+/// File name suffix of captures.
+pub const EXTENSION: &str = "mscap";
+
+/// Who the capture is of (the capture header).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CaptureInfo {
+    /// Process id.
+    pub pid: u32,
+    /// Parent process id.
+    pub ppid: u32,
+    /// Executable of the first image.
+    pub exe: String,
+    /// Start of the first image, ns since the epoch.
+    pub start_ns: u64,
+    /// memscope version that wrote it.
+    pub memscope: String,
+    /// The run's configuration (config.json keys), so views are made as the run made them.
+    pub config: serde_json::Value,
+    /// `ASCEND_RT_VISIBLE_DEVICES` of the run (logical index → physical id).
+    pub visible_devices: Vec<u32>,
+}
+
+/// One process image as the trailer describes it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ImageInfo {
+    /// Stream file it was read from.
+    pub stream: String,
+    /// Executable.
+    pub exe: String,
+    /// Start, ns since the epoch.
+    pub start_ns: u64,
+    /// Events the probe could not record.
+    pub dropped: u64,
+    /// Stream header flags (`wire::FLAG_*`).
+    pub flags: u32,
+    /// Chunks that did not decode.
+    pub corrupt_chunks: u64,
+}
+
+/// Where a block is (the trailer's index).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlockIndex {
+    /// File offset of the block header.
+    pub offset: u64,
+    /// Records in the block.
+    pub records: u32,
+    /// Earliest time stamp in the block (0: none).
+    pub first_ts: u64,
+    /// Latest time stamp in the block.
+    pub last_ts: u64,
+}
+
+/// What the trailer of a complete capture holds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CaptureEnd {
+    /// Records in the capture.
+    pub records: u64,
+    /// The process's images, in order.
+    pub images: Vec<ImageInfo>,
+    /// Every block, in file order.
+    pub blocks: Vec<BlockIndex>,
+}
+
+/// Header fields of one image as a block carries them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ImageHeader {
+    /// Process id.
+    pub pid: u32,
+    /// Parent pid.
+    pub ppid: u32,
+    /// Start, ns since the epoch.
+    pub start_ns: u64,
+    /// Monotonic-to-epoch offset of the probe's clock, ns.
+    pub clock_offset: i64,
+    /// Executable.
+    pub exe: String,
+}
+
+pub(crate) fn put_var(out: &mut Vec<u8>, mut v: u64) {
+    loop {
+        let b = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            out.push(b);
+            return;
+        }
+        out.push(b | 0x80);
+    }
+}
+
+#[cfg(test)]
+mod tests;

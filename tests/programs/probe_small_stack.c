@@ -1,0 +1,53 @@
+/* A thread created with a 32 KiB stack recurses 17 frames of 1 KiB each and then mallocs and
+ * prints. glibc takes every thread's static TLS (the probe's included) out of its stack, so a
+ * preload library with a large static TLS, or a hook with a large stack frame, overflows it. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int bottom(void) {
+    char *p = malloc(333);
+    if (!p)
+        return -1;
+    snprintf(p, 333, "small-stack thread reached the bottom");
+    puts(p);
+    int n = (int)strlen(p);
+    p = realloc(p, 666);
+    free(p);
+    return n;
+}
+
+static int recurse(int depth) {
+    volatile char buf[1024];
+    memset((char *)buf, depth, sizeof buf);
+    int r = depth == 1 ? bottom() : recurse(depth - 1);
+    return r + buf[depth % 1024] - depth;
+}
+
+static int frames = 17;
+
+static void *thread_main(void *arg) {
+    (void)arg;
+    return (void *)(long)recurse(frames);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1)
+        frames = atoi(argv[1]);
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    if (pthread_attr_setstacksize(&a, 32 * 1024) != 0) {
+        fprintf(stderr, "pthread_attr_setstacksize failed\n");
+        return 2;
+    }
+    pthread_t t;
+    if (pthread_create(&t, &a, thread_main, NULL) != 0) {
+        fprintf(stderr, "pthread_create failed\n");
+        return 2;
+    }
+    void *res;
+    pthread_join(t, &res);
+    printf("small-stack thread returned %ld\n", (long)res);
+    return 0;
+}

@@ -1,0 +1,384 @@
+//! The data path at scale: nothing lost at any event count (device-less backlog on disk),
+//! summary counts equal to the rows written, the kept capture and `memscope export`, and
+//! `memscope recover` after the collector was killed; file-size limits.
+
+use memscope_tests::*;
+use std::collections::{BTreeMap, HashSet};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// `(rows, per-kind)` of the summary line `memscope: pid N (...): R rows (K n, ...)`.
+fn summary_rows(stderr: &str) -> Vec<(u64, BTreeMap<String, u64>)> {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with("memscope: pid ") && l.contains(" rows"))
+        .map(|l| {
+            let after = l.split("): ").nth(1).expect("summary line");
+            let total = after.split(' ').next().unwrap().parse().unwrap();
+            let mut kinds = BTreeMap::new();
+            if let Some(inner) = after.split('(').nth(1).and_then(|s| s.split(')').next()) {
+                for part in inner.split(", ") {
+                    if let Some((k, n)) = part.rsplit_once(' ') {
+                        kinds.insert(k.to_owned(), n.parse().unwrap_or(0));
+                    }
+                }
+            }
+            (total, kinds)
+        })
+        .collect()
+}
+
+fn mstx_run(args: &[&str], n: &str, mode: &str) -> Run {
+    let prog = program("mstx_many");
+    let mut a = vec!["--adapters", "mstx"];
+    a.extend_from_slice(args);
+    let run = memscope_run(&a, &[prog.to_str().unwrap(), n, mode], &[]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    run
+}
+
+#[test]
+fn two_hundred_thousand_device_less_marks_give_as_many_rows_in_csv_and_db() {
+    let run = mstx_run(&[], "200000", "same");
+    let rows = run.rows();
+    assert_eq!(rows.len(), 200_000);
+    assert!(rows
+        .iter()
+        .all(|r| r["Name"] == "mark" && r["Device Id"] == "N/A"));
+    assert_eq!(run.dumps(".csv").len(), 1, "one device_cpu file");
+    let s = summary_rows(&run.stderr());
+    assert_eq!(s.len(), 1, "{}", run.stderr());
+    assert_eq!(s[0].0, 200_000);
+    assert_eq!(s[0].1["MSTX"], 200_000);
+    // No backlog file is left behind.
+    let mut leftovers = Vec::new();
+    walk(run.out.path(), &mut |p| {
+        if p.file_name().unwrap().to_str().unwrap().contains("backlog") {
+            leftovers.push(p.to_path_buf());
+        }
+    });
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    let run = mstx_run(&["--format", "db"], "200000", "same");
+    let dbs = run.dumps(".db");
+    assert_eq!(dbs.len(), 1);
+    let rows = read_db(&dbs[0]);
+    assert_eq!(rows.len(), 200_000);
+    assert_eq!(summary_rows(&run.stderr())[0].0, 200_000);
+}
+
+#[test]
+fn a_million_unique_marks_give_a_million_rows() {
+    let run = mstx_run(&[], "1000000", "unique");
+    let rows = run.rows();
+    assert_eq!(rows.len(), 1_000_000);
+    let names: HashSet<&str> = rows.iter().map(|r| r["Name"].as_str()).collect();
+    assert_eq!(names.len(), 1_000_000);
+    assert!(names.contains("u-0") && names.contains("u-999999"));
+    let ids: Vec<u64> = rows.iter().map(|r| r["ID"].parse().unwrap()).collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "rows in ID order");
+    assert_eq!(summary_rows(&run.stderr())[0].0, 1_000_000);
+}
+
+fn random_below(n: u64) -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    (t ^ (t >> 17) ^ (std::process::id() as u64).wrapping_mul(0x9E37_79B9)) % n
+}
+
+fn job_pid(memscope: u32) -> Option<i32> {
+    std::fs::read_to_string(format!("/proc/{memscope}/task/{memscope}/children"))
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+fn kill9(pid: i32) {
+    let ok = Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
+#[test]
+fn sigkill_at_a_random_point_of_a_million_mark_job_keeps_every_reported_mark() {
+    let prog = program("mstx_many");
+    let out = tempfile::tempdir().unwrap();
+    let mut ms = Command::new(memscope_bin())
+        .args(["run", "--adapters", "mstx", "-o"])
+        .arg(out.path())
+        .arg("--")
+        .arg(&prog)
+        .args(["1000000", "unique", "1000", "500"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let kill_at = 20_000 + random_below(900_000);
+    let mut lines = BufReader::new(ms.stdout.take().unwrap()).lines();
+    let mut last: i64 = -1;
+    let mut killed = false;
+    for l in lines.by_ref() {
+        let l = l.unwrap();
+        if l.starts_with("done") {
+            break;
+        }
+        last = l.trim().parse().unwrap();
+        if last as u64 >= kill_at {
+            kill9(job_pid(ms.id()).expect("job pid"));
+            killed = true;
+            break;
+        }
+    }
+    let o = ms.wait_with_output().unwrap();
+    let run = Run { output: o, out };
+    if killed {
+        assert_eq!(run.code(), 128 + 9, "{}", run.stderr());
+    }
+    let rows = run.rows();
+    let names: HashSet<&str> = rows.iter().map(|r| r["Name"].as_str()).collect();
+    for i in 0..=last {
+        assert!(
+            names.contains(format!("u-{i}").as_str()),
+            "mark {i} of {last} lost"
+        );
+    }
+    let s = summary_rows(&run.stderr());
+    assert_eq!(s[0].0, rows.len() as u64, "{}", run.stderr());
+}
+
+fn all_rows(dir: &Path, ext: &str) -> BTreeMap<PathBuf, Vec<Row>> {
+    let mut m = BTreeMap::new();
+    walk(dir, &mut |p| {
+        let name = p.file_name().unwrap().to_str().unwrap();
+        if name.starts_with("memscope_dump_") && name.ends_with(ext) {
+            let rel = p.strip_prefix(dir).unwrap().with_extension("");
+            let rows = if ext == ".db" {
+                read_db(p)
+            } else {
+                read_csv(p)
+            };
+            m.insert(rel, rows);
+        }
+    });
+    m
+}
+
+fn export(to: &str, input: &Path, out: &Path) {
+    let o = Command::new(memscope_bin())
+        .args(["export", "--to", to])
+        .arg(input)
+        .arg("-o")
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+fn captures(dir: &Path) -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    walk(dir, &mut |p| {
+        if p.extension().is_some_and(|e| e == "mscap") {
+            v.push(p.to_path_buf());
+        }
+    });
+    v
+}
+
+#[test]
+fn export_of_a_kept_capture_writes_the_rows_run_wrote() {
+    let prog = program("host_mix");
+    let run = memscope_run(
+        &[
+            "--adapters",
+            "host,mstx",
+            "--host-rows",
+            "--call-stack",
+            "c:8",
+        ],
+        &[prog.to_str().unwrap(), "20000"],
+        &[],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let ran = all_rows(run.out.path(), ".csv");
+    let total: usize = ran.values().map(Vec::len).sum();
+    assert!(total > 80_000, "{total} rows");
+    assert_eq!(captures(run.out.path()).len(), 1);
+
+    let csv_out = tempfile::tempdir().unwrap();
+    export("csv", run.out.path(), csv_out.path());
+    assert_eq!(all_rows(csv_out.path(), ".csv"), ran);
+
+    let db_out = tempfile::tempdir().unwrap();
+    export("db", &captures(run.out.path())[0], db_out.path());
+    let db: BTreeMap<PathBuf, Vec<Row>> = all_rows(db_out.path(), ".db");
+    assert_eq!(db.len(), ran.len());
+    for ((_, a), (_, b)) in db.iter().zip(&ran) {
+        assert_eq!(a, b);
+    }
+}
+
+#[test]
+fn host_rows_are_off_by_default_and_the_capture_keeps_them() {
+    let prog = program("host_mix");
+    let run = memscope_run(
+        &["--adapters", "host", "--call-stack", "c:4"],
+        &[prog.to_str().unwrap(), "5000"],
+        &[],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let err = run.stderr();
+    assert!(run.rows().iter().all(|r| r["Event Type"] != "HOST"));
+    assert!(err.contains("HOST events kept in the capture"), "{err}");
+    assert!(err.contains("HOST peak"), "{err}");
+    assert!(err.contains("HOST memory live at exit"), "{err}");
+    assert!(
+        err.contains("7 block(s), 5439 bytes, allocated at"),
+        "{err}"
+    );
+    let out = tempfile::tempdir().unwrap();
+    export("csv", run.out.path(), out.path());
+    let rows: Vec<Row> = all_rows(out.path(), ".csv")
+        .into_values()
+        .flatten()
+        .collect();
+    let mallocs = select(&rows, "MALLOC", "HOST").len();
+    let frees = select(&rows, "FREE", "HOST").len();
+    // 2 threads × 5000 pairs (+ reallocs), 7 kept blocks (and libc's own, e.g. stdio's).
+    assert!(
+        mallocs >= 10_007 && mallocs - frees >= 7,
+        "{mallocs} {frees}"
+    );
+    let kept = select(&rows, "MALLOC", "HOST")
+        .iter()
+        .filter(|r| attrs(r)["size"] == "777")
+        .count();
+    assert!(kept >= 7, "{kept}");
+}
+
+/// Events the probe dropped, from the summary lines (`, N DROPPED` / `, 0 dropped`).
+fn summary_dropped(stderr: &str) -> u64 {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with("memscope: pid ") && l.contains(" rows"))
+        .map(|l| {
+            let tail = l.rsplit(", ").next().unwrap_or("");
+            tail.split(' ').next().unwrap().parse::<u64>().unwrap()
+        })
+        .sum()
+}
+
+/// The probe notices the collector's death and writes at most `ORPHAN_CHUNKS` more chunks
+/// (issue 9: a bounded orphan spool); what it could not write it counts. `recover` then writes
+/// every event the probe recorded, and rows + drops are the job's marks.
+#[test]
+fn sigkill_of_memscope_then_recover_writes_every_recorded_event_and_counts_the_rest() {
+    let prog = program("mstx_many");
+    let out = tempfile::tempdir().unwrap();
+    let mut ms = Command::new(memscope_bin())
+        .args(["run", "--adapters", "mstx", "-o"])
+        .arg(out.path())
+        .arg("--")
+        .arg(&prog)
+        .args(["300000", "unique", "1000", "2000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(ms.stdout.take().unwrap()).lines();
+    for l in lines.by_ref() {
+        if l.unwrap().trim().parse::<u64>().unwrap_or(0) >= 50_000 {
+            break;
+        }
+    }
+    kill9(ms.id() as i32);
+    let _ = ms.wait();
+    // The job goes on to the end; its stdout closes when it exits.
+    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    assert!(
+        rest.iter().any(|l| l == "done 300000"),
+        "job did not finish"
+    );
+    let o = Command::new(memscope_bin())
+        .arg("recover")
+        .arg(out.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{err}");
+    let run = Run { output: o, out };
+    let rows = run.rows();
+    let dropped = summary_dropped(&err);
+    assert_eq!(rows.len() as u64 + dropped, 300_000, "{err}");
+    assert!(
+        rows.len() > 50_000,
+        "every mark reported before the kill, and the orphan chunks: {err}"
+    );
+    let names: HashSet<&str> = rows.iter().map(|r| r["Name"].as_str()).collect();
+    assert_eq!(names.len(), rows.len());
+    assert_eq!(summary_rows(&err)[0].0, rows.len() as u64, "{err}");
+    assert_eq!(captures(run.out.path()).len(), 1);
+    let mut spools = Vec::new();
+    walk(run.out.path(), &mut |p| {
+        if p.to_str().unwrap().contains(".memscope_spool_") {
+            spools.push(p.to_path_buf());
+        }
+    });
+    assert!(spools.is_empty(), "spool removed: {spools:?}");
+    assert!(!run.out.path().join("x").exists());
+}
+
+#[test]
+fn recover_of_a_directory_that_is_not_a_spool_fails_with_one_line() {
+    let d = tempfile::tempdir().unwrap();
+    let o = Command::new(memscope_bin())
+        .arg("recover")
+        .arg(d.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("not a memscope spool"), "{err}");
+    let spool = d.path().join(".memscope_spool_1");
+    std::fs::create_dir(&spool).unwrap();
+    let o = Command::new(memscope_bin())
+        .arg("recover")
+        .arg(d.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("no run.json"), "{err}");
+}
+
+#[test]
+fn a_file_size_limit_stops_one_file_with_a_warning_and_the_job_keeps_its_exit_code() {
+    let prog = program("mstx_many");
+    let out = tempfile::tempdir().unwrap();
+    let o = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -f 1024; exec {} run --adapters mstx -o {} -- {} 30000 unique",
+            memscope_bin().display(),
+            out.path().display(),
+            prog.display()
+        ))
+        .output()
+        .unwrap();
+    let run = Run { output: o, out };
+    let err = run.stderr();
+    assert_eq!(run.code(), 0, "{err}");
+    assert!(err.contains("file-size limit"), "{err}");
+    let rows = run.rows();
+    assert!(rows.len() > 1000 && rows.len() < 30_000, "{}", rows.len());
+    let s = summary_rows(&err);
+    assert_eq!(s[0].0, rows.len() as u64, "{err}");
+}
