@@ -6,6 +6,7 @@ mod adapters_cmd;
 mod analyze_cmd;
 mod builtin;
 mod collector;
+mod export_cmd;
 mod logfile;
 mod plugin_check;
 mod run;
@@ -43,6 +44,8 @@ enum Cmd {
         #[command(subcommand)]
         cmd: analyze_cmd::AnalyzeCmd,
     },
+    /// Export runs and dumps to other formats (memory-viz, perfetto, parquet).
+    Export(export_cmd::ExportArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -95,6 +98,7 @@ fn main() -> ExitCode {
         Cmd::Adapters { cmd } => adapters_cmd::run(&cmd),
         Cmd::Compare(args) => analyze_cmd::run_compare(&args),
         Cmd::Analyze { cmd } => analyze_cmd::run_analyze(&cmd),
+        Cmd::Export(args) => export_cmd::run_export(&args),
         Cmd::Config {
             cmd: ConfigCmd::Schema,
         } => {
