@@ -495,24 +495,25 @@ impl DeviceTrace {
         doc.p.mark()?;
         let mut n = 0usize;
         let mut cursor = start;
-        let mut item = |doc: &mut Doc<W>, sz: u64, active: bool, f: &FramesRef| -> io::Result<()> {
-            doc.block(sz, active, f)?;
-            n += 1;
-            if n.is_multiple_of(BATCH) {
-                doc.p.appends()?;
-                doc.p.mark()?;
-            }
-            Ok(())
-        };
+        let mut item =
+            |doc: &mut Doc<W>, at: u64, sz: u64, active: bool, f: &FramesRef| -> io::Result<()> {
+                doc.block(at, sz, active, f)?;
+                n += 1;
+                if n.is_multiple_of(BATCH) {
+                    doc.p.appends()?;
+                    doc.p.mark()?;
+                }
+                Ok(())
+            };
         for (a, b) in live {
             if *a > cursor {
-                item(doc, a - cursor, false, &FramesRef::Empty)?;
+                item(doc, cursor, a - cursor, false, &FramesRef::Empty)?;
             }
-            item(doc, b.size, true, &b.frames)?;
+            item(doc, *a, b.size, true, &b.frames)?;
             cursor = a.saturating_add(b.size);
         }
         if cursor < end {
-            item(doc, end - cursor, false, &FramesRef::Empty)?;
+            item(doc, cursor, end - cursor, false, &FramesRef::Empty)?;
         }
         doc.p.appends()?;
         doc.end_segment()

@@ -205,9 +205,17 @@ impl<W: Sink> Doc<W> {
     }
 
     /// Writes one block dict of a segment.
-    pub fn block(&mut self, size: u64, active: bool, frames: &FramesRef) -> io::Result<()> {
+    pub fn block(
+        &mut self,
+        address: u64,
+        size: u64,
+        active: bool,
+        frames: &FramesRef,
+    ) -> io::Result<()> {
         self.p.empty_dict()?;
         self.p.mark()?;
+        self.key("address")?;
+        self.p.uint(address)?;
         self.key("size")?;
         self.p.uint(size)?;
         self.key("requested_size")?;

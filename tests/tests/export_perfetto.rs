@@ -1,0 +1,175 @@
+//! Issue 15: `memscope export --to perfetto` — a protobuf TrackEvent trace decoded with Python
+//! `protobuf` and the `perfetto` wheel's schema (`tests/export/check_perfetto.py`): counters
+//! equal to the dump's `used`, slices, instants, flows, synthetic pids, and a trace cut off
+//! mid-file that still decodes up to the cut.
+
+mod export_common;
+
+use export_common::*;
+use memscope_tests::*;
+
+fn full_demo() -> Run {
+    let script = repo_root().join("examples/sim-npu/train.py");
+    let atb = sim_npu_dir().join("atb/cxx_abi_1");
+    let run = memscope_run(
+        &[
+            "--level",
+            "op,kernel",
+            "--events",
+            "alloc,free,launch,access",
+            "--device",
+            "npu,cpu",
+        ],
+        &["python3", script.to_str().unwrap(), "--steps", "4"],
+        &[("ATB_HOME_PATH", atb.to_str().unwrap())],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    run
+}
+
+/// The value of a counter series at `t`: its last sample at or before `t`.
+fn at(series: &[serde_json::Value], t: u64) -> Option<i64> {
+    series
+        .iter()
+        .take_while(|s| s[0].as_u64().unwrap() <= t)
+        .last()
+        .map(|s| s[1].as_i64().unwrap())
+}
+
+#[test]
+fn perfetto_counters_equal_the_dumps_used_at_several_timestamps() {
+    let run = full_demo();
+    let out = run.out.path().join("demo.pftrace");
+    export("perfetto", &[run.out.path()], &out);
+    let v = py_check("check_perfetto.py", &[out.to_str().unwrap()]);
+    let counters = v["counters"].as_object().unwrap();
+    let rows = run.rows();
+    let mut checked = 0;
+    for (pool, track) in [
+        ("PTA", "1/NPU0 PTA allocated"),
+        ("HAL", "1/NPU0 HAL allocated"),
+    ] {
+        let series = counters
+            .get(track)
+            .unwrap_or_else(|| panic!("no {track} in {:?}", counters.keys()))
+            .as_array()
+            .unwrap();
+        let dump: Vec<(u64, i64)> = rows
+            .iter()
+            .filter(|r| r["Event Type"] == pool && r["Device Id"] == "0")
+            .map(|r| {
+                (
+                    r["Timestamp(ns)"].parse().unwrap(),
+                    attrs(r)["used"].parse().unwrap(),
+                )
+            })
+            .collect();
+        assert!(dump.len() >= 5, "{pool}: {} rows", dump.len());
+        let picks = [
+            0,
+            dump.len() / 4,
+            dump.len() / 2,
+            3 * dump.len() / 4,
+            dump.len() - 1,
+        ];
+        for i in picks {
+            let t = dump[i].0;
+            let want = dump.iter().take_while(|(ts, _)| *ts <= t).last().unwrap().1;
+            assert_eq!(at(series, t), Some(want), "{track} at {t} (row {i})");
+            checked += 1;
+        }
+        let peak = dump.iter().map(|(_, u)| *u).max().unwrap();
+        let top = series.iter().map(|s| s[1].as_i64().unwrap()).max().unwrap();
+        assert_eq!(
+            top, peak,
+            "{track}: the counter's maximum is the dump's peak"
+        );
+    }
+    assert_eq!(checked, 10);
+    assert!(
+        counters.contains_key("1/NPU0 PTA reserved"),
+        "{:?}",
+        counters.keys()
+    );
+    let slices = v["slices"].as_object().unwrap();
+    assert!(
+        slices.keys().any(|k| k.starts_with("1/ops")),
+        "ATB operators as slices: {slices:?}"
+    );
+    assert!(
+        slices.contains_key("1/NPU0 stream 1"),
+        "kernel launches: {slices:?}"
+    );
+    assert!(slices.contains_key("1/msTX ranges"), "steps: {slices:?}");
+    assert!(
+        v["flows"].as_u64().unwrap() > 0,
+        "operator → kernel flows: {v}"
+    );
+    let marks = v["instants"]["1/msTX marks"].as_array().unwrap();
+    assert!(marks.iter().any(|m| m == "op:embedding"), "{marks:?}");
+}
+
+#[test]
+fn perfetto_trace_cut_off_mid_file_still_decodes_up_to_the_cut() {
+    let run = full_demo();
+    let out = run.out.path().join("demo.pftrace");
+    export("perfetto", &[run.out.path()], &out);
+    let len = std::fs::metadata(&out).unwrap().len();
+    let whole = py_check("check_perfetto.py", &[out.to_str().unwrap()]);
+    let total = whole["packets"].as_u64().unwrap();
+    let mut last = 0;
+    for cut in [len / 3 + 1, len / 2 + 7, len - 3] {
+        let c = cut.to_string();
+        let v = py_check("check_perfetto.py", &[out.to_str().unwrap(), "--cut", &c]);
+        let n = v["packets"].as_u64().unwrap();
+        assert!(
+            n > last && n < total,
+            "cut at {cut}: {n} of {total} packets"
+        );
+        assert!(v["complete_bytes"].as_u64().unwrap() <= cut);
+        last = n;
+    }
+}
+
+#[test]
+fn perfetto_gives_each_process_its_own_synthetic_pid_across_nodes() {
+    let d = tempfile::tempdir().unwrap();
+    // the same pid and device on two nodes
+    for node in ["node0", "node1"] {
+        let mut p = Proc::new(4242, 1_767_225_600_000_000_000);
+        let id = p.malloc("PTA", "0", 0x1000, 4096, Some(1 << 20), "PTA", "", "");
+        p.row("MSTX", "Mark", "hello", "0", None, "", "", "");
+        p.free("PTA", "0", id, 0x1000, 4096, Some(1 << 20), false);
+        p.write_layout(&d.path().join(node));
+    }
+    let out = d.path().join("t.pftrace");
+    let o = memscope(&[
+        "export",
+        "--to",
+        "perfetto",
+        d.path().to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("repeat across"),
+        "ranks from devices repeat across nodes: {err}"
+    );
+    let v = py_check("check_perfetto.py", &[out.to_str().unwrap()]);
+    let procs = v["processes"].as_object().unwrap();
+    assert_eq!(procs.len(), 2, "{procs:?}");
+    let names: Vec<&str> = procs.values().map(|n| n.as_str().unwrap()).collect();
+    assert!(
+        names.iter().any(|n| n.contains("node0")) && names.iter().any(|n| n.contains("node1")),
+        "{names:?}"
+    );
+    for pid in ["1", "2"] {
+        let series = v["counters"][format!("{pid}/NPU0 PTA allocated")]
+            .as_array()
+            .unwrap();
+        let values: Vec<i64> = series.iter().map(|s| s[1].as_i64().unwrap()).collect();
+        assert_eq!(values, [4096, 0], "process {pid}");
+    }
+}
