@@ -380,3 +380,97 @@ fn export_refuses_an_existing_output_and_bad_inputs_with_one_line() {
     ]));
     assert!(err.contains("svg"), "{err}");
 }
+
+#[test]
+fn memory_viz_leaves_out_rows_it_cannot_draw_and_says_so() {
+    let d = tempfile::tempdir().unwrap();
+    let mut p = Proc::new(88, 1_767_225_600_000_000_000);
+    let pta = p.malloc(
+        "PTA",
+        "0",
+        0x1000_0000,
+        1 << 20,
+        Some(2 << 20),
+        "PTA",
+        "",
+        "",
+    );
+    // an ATB block carved out of the live PTA block: cannot be drawn next to it
+    let atb = p.malloc("ATB", "0", 0x1000_1000, 4096, Some(1 << 20), "ATB", "", "");
+    p.free("ATB", "0", atb, 0x1000_1000, 4096, Some(1 << 20), false);
+    // the PTA block allocated again without a FREE: the stale one is replaced
+    p.malloc(
+        "PTA",
+        "0",
+        0x1000_0000,
+        1 << 20,
+        Some(2 << 20),
+        "PTA",
+        "",
+        "",
+    );
+    p.malloc(
+        "PTA",
+        "0",
+        0x1000_0000 + (1 << 20),
+        0,
+        Some(2 << 20),
+        "PTA",
+        "",
+        "",
+    );
+    let _ = pta;
+    let run = p.write_layout(d.path());
+    let out = d.path().join("s.pickle");
+    let o = memscope(&[
+        "export",
+        "--to",
+        "memory-viz",
+        run.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    for want in [
+        "synthetic segment",
+        "1 block(s) re-allocated without a FREE replaced",
+        "1 block(s) inside another pool's live block left out",
+        "1 zero-byte allocation(s) left out",
+    ] {
+        assert!(err.contains(want), "{want:?} in {err}");
+    }
+    let v = py_check("check_memory_viz.py", &[out.to_str().unwrap()]);
+    // alloc, (free_requested, free_completed, alloc) for the replaced block, snapshot
+    assert_eq!(v["entries"], serde_json::json!([5]), "{v}");
+}
+
+#[test]
+fn msmemscope_fixture_dumps_export_to_snapshots_the_viewer_accepts() {
+    let fixtures = repo_root().join("../shared/fixtures/msmemscope");
+    if !fixtures.is_dir() {
+        eprintln!("skipped: {} is absent", fixtures.display());
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("snaps");
+    let stdout = export("memory-viz", &[&fixtures], &out);
+    assert!(
+        stdout.contains("4 process(es)"),
+        "two dumps of two processes each: {stdout}"
+    );
+    let mut n = 0;
+    walk(&out, &mut |f| {
+        let v = py_check("check_memory_viz.py", &[f.to_str().unwrap()]);
+        assert!(
+            v["entries"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e.as_u64().unwrap() > 10),
+            "{v}"
+        );
+        n += 1;
+    });
+    assert_eq!(n, 4);
+}

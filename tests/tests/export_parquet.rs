@@ -239,3 +239,32 @@ fn parquet_refuses_a_non_empty_output_and_takes_loose_files_rank_from_their_rows
     });
     assert!(tmp.is_empty(), "{tmp:?}");
 }
+
+#[test]
+fn parquet_splits_a_dump_file_holding_several_processes_by_pid() {
+    let d = tempfile::tempdir().unwrap();
+    let mut text = format!("{HEADER}\n");
+    for (pid, dev) in [(71u32, "2"), (72, "3")] {
+        let mut p = Proc::new(pid, 1_767_225_600_000_000_000);
+        let id = p.malloc("PTA", dev, 0x1000, 4096, Some(1 << 20), "PTA", "", "");
+        p.free("PTA", dev, id, 0x1000, 4096, Some(1 << 20), false);
+        for r in &p.rows {
+            text.push_str(&r.line());
+            text.push('\n');
+        }
+    }
+    let f = d.path().join("two.csv");
+    std::fs::write(&f, text).unwrap();
+    let ds = d.path().join("ds");
+    let stdout = export("parquet", &[&f], &ds);
+    assert!(stdout.contains("4 event(s) of 2 process(es)"), "{stdout}");
+    for part in ["rank=2/pid=71", "rank=3/pid=72"] {
+        assert!(
+            ds.join("events")
+                .join(part)
+                .join("part-00000.parquet")
+                .is_file(),
+            "{part}"
+        );
+    }
+}

@@ -173,3 +173,56 @@ fn perfetto_gives_each_process_its_own_synthetic_pid_across_nodes() {
         assert_eq!(values, [4096, 0], "process {pid}");
     }
 }
+
+#[test]
+fn msmemscope_fixture_dumps_export_to_a_trace_that_decodes() {
+    let fixtures = repo_root().join("../shared/fixtures/msmemscope");
+    if !fixtures.is_dir() {
+        eprintln!("skipped: {} is absent", fixtures.display());
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("t.pftrace");
+    export("perfetto", &[&fixtures], &out);
+    let v = py_check("check_perfetto.py", &[out.to_str().unwrap()]);
+    // the directory holds two dumps (named memscope_dump_*) of two processes each; baseline.csv
+    // is not named as a dump and is not picked up
+    assert_eq!(v["processes"].as_object().unwrap().len(), 4, "{v}");
+    let names = v["counters"].as_object().unwrap();
+    assert!(
+        names.keys().all(|k| !k.contains("N/A")),
+        "no counter without a device: {names:?}"
+    );
+    // The 2025 format's HAL rows carry no `used` and their FREE rows no device: the counter
+    // is the live bytes, the FREE counted on its block's device. Replay pid 2523738's rows
+    // (synthetic pid 1: its first file) independently.
+    let rows = read_csv(&fixtures.join("memscope_dump_20250428113810.csv"));
+    let mut live: std::collections::HashMap<String, i64> = Default::default();
+    let mut series = Vec::new();
+    for r in rows
+        .iter()
+        .filter(|r| r["Process Id"] == "2523738" && r["Event Type"] == "HAL")
+    {
+        let a = attrs(r);
+        match (r["Event"].as_str(), r["Device Id"].as_str()) {
+            ("MALLOC", "0") => {
+                live.insert(a["addr"].clone(), a["size"].parse().unwrap());
+            }
+            ("FREE", _) => {
+                if live.remove(&a["addr"]).is_none() {
+                    continue;
+                }
+            }
+            _ => continue,
+        }
+        series.push(live.values().sum::<i64>());
+    }
+    series.dedup();
+    let got: Vec<i64> = v["counters"]["1/NPU0 HAL allocated"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s[1].as_i64().unwrap())
+        .collect();
+    assert_eq!(got, series);
+}

@@ -233,7 +233,11 @@ impl DeviceTrace {
     /// ignored).
     pub fn on_event<W: Sink>(&mut self, doc: &mut Doc<W>, ev: &Event) -> io::Result<Step> {
         if ev.device != Device::Npu(self.device) {
-            return Ok(Step::Ok);
+            // msMemScope's 2025 dumps write some FREE rows without a device: they belong to
+            // the device where their block is live
+            if !(ev.device == Device::NotApplicable && self.owns_free(ev)) {
+                return Ok(Step::Ok);
+            }
         }
         if ev.event_type == EventType::OomTrigger {
             if let (Some(o), Some(req)) = (self.oom.as_mut(), pair(ev, "req_size")) {
@@ -303,6 +307,21 @@ impl DeviceTrace {
             _ => {}
         }
         Ok(Step::Ok)
+    }
+
+    /// Whether `ev` is a FREE of a block or segment live on this device.
+    fn owns_free(&self, ev: &Event) -> bool {
+        let Some(m) = ev.memory() else {
+            return false;
+        };
+        if ev.kind != EventKind::Free {
+            return false;
+        }
+        let addr = ev.ptr.unwrap_or(m.addr);
+        match ev.event_type {
+            EventType::Hal => self.segments.contains_key(&addr),
+            t => self.blocks.get(&addr).is_some_and(|b| b.pool == t),
+        }
     }
 
     fn segments_overlapping(&self, a: u64, s: u64) -> Vec<u64> {

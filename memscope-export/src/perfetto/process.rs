@@ -60,7 +60,7 @@ pub struct ProcessTrace {
     names: HashMap<String, u64>,
     counters: HashMap<(Device, EventType, bool), Counter>,
     pools: HashMap<(Device, EventType), Pool>,
-    live: HashMap<(Device, EventType, u64), u64>,
+    live: HashMap<(EventType, u64), (Device, u64)>,
     ops: HashMap<Option<u32>, SliceTrack>,
     kernels: HashMap<Device, SliceTrack>,
     streams: HashMap<(Device, i64), Stream>,
@@ -255,40 +255,56 @@ impl ProcessTrace {
         r
     }
 
+    /// Live blocks by (pool, address) → (device, size): a FREE row without a device
+    /// (msMemScope's 2025 dumps) counts on its block's device; a pool whose rows have no
+    /// `used` is counted from them.
     fn memory<W: Write>(&mut self, w: &mut Writer<W>, ev: &Event) -> io::Result<()> {
         let Some(m) = ev.memory() else {
             return Ok(());
         };
-        let key = (ev.device, ev.event_type);
-        let pool = self.pools.entry(key).or_insert(Pool {
+        let addr = ev.ptr.unwrap_or(m.addr);
+        let k = (ev.event_type, addr);
+        let (device, change) = match ev.kind {
+            EventKind::Malloc => {
+                let old = self.live.insert(k, (ev.device, m.size));
+                (ev.device, Some((old, m.size as i64)))
+            }
+            _ if m.shadow => (ev.device, None),
+            _ => match self.live.remove(&k) {
+                Some((d, size)) => {
+                    let d = if ev.device == Device::NotApplicable {
+                        d
+                    } else {
+                        ev.device
+                    };
+                    (d, Some((None, -(size as i64))))
+                }
+                None => (ev.device, None),
+            },
+        };
+        if device == Device::NotApplicable {
+            return Ok(()); // a FREE of a block never seen, without a device: nowhere to count
+        }
+        let pool = self.pools.entry((device, ev.event_type)).or_insert(Pool {
             from_used: m.used.is_some(),
             live: 0,
         });
+        if let Some((old, delta)) = change {
+            if let Some((_, s)) = old {
+                pool.live -= s as i64;
+            }
+            pool.live += delta;
+        }
         let allocated = if pool.from_used {
             m.used
         } else {
-            let addr = ev.ptr.unwrap_or(m.addr);
-            let k = (ev.device, ev.event_type, addr);
-            match ev.kind {
-                EventKind::Malloc => {
-                    if let Some(old) = self.live.insert(k, m.size) {
-                        pool.live -= old as i64;
-                    }
-                    pool.live += m.size as i64;
-                }
-                _ => {
-                    if let Some(old) = self.live.remove(&k) {
-                        pool.live -= old as i64;
-                    }
-                }
-            }
             Some(pool.live)
         };
         if let Some(a) = allocated {
-            self.counter(w, ev.ts_ns, (ev.device, ev.event_type, false), a)?;
+            self.counter(w, ev.ts_ns, (device, ev.event_type, false), a)?;
         }
         if let Some(t) = m.total {
-            self.counter(w, ev.ts_ns, (ev.device, ev.event_type, true), t)?;
+            self.counter(w, ev.ts_ns, (device, ev.event_type, true), t)?;
         }
         Ok(())
     }
