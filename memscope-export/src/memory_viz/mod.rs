@@ -38,6 +38,9 @@ use crate::replay::{replay, Flow};
 use crate::Summary;
 use device::{DeviceTrace, Step};
 
+/// Highest NPU ordinal a snapshot holds (`device_traces` has one list per ordinal up to it).
+pub const MAX_DEVICE: u32 = 4095;
+
 /// How one device of a snapshot was written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DeviceReport {
@@ -66,6 +69,13 @@ pub fn write_snapshot<W: Sink>(
     let io = |e: std::io::Error| ExportError::write(out, e);
     let npus = p.npus();
     let max = npus.iter().copied().max();
+    if let Some(m) = max.filter(|m| *m > MAX_DEVICE) {
+        return Err(ExportError::Other(format!(
+            "{} ({}): device {m} is beyond the {MAX_DEVICE} NPU ordinals a snapshot's device_traces list can index",
+            p.label(),
+            p.origin()
+        )));
+    }
     let mut doc = Doc::new(sink);
     doc.p.empty_dict().map_err(io)?;
     doc.p.mark().map_err(io)?;
