@@ -8,6 +8,36 @@ use std::path::{Path, PathBuf};
 
 use crate::error::ExportError;
 
+/// Where an exporter writes: a byte sink that can be cut back (to redo a part).
+pub trait Sink: Write {
+    /// Bytes written so far.
+    fn pos(&self) -> u64;
+    /// Cuts the output back to `pos` bytes.
+    ///
+    /// # Errors
+    /// The I/O error.
+    fn truncate_to(&mut self, pos: u64) -> io::Result<()>;
+}
+
+impl Sink for Vec<u8> {
+    fn pos(&self) -> u64 {
+        self.len() as u64
+    }
+    fn truncate_to(&mut self, pos: u64) -> io::Result<()> {
+        self.truncate(pos as usize);
+        Ok(())
+    }
+}
+
+impl Sink for OutFile {
+    fn pos(&self) -> u64 {
+        OutFile::pos(self)
+    }
+    fn truncate_to(&mut self, pos: u64) -> io::Result<()> {
+        OutFile::truncate_to(self, pos)
+    }
+}
+
 /// Fails when `path` exists (memscope never overwrites an output).
 ///
 /// # Errors

@@ -22,6 +22,16 @@ use crate::error::ExportError;
 use crate::input::{PidFilter, ProcessInput};
 use crate::progress::Progress;
 
+/// What a replay hands its consumer.
+#[derive(Debug)]
+pub enum Item {
+    /// The next event.
+    Event(Event),
+    /// Everything handed over so far is void: the file turned out not to be in ID order, and
+    /// its events come again from the first, sorted. The consumer drops what it built.
+    Restart,
+}
+
 /// What the consumer wants after an event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Flow {
@@ -56,7 +66,7 @@ impl std::fmt::Display for Stopped {
 
 impl std::error::Error for Stopped {}
 
-type Consumer<'a> = dyn FnMut(Event) -> Result<Flow, ExportError> + 'a;
+type Consumer<'a> = dyn FnMut(Item) -> Result<Flow, ExportError> + 'a;
 
 /// Sorting key of the reader's ID order: pid (`N/A` last), then ID.
 fn key(ev: &Event) -> (u64, u64) {
@@ -142,7 +152,9 @@ fn outcome(r: Result<(), ReadError>, stats: &mut ReplayStats) -> Result<(), Expo
 }
 
 /// Passes the events of process `p` to `f` in ID order; with `device`, only that device's
-/// files (when known from the layout) and rows, plus device-less rows.
+/// files (when known from the layout) and rows, plus device-less rows. A single file is
+/// streamed as stored until a row comes out of order; then `f` gets [`Item::Restart`] and the
+/// events again from the first, sorted.
 ///
 /// # Errors
 /// A [`ReadError`] of an input (naming file and line), or `f`'s error.
@@ -169,17 +181,28 @@ pub fn replay(
     let r = match files.len() {
         0 => Ok(()),
         1 => {
+            // streamed as stored while in ID order (memscope's own dumps: one read); at the
+            // first row out of order the reader starts over through its sort
             let mut opts = counted_options(&counters[0]);
-            let r = files[0].for_each(Order::ById, &mut opts, &mut |ev| {
-                if !wanted(p, device, &ev) {
-                    return Ok(());
-                }
-                stats.events += 1;
-                if stats.events & 0xfff == 0 {
-                    meter.tick();
-                }
-                pass(f(ev))
-            });
+            let restarted = std::cell::Cell::new(false);
+            let r = files[0].for_each_by_id_restartable(
+                &mut opts,
+                &mut |ev| {
+                    if restarted.take() {
+                        stats.events = 0;
+                        pass(f(Item::Restart))?;
+                    }
+                    if !wanted(p, device, &ev) {
+                        return Ok(());
+                    }
+                    stats.events += 1;
+                    if stats.events & 0xfff == 0 {
+                        meter.tick();
+                    }
+                    pass(f(Item::Event(ev)))
+                },
+                &mut || restarted.set(true),
+            );
             outcome(r.map(|_| ()), &mut stats)
         }
         _ => merge(p, device, &files, &counters, &mut meter, &mut stats, f),
@@ -285,7 +308,7 @@ fn merge(
             if stats.events & 0xfff == 0 {
                 meter.tick();
             }
-            if f(ev)? == Flow::Stop {
+            if f(Item::Event(ev))? == Flow::Stop {
                 stats.stopped = true;
                 break;
             }

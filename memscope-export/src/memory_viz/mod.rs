@@ -34,7 +34,7 @@ use crate::error::ExportError;
 use crate::input::ProcessInput;
 use crate::out_file::OutFile;
 use crate::progress::Progress;
-use crate::replay::{replay, Flow};
+use crate::replay::{replay, Flow, Item};
 use crate::Summary;
 use device::{DeviceTrace, Step};
 
@@ -96,15 +96,20 @@ pub fn write_snapshot<W: Sink>(
             let mut trace = DeviceTrace::new(d, mode);
             trace.open(&mut doc).map_err(io)?;
             let mut violation = false;
-            let stats = replay(p, Some(Device::Npu(d)), progress, &mut |ev| match trace
-                .on_event(&mut doc, &ev)
-                .map_err(io)?
-            {
-                Step::Ok => Ok(Flow::Continue),
-                Step::Violation => {
-                    violation = true;
-                    Ok(Flow::Stop)
+            let stats = replay(p, Some(Device::Npu(d)), progress, &mut |item| match item {
+                Item::Restart => {
+                    doc.p.rewind(start).map_err(io)?;
+                    trace = DeviceTrace::new(d, mode);
+                    trace.open(&mut doc).map_err(io)?;
+                    Ok(Flow::Continue)
                 }
+                Item::Event(ev) => match trace.on_event(&mut doc, &ev).map_err(io)? {
+                    Step::Ok => Ok(Flow::Continue),
+                    Step::Violation => {
+                        violation = true;
+                        Ok(Flow::Stop)
+                    }
+                },
             })?;
             events += stats.events;
             if violation {

@@ -13,37 +13,9 @@
 //! included, so a part can be rewritten in another way.
 
 use std::collections::HashMap;
-use std::io::{self, Write};
+use std::io;
 
-/// Where a pickle goes: a byte sink that can be cut back.
-pub trait Sink: Write {
-    /// Bytes written so far.
-    fn pos(&self) -> u64;
-    /// Cuts the output back to `pos` bytes.
-    ///
-    /// # Errors
-    /// The I/O error.
-    fn truncate_to(&mut self, pos: u64) -> io::Result<()>;
-}
-
-impl Sink for Vec<u8> {
-    fn pos(&self) -> u64 {
-        self.len() as u64
-    }
-    fn truncate_to(&mut self, pos: u64) -> io::Result<()> {
-        self.truncate(pos as usize);
-        Ok(())
-    }
-}
-
-impl Sink for crate::out_file::OutFile {
-    fn pos(&self) -> u64 {
-        crate::out_file::OutFile::pos(self)
-    }
-    fn truncate_to(&mut self, pos: u64) -> io::Result<()> {
-        crate::out_file::OutFile::truncate_to(self, pos)
-    }
-}
+pub use crate::out_file::Sink;
 
 /// Largest total size of memo keys kept.
 pub const MEMO_CAP_BYTES: usize = 64 << 20;

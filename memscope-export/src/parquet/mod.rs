@@ -37,7 +37,7 @@ use memscope_core::event::Device;
 use crate::error::ExportError;
 use crate::input::ProcessInput;
 use crate::progress::Progress;
-use crate::replay::{replay, Flow};
+use crate::replay::{replay, Flow, Item};
 use crate::Summary;
 
 /// Rows per Arrow batch handed to the writer.
@@ -163,7 +163,7 @@ fn write_process(
     }
     let kv = metadata(p);
     let mut part: Option<Part> = None;
-    let mut files = Vec::new();
+    let mut files: Vec<(PathBuf, u64)> = Vec::new();
     let mut batch = columns::Batch::new();
     let mut steps = StepState::default();
     let flush = |batch: &mut columns::Batch,
@@ -188,11 +188,25 @@ fn write_process(
         }
         Ok(())
     };
-    let stats = replay(p, None, progress, &mut |ev| {
-        steps.observe(&ev);
-        batch.push(&ev, steps.current);
-        if batch.rows() >= BATCH_ROWS {
-            flush(&mut batch, &mut part, &mut files, &mut n)?;
+    let first = n;
+    let stats = replay(p, None, progress, &mut |item| {
+        match item {
+            Item::Restart => {
+                part = None; // its temporary file goes
+                for (f, _) in files.drain(..) {
+                    std::fs::remove_file(&f).map_err(|e| ExportError::write(&f, e))?;
+                }
+                n = first;
+                batch = columns::Batch::new();
+                steps = StepState::default();
+            }
+            Item::Event(ev) => {
+                steps.observe(&ev);
+                batch.push(&ev, steps.current);
+                if batch.rows() >= BATCH_ROWS {
+                    flush(&mut batch, &mut part, &mut files, &mut n)?;
+                }
+            }
         }
         Ok(Flow::Continue)
     })?;

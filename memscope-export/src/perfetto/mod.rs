@@ -29,9 +29,9 @@ use std::path::Path;
 
 use crate::error::ExportError;
 use crate::input::ProcessInput;
-use crate::out_file::OutFile;
+use crate::out_file::{OutFile, Sink};
 use crate::progress::Progress;
-use crate::replay::{replay, Flow};
+use crate::replay::{replay, Flow, Item};
 use crate::Summary;
 use proto::{field, frame_packet, Msg};
 
@@ -52,6 +52,38 @@ pub enum TrackKind<'a> {
     Bytes,
     /// The process track itself: (synthetic pid, process name, labels).
     Process(u32, &'a str, &'a [String]),
+}
+
+/// A point of a trace to come back to.
+#[derive(Clone, Copy, Debug)]
+pub struct Checkpoint {
+    pos: u64,
+    next_uuid: u64,
+    packets: u64,
+}
+
+impl<W: Sink> Writer<W> {
+    /// The current point of the trace.
+    pub fn checkpoint(&self) -> Checkpoint {
+        Checkpoint {
+            pos: self.w.pos() + self.buf.len() as u64,
+            next_uuid: self.next_uuid,
+            packets: self.packets,
+        }
+    }
+
+    /// Cuts the trace back to `cp`.
+    ///
+    /// # Errors
+    /// The sink's error.
+    pub fn rewind(&mut self, cp: Checkpoint) -> std::io::Result<()> {
+        self.w.write_all(&self.buf)?;
+        self.buf.clear();
+        self.w.truncate_to(cp.pos)?;
+        self.next_uuid = cp.next_uuid;
+        self.packets = cp.packets;
+        Ok(())
+    }
 }
 
 impl<W: Write> Writer<W> {
@@ -147,7 +179,7 @@ impl<W: Write> Writer<W> {
 ///
 /// # Errors
 /// Reading an input or writing failed (`out` names the output).
-pub fn write_process<W: Write>(
+pub fn write_process<W: Sink>(
     w: &mut Writer<W>,
     p: &ProcessInput,
     out: &Path,
@@ -155,9 +187,16 @@ pub fn write_process<W: Write>(
 ) -> Result<u64, ExportError> {
     let io = |e: std::io::Error| ExportError::write(out, e);
     progress.stage(&format!("perfetto: {}", p.label()));
+    let start = w.checkpoint();
     let mut state = process::ProcessTrace::begin(w, p).map_err(io)?;
-    let stats = replay(p, None, progress, &mut |ev| {
-        state.on_event(w, &ev).map_err(io)?;
+    let stats = replay(p, None, progress, &mut |item| {
+        match item {
+            Item::Restart => {
+                w.rewind(start).map_err(io)?;
+                state = process::ProcessTrace::begin(w, p).map_err(io)?;
+            }
+            Item::Event(ev) => state.on_event(w, &ev).map_err(io)?,
+        }
         Ok(Flow::Continue)
     })?;
     state.end(w).map_err(io)?;

@@ -257,6 +257,38 @@ impl Proc {
         dir
     }
 
+    /// The rows in msMemScope's order: a block's MALLOC written just before its FREE (as
+    /// msMemScope writes a block's rows when it dies), blocks never freed at the end.
+    pub fn msmemscope_order(&self) -> Proc {
+        let alloc_id = |r: &Row| -> Option<String> {
+            let a = r.attr.split("allocation_id:").nth(1)?;
+            Some(a.split([',', '}']).next()?.to_owned())
+        };
+        let mut held: Vec<(String, Row)> = Vec::new();
+        let mut rows = Vec::new();
+        for r in &self.rows {
+            match (r.event, alloc_id(r)) {
+                ("MALLOC", Some(id)) => held.push((id, r.clone())),
+                ("FREE", Some(id)) => {
+                    if let Some(i) = held.iter().position(|(h, _)| *h == id) {
+                        rows.push(held.remove(i).1);
+                    }
+                    rows.push(r.clone());
+                }
+                _ => rows.push(r.clone()),
+            }
+        }
+        rows.extend(held.into_iter().map(|(_, r)| r));
+        Proc {
+            pid: self.pid,
+            rows,
+            next_id: self.next_id,
+            ts: self.ts,
+            alloc_id: self.alloc_id,
+            used: self.used.clone(),
+        }
+    }
+
     /// Writes every row into one loose file.
     pub fn write_file(&self, path: &Path) {
         let mut text = format!("{HEADER}\n");
