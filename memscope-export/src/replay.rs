@@ -24,6 +24,7 @@ use crate::progress::Progress;
 
 /// What a replay hands its consumer.
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)] // moved once per event; a box would allocate per event
 pub enum Item {
     /// The next event.
     Event(Event),
