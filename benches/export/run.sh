@@ -48,7 +48,7 @@ for ROWS in "${SIZES[@]}"; do
         CPU=$(awk '/User time/ {u=$NF} /System time/ {s=$NF} END {print u+s}' "$T")
         RSS=$(grep 'Maximum resident set size' "$T" | awk '{print $6}')
         if [ "$MODE" = read ]; then
-            EV=$ROWS; BYTES=$(stat -c %s "$DUMP")
+            EV=$(( $(wc -l < "$DUMP") - 1 )); BYTES=$(stat -c %s "$DUMP")
         else
             EV=$(grep -o 'exported [0-9]* event' "$WORK/stdout_$MODE" | awk '{print $2}')
             BYTES=$(du -sb "$TARGET" | awk '{print $1}')
