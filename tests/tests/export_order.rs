@@ -115,3 +115,40 @@ fn exports_of_a_dump_out_of_id_order_equal_those_of_the_dump_in_id_order() {
     });
     assert!(tmp.is_empty(), "only the final parts are left: {tmp:?}");
 }
+
+#[test]
+fn exports_read_db_dumps_as_they_read_csv_dumps() {
+    let script = repo_root().join("examples/sim-npu/train.py");
+    let mut runs = Vec::new();
+    for format in ["csv", "db"] {
+        let run = memscope_run(
+            &["--adapters", "pta,hal,mstx,acl", "--format", format],
+            &["python3", script.to_str().unwrap(), "--steps", "3"],
+            &[],
+        );
+        assert_eq!(run.code(), 0, "{}", run.stderr());
+        assert!(!run.dumps(&format!(".{format}")).is_empty());
+        runs.push(run);
+    }
+    let mut seen = Vec::new();
+    for run in &runs {
+        let out = run.out.path().join("x.pftrace");
+        export("perfetto", &[run.out.path()], &out);
+        let v = py_check("check_perfetto.py", &[out.to_str().unwrap()]);
+        let snap = run.out.path().join("x.pickle");
+        export("memory-viz", &[run.out.path()], &snap);
+        let m = py_check("check_memory_viz.py", &[snap.to_str().unwrap()]);
+        seen.push((
+            v["slices"].clone(),
+            v["instants"].clone(),
+            m["entries"].clone(),
+            m["actions"].clone(),
+        ));
+        let series = v["counters"]["1/NPU0 PTA allocated"].as_array().unwrap();
+        assert!(series.len() > 10, "{v}");
+    }
+    assert_eq!(
+        seen[0], seen[1],
+        "the same tracks and entries from CSV and .db"
+    );
+}
