@@ -20,7 +20,7 @@ fn rank(r: u32, root: &Path) -> (u64, u64) {
     p.row("SYSTEM", "ACL_INIT", "", "N/A", None, "", "", "");
     let seg = 0x1_0000_0000 + u64::from(r) * 0x1000_0000;
     let hal = p.malloc("HAL", &dev, seg, 256 << 20, None, "CANN@RUNTIME", "", "");
-    if r % 2 == 0 {
+    if r.is_multiple_of(2) {
         let h = p.malloc("HOST", "cpu", 0x7000_0000, 4096, None, "", "", "");
         p.free("HOST", "cpu", h, 0x7000_0000, 4096, None, false);
     }
