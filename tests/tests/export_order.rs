@@ -92,7 +92,12 @@ fn exports_of_a_dump_out_of_id_order_equal_those_of_the_dump_in_id_order() {
     for k in ["packets", "counters", "slices", "instants", "flows"] {
         assert_eq!(a[k], b[k], "{k}");
     }
-    assert_eq!(a["slices"]["1/NPU0 stream 1"], 40, "{a}");
+    assert_eq!(a["slices"]["1/NPU0 stream 1"], 40, "kernel launches: {a}");
+    assert_eq!(a["slices"]["1/ops (tid 4321)"], 40, "ATen operators: {a}");
+    assert_eq!(
+        a["flows"], 40,
+        "one flow from each operator to its kernel: {a}"
+    );
 
     export("parquet", &[&sorted], &out("a"));
     export("parquet", &[&shuffled], &out("b"));

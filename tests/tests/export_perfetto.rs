@@ -226,3 +226,31 @@ fn msmemscope_fixture_dumps_export_to_a_trace_that_decodes() {
         .collect();
     assert_eq!(got, series);
 }
+
+#[test]
+fn perfetto_marks_oom_and_system_rows_as_instants() {
+    let d = tempfile::tempdir().unwrap();
+    let mut p = Proc::new(99, 1_767_225_600_000_000_000);
+    p.row("SYSTEM", "ACL_INIT", "", "N/A", None, "", "", "");
+    p.row("MSTX", "Mark", "checkpoint saved", "0", None, "", "", "");
+    p.row(
+        "SNAPSHOT",
+        "SNAPSHOT",
+        "OOM_Snapshot",
+        "0",
+        None,
+        "{reserved:1048576,allocated:8192,total:67108864,free:1024}",
+        "",
+        "",
+    );
+    p.row("SYSTEM", "ACL_FINI", "", "N/A", None, "", "", "");
+    let run = p.write_layout(d.path());
+    let out = d.path().join("t.pftrace");
+    export("perfetto", &[&run], &out);
+    let v = py_check("check_perfetto.py", &[out.to_str().unwrap()]);
+    assert_eq!(
+        v["instants"]["1/msTX marks"],
+        serde_json::json!(["ACL_INIT", "checkpoint saved", "OOM on NPU0", "ACL_FINI"]),
+        "{v}"
+    );
+}
