@@ -254,3 +254,70 @@ fn perfetto_marks_oom_and_system_rows_as_instants() {
         "{v}"
     );
 }
+
+#[test]
+fn export_shows_a_progress_bar_on_a_terminal_and_nothing_on_a_pipe() {
+    let d = tempfile::tempdir().unwrap();
+    let mut p = Proc::new(5, 1_767_225_600_000_000_000);
+    for k in 0..20_000u64 {
+        let id = p.malloc(
+            "PTA",
+            "0",
+            0x1000 + k * 8192,
+            4096,
+            Some(1 << 30),
+            "PTA",
+            "",
+            "",
+        );
+        p.free(
+            "PTA",
+            "0",
+            id,
+            0x1000 + k * 8192,
+            4096,
+            Some(1 << 30),
+            false,
+        );
+    }
+    let dump = d.path().join("big.csv");
+    p.write_file(&dump);
+    // `script` gives the command a terminal (util-linux, in every Debian system)
+    let out = d.path().join("a.pftrace");
+    let cmd = format!(
+        "{} export --to perfetto {} -o {}",
+        memscope_bin().display(),
+        dump.display(),
+        out.display()
+    );
+    let o = std::process::Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .env("MEMSCOPE_PROGRESS_DELAY_MS", "0")
+        .output()
+        .expect("run script(1)");
+    let tty = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{tty}");
+    assert!(
+        tty.contains("perfetto: rank 0 pid 5") && tty.contains('%'),
+        "a bar on the terminal: {tty:?}"
+    );
+    let out2 = d.path().join("b.pftrace");
+    let o = std::process::Command::new(memscope_bin())
+        .args([
+            "export",
+            "--to",
+            "perfetto",
+            dump.to_str().unwrap(),
+            "-o",
+            out2.to_str().unwrap(),
+        ])
+        .env("MEMSCOPE_PROGRESS_DELAY_MS", "0")
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert!(
+        o.stderr.is_empty(),
+        "no bar on a pipe: {:?}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

@@ -1,6 +1,7 @@
 //! The progress bar of `memscope export`: input bytes read against bytes planned, hidden at
-//! first and drawn on stderr once the export has taken more than a second (small inputs print
-//! nothing), cleared at the end.
+//! first and drawn on stderr (a terminal only) once the export has taken more than a second —
+//! `MEMSCOPE_PROGRESS_DELAY_MS` changes that delay — so small inputs print nothing; cleared at
+//! the end.
 
 use std::time::{Duration, Instant};
 
@@ -10,6 +11,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 pub struct Bar {
     pb: ProgressBar,
     start: Instant,
+    delay: Duration,
     shown: bool,
     total: u64,
 }
@@ -20,13 +22,17 @@ impl Bar {
         Bar {
             pb: ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::hidden()),
             start: Instant::now(),
+            delay: std::env::var("MEMSCOPE_PROGRESS_DELAY_MS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .map_or(Duration::from_secs(1), Duration::from_millis),
             shown: false,
             total: 0,
         }
     }
 
     fn maybe_show(&mut self) {
-        if !self.shown && self.start.elapsed() > Duration::from_secs(1) {
+        if !self.shown && self.start.elapsed() >= self.delay {
             self.shown = true;
             self.pb.set_style(
                 ProgressStyle::with_template(
