@@ -79,7 +79,8 @@ enum Cmd {
     ProbePath,
     /// Write a self-contained HTML report of a run (or compare two runs).
     Report(report_cmd::ReportArgs),
-    /// Write views of kept captures: --to csv|db gives the dumps `run` writes (HOST rows too).
+    /// Export runs: --to csv|db (the dumps `run` writes, HOST rows too, from captures),
+    /// memory-viz, perfetto, parquet.
     Export(export_cmd::ExportArgs),
     /// Turn the spool a killed `memscope run` left behind into the run's outputs.
     Recover(recover_cmd::RecoverArgs),

@@ -1,0 +1,44 @@
+//! What the viewer formats of `memscope export` share: the traced processes of the inputs
+//! (`memscope_export::resolve`) and the summary printed at the end.
+
+use anyhow::anyhow;
+
+use memscope_export::{ProcessInput, Summary};
+
+use super::bar::Bar;
+use crate::export_cmd::ExportArgs;
+
+/// The processes of `a.inputs`, sorted and numbered; notes about their ranks are printed.
+///
+/// # Errors
+/// A missing or unreadable input, a directory without dumps, a malformed file.
+pub fn resolve(a: &ExportArgs, bar: &mut Bar) -> anyhow::Result<Vec<ProcessInput>> {
+    let (procs, notes) =
+        memscope_export::resolve(&a.inputs, None, bar).map_err(|e| anyhow!("{e}"))?;
+    for n in notes {
+        eprintln!("memscope: note: {n}");
+    }
+    Ok(procs)
+}
+
+/// Clears the bar, prints the export's notes (stderr) and, unless `--quiet`, what was written
+/// (stdout).
+pub fn finish(a: &ExportArgs, bar: &mut Bar, s: Summary) {
+    bar.done();
+    for n in &s.notes {
+        eprintln!("memscope: note: {n}");
+    }
+    if a.quiet {
+        return;
+    }
+    println!(
+        "exported {} event(s) of {} process(es): {} file(s), {} bytes",
+        s.events,
+        s.processes,
+        s.files.len(),
+        s.bytes
+    );
+    for f in &s.files {
+        println!("  {}", f.display());
+    }
+}
