@@ -4,13 +4,19 @@
 //! files of one group hold one process's rows split by device and are merged back into ID
 //! order ([`crate::feed`]).
 //!
+//! A kept capture (`*.mscap`, the collector's event stream; found and replayed by the caller
+//! through [`ProcessEvents`]) is a group of its own ([`with_captures`]); the dumps of the
+//! process directory holding it are then not read (the capture holds every row they hold,
+//! and the HOST rows `memscope run` writes only with `--host-rows`).
+//!
 //! The walk does not follow symbolic links, stops at [`MAX_DEPTH`] levels and at
 //! [`MAX_FILES`] dump files, and skips the annotated copies `memscope analyze inefficient`
 //! writes (`*_inefficient*`).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use memscope_core::reader::DumpFile;
+use memscope_core::reader::{DumpFile, ProcessEvents};
 
 use crate::ReportError;
 
@@ -24,8 +30,10 @@ pub const MAX_FILES: usize = 10_000;
 pub struct Group {
     /// The process directory or the file, as shown in the report.
     pub source: String,
-    /// Its dump files, by path.
+    /// Its dump files, by path (none for a capture).
     pub files: Vec<DumpFile>,
+    /// Its kept capture, replayed in place of dump files.
+    pub capture: Option<Arc<dyn ProcessEvents>>,
 }
 
 /// One run to report on.
@@ -41,6 +49,11 @@ impl RunInput {
     /// Every dump file, in group order.
     pub fn files(&self) -> impl Iterator<Item = &DumpFile> {
         self.groups.iter().flat_map(|g| g.files.iter())
+    }
+
+    /// Every capture, in group order.
+    pub fn captures(&self) -> impl Iterator<Item = &Arc<dyn ProcessEvents>> {
+        self.groups.iter().filter_map(|g| g.capture.as_ref())
     }
 }
 
@@ -87,6 +100,62 @@ fn process_dir(file: &Path) -> PathBuf {
     }
 }
 
+const NO_DUMPS: &str = "no dump files (memscope_dump_*.csv or .db) under this directory";
+
+/// One kept capture of a run: the process directory holding it (`None` outside that layout)
+/// and its events.
+pub type CaptureInput = (Option<PathBuf>, Arc<dyn ProcessEvents>);
+
+/// The run `path` with its kept `captures` (found under it, or `path` itself): each capture
+/// is a group, and the dump files of a process directory holding one are not read. Without
+/// captures this is [`discover`].
+///
+/// # Errors
+/// As [`discover`]; a directory with captures need not hold dump files.
+pub fn with_captures(path: &Path, captures: Vec<CaptureInput>) -> Result<RunInput, ReportError> {
+    if captures.is_empty() {
+        return discover(path);
+    }
+    let label = path.display().to_string();
+    let mut run = if path.is_dir() {
+        let mut found = Vec::new();
+        walk(path, 0, &mut found)?;
+        if found.is_empty() {
+            RunInput {
+                label: label.clone(),
+                groups: Vec::new(),
+            }
+        } else {
+            discover(path)?
+        }
+    } else {
+        RunInput {
+            label: label.clone(),
+            groups: Vec::new(),
+        }
+    };
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let dirs: Vec<PathBuf> = captures
+        .iter()
+        .filter_map(|(d, _)| d.as_deref().map(canon))
+        .collect();
+    run.groups
+        .retain(|g| !dirs.contains(&canon(Path::new(&g.source))));
+    for (dir, events) in captures {
+        run.groups.push(Group {
+            source: dir
+                .as_deref()
+                .unwrap_or(events.origin())
+                .display()
+                .to_string(),
+            files: Vec::new(),
+            capture: Some(events),
+        });
+    }
+    run.groups.sort_by(|a, b| a.source.cmp(&b.source));
+    Ok(run)
+}
+
 /// Finds the dump files of `path` (a directory or a dump file).
 ///
 /// # Errors
@@ -102,6 +171,7 @@ pub fn discover(path: &Path) -> Result<RunInput, ReportError> {
             groups: vec![Group {
                 source: label,
                 files: vec![f],
+                capture: None,
             }],
         });
     }
@@ -111,10 +181,7 @@ pub fn discover(path: &Path) -> Result<RunInput, ReportError> {
     let mut found = Vec::new();
     walk(path, 0, &mut found)?;
     if found.is_empty() {
-        return Err(ReportError::input(
-            path,
-            "no dump files (memscope_dump_*.csv or .db) under this directory",
-        ));
+        return Err(ReportError::input(path, NO_DUMPS));
     }
     let mut groups: Vec<(PathBuf, Vec<DumpFile>)> = Vec::new();
     for p in found {
@@ -133,6 +200,7 @@ pub fn discover(path: &Path) -> Result<RunInput, ReportError> {
             .map(|(d, files)| Group {
                 source: d.display().to_string(),
                 files,
+                capture: None,
             })
             .collect(),
     })
