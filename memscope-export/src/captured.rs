@@ -109,3 +109,95 @@ pub(crate) fn replay(
     progress.advance(src.size());
     Ok(stats)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memscope_core::event::{Event, EventType};
+    use memscope_core::reader::ConsumerError;
+    use std::path::Path;
+
+    #[derive(Debug)]
+    struct Fake {
+        path: PathBuf,
+        events: Vec<Event>,
+    }
+
+    impl ProcessEvents for Fake {
+        fn pid(&self) -> Option<u32> {
+            Some(7)
+        }
+        fn origin(&self) -> &Path {
+            &self.path
+        }
+        fn size(&self) -> u64 {
+            1
+        }
+        fn replay(
+            &self,
+            visit: &mut dyn FnMut(Event) -> Result<(), ConsumerError>,
+        ) -> Result<(), ConsumerError> {
+            self.events.iter().cloned().try_for_each(visit)
+        }
+    }
+
+    #[test]
+    fn a_process_dir_with_a_capture_is_read_from_the_capture_not_its_dumps() {
+        let d = tempfile::tempdir().unwrap();
+        let proc_dir = d.path().join("msmemscope_7_20261201000000_ascend");
+        let dump = proc_dir.join("device_0/dump");
+        std::fs::create_dir_all(&dump).unwrap();
+        std::fs::write(
+            dump.join("memscope_dump_20261201000000.csv"),
+            "ID,Event,Event Type,Name,Timestamp(ns),Process Id,Thread Id,Device Id,Ptr,Attr,Call Stack(Python),Call Stack(C)\n",
+        )
+        .unwrap();
+        let events: Vec<Event> = [
+            (0u64, Device::Npu(2)),
+            (1, Device::Cpu),
+            (2, Device::NotApplicable),
+        ]
+        .into_iter()
+        .map(|(id, device)| Event {
+            id,
+            device,
+            ..Event::new(EventType::Host, 10 + id, 7, 7)
+        })
+        .collect();
+        let fake = Arc::new(Fake {
+            path: proc_dir.join("memscope_capture_20261201000000.mscap"),
+            events,
+        });
+        let captures = [Captured {
+            dir: Some(proc_dir.clone()),
+            events: fake,
+        }];
+        let (procs, _) = crate::input::resolve_with(
+            &[d.path().to_path_buf()],
+            &captures,
+            None,
+            &mut crate::progress::Silent,
+        )
+        .unwrap();
+        assert_eq!(procs.len(), 1, "the dumps of the captured dir are not read");
+        let p = &procs[0];
+        assert!(p.files.is_empty() && p.capture.is_some());
+        assert_eq!(p.devices, vec![Device::Npu(2), Device::Cpu]);
+        assert_eq!(p.rank.rank, Some(2));
+        let mut seen = Vec::new();
+        let stats = crate::replay::replay(
+            p,
+            Some(Device::Npu(2)),
+            &mut crate::progress::Silent,
+            &mut |i| {
+                if let Item::Event(ev) = i {
+                    seen.push(ev.id);
+                }
+                Ok(crate::replay::Flow::Continue)
+            },
+        )
+        .unwrap();
+        assert_eq!(seen, vec![0, 2], "NPU 2's events and the device-less one");
+        assert_eq!(stats.events, 2);
+    }
+}

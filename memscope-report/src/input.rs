@@ -209,6 +209,7 @@ pub fn discover(path: &Path) -> Result<RunInput, ReportError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use memscope_core::reader::ConsumerError;
 
     #[test]
     fn dump_files_group_by_process_directory_and_annotated_copies_are_skipped() {
@@ -242,5 +243,51 @@ mod tests {
         std::fs::create_dir_all(t.path().join("empty")).unwrap();
         let e = discover(&t.path().join("empty")).unwrap_err();
         assert!(e.to_string().contains("no dump files"), "{e}");
+    }
+
+    #[derive(Debug)]
+    struct Fake(PathBuf);
+
+    impl ProcessEvents for Fake {
+        fn pid(&self) -> Option<u32> {
+            Some(2)
+        }
+        fn origin(&self) -> &Path {
+            &self.0
+        }
+        fn size(&self) -> u64 {
+            0
+        }
+        fn replay(
+            &self,
+            _: &mut dyn FnMut(memscope_core::event::Event) -> Result<(), ConsumerError>,
+        ) -> Result<(), ConsumerError> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_process_dir_with_a_capture_is_one_capture_group_and_its_dumps_are_not_read() {
+        let t = tempfile::tempdir().unwrap();
+        let header = "ID,Event,Event Type,Name,Timestamp(ns),Process Id,Thread Id,Device Id,Ptr,Attr,Call Stack(Python),Call Stack(C)\n";
+        for dir in ["msmemscope_1_x_ascend", "msmemscope_2_x_ascend"] {
+            let d = t.path().join(dir).join("device_cpu/dump");
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("memscope_dump_1.csv"), header).unwrap();
+        }
+        let dir = t.path().join("msmemscope_2_x_ascend");
+        let cap: Arc<dyn ProcessEvents> = Arc::new(Fake(dir.join("c.mscap")));
+        let r = with_captures(t.path(), vec![(Some(dir.clone()), cap)]).unwrap();
+        assert_eq!(r.groups.len(), 2);
+        assert_eq!(r.groups[0].files.len(), 1);
+        assert!(r.groups[0].capture.is_none());
+        assert!(r.groups[1].files.is_empty() && r.groups[1].capture.is_some());
+        assert_eq!(r.groups[1].source, dir.display().to_string());
+        assert_eq!((r.files().count(), r.captures().count()), (1, 1));
+        // a directory holding only a capture is a run too
+        let only = tempfile::tempdir().unwrap();
+        let cap: Arc<dyn ProcessEvents> = Arc::new(Fake(only.path().join("c.mscap")));
+        let r = with_captures(only.path(), vec![(None, cap)]).unwrap();
+        assert_eq!(r.groups.len(), 1);
     }
 }
