@@ -214,9 +214,10 @@ pub fn collect(a: &CollectArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// The bootstrap `sitecustomize.py` of `--events traceback`: starts the probe's tracer (and
-/// its hook for threads started later), then runs the job's own `sitecustomize`, if any.
-const SITECUSTOMIZE: &str = r#"# Written by `memscope run --events traceback`: starts memscope's Python tracer.
+/// The bootstrap `sitecustomize.py` of `--events traceback` and `--call-stack python`: starts
+/// the probe's tracer (`MEMSCOPE_PY_TRACE=1`) and Python stacks (`MEMSCOPE_PY_STACK=1`), and
+/// its hook for threads started later, after running the job's own `sitecustomize`, if any.
+const SITECUSTOMIZE: &str = r#"# Written by `memscope run`: starts memscope's Python tracer and/or Python stacks.
 import os as _os, sys as _sys
 _here = _os.path.dirname(_os.path.abspath(__file__))
 _sys.path[:] = [p for p in _sys.path if _os.path.abspath(p or ".") != _here]
@@ -231,10 +232,15 @@ def _memscope_start():
     import ctypes, threading
     try:
         lib = ctypes.PyDLL(None)
-        start, thread = lib.memscope_py_trace_start, lib.memscope_py_trace_thread
+        thread = lib.memscope_py_trace_thread
+        starts = []
+        if _os.environ.get("MEMSCOPE_PY_TRACE") == "1":
+            starts.append(lib.memscope_py_trace_start)
+        if _os.environ.get("MEMSCOPE_PY_STACK") == "1":
+            starts.append(lib.memscope_py_stacks_start)
     except (OSError, AttributeError):
         return
-    if start() < 0:
+    if not [s for s in starts if s() >= 0]:
         return
     def _hook(*_):
         thread()  # replaces this Python hook by the probe's C-level one
@@ -251,13 +257,14 @@ pub fn python_env(cmd: &mut Command, cfg: &RunConfig, spool: &Path) -> Result<()
     if let Ok(j) = serde_json::to_string(&cfg.to_config_file()) {
         cmd.env("MEMSCOPE_RUN_CONFIG", j);
     }
-    if !cfg.events.traceback {
+    let stacks = cfg.call_stack.python.is_some_and(|n| n > 0);
+    if !cfg.events.traceback && !stacks {
         return Ok(());
     }
     let boot = spool.join("pyboot");
     memscope_core::layout::create_dir_0750(&boot)
         .and_then(|()| std::fs::write(boot.join("sitecustomize.py"), SITECUSTOMIZE))
-        .map_err(|e| format!("--events traceback: cannot write {}: {e}", boot.display()))?;
+        .map_err(|e| format!("cannot write the Python bootstrap {}: {e}", boot.display()))?;
     let mut path = boot.display().to_string();
     if let Some(old) = std::env::var_os("PYTHONPATH") {
         if !old.is_empty() {
@@ -265,7 +272,13 @@ pub fn python_env(cmd: &mut Command, cfg: &RunConfig, spool: &Path) -> Result<()
             path.push_str(&old.to_string_lossy());
         }
     }
-    cmd.env("PYTHONPATH", path).env("MEMSCOPE_PY_TRACE", "1");
+    cmd.env("PYTHONPATH", path);
+    if cfg.events.traceback {
+        cmd.env("MEMSCOPE_PY_TRACE", "1");
+    }
+    if stacks {
+        cmd.env("MEMSCOPE_PY_STACK", "1");
+    }
     Ok(())
 }
 

@@ -27,6 +27,8 @@ def start():
         s.window = True
         s.api_started = True
         print("[memscope] Info: Start tracing.")
+        if _tracer.stacks_wanted:
+            _tracer.start_stacks()
         if _tracer.wanted and not lib.memscope_py_trace_active():
             _tracer.tracer.start()
 

@@ -5,6 +5,7 @@ pub mod layers;
 pub mod plugin_typer;
 pub mod process;
 pub mod python;
+pub mod pystacks;
 pub mod stream;
 
 use crate::logfile::LogFile;
@@ -174,6 +175,7 @@ impl Collector {
             bus: Bus::new(Some(h.pid), layers),
             log,
             config_json: memscope_core::config::msmemscope::to_text(&self.cfg),
+            py_depth: self.cfg.call_stack.python,
         }))
     }
 

@@ -67,6 +67,8 @@ pub struct ProcessState {
     config_json: String,
     /// python_trace files and snapshots (issue 12).
     python: super::python::PythonState,
+    /// Python stacks of the rows (issue 13).
+    pystacks: super::pystacks::PyStacks,
 }
 
 /// Everything a new [`ProcessState`] is built from.
@@ -89,6 +91,8 @@ pub struct ProcessSetup {
     pub log: LogFile,
     /// config.json text written into the directory.
     pub config_json: String,
+    /// Python stack frames per row (`--call-stack python:N`; `None`: off).
+    pub py_depth: Option<u32>,
 }
 
 impl ProcessState {
@@ -104,6 +108,7 @@ impl ProcessState {
             bus,
             log,
             config_json,
+            py_depth,
         } = p;
         ProcessState {
             streams: vec![first],
@@ -125,6 +130,7 @@ impl ProcessState {
             failed: None,
             config_json,
             python: Default::default(),
+            pystacks: super::pystacks::PyStacks::new(py_depth),
         }
     }
 
@@ -167,7 +173,11 @@ impl ProcessState {
                         self.texts.insert((i, *id), text.clone());
                     }
                     rec @ Record::PyCodeDef { .. } => {
+                        self.pystacks.define(i, rec);
                         self.python.define(i, rec);
+                    }
+                    rec @ Record::PyFrameDef { .. } => {
+                        self.pystacks.define(i, rec);
                     }
                     rec => {
                         let ts = rec.ts().unwrap_or(0);
@@ -211,12 +221,16 @@ impl ProcessState {
                 }
                 _ => {}
             }
+            if self.pystacks.on_record(image, tid, &rec) {
+                continue;
+            }
             let project = &self.summary.project_dir;
             if self
                 .python
                 .on_record(&self.ctx, project, image, tid, &rec, &mut out)
             {
-                for ev in out.drain(..) {
+                for mut ev in out.drain(..) {
+                    self.pystacks.attach(image, tid, &mut ev);
                     self.emit(ev);
                 }
                 continue;
@@ -233,7 +247,8 @@ impl ProcessState {
                 }
                 self.untyped += 1;
             }
-            for ev in out.drain(..) {
+            for mut ev in out.drain(..) {
+                self.pystacks.attach(image, tid, &mut ev);
                 self.python.observe(&ev);
                 self.emit(ev);
             }

@@ -42,6 +42,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod clock;
+mod context;
 mod device;
 mod intern;
 pub mod plugin;
@@ -53,6 +54,7 @@ mod sys;
 mod writer;
 
 pub use clock::now_ns;
+pub use context::{set_context_hook, ContextFn};
 pub use device::note_thread_device;
 pub use intern::{record_mark, record_range_start};
 pub use plugin::safe_point;

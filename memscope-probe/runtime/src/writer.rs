@@ -144,6 +144,7 @@ pub fn tid() -> u32 {
 /// it counts one drop in the stream header and returns `false`. Inside `fork()` (between the
 /// probe's atfork handlers) records are silently skipped.
 pub fn record(rec: &Record<&[u8]>) -> bool {
+    crate::context::before_record(rec);
     let res = TS
         .try_with(|ts| {
             if ts.in_fork.get() {

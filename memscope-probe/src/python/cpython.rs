@@ -78,6 +78,7 @@ api! {
     get_frame: "PyEval_GetFrame" => fn() -> Frame;
     frame_code: "PyFrame_GetCode" => fn(Frame) -> Obj;
     frame_back: "PyFrame_GetBack" => fn(Frame) -> Frame;
+    frame_line: "PyFrame_GetLineNumber" => fn(Frame) -> c_int;
     incref: "Py_IncRef" => fn(Obj);
     decref: "Py_DecRef" => fn(Obj);
     getattr: "PyObject_GetAttrString" => fn(Obj, *const c_char) -> Obj;

@@ -66,7 +66,12 @@ struct Def {
     name: Box<[u8]>,
 }
 
-type Table = HashMap<Key, Entry, BuildHasherDefault<AddrHasher>>;
+#[derive(Default)]
+struct Table {
+    map: HashMap<Key, Entry, BuildHasherDefault<AddrHasher>>,
+    /// Key of each id.
+    keys: HashMap<u32, Key, BuildHasherDefault<AddrHasher>>,
+}
 
 static LOCK: AtomicBool = AtomicBool::new(false);
 static mut TABLE: Option<Table> = None;
@@ -93,12 +98,61 @@ fn with_table<R>(f: impl FnOnce(&mut Table) -> R) -> R {
     f(unsafe { (*core::ptr::addr_of_mut!(TABLE)).get_or_insert_with(Table::default) })
 }
 
+/// As [`with_table`], but gives up (`None`) after a bounded spin: for callers that may run
+/// inside a signal handler that interrupted the lock holder (allocator hooks).
+fn try_with_table<R>(f: impl FnOnce(&mut Table) -> R) -> Option<R> {
+    let mut spins = 0u32;
+    while LOCK
+        .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        spins += 1;
+        if spins > 20_000 {
+            return None;
+        }
+        core::hint::spin_loop();
+    }
+    let _unlock = Unlock;
+    // SAFETY: LOCK gives exclusive access to TABLE until `_unlock` drops.
+    Some(f(unsafe {
+        (*core::ptr::addr_of_mut!(TABLE)).get_or_insert_with(Table::default)
+    }))
+}
+
+/// Makes sure code id `id` is defined in the current stream generation (a fork child's stream
+/// needs the definitions of frames that were already running at the fork), writing its
+/// definition again if not. `false` when that could not be done (no stream, lock busy).
+/// Lock-bounded: callable from allocator hooks without the GIL.
+pub fn ensure_defined(id: u32) -> bool {
+    let Some(gen) = rt::stream_generation() else {
+        return false;
+    };
+    try_with_table(|t| {
+        let Some(key) = t.keys.get(&id) else {
+            return false;
+        };
+        match t.map.get_mut(key) {
+            Some(e) if e.gen == gen => true,
+            Some(e) => {
+                if write_def(e.id, &e.def) {
+                    e.gen = gen;
+                    true
+                } else {
+                    false
+                }
+            }
+            None => false,
+        }
+    })
+    .unwrap_or(false)
+}
+
 /// The id of `key` if it is defined in the current stream generation (the hot path), and
 /// whether it is a module-call code object.
 #[inline]
 pub fn lookup_flag(key: &Key) -> Option<(u32, bool)> {
     let gen = rt::stream_generation()?;
-    with_table(|t| match t.get_mut(key) {
+    with_table(|t| match t.map.get_mut(key) {
         Some(e) if e.gen == gen => Some((e.id, e.module_call)),
         Some(e) => {
             // A fork child (new stream): define it again in this image.
@@ -157,7 +211,7 @@ fn define_flag(
         name: name.into_boxed_slice(),
     };
     with_table(|t| {
-        if let Some(e) = t.get(&key) {
+        if let Some(e) = t.map.get(&key) {
             return Some(e.id);
         }
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
@@ -170,7 +224,8 @@ fn define_flag(
                 unsafe { inc(hold) };
             }
         }
-        t.insert(
+        t.keys.insert(id, key.clone());
+        t.map.insert(
             key,
             Entry {
                 id,

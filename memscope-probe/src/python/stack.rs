@@ -1,0 +1,281 @@
+//! Python stacks on every row (issue 13): a per-thread shadow stack kept by the profile hook
+//! of `trace.rs`, turned into a stack id only when a row is recorded.
+//!
+//! * **Shadow stack.** The hook (GIL held) pushes `(function code id, frame)` when a Python
+//!   function is entered and pops at its return — matched by frame, so a missed event never
+//!   shifts the stack. Frames already running when stacks start are seeded from the frame
+//!   chain: the calling thread's at start, every other thread's at its first hook event.
+//! * **Interning.** A stack is a node of a trie: `(parent node, code id, line)`, defined once
+//!   per thread and process image (`Record::PyFrameDef`); a row carries only its thread's
+//!   innermost node, and only when it changed (`Record::PyStack`, written by the runtime's
+//!   context service just before the row, like `ThreadDevice` for devices). Every adapter's
+//!   rows get stacks without a record format change.
+//! * **Cost per row.** A suspended frame's line cannot change while a callee runs, so nodes
+//!   below the innermost frame are cached in the shadow stack; a row resolves the innermost
+//!   frame's line (`PyFrame_GetLineNumber`, which only reads the frame and its code object)
+//!   and, when it moved, looks one node up in the thread's table. No frame walk, no GIL: rows
+//!   raised by a thread that released the GIL (a `ctypes` call, a framework op) get the stack
+//!   of the Python frames suspended beneath them.
+//!
+//! The depth (`--call-stack python:N`) is applied by the collector when it writes the
+//! innermost N frames; the probe keeps the whole trie.
+
+use super::cpython::{self, Api, Frame};
+use core::cell::RefCell;
+use core::mem::ManuallyDrop;
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use memscope_core::wire::Record;
+use memscope_runtime as rt;
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+
+/// Stacks are on in this process.
+static ON: AtomicBool = AtomicBool::new(false);
+/// Next node id (per process image; a fork child goes on counting, harmless).
+static NEXT_NODE: AtomicU32 = AtomicU32::new(1);
+
+#[derive(Clone, Copy)]
+struct Entry {
+    /// Code id of the function (0: unknown; the frame is kept for matching only).
+    func: u32,
+    /// Its frame (`PyFrameObject *`, alive while the function runs).
+    frame: usize,
+    /// Line of the cached node.
+    line: u32,
+    /// Trie node of the stack up to this frame (0: not computed).
+    node: u32,
+}
+
+#[derive(Default)]
+struct Shadow {
+    entries: Vec<Entry>,
+    /// Lowest index whose line may have moved since its node was computed.
+    dirty: usize,
+    /// Frames already running were seeded.
+    seeded: bool,
+    /// Stream generation of `nodes` and of the entries' cached nodes.
+    gen: u32,
+    /// Node this thread last wrote a `PyStack` for (0: none yet, or no Python frame).
+    last: u32,
+    /// `(parent, code, line)` → node, defined in generation `gen` by this thread.
+    nodes: HashMap<(u32, u32, u32), u32, BuildHasherDefault<super::intern::AddrHasher>>,
+}
+
+thread_local! {
+    // No TLS destructor (ManuallyDrop): rows of a thread's own TLS teardown still find it.
+    static SHADOW: ManuallyDrop<RefCell<Shadow>> = ManuallyDrop::new(RefCell::new(Shadow::default()));
+}
+
+fn with_shadow<R>(f: impl FnOnce(&mut Shadow) -> R) -> Option<R> {
+    SHADOW
+        .try_with(|s| s.try_borrow_mut().ok().map(|mut s| f(&mut s)))
+        .ok()
+        .flatten()
+}
+
+/// Whether Python stacks are on.
+#[inline]
+pub fn on() -> bool {
+    ON.load(Ordering::Relaxed)
+}
+
+/// Turns stacks on (GIL held): seeds the calling thread with the frames running now and
+/// registers the row hook. `false` when it was already on.
+pub fn start(api: &Api) -> bool {
+    if ON.swap(true, Ordering::AcqRel) {
+        return false;
+    }
+    let f = api.get_frame.map_or(core::ptr::null_mut(), |g| {
+        // SAFETY: GIL held; a borrowed frame or null.
+        unsafe { g() }
+    });
+    seed(api, f, false);
+    rt::set_context_hook(on_row);
+    true
+}
+
+/// Seeds this thread's shadow stack with `frame` and its callers (unless already seeded).
+/// `owned`: `frame` is a new reference (released here).
+fn seed(api: &Api, frame: Frame, owned: bool) {
+    let need = with_shadow(|s| !std::mem::replace(&mut s.seeded, true)).unwrap_or(false);
+    if !need {
+        if owned {
+            api.decref(frame);
+        }
+        return;
+    }
+    let mut chain = Vec::new();
+    let mut f = frame;
+    let mut own = owned;
+    while !f.is_null() && chain.len() < 10_000 {
+        let id = super::trace::func_id(api, f).unwrap_or(0);
+        chain.push(Entry {
+            func: id,
+            frame: f as usize,
+            line: 0,
+            node: 0,
+        });
+        let next = match api.frame_back {
+            // SAFETY: GIL held; `f` is a live frame; returns a new reference or null.
+            Some(b) => unsafe { b(f) },
+            None => core::ptr::null_mut(),
+        };
+        if own {
+            // The frame stays alive: it is running (its interpreter frame owns it).
+            api.decref(f);
+        }
+        f = next;
+        own = true;
+    }
+    if own {
+        api.decref(f);
+    }
+    chain.reverse();
+    with_shadow(|s| {
+        let mut seeded = chain;
+        seeded.append(&mut s.entries);
+        s.entries = seeded;
+        s.dirty = 0;
+    });
+}
+
+/// The profile hook entered Python function `func` (0: unknown) running in `frame`.
+#[inline]
+pub fn push(api: &Api, func: u32, frame: Frame) {
+    if with_shadow(|s| s.seeded) == Some(false) {
+        let back = match api.frame_back {
+            // SAFETY: GIL held; `frame` is the frame being entered.
+            Some(b) => unsafe { b(frame) },
+            None => core::ptr::null_mut(),
+        };
+        seed(api, back, true);
+    }
+    with_shadow(|s| {
+        let n = s.entries.len();
+        s.entries.push(Entry {
+            func,
+            frame: frame as usize,
+            line: 0,
+            node: 0,
+        });
+        s.dirty = s.dirty.min(n.saturating_sub(1));
+    });
+}
+
+/// The profile hook saw `frame` return (or yield, or unwind).
+#[inline]
+pub fn pop(api: &Api, frame: Frame) {
+    if with_shadow(|s| s.seeded) == Some(false) {
+        let back = match api.frame_back {
+            // SAFETY: GIL held; `frame` is the returning frame.
+            Some(b) => unsafe { b(frame) },
+            None => core::ptr::null_mut(),
+        };
+        seed(api, back, true);
+        return;
+    }
+    with_shadow(|s| {
+        if let Some(at) = s.entries.iter().rposition(|e| e.frame == frame as usize) {
+            s.entries.truncate(at);
+            s.dirty = s.dirty.min(at.saturating_sub(1));
+        }
+    });
+}
+
+/// The runtime's context hook: before a row of this thread, writes its Python stack if it
+/// changed since the thread's last row.
+fn on_row(ts: u64) {
+    if !on() {
+        return;
+    }
+    let Some(api) = cpython::api_checked() else {
+        return;
+    };
+    let Some(gen) = rt::stream_generation() else {
+        return;
+    };
+    let _ = with_shadow(|s| {
+        if s.gen != gen {
+            s.gen = gen;
+            s.nodes.clear();
+            s.last = 0;
+            s.dirty = 0;
+            s.entries.iter_mut().for_each(|e| e.node = 0);
+        }
+        let Some(node) = current(api, s) else {
+            return;
+        };
+        if node != s.last && rt::record(&Record::PyStack { ts, node }) {
+            s.last = node;
+        }
+    });
+}
+
+fn line_of(api: &Api, frame: usize) -> u32 {
+    match api.frame_line {
+        // SAFETY: `frame` is a frame of this thread that is running (suspended in a call while
+        // this hook runs); PyFrame_GetLineNumber only reads it and its immutable code object.
+        Some(f) => unsafe { f(frame as Frame) }.max(0) as u32,
+        None => 0,
+    }
+}
+
+/// The innermost node of the thread's stack (0: no Python frame), defining what is new.
+/// `None` when a definition could not be written.
+fn current(api: &Api, s: &mut Shadow) -> Option<u32> {
+    let n = s.entries.len();
+    if n == 0 {
+        return Some(0);
+    }
+    let start = s.dirty.min(n - 1);
+    let mut parent = if start == 0 {
+        0
+    } else {
+        s.entries[start - 1].node
+    };
+    let mut changed = false;
+    for i in start..n {
+        let e = s.entries[i];
+        let line = line_of(api, e.frame);
+        if !changed && e.node != 0 && e.line == line {
+            parent = e.node;
+            continue;
+        }
+        changed = true;
+        let node = if e.func == 0 {
+            parent
+        } else {
+            node_id(&mut s.nodes, parent, e.func, line)?
+        };
+        s.entries[i].line = line;
+        s.entries[i].node = node;
+        parent = node;
+    }
+    s.dirty = n - 1;
+    Some(parent)
+}
+
+fn node_id(
+    nodes: &mut HashMap<(u32, u32, u32), u32, BuildHasherDefault<super::intern::AddrHasher>>,
+    parent: u32,
+    code: u32,
+    line: u32,
+) -> Option<u32> {
+    if let Some(&id) = nodes.get(&(parent, code, line)) {
+        return Some(id);
+    }
+    if !super::intern::ensure_defined(code) {
+        return None;
+    }
+    let id = NEXT_NODE.fetch_add(1, Ordering::Relaxed);
+    if !rt::record(&Record::PyFrameDef {
+        id,
+        parent,
+        code,
+        line,
+    }) {
+        return None;
+    }
+    nodes.insert((parent, code, line), id);
+    Some(id)
+}
