@@ -264,3 +264,27 @@ pub fn select<'a>(rows: &'a [Row], event: &str, event_type: &str) -> Vec<&'a Row
         .filter(|r| r["Event"] == event && r["Event Type"] == event_type)
         .collect()
 }
+
+/// The real CPython interpreter behind `python3` (`sys.executable`; a version-manager shim
+/// would run, and be traced as, extra processes).
+pub fn python3() -> PathBuf {
+    static EXE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    EXE.get_or_init(|| {
+        let o = Command::new("python3")
+            .args(["-c", "import sys; print(sys.executable)"])
+            .output()
+            .expect("python3 must be installed for the Python tests");
+        PathBuf::from(String::from_utf8_lossy(&o.stdout).trim())
+    })
+    .clone()
+}
+
+/// The 1-based line of `script` (under `tests/python/`) that contains `needle`.
+pub fn script_line(script: &str, needle: &str) -> usize {
+    let p = repo_root().join("tests/python").join(script);
+    let text = std::fs::read_to_string(&p).expect("read script");
+    text.lines()
+        .position(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("{needle:?} not in {}", p.display()))
+        + 1
+}
