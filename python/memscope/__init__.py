@@ -15,7 +15,7 @@ import sys as _sys
 if _sys.version_info < (3, 9):
     raise ImportError("memscope needs Python 3.9 or newer")
 
-from . import analyzer  # noqa: E402
+from . import analyzer, watcher  # noqa: E402
 from ._api import start, step, stop  # noqa: E402
 from ._config import config  # noqa: E402
 from ._session import session as _session  # noqa: E402
@@ -49,4 +49,4 @@ if "1" in (_env.get("MEMSCOPE_PY_TRACE"), _env.get("MEMSCOPE_PY_STACK")) \
 
 __all__ = ["config", "start", "stop", "step", "take_snapshot", "TakeSnapshot", "describer",
            "RecordFunction", "tracer", "analyzer", "analyze", "list_analyzers",
-           "get_analyzer_config", "check_leaks", "check_inefficient"]
+           "get_analyzer_config", "check_leaks", "check_inefficient", "watcher"]

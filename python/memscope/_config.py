@@ -71,8 +71,8 @@ def config(**kwargs):
     ``events`` containing ``traceback`` makes :func:`memscope.start` start the Python tracer
     (one without stops it).
 
-    Raises ``ValueError`` naming the key for an unknown key, a bad value, no arguments, or
-    ``watch`` (memscope has no tensor watch); ``TypeError`` for a value that is not a ``str``.
+    Raises ``ValueError`` naming the key for an unknown key, a bad value or no arguments;
+    ``TypeError`` for a value that is not a ``str``.
     Where memscope does better than msMemScope: the message names the key and the reason
     (msMemScope: "Set msmemscope trace config failed!"); under ``memscope run`` every key that
     differs from the launcher's flags is named in a warning (the launcher's flags are in force
@@ -95,8 +95,6 @@ def config(**kwargs):
                           RuntimeWarning, stacklevel=2)
             continue
         values[key] = v
-    if "watch" in values:
-        raise ValueError("memscope.config(watch=%r): memscope has no tensor watch" % values["watch"])
     s = session()
     with s.lock:
         prev = s.config or {}

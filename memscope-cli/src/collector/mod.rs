@@ -7,6 +7,7 @@ pub mod process;
 pub mod python;
 pub mod pystacks;
 pub mod stream;
+pub mod torch;
 
 use crate::logfile::LogFile;
 use memscope_core::adapter::{descriptors, TypeCtx};

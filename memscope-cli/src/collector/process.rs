@@ -69,6 +69,8 @@ pub struct ProcessState {
     python: super::python::PythonState,
     /// Python stacks of the rows (issue 13).
     pystacks: super::pystacks::PyStacks,
+    /// Rows of the package's torch hooks and watch files (issue 13).
+    torch: super::torch::TorchState,
 }
 
 /// Everything a new [`ProcessState`] is built from.
@@ -131,6 +133,7 @@ impl ProcessState {
             config_json,
             python: Default::default(),
             pystacks: super::pystacks::PyStacks::new(py_depth),
+            torch: Default::default(),
         }
     }
 
@@ -235,11 +238,14 @@ impl ProcessState {
                 }
                 continue;
             }
-            if !self
-                .typers
-                .iter_mut()
-                .any(|t| t.type_record(&mut self.ctx, tid, &rec, &mut out))
-            {
+            let typed = self
+                .torch
+                .on_record(&mut self.ctx, project, tid, &rec, &mut out)
+                || self
+                    .typers
+                    .iter_mut()
+                    .any(|t| t.type_record(&mut self.ctx, tid, &rec, &mut out));
+            if !typed {
                 if let Record::OwnerTag { addr, .. } = rec {
                     self.ctx.warn(format!(
                         "describer(0x{addr:x}, owner=...): no live pool block starts there; ignored"
@@ -258,6 +264,9 @@ impl ProcessState {
         }
         for e in self.python.take_errors() {
             self.log.error(&format!("python trace: {e}"));
+        }
+        for e in self.torch.take_errors() {
+            self.log.error(&format!("memory watch: {e}"));
         }
     }
 
@@ -335,6 +344,7 @@ impl ProcessState {
     /// Periodic flush of the sinks.
     pub fn flush(&mut self) {
         self.python.flush();
+        self.torch.flush();
         if self.failed.is_none() {
             if let Err(e) = self.bus.flush() {
                 self.log.error(&e.to_string());
@@ -355,6 +365,7 @@ impl ProcessState {
         for ev in out {
             self.emit(ev);
         }
+        self.torch.flush();
         for line in self.python.finish(&self.ctx, &self.summary.project_dir) {
             self.log.info(&line);
         }

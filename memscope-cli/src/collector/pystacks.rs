@@ -107,12 +107,27 @@ impl PyStacks {
         let mut s = String::new();
         let mut at = node;
         let mut n = 0;
+        let mut inner = true;
+        let mut skipped = false;
         while at != 0 && n < depth {
             let Some(&(parent, code, line)) = self.nodes.get(&(image, at)) else {
                 s.push_str(&format!("<stack #{at}>\n"));
                 break;
             };
-            match self.codes.get(&(image, code)) {
+            let code_info = self.codes.get(&(image, code));
+            // The innermost frames of memscope's own torch hooks (and torch's wrappers around
+            // a dispatch mode's handler) are not the user's code.
+            if inner
+                && code_info.is_some_and(|(file, _)| {
+                    is_hook_file(file) || (skipped && is_dispatch_wrapper(file))
+                })
+            {
+                skipped = true;
+                at = parent;
+                continue;
+            }
+            inner = false;
+            match code_info {
                 Some((file, func)) => s.push_str(&format!("{file}({line}): {func}\n")),
                 None => s.push_str(&format!("<code #{code}>({line})\n")),
             }
@@ -123,6 +138,19 @@ impl PyStacks {
         self.text.insert((image, node), t.clone());
         t
     }
+}
+
+/// Files of memscope's torch hooks (`python/memscope/_aten.py`, the launcher's copy).
+fn is_hook_file(file: &str) -> bool {
+    file.ends_with("/memscope_torch_hooks.py") || file.ends_with("/memscope/_aten.py")
+}
+
+/// torch's wrappers around a `TorchDispatchMode` handler (seen between the hook's frame and
+/// the user's code).
+fn is_dispatch_wrapper(file: &str) -> bool {
+    ["torch/_compile.py", "torch/_dynamo/eval_frame.py", "torch/utils/_python_dispatch.py"]
+        .iter()
+        .any(|w| file.ends_with(w))
 }
 
 #[cfg(test)]

@@ -36,6 +36,8 @@ pub struct ConfigFile {
     pub idle_threshold: Option<u64>,
     /// `--inefficient-rule`.
     pub inefficient_rule: Option<String>,
+    /// `--watch`.
+    pub watch: Option<String>,
 }
 
 /// A list given as `"a,b"` or `["a","b"]`.
@@ -106,6 +108,8 @@ pub struct RawOptions {
     pub idle_threshold: Option<u64>,
     /// `--inefficient-rule`.
     pub inefficient_rule: Option<String>,
+    /// `--watch`.
+    pub watch: Option<String>,
 }
 
 impl RawOptions {
@@ -154,6 +158,7 @@ impl RawOptions {
             adapter_paths: f.adapter_paths.unwrap_or_default(),
             idle_threshold: f.idle_threshold,
             inefficient_rule: f.inefficient_rule,
+            watch: f.watch,
         })
     }
 
@@ -175,7 +180,8 @@ impl RawOptions {
             collect_mode,
             adapters,
             idle_threshold,
-            inefficient_rule
+            inefficient_rule,
+            watch
         );
         self.adapter_paths.extend(flags.adapter_paths);
         self
@@ -260,6 +266,9 @@ impl RawOptions {
                 return Err(bad("--idle-threshold", "must be greater than 0"));
             }
             c.idle_threshold = t;
+        }
+        if let Some(w) = &self.watch {
+            c.watch = Some(WatchConfig::parse(w)?);
         }
         if let Some(r) = &self.inefficient_rule {
             c.inefficient_rule =
@@ -365,6 +374,7 @@ impl RunConfig {
             ),
             idle_threshold: Some(self.idle_threshold),
             inefficient_rule: Some(self.inefficient_rule.as_str().to_owned()),
+            watch: self.watch.as_ref().map(WatchConfig::to_text),
         }
     }
 }

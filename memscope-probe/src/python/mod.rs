@@ -5,6 +5,7 @@
 
 mod cpython;
 mod intern;
+mod ops;
 mod stack;
 mod trace;
 
