@@ -476,3 +476,31 @@ memscope.stop()
     assert!(stdout.contains("lock: held"), "{stdout}");
     assert!(stdout.contains("mode: 0o600"), "{stdout}");
 }
+
+#[test]
+fn plain_python_config_call_stack_python_puts_python_stacks_on_the_rows() {
+    let job = script("api_job.py");
+    let ex = example_dir();
+    let stacks = std::ffi::OsStr::new("--stacks");
+    let d = tempfile::tempdir().unwrap();
+    check(
+        &plain(d.path(), &[job.as_os_str(), ex.as_os_str(), stacks]),
+        "plain api_job.py --stacks",
+    );
+    let rows = seed_layout_rows(&d.path().join("memscopeDumpResults"));
+    let line = memscope_tests::script_line("api_job.py", "return caching.alloc(0, [2 * MiB])");
+    let want = format!("api_job.py({line}): forward_block\n");
+    let pta: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r["Event"] == "MALLOC" && r["Event Type"] == "PTA")
+        .filter(|r| attrs(r).get("size").map(String::as_str) == Some("2097152"))
+        .collect();
+    assert_eq!(pta.len(), 3, "one 2 MiB block per step");
+    for r in pta {
+        assert!(
+            r["Call Stack(Python)"].contains(&want),
+            "{want} in {:?}",
+            r["Call Stack(Python)"]
+        );
+    }
+}
