@@ -471,7 +471,10 @@ impl WatchConfig {
                     _ => {
                         return Err(bad(
                             "--watch",
-                            format!("{:?}: expected start:outid with a number without leading zeros", parts[0]),
+                            format!(
+                                "{:?}: expected start:outid with a number without leading zeros",
+                                parts[0]
+                            ),
                         ))
                     }
                 }

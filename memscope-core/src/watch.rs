@@ -69,7 +69,11 @@ mod tests {
             for &b in d {
                 c ^= b as u64;
                 for _ in 0..8 {
-                    c = if c & 1 != 0 { (c >> 1) ^ CRC64_POLY } else { c >> 1 };
+                    c = if c & 1 != 0 {
+                        (c >> 1) ^ CRC64_POLY
+                    } else {
+                        c >> 1
+                    };
                 }
             }
             !c

@@ -236,7 +236,17 @@ fn decompose_counts_blocks_without_owner_under_their_python_frame() {
     text.push_str("3,MALLOC,PTA,N/A,30,5,5,0,0x30,\"{addr:0x30,size:1048576}\",NA,\n");
     let r = run(&text, Box::new(DecomposeLayer::new(None)));
     let l = &r[0].lines;
-    assert!(l.iter().any(|x| x.contains("(no owner) at /w/t.py(7): make")), "{l:?}");
-    assert!(l.iter().any(|x| x.trim_start().starts_with("PTA@weights")), "{l:?}");
-    assert!(l.iter().any(|x| x.trim_start().starts_with("(no owner) ")), "{l:?}");
+    assert!(
+        l.iter()
+            .any(|x| x.contains("(no owner) at /w/t.py(7): make")),
+        "{l:?}"
+    );
+    assert!(
+        l.iter().any(|x| x.trim_start().starts_with("PTA@weights")),
+        "{l:?}"
+    );
+    assert!(
+        l.iter().any(|x| x.trim_start().starts_with("(no owner) ")),
+        "{l:?}"
+    );
 }

@@ -320,7 +320,15 @@ fn the_inefficient_report_names_the_python_frames_that_allocated_the_blocks() {
     layer.finish(&ctx, &mut bus_out, &mut report).unwrap();
     let l = &report[0].lines;
     // b1 (MALLOC ID 3) and b3 (16) are early allocations, b2 (12) a late deallocation
-    let at = |line: &str| l.iter().position(|x| x == line).unwrap_or_else(|| panic!("{line:?} in {l:?}"));
-    assert!(at("    allocated at /w/t.py(3): make: 1 block(s)") > at("early_allocation: 2 block(s)"));
-    assert!(at("    allocated at /w/t.py(12): make: 1 block(s)") > at("late_deallocation: 1 block(s)"));
+    let at = |line: &str| {
+        l.iter()
+            .position(|x| x == line)
+            .unwrap_or_else(|| panic!("{line:?} in {l:?}"))
+    };
+    assert!(
+        at("    allocated at /w/t.py(3): make: 1 block(s)") > at("early_allocation: 2 block(s)")
+    );
+    assert!(
+        at("    allocated at /w/t.py(12): make: 1 block(s)") > at("late_deallocation: 1 block(s)")
+    );
 }

@@ -322,5 +322,8 @@ fn a_leak_outside_any_op_names_the_python_frame_of_its_allocation() {
         l[1].contains("in /w/train.py(305): main at step 2"),
         "{l:?}"
     );
-    assert!(l.iter().any(|x| x == "        /w/train.py(330): <module>"), "{l:?}");
+    assert!(
+        l.iter().any(|x| x == "        /w/train.py(330): <module>"),
+        "{l:?}"
+    );
 }

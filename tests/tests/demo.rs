@@ -292,7 +292,12 @@ fn the_demo_leak_report_names_the_leaking_line_of_train_py() {
     let py = python3();
     let run = memscope_run(
         &["--adapters", "pta,mstx", "--call-stack", "python:8"],
-        &[py.to_str().unwrap(), train.to_str().unwrap(), "--steps", "4"],
+        &[
+            py.to_str().unwrap(),
+            train.to_str().unwrap(),
+            "--steps",
+            "4",
+        ],
         &[("SIM_NPU_DIR", sim_npu_dir().to_str().unwrap())],
     );
     assert_eq!(run.code(), 0, "stderr: {}", run.stderr());

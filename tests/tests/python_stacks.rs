@@ -68,7 +68,12 @@ fn python_stacks_name_the_allocating_function_on_pool_hal_and_host_rows() {
     assert_make_blocks_rows(&rows);
     // The innermost frame comes first: bytearray is called by make_blocks itself.
     let host = mallocs(&rows, "HOST", 7_000_004);
-    let first = host[0]["Call Stack(Python)"].lines().next().unwrap().to_owned() + "\n";
+    let first = host[0]["Call Stack(Python)"]
+        .lines()
+        .next()
+        .unwrap()
+        .to_owned()
+        + "\n";
     assert!(first.ends_with(&frame("bytearray(7_000_003)")), "{first}");
     // The FREE rows have the stack of the free.
     let free = memscope_tests::select(&rows, "FREE", "HAL");
@@ -137,8 +142,9 @@ fn python_stacks_cover_multiprocessing_spawn_fork_and_forkserver_children() {
             .collect();
         assert!(!rows.is_empty(), "{method}: the child was traced");
         assert_make_blocks_rows(&rows);
-        assert!(mallocs(&rows, "HOST", 7_000_004)[0]["Call Stack(Python)"]
-            .contains("multiprocessing"));
+        assert!(
+            mallocs(&rows, "HOST", 7_000_004)[0]["Call Stack(Python)"].contains("multiprocessing")
+        );
     }
 }
 

@@ -41,11 +41,20 @@ fn run(args: &[&str], job: &[&str]) -> Run {
         &[
             ("PYTHONPATH", repo_root().join("python").to_str().unwrap()),
             ("PYTHONDONTWRITEBYTECODE", "1"),
-            ("MEMSCOPE_CLI", memscope_tests::memscope_bin().to_str().unwrap()),
+            (
+                "MEMSCOPE_CLI",
+                memscope_tests::memscope_bin().to_str().unwrap(),
+            ),
             ("SIM_NPU_DIR", sim_npu_dir().to_str().unwrap()),
         ],
     );
-    assert_eq!(r.code(), 0, "stdout:\n{}\nstderr:\n{}", r.stdout(), r.stderr());
+    assert_eq!(
+        r.code(),
+        0,
+        "stdout:\n{}\nstderr:\n{}",
+        r.stdout(),
+        r.stderr()
+    );
     r
 }
 
@@ -78,10 +87,10 @@ fn aten_op_launches_and_access_rows_of_a_forward_and_backward_have_right_shapes_
     e.sort();
     assert_eq!(s, e, "every ATEN_START has its ATEN_END");
     for op in [
-        "torch._ops.aten.addmm.default",           // forward Linear
-        "torch._ops.aten.relu.default",            // forward ReLU
+        "torch._ops.aten.addmm.default",              // forward Linear
+        "torch._ops.aten.relu.default",               // forward ReLU
         "torch._ops.aten.threshold_backward.default", // backward ReLU
-        "torch._ops.aten.mm.default",              // backward Linear (weight grads)
+        "torch._ops.aten.mm.default",                 // backward Linear (weight grads)
     ] {
         assert!(starts.iter().any(|n| n == op), "{op} in {starts:?}");
     }
@@ -104,7 +113,10 @@ fn aten_op_launches_and_access_rows_of_a_forward_and_backward_have_right_shapes_
         a.contains_key("allocation_id"),
         "the access names its CPU tensor block: {a:?}"
     );
-    assert!(!acc("WRITE", "torch.Size([2, 3])").is_empty(), "addmm writes (2, 3)");
+    assert!(
+        !acc("WRITE", "torch.Size([2, 3])").is_empty(),
+        "addmm writes (2, 3)"
+    );
     // CPU tensors: HOST MALLOC/FREE on cpu with a running total and the Python stack.
     let m = select(&rows, "MALLOC", "HOST");
     assert!(!m.is_empty());
@@ -118,20 +130,33 @@ fn aten_op_launches_and_access_rows_of_a_forward_and_backward_have_right_shapes_
     );
     assert!(!select(&rows, "FREE", "HOST").is_empty());
     // memscope's own hook frames are not in the stacks.
-    assert!(rows.iter().all(|r| !r["Call Stack(Python)"].contains("memscope_torch_hooks")));
+    assert!(rows
+        .iter()
+        .all(|r| !r["Call Stack(Python)"].contains("memscope_torch_hooks")));
 }
 
 #[test]
 fn without_level_op_or_access_no_aten_rows_are_written() {
-    let r = run(&["--events", "alloc,free", "--device", "npu,cpu"], &["model"]);
+    let r = run(
+        &["--events", "alloc,free", "--device", "npu,cpu"],
+        &["model"],
+    );
     let rows = r.rows();
-    assert!(rows.iter().all(|r| r["Event"] != "OP_LAUNCH" && r["Event"] != "ACCESS"));
-    assert!(!select(&rows, "MALLOC", "HOST").is_empty(), "CPU tensors still");
+    assert!(rows
+        .iter()
+        .all(|r| r["Event"] != "OP_LAUNCH" && r["Event"] != "ACCESS"));
+    assert!(
+        !select(&rows, "MALLOC", "HOST").is_empty(),
+        "CPU tensors still"
+    );
     let r = run(&["--events", "alloc,free,launch"], &["model"]);
     let rows = r.rows();
     assert!(!names(&rows, "ATEN_START").is_empty());
     assert!(rows.iter().all(|r| r["Event"] != "ACCESS"));
-    assert!(select(&rows, "MALLOC", "HOST").is_empty(), "no cpu without --device cpu");
+    assert!(
+        select(&rows, "MALLOC", "HOST").is_empty(),
+        "no cpu without --device cpu"
+    );
 }
 
 /// (tensor info, checksum) rows of every watch checksum file under the run.
@@ -145,7 +170,10 @@ fn sums(r: &Run) -> Vec<(String, String)> {
             assert_eq!(lines.next(), Some("Tensor info,Check data sum"));
             for l in lines {
                 let (a, b) = l.rsplit_once(',').unwrap();
-                assert!(b.len() == 16 && b.bytes().all(|c| c.is_ascii_hexdigit()), "{l}");
+                assert!(
+                    b.len() == 16 && b.bytes().all(|c| c.is_ascii_hexdigit()),
+                    "{l}"
+                );
                 v.push((a.to_owned(), b.to_owned()));
             }
         }
@@ -176,28 +204,42 @@ fn the_watch_api_finds_the_op_that_overwrites_a_watched_tensor() {
     assert!(s.len() >= 8, "{s:?}");
     let c = changed(&s);
     assert_eq!(c.len(), 1, "{s:?}");
-    assert!(c[0].contains("/torch._ops.aten.fill_.Scalar_0-buf"), "{c:?}");
+    assert!(
+        c[0].contains("/torch._ops.aten.fill_.Scalar_0-buf"),
+        "{c:?}"
+    );
 }
 
 #[test]
 fn the_watch_option_finds_the_op_that_overwrites_the_start_ops_output() {
     let r = run(
-        &["--device", "npu,cpu", "--watch", "aten.add.Tensor,aten.sum.default"],
+        &[
+            "--device",
+            "npu,cpu",
+            "--watch",
+            "aten.add.Tensor,aten.sum.default",
+        ],
         &["watch-cli"],
     );
     let s = sums(&r);
     let c = changed(&s);
     assert_eq!(c.len(), 1, "{s:?}");
-    assert!(c[0].contains("/torch._ops.aten.mul_.Tensor_0-aten.add.Tensor_0"), "{c:?}");
+    assert!(
+        c[0].contains("/torch._ops.aten.mul_.Tensor_0-aten.add.Tensor_0"),
+        "{c:?}"
+    );
     // the watch starts with the add's after dump and stops after the sum's
-    assert!(s[0].0.ends_with("/torch._ops.aten.add.Tensor_0-aten.add.Tensor_0_after.bin"));
+    assert!(s[0]
+        .0
+        .ends_with("/torch._ops.aten.add.Tensor_0-aten.add.Tensor_0_after.bin"));
     let end = s
         .iter()
         .position(|(i, _)| i.contains("aten.sum.default_0-aten.add.Tensor_0_after"))
         .expect("the end op's after dump");
     assert!(
-        s[end + 1..].iter().all(|(i, _)| i.contains("aten.add.Tensor_1")
-            || i.contains("_local_scalar_dense")),
+        s[end + 1..]
+            .iter()
+            .all(|(i, _)| i.contains("aten.add.Tensor_1") || i.contains("_local_scalar_dense")),
         "nothing between the end and a new start: {s:?}"
     );
 }
@@ -232,8 +274,14 @@ fn full_content_watch_writes_the_bytes_of_each_dump() {
             .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
             .collect()
     };
-    assert_eq!(f32s(&get("aten.mul_.Tensor_0-aten.add.Tensor_0_before")), vec![2.0; 8]);
-    assert_eq!(f32s(&get("aten.mul_.Tensor_0-aten.add.Tensor_0_after")), vec![6.0; 8]);
+    assert_eq!(
+        f32s(&get("aten.mul_.Tensor_0-aten.add.Tensor_0_before")),
+        vec![2.0; 8]
+    );
+    assert_eq!(
+        f32s(&get("aten.mul_.Tensor_0-aten.add.Tensor_0_after")),
+        vec![6.0; 8]
+    );
     assert!(sums(&r).is_empty(), "no checksum file with full-content");
 }
 
@@ -243,13 +291,30 @@ fn watching_device_memory_dumps_it_through_the_runtime_memcpy() {
     let s = sums(&r);
     let c = changed(&s);
     assert_eq!(c.len(), 1, "{s:?}");
-    assert!(c[0].contains("/torch._ops.aten.fill_.Scalar_0-devbuf"), "{c:?}");
+    assert!(
+        c[0].contains("/torch._ops.aten.fill_.Scalar_0-devbuf"),
+        "{c:?}"
+    );
     let hex = memscope_core::watch::crc64_hex;
     let crc = memscope_core::watch::crc64;
-    let before = s.iter().find(|(i, _)| i.contains("fill_.Scalar_0-devbuf_before")).unwrap();
-    let after = s.iter().find(|(i, _)| i.contains("fill_.Scalar_0-devbuf_after")).unwrap();
-    assert_eq!(before.1, hex(crc(&[0u8; 4096])), "4096 zero bytes copied out");
-    assert_eq!(after.1, hex(crc(&[5u8; 4096])), "4096 bytes of 5 after fill_");
+    let before = s
+        .iter()
+        .find(|(i, _)| i.contains("fill_.Scalar_0-devbuf_before"))
+        .unwrap();
+    let after = s
+        .iter()
+        .find(|(i, _)| i.contains("fill_.Scalar_0-devbuf_after"))
+        .unwrap();
+    assert_eq!(
+        before.1,
+        hex(crc(&[0u8; 4096])),
+        "4096 zero bytes copied out"
+    );
+    assert_eq!(
+        after.1,
+        hex(crc(&[5u8; 4096])),
+        "4096 bytes of 5 after fill_"
+    );
     assert!(
         before.0.starts_with("0_"),
         "a device-memory dump is named after device 0: {}",

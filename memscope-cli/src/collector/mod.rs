@@ -4,8 +4,8 @@
 pub mod layers;
 pub mod plugin_typer;
 pub mod process;
-pub mod python;
 pub mod pystacks;
+pub mod python;
 pub mod stream;
 pub mod torch;
 

@@ -148,9 +148,13 @@ fn is_hook_file(file: &str) -> bool {
 /// torch's wrappers around a `TorchDispatchMode` handler (seen between the hook's frame and
 /// the user's code).
 fn is_dispatch_wrapper(file: &str) -> bool {
-    ["torch/_compile.py", "torch/_dynamo/eval_frame.py", "torch/utils/_python_dispatch.py"]
-        .iter()
-        .any(|w| file.ends_with(w))
+    [
+        "torch/_compile.py",
+        "torch/_dynamo/eval_frame.py",
+        "torch/utils/_python_dispatch.py",
+    ]
+    .iter()
+    .any(|w| file.ends_with(w))
 }
 
 #[cfg(test)]

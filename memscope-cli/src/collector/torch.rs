@@ -226,11 +226,7 @@ impl TorchState {
             self.sums.insert(key.clone(), (w, p));
         }
         let (w, _) = self.sums.get_mut(&key).expect("inserted");
-        writeln!(
-            w,
-            "{label}.bin,{}",
-            memscope_core::watch::crc64_hex(value)
-        )
+        writeln!(w, "{label}.bin,{}", memscope_core::watch::crc64_hex(value))
     }
 
     /// Flushes the watch files.
@@ -314,11 +310,11 @@ mod tests {
         assert_eq!(
             text,
             [
-                "MALLOC/HOST N/A cpu {allocation_id:1,addr:0x100,size:24,total:24}",
+                "MALLOC/HOST N/A cpu {allocation_id:1,addr:0x0000000000000100,size:24,total:24}",
                 "OP_LAUNCH/ATEN_START torch._ops.aten.add.Tensor cpu ",
-                "ACCESS/READ torch._ops.aten.add.Tensor cpu {allocation_id:1,size:24,type:HOST,dtype:torch.float32,shape:torch.Size([2, 3])}",
+                "ACCESS/READ torch._ops.aten.add.Tensor cpu {allocation_id:1,addr:0x0000000000000100,size:24,type:HOST,dtype:torch.float32,shape:torch.Size([2, 3])}",
                 "OP_LAUNCH/ATEN_END torch._ops.aten.add.Tensor cpu ",
-                "FREE/HOST N/A cpu {allocation_id:1,addr:0x100,size:24,total:0}",
+                "FREE/HOST N/A cpu {allocation_id:1,addr:0x0000000000000100,size:24,total:0}",
             ]
         );
     }
@@ -353,7 +349,10 @@ mod tests {
             .collect();
         names.sort();
         assert_eq!(names[0], "0_9.add_0-w_0_after.bin");
-        assert!(names[1].starts_with("watch_dump_data_check_sum_"), "{names:?}");
+        assert!(
+            names[1].starts_with("watch_dump_data_check_sum_"),
+            "{names:?}"
+        );
         assert_eq!(std::fs::read(wd.join(&names[0])).unwrap(), b"abcde");
         assert_eq!(
             std::fs::read_to_string(wd.join(&names[1])).unwrap(),

@@ -88,8 +88,9 @@ impl PoolBlock {
     /// Where the block was allocated: its op or kernel, else its Python frame, else `N/A`.
     fn where_(&self) -> String {
         match (&self.under, &self.stacks) {
-            (Under::Nothing, Some((py, _))) => super::py_frame(py.as_deref())
-                .map_or_else(|| "N/A".to_owned(), str::to_owned),
+            (Under::Nothing, Some((py, _))) => {
+                super::py_frame(py.as_deref()).map_or_else(|| "N/A".to_owned(), str::to_owned)
+            }
             (u, _) => u.to_string(),
         }
     }

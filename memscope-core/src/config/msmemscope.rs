@@ -339,7 +339,9 @@ pub fn raw_options(v: &Value) -> Result<RawOptions, ConfigError> {
             let text = |k: &str| w.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
             let mut s = text("start");
             match w.get("outputId").and_then(Value::as_u64) {
-                Some(id) if id < u64::from(u32::MAX) && !s.is_empty() => s.push_str(&format!(":{id}")),
+                Some(id) if id < u64::from(u32::MAX) && !s.is_empty() => {
+                    s.push_str(&format!(":{id}"))
+                }
                 _ => {}
             }
             s.push(',');
@@ -494,8 +496,7 @@ mod tests {
     #[test]
     fn msmemscope_watch_config_is_the_watch_option_both_ways() {
         let mut v: Value = serde_json::from_str(SPEC_EXAMPLE).unwrap();
-        v["watchConfig"] =
-            json!({"end": "e", "fullContent": true, "isWatched": true, "outputId": 1, "start": "s"});
+        v["watchConfig"] = json!({"end": "e", "fullContent": true, "isWatched": true, "outputId": 1, "start": "s"});
         let r = raw_options(&v).unwrap();
         assert_eq!(r.watch.as_deref(), Some("s:1,e,full-content"));
         let cfg = r.validate(std::path::Path::new("/")).unwrap();

@@ -131,18 +131,13 @@ pub fn ensure_defined(id: u32) -> bool {
         let Some(key) = t.keys.get(&id) else {
             return false;
         };
-        match t.map.get_mut(key) {
-            Some(e) if e.gen == gen => true,
-            Some(e) => {
-                if write_def(e.id, &e.def) {
-                    e.gen = gen;
-                    true
-                } else {
-                    false
-                }
-            }
-            None => false,
+        let Some(e) = t.map.get_mut(key) else {
+            return false;
+        };
+        if e.gen != gen && write_def(e.id, &e.def) {
+            e.gen = gen;
         }
+        e.gen == gen
     })
     .unwrap_or(false)
 }

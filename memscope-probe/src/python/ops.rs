@@ -24,7 +24,11 @@ fn guard(f: impl FnOnce() -> bool) -> c_int {
 /// # Safety
 /// `name` is NULL or NUL-terminated.
 #[no_mangle]
-pub unsafe extern "C" fn memscope_py_aten_op(name: *const c_char, end: c_int, device: u32) -> c_int {
+pub unsafe extern "C" fn memscope_py_aten_op(
+    name: *const c_char,
+    end: c_int,
+    device: u32,
+) -> c_int {
     guard(|| {
         // SAFETY: caller contract.
         let Some(n) = (unsafe { rt::c_text(name) }) else {
