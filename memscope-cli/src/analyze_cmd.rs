@@ -22,6 +22,7 @@ use memscope_core::analysis::{parse_types, IneffConfig};
 use memscope_core::bus::{Layer, ReportSection};
 use memscope_core::event::Inefficiency;
 use memscope_core::reader::{DumpFile, Order, ReadOptions};
+use memscope_core::sanitize::escape_controls;
 
 #[path = "analyze/annotate.rs"]
 mod annotate;
@@ -175,24 +176,19 @@ fn open(path: &Path) -> Result<DumpFile> {
     DumpFile::open(path).map_err(|e| anyhow!("{e}"))
 }
 
-/// Prints one line on stdout; a closed pipe (`| head`) is not an error of the analysis.
+/// Prints one line on stdout; a closed pipe (`| head`) is not an error of the analysis
+/// (`crate::out`).
 fn say(line: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stdout().lock(), "{line}");
+    println!("{line}");
 }
 
+/// Prints report sections on stdout, each line escaped whole (text from the dump can neither
+/// drive the terminal nor break a line).
 fn print_sections(sections: &[ReportSection]) {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
     for s in sections {
-        // a closed pipe (`| head`) is not an error of the analysis
-        if writeln!(out, "==== {} ====", s.title).is_err() {
-            return;
-        }
+        println!("==== {} ====", escape_controls(&s.title));
         for l in &s.lines {
-            if writeln!(out, "{l}").is_err() {
-                return;
-            }
+            println!("{}", escape_controls(l));
         }
     }
 }
@@ -212,12 +208,21 @@ fn run_offline(
     };
     let (sections, stats) =
         run_layers_in(file, order, &mut opts, make).map_err(|e| anyhow!("{e}"))?;
+    if let Some(w) = stats.torn_warning(file.name()) {
+        eprintln!("memscope: warning: {w}");
+    }
     if stats.time_disorder > 0 {
         eprintln!(
             "memscope: warning: {}: {} row(s) have an earlier timestamp than a row with a smaller ID (rows flushed out of time order); analyses replay in ID order, --order time replays by timestamp",
             file.name(),
             stats.time_disorder
         );
+    }
+    if stats.rows == 0 {
+        say(&format!(
+            "{}: no rows (the file holds a header only)",
+            file.name()
+        ));
     }
     Ok(sections)
 }
@@ -256,6 +261,11 @@ pub fn run_compare(args: &CompareArgs) -> Result<()> {
             }
         ));
     }
+    for (f, s) in [(&base, &b), (&cmp, &c)] {
+        if let Some(w) = s.stats.torn_warning(f.name()) {
+            eprintln!("memscope: warning: {w}");
+        }
+    }
     for n in &res.notes {
         eprintln!("memscope: note: {n}");
     }
@@ -289,13 +299,31 @@ pub fn run_analyze(cmd: &AnalyzeCmd) -> Result<()> {
     match cmd {
         AnalyzeCmd::Leaks(a) => {
             let file = open(&a.file)?;
-            let sections = match &a.mstx_info {
-                Some(msg) => run_offline(&file, a.replay, &mut || {
-                    vec![Box::new(RangeLeakLayer::new(msg, a.start_index))]
-                })?,
-                None => run_offline(&file, a.replay, &mut || vec![Box::new(LeakLayer::new())])?,
-            };
-            print_sections(&sections);
+            match &a.mstx_info {
+                Some(msg) => {
+                    let mut judged = Vec::new();
+                    let sections = run_offline(&file, a.replay, &mut || {
+                        let layer = RangeLeakLayer::new(msg, a.start_index);
+                        judged.push(layer.judged_flag());
+                        vec![Box::new(layer)]
+                    })?;
+                    print_sections(&sections);
+                    if !judged
+                        .iter()
+                        .any(|j| j.load(std::sync::atomic::Ordering::Relaxed))
+                    {
+                        return Err(anyhow!(
+                            "{}: no device has the 3 msTX marks named {} from index {} that the range needs",
+                            file.name(),
+                            memscope_core::sanitize::quoted(msg),
+                            a.start_index
+                        ));
+                    }
+                }
+                None => print_sections(&run_offline(&file, a.replay, &mut || {
+                    vec![Box::new(LeakLayer::new())]
+                })?),
+            }
         }
         AnalyzeCmd::Inefficient(a) => run_inefficient(a)?,
         AnalyzeCmd::Decompose(a) => {

@@ -154,6 +154,9 @@ pub fn collect(a: &CollectArgs) -> ExitCode {
     if let Err(e) = lock.lock() {
         return fail(format!("{}: {e}", lock_path.display()));
     }
+    // From here on the spool is ours: removed on every way out, a panic's unwinding included
+    // (after the lock is released on the normal way, below).
+    let _spool_guard = crate::run::SpoolGuard::new(a.spool.clone(), "memscope collect");
     // The package waits for this line before it lets the job go on.
     println!("ready");
     let _ = std::io::stdout().flush();
@@ -209,12 +212,6 @@ pub fn collect(a: &CollectArgs) -> ExitCode {
         crate::summary::print(&summaries, 0);
     }
     drop(lock);
-    if let Err(e) = std::fs::remove_dir_all(&a.spool) {
-        eprintln!(
-            "memscope collect: cannot remove spool {}: {e}",
-            a.spool.display()
-        );
-    }
     ExitCode::SUCCESS
 }
 

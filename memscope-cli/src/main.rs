@@ -3,6 +3,27 @@
 //! config.json schema.
 #![forbid(unsafe_code)]
 
+// memscope's prints never panic (a closed pipe or a full device as stdout/stderr must not turn
+// the job's exit code into 101 or leave the spool behind: issue 17, H1) and never pass terminal
+// escapes through (L3). These shadow std's macros in every module of this crate; see `out`.
+macro_rules! print {
+    ($($t:tt)*) => { $crate::out::write($crate::out::Stream::Out, format_args!($($t)*), false) };
+}
+macro_rules! println {
+    () => { $crate::out::write($crate::out::Stream::Out, format_args!(""), true) };
+    ($($t:tt)*) => { $crate::out::write($crate::out::Stream::Out, format_args!($($t)*), true) };
+}
+#[allow(unused_macros)] // for completeness: no module prints partial lines to stderr yet
+macro_rules! eprint {
+    ($($t:tt)*) => { $crate::out::write($crate::out::Stream::Err, format_args!($($t)*), false) };
+}
+macro_rules! eprintln {
+    () => { $crate::out::write($crate::out::Stream::Err, format_args!(""), true) };
+    ($($t:tt)*) => { $crate::out::write($crate::out::Stream::Err, format_args!($($t)*), true) };
+}
+
+mod out;
+
 mod adapters_cmd;
 mod analyze_cmd;
 mod builtin;

@@ -66,6 +66,9 @@ fn check_output(out: &Path, force: bool) -> Result<()> {
 fn write(inputs: &[RunInput], out: &Path, force: bool) -> Result<(PathBuf, usize)> {
     let budget = Budget::default();
     let mut data = build_report(inputs, &budget).map_err(|e| anyhow!("{e}"))?;
+    for w in data.runs.iter().flat_map(|r| &r.warnings) {
+        eprintln!("memscope: warning: {w}");
+    }
     let page = html::render(&mut data, &budget).map_err(|e| anyhow!("{e}"))?;
     let path = html::write_new(out, &page, force).map_err(|e| anyhow!("{e}"))?;
     Ok((path, page.len()))

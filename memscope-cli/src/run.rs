@@ -4,7 +4,9 @@
 
 use crate::collector::{AnalysisFactory, Collector};
 use memscope_core::config::{LogLevel, RawOptions, RunConfig};
+use memscope_core::layout;
 use memscope_core::probe_env as env;
+use memscope_core::safe_fs::{Dir, DIR_MODE};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -162,7 +164,8 @@ pub fn find_probe() -> Result<PathBuf, String> {
 fn resolve_program(p: &str) -> Option<PathBuf> {
     if p.contains('/') {
         let path = PathBuf::from(p);
-        return path.is_file().then_some(path);
+        // a directory is found too, so that it is named as such
+        return path.exists().then_some(path);
     }
     std::env::var_os("PATH")
         .map(|paths| {
@@ -210,35 +213,55 @@ pub fn run(a: RunArgs) -> ExitCode {
             return usage_error(e);
         }
     }
-    if cfg.output_path.exists() && !cfg.output_path.is_dir() {
+    // Created without following any symbolic link (issue 17, M1): a link as or inside the
+    // output path, or planted there, is refused before anything is launched.
+    let out_dir = match Dir::create_all(&cfg.output_path, DIR_MODE) {
+        Ok(d) => d,
+        Err(e) => return usage_error(format!("--output-path {}: {e}", cfg.output_path.display())),
+    };
+    let spool = layout::spool_dir(&cfg.output_path, std::process::id());
+    if let Err(e) = out_dir.create_dir_new(&layout::spool_name(std::process::id()), DIR_MODE) {
         return usage_error(format!(
-            "--output-path {}: not a directory",
+            "--output-path {}: cannot create the spool: {e}",
             cfg.output_path.display()
         ));
     }
-    if let Err(e) = memscope_core::layout::create_dir_0750(&cfg.output_path) {
-        return usage_error(format!("--output-path {}: {e}", cfg.output_path.display()));
-    }
-    let spool = cfg
-        .output_path
-        .join(format!(".memscope_spool_{}", std::process::id()));
-    if let Err(e) = memscope_core::layout::create_dir_0750(&spool) {
-        return usage_error(format!(
-            "--output-path {}: cannot create {}: {e}",
-            cfg.output_path.display(),
-            spool.display()
-        ));
-    }
-    let quiet = a.quiet;
+    // Removed on every way out from here on, a panic's unwinding included.
+    let _spool_guard = SpoolGuard::new(spool.clone(), "memscope");
     let opts = Finish {
-        quiet,
+        quiet: a.quiet,
         report: a.report,
     };
-    let code = launch_and_collect(&cfg, &probe, &spool, &a.program, opts, analysis_factory());
-    if let Err(e) = std::fs::remove_dir_all(&spool) {
-        eprintln!("memscope: cannot remove spool {}: {e}", spool.display());
+    launch_and_collect(&cfg, &probe, &spool, &a.program, opts, analysis_factory())
+}
+
+/// Removes the spool directory when dropped (`memscope run`'s, and the one `memscope
+/// collect` follows), a panic's unwinding included.
+pub(crate) struct SpoolGuard {
+    path: PathBuf,
+    /// Who says it when the spool cannot be removed (`memscope`, `memscope collect`).
+    who: &'static str,
+}
+
+impl SpoolGuard {
+    /// Guards `path`; `who` prefixes the one-line message when it cannot be removed.
+    pub(crate) fn new(path: PathBuf, who: &'static str) -> SpoolGuard {
+        SpoolGuard { path, who }
     }
-    code
+}
+
+impl Drop for SpoolGuard {
+    fn drop(&mut self) {
+        match std::fs::remove_dir_all(&self.path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => eprintln!(
+                "{}: cannot remove spool {}: {e}",
+                self.who,
+                self.path.display()
+            ),
+        }
+    }
 }
 
 /// The online analyses of `--analysis` (memscope-core's analysis layers), run in the
@@ -292,22 +315,20 @@ fn preload_value(probe: &Path, cfg: &RunConfig) -> String {
     parts.join(":")
 }
 
-/// What happens after the job: the summary (unless quiet) and the HTML report (`--report`).
-struct Finish {
-    quiet: bool,
-    report: bool,
-}
-
-fn launch_and_collect(
+/// The job's command: `program args...` with the probe's environment (and the Python
+/// bootstrap of `--events traceback`, [`crate::collect::python_env`]).
+///
+/// # Errors
+/// The Python bootstrap cannot be written (one line naming it).
+fn job_command(
     cfg: &RunConfig,
     probe: &Path,
     spool: &Path,
-    argv: &[String],
-    opts: Finish,
-    analyses: AnalysisFactory,
-) -> ExitCode {
-    let mut cmd = Command::new(&argv[0]);
-    cmd.args(&argv[1..])
+    program: &std::ffi::OsStr,
+    args: &[std::ffi::OsString],
+) -> Result<Command, String> {
+    let mut cmd = Command::new(program);
+    cmd.args(args)
         .env("LD_PRELOAD", preload_value(probe, cfg))
         .env(env::ENV_SPOOL, spool)
         .env(env::ENV_ADAPTERS, cfg.adapter_mask().to_string())
@@ -328,9 +349,7 @@ fn launch_and_collect(
             },
         ) // issue 5
         .env("MSTX_INJECTION_PATH", probe);
-    if let Err(e) = crate::collect::python_env(&mut cmd, cfg, spool) {
-        return usage_error(e);
-    }
+    crate::collect::python_env(&mut cmd, cfg, spool)?;
     if !cfg.adapter_paths.is_empty() {
         let joined: Vec<String> = cfg
             .adapter_paths
@@ -339,6 +358,47 @@ fn launch_and_collect(
             .collect();
         cmd.env(env::ENV_PLUGINS, joined.join(":"));
     }
+    Ok(cmd)
+}
+
+/// Starts the job. A program the kernel cannot execute (`ENOEXEC`: a script without a `#!`
+/// line) is run with `/bin/sh`, as POSIX shells and `execvp` do.
+///
+/// # Errors
+/// The job cannot be started, or its environment prepared: one line.
+fn spawn_job(
+    cfg: &RunConfig,
+    probe: &Path,
+    spool: &Path,
+    argv: &[String],
+) -> Result<std::process::Child, String> {
+    let args: Vec<std::ffi::OsString> = argv[1..].iter().map(Into::into).collect();
+    let spawned = match job_command(cfg, probe, spool, argv[0].as_ref(), &args)?.spawn() {
+        Err(e) if e.raw_os_error() == Some(nix::errno::Errno::ENOEXEC as i32) => {
+            let path = resolve_program(&argv[0]).unwrap_or_else(|| PathBuf::from(&argv[0]));
+            let mut sh_args = vec![path.into_os_string()];
+            sh_args.extend(args);
+            job_command(cfg, probe, spool, "/bin/sh".as_ref(), &sh_args)?.spawn()
+        }
+        other => other,
+    };
+    spawned.map_err(|e| format!("cannot run {:?}: {e}", argv[0]))
+}
+
+/// What happens after the job: the summary (unless quiet) and the HTML report (`--report`).
+struct Finish {
+    quiet: bool,
+    report: bool,
+}
+
+fn launch_and_collect(
+    cfg: &RunConfig,
+    probe: &Path,
+    spool: &Path,
+    argv: &[String],
+    opts: Finish,
+    analyses: AnalysisFactory,
+) -> ExitCode {
     let signals = Arc::new(AtomicUsize::new(0));
     for sig in [
         signal_hook::consts::SIGINT,
@@ -348,9 +408,9 @@ fn launch_and_collect(
         let flag = signals.clone();
         let _ = signal_hook::flag::register_usize(sig, flag, sig as usize);
     }
-    let mut child = match cmd.spawn() {
+    let mut child = match spawn_job(cfg, probe, spool, argv) {
         Ok(c) => c,
-        Err(e) => return usage_error(format!("cannot run {:?}: {e}", argv[0])),
+        Err(e) => return usage_error(e),
     };
     let child_pid = nix::unistd::Pid::from_raw(child.id() as i32);
     let mut collector = Collector::new(

@@ -33,4 +33,8 @@ pub mod layout;
 #[cfg(feature = "collector")]
 pub mod reader;
 #[cfg(feature = "collector")]
+pub mod safe_fs;
+#[cfg(feature = "collector")]
+pub mod sanitize;
+#[cfg(feature = "collector")]
 pub mod sink;

@@ -1,5 +1,5 @@
 //! Issue 10 item 5: every reader path (CSV streamed in ID order, CSV through the external sort,
-//! `.db` with JSON Attr cells) accepts msMemScope's spellings — `MINDSPORE` (Event Type, ACCESS
+//! `.db` with JSON Attr cells; in ID and in time order) accepts msMemScope's spellings — `MINDSPORE` (Event Type, ACCESS
 //! `type`, owner framework level), `inefficient_type`, `workspace_ptr`/`workspace_size`, the
 //! 2025 `host` device, the code's SNAPSHOT keys — and yields the seed's; writers keep the seed's.
 
@@ -126,6 +126,11 @@ fn readers_accept_msmemscope_spellings_on_every_path_and_give_the_seeds() {
     let rev: Vec<String> = lines.iter().rev().cloned().collect();
     std::fs::write(&shuffled, format!("{HEADER}\n{}\n", rev.join("\n"))).unwrap();
     check(&read_all(&shuffled, Order::ById).unwrap(), "csv sorted");
+    // and by timestamp (`--order time`) through the same bounded sort
+    check(
+        &read_all(&shuffled, Order::ByTime).unwrap(),
+        "csv sorted by time",
+    );
     // .db with JSON Attr cells
     let db = t.path().join("d.db");
     let c = rusqlite::Connection::open(&db).unwrap();
@@ -153,4 +158,5 @@ fn readers_accept_msmemscope_spellings_on_every_path_and_give_the_seeds() {
     }
     drop(c);
     check(&read_all(&db, Order::ById).unwrap(), "db");
+    check(&read_all(&db, Order::ByTime).unwrap(), "db by time");
 }

@@ -31,9 +31,20 @@ impl std::fmt::Display for Stopped {
 
 impl std::error::Error for Stopped {}
 
-/// Passes every event of `group` to `f` in (process, ID) order; returns the rows read.
-/// `restart` is called when the events delivered so far must be dropped and come again
-/// (only when `restartable`; otherwise a file is checked for order before it streams).
+/// What [`feed_group`] read: the rows, and one warning per file whose torn last row was left
+/// out (`ReadStats::torn_warning`, for the caller to print).
+#[derive(Debug, Default)]
+pub struct Fed {
+    /// Rows read.
+    pub rows: u64,
+    /// Warnings about the inputs.
+    pub warnings: Vec<String>,
+}
+
+/// Passes every event of `group` to `f` in (process, ID) order; returns the rows read and the
+/// warnings about the files. `restart` is called when the events delivered so far must be
+/// dropped and come again (only when `restartable`; otherwise a file is checked for order
+/// before it streams).
 ///
 /// # Errors
 /// A [`ReadError`] naming the file at fault; `f`'s error as [`ReadError::Consumer`].
@@ -42,7 +53,7 @@ pub fn feed_group(
     restartable: bool,
     f: &mut dyn FnMut(Event) -> Result<(), ConsumerError>,
     restart: &mut dyn FnMut(),
-) -> Result<u64, ReadError> {
+) -> Result<Fed, ReadError> {
     if let [file] = group.files.as_slice() {
         let mut opts = ReadOptions::default();
         let stats = if restartable {
@@ -50,7 +61,10 @@ pub fn feed_group(
         } else {
             file.for_each(Order::ById, &mut opts, f)?
         };
-        return Ok(stats.rows);
+        return Ok(Fed {
+            rows: stats.rows,
+            warnings: stats.torn_warning(file.name()).into_iter().collect(),
+        });
     }
     std::thread::scope(|scope| {
         let mut rx: Vec<Receiver<Vec<Event>>> = Vec::new();
@@ -73,17 +87,23 @@ pub fn feed_group(
                     // the merger may have stopped already; its error is the one reported
                     let _ = tx.send(batch);
                 }
-                Ok::<u64, ReadError>(stats.rows)
+                Ok::<(u64, Option<String>), ReadError>((
+                    stats.rows,
+                    stats.torn_warning(file.name()),
+                ))
             })));
         }
         let mut heads: Vec<VecDeque<Event>> = rx.iter().map(|_| VecDeque::new()).collect();
         let mut open: Vec<bool> = vec![true; rx.len()];
-        let mut rows = 0u64;
+        let mut fed = Fed::default();
         let mut join = |i: usize, handles: &mut Vec<Option<_>>| -> Result<(), ReadError> {
-            let h: Option<std::thread::ScopedJoinHandle<'_, Result<u64, ReadError>>> =
-                handles[i].take();
+            type Read = Result<(u64, Option<String>), ReadError>;
+            let h: Option<std::thread::ScopedJoinHandle<'_, Read>> = handles[i].take();
             match h.map(|h| h.join()) {
-                Some(Ok(r)) => r.map(|n| rows += n),
+                Some(Ok(r)) => r.map(|(n, w)| {
+                    fed.rows += n;
+                    fed.warnings.extend(w);
+                }),
                 Some(Err(_)) => Err(ReadError::Consumer("a dump reader thread panicked".into())),
                 None => Ok(()),
             }
@@ -123,7 +143,7 @@ pub fn feed_group(
         }
         match first_err {
             Some(e) => Err(e),
-            None => Ok(rows),
+            None => Ok(fed),
         }
     })
 }

@@ -11,7 +11,6 @@
 
 use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::budget::{fit_points, shrink};
@@ -110,53 +109,48 @@ pub fn render(data: &mut ReportData, budget: &Budget) -> Result<String, ReportEr
 }
 
 /// Writes `page` to `path` through a temporary file in the same folder (mode 0600). An
-/// existing `path` is an error unless `replace`.
+/// existing `path` is an error unless `replace`. The folder is opened without following
+/// symbolic links and every step is relative to it ([`memscope_core::safe_fs`]): the page is
+/// never written through a link (a link as `path` itself is an existing file, replaced only
+/// with `replace`, and then the link itself, never its target).
 ///
 /// # Errors
-/// [`ReportError::Write`], or [`ReportError::Input`] when `path` exists.
+/// [`ReportError::Write`] (a symbolic link in the folder's path included), or
+/// [`ReportError::Input`] when `path` exists.
 pub fn write_new(path: &Path, page: &str, replace: bool) -> Result<PathBuf, ReportError> {
+    use memscope_core::safe_fs::{split_file, Dir, FILE_MODE};
     let werr = |e: std::io::Error| ReportError::Write {
         path: path.display().to_string(),
         source: e,
     };
-    if !replace && std::fs::symlink_metadata(path).is_ok() {
+    let (dir, name) = split_file(path).map_err(|_| ReportError::input(path, "not a file name"))?;
+    let dir = Dir::open(&dir).map_err(werr)?;
+    if !replace && dir.contains(&name) {
         return Err(ReportError::input(
             path,
             "exists; not replaced (give another -o, or --force)",
         ));
     }
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .ok_or_else(|| ReportError::input(path, "not a file name"))?;
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let tmp = format!(".{name}.{}.tmp", std::process::id());
     let result = (|| -> std::io::Result<()> {
-        let mut f: File = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)?;
+        let mut f: File = dir.create_new(&tmp, FILE_MODE)?;
         f.write_all(page.as_bytes())?;
         f.sync_all()?;
         if replace {
-            std::fs::rename(&tmp, path)
+            dir.rename(&tmp, &name)
         } else {
             // a hard link fails if `path` appeared meanwhile: never replaces; where the file
             // system has no hard links, a rename after a last check
-            match std::fs::hard_link(&tmp, path) {
-                Ok(()) => std::fs::remove_file(&tmp),
+            match dir.link_new(&tmp, &name) {
+                Ok(()) => dir.remove_file(&tmp),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(e),
-                Err(_) if std::fs::symlink_metadata(path).is_err() => std::fs::rename(&tmp, path),
+                Err(_) if !dir.contains(&name) => dir.rename(&tmp, &name),
                 Err(e) => Err(e),
             }
         }
     })();
     if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
+        let _ = dir.remove_file(&tmp);
         return Err(werr(e));
     }
     Ok(path.to_path_buf())
@@ -189,5 +183,31 @@ mod tests {
         assert_eq!(names.len(), 1);
         let e = write_new(&t.path().join("no/such/dir/r.html"), "x", false).unwrap_err();
         assert!(e.to_string().starts_with("cannot write"), "{e}");
+    }
+
+    #[test]
+    fn the_page_is_never_written_through_a_symbolic_link() {
+        use std::os::unix::fs::symlink;
+        let t = tempfile::tempdir().unwrap();
+        let victim = t.path().join("victim");
+        std::fs::create_dir(&victim).unwrap();
+        symlink(&victim, t.path().join("dlink")).unwrap();
+        let e = write_new(&t.path().join("dlink/r.html"), "x", false).unwrap_err();
+        assert!(e.to_string().contains("is a symbolic link"), "{e}");
+        assert_eq!(std::fs::read_dir(&victim).unwrap().count(), 0);
+        // a link as the file: an existing name, and with replace the link itself goes
+        let target = victim.join("t.html");
+        std::fs::write(&target, "keep").unwrap();
+        let p = t.path().join("r.html");
+        symlink(&target, &p).unwrap();
+        let e = write_new(&p, "x", false).unwrap_err();
+        assert!(e.to_string().contains("exists"), "{e}");
+        write_new(&p, "new", true).unwrap();
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "new");
+        assert!(!std::fs::symlink_metadata(&p)
+            .unwrap()
+            .file_type()
+            .is_symlink());
     }
 }

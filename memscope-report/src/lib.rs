@@ -131,6 +131,7 @@ pub struct RunBuilder {
     source: String,
     current: Option<(Option<u32>, ProcessBuilder)>,
     rows: u64,
+    warnings: Vec<String>,
 }
 
 impl RunBuilder {
@@ -152,7 +153,13 @@ impl RunBuilder {
             source: String::new(),
             current: None,
             rows: 0,
+            warnings: Vec::new(),
         }
+    }
+
+    /// Records a warning about the inputs (kept in [`RunData::warnings`]).
+    pub fn add_warning(&mut self, warning: String) {
+        self.warnings.push(warning);
     }
 
     /// Records an input file name (shown in the report).
@@ -245,6 +252,7 @@ impl RunBuilder {
             events: self.rows,
             processes: self.processes,
             overview,
+            warnings: self.warnings,
         };
         let sides = self
             .sides
@@ -280,6 +288,15 @@ pub fn read_run(
             },
             &mut || cell.borrow_mut().restart(),
         );
+        let res = match res {
+            Ok(fed) => {
+                fed.warnings
+                    .into_iter()
+                    .for_each(|w| cell.borrow_mut().add_warning(w));
+                Ok(())
+            }
+            Err(e) => Err(e),
+        };
         if let Err(e) = res {
             failed = Some(match e {
                 ReadError::Consumer(c) => match c.downcast::<ReportError>() {

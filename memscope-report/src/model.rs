@@ -57,6 +57,10 @@ pub struct RunData {
     pub processes: Vec<ProcessData>,
     /// Peak of each process side by side.
     pub overview: Overview,
+    /// Warnings about the inputs (a torn last row left out), for the command to print; not
+    /// part of the page.
+    #[serde(skip)]
+    pub warnings: Vec<String>,
 }
 
 /// One traced process.

@@ -368,7 +368,14 @@ assert an.get_analyzer_config("leaks") == {{"config_class": "LeaksConfig",
 assert an.get_analyzer_config("inefficient")["parameters"] == [
     "input_path", "mem_size", "inefficient_type", "idle_threshold"]
 memscope.check_inefficient({dump:?})
-an.analyze("leaks", input_path={dump:?}, mstx_info="step", start_index=0)
+# the job has no msTX marks: the range analysis cannot run, and says so with a non-zero exit
+# (issue 17, L10), which the analyzer raises
+try:
+    an.analyze("leaks", input_path={dump:?}, mstx_info="step", start_index=0)
+except RuntimeError as e:
+    assert "exit code 2" in str(e), e
+else:
+    raise AssertionError("leaks without 3 step marks did not fail")
 print("analyzer: ok")
 "#,
         dump = dump.display().to_string()
@@ -387,6 +394,11 @@ print("analyzer: ok")
     assert!(
         stdout.contains("fewer than 3") || stdout.contains("step"),
         "check_leaks ran memscope analyze leaks: {stdout}"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("no device has the 3 msTX marks named \"step\""),
+        "{stderr}"
     );
 }
 

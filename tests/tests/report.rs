@@ -417,6 +417,15 @@ fn bad_input_gives_one_line_exit_2_and_no_file() {
     )
     .unwrap();
     std::fs::write(d.join("taken.html"), "keep me").unwrap();
+    // a dump that gives a report, and a folder link pointing elsewhere (issue 17, M1)
+    std::fs::write(
+        d.join("good.csv"),
+        format!("{header}0,SYSTEM,ACL_INIT,N/A,100,7,7,N/A,N/A,,,\n1,MALLOC,HAL,N/A,200,7,7,0,0x10,\"{{size:8}}\",,\n"),
+    )
+    .unwrap();
+    let victim = t.path().join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    std::os::unix::fs::symlink(&victim, d.join("dlink")).unwrap();
     // a run whose only process recorded nothing
     let idle = memscope_run(&[], &["/bin/true"], &[]);
     assert_eq!(idle.code(), 0, "{}", idle.stderr());
@@ -445,6 +454,10 @@ fn bad_input_gives_one_line_exit_2_and_no_file() {
             vec!["empty", "-o", "no/such/dir/r.html"],
             "no such directory",
         ),
+        (
+            vec!["good.csv", "-o", "dlink/r.html"],
+            "dlink is a symbolic link",
+        ),
     ];
     for (args, want) in cases {
         let (code, err) = bad(&args, d);
@@ -458,6 +471,31 @@ fn bad_input_gives_one_line_exit_2_and_no_file() {
         std::fs::read_to_string(d.join("taken.html")).unwrap(),
         "keep me"
     );
+    assert_eq!(std::fs::read_dir(&victim).unwrap().count(), 0);
+}
+
+#[test]
+fn a_torn_last_row_is_left_out_of_the_report_with_a_warning() {
+    // issue 17: a writer killed mid-row; the rows before it make the report
+    let t = tempfile::tempdir().unwrap();
+    let header = "ID,Event,Event Type,Name,Timestamp(ns),Process Id,Thread Id,Device Id,Ptr,Attr,Call Stack(Python),Call Stack(C)\n";
+    let dump = t.path().join("torn.csv");
+    std::fs::write(
+        &dump,
+        format!("{header}0,SYSTEM,ACL_INIT,N/A,100,7,7,N/A,N/A,,,\n1,MALLOC,HAL,N/A,200,7,7,0,0x10,\"{{size:8}}\",,\n2,FREE,HAL,N/A,30"),
+    )
+    .unwrap();
+    let out = t.path().join("r.html");
+    let o = report(&[&dump], &out);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let warnings: Vec<&str> = err.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warnings.len(), 1, "{err}");
+    assert!(
+        warnings[0].contains("torn.csv:4: the last row is incomplete")
+            && warnings[0].contains("the 2 row(s) before it were read"),
+        "{err}"
+    );
+    assert!(out.is_file());
 }
 
 #[test]

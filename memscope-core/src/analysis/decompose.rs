@@ -49,8 +49,11 @@ impl Allocator {
             self.peak_split = self.by_owner.clone();
             self.at_peak = false;
         }
-        *self.by_owner.entry(owner).or_default() += delta;
-        self.total += delta;
+        // saturating: each size is < 2^63 (the reader refuses more), but a hostile dump can
+        // sum past i64
+        let o = self.by_owner.entry(owner).or_default();
+        *o = o.saturating_add(delta);
+        self.total = self.total.saturating_add(delta);
         if self.total > self.peak {
             self.peak = self.total;
             self.at_peak = true;
@@ -214,7 +217,8 @@ impl DecomposeLayer {
     }
 }
 
-/// Writes `dir/decompose_{ts}.csv` (folder 0750, file 0600, a new name) and returns its path.
+/// Writes `dir/decompose_{ts}.csv` (folder 0750, file 0600, a new name, no symbolic link
+/// followed; owners neutralised against formula injection) and returns its path.
 ///
 /// # Errors
 /// The folder or file cannot be created or written.
@@ -233,7 +237,7 @@ pub fn write_decompose_csv(
             pid.map_or("N/A".to_owned(), |p| p.to_string()),
             r.device.to_text(),
             r.pool.as_str().to_owned(),
-            r.owner.clone(),
+            crate::sanitize::csv_report_cell(&r.owner).into_owned(),
             r.peak.to_string(),
             r.end.to_string(),
         ])?;

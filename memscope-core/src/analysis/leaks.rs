@@ -249,7 +249,7 @@ impl LeakLayer {
             ));
             let mut sum = 0u64;
             for b in &group {
-                sum += b.size;
+                sum = sum.saturating_add(b.size);
                 lines.push(format!(
                     "Direct {} leak of {:.6} Mb(s) at 0x{:016x} in {} at step {}. owner: {}",
                     pool_name(b.pool),

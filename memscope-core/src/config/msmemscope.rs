@@ -4,7 +4,8 @@
 //! Written: every msMemScope key, sorted, 4-space indent (nlohmann's layout), enum codes and
 //! bit masks as msMemScope spells them (`eventType` widened by its rules), plus one object
 //! `memscopeOptions` with what msMemScope has no key for (`adapters`, `adapterPaths`,
-//! `idleThreshold`, `gap`, `traceback`) so the file also reads back into memscope unchanged.
+//! `idleThreshold`, `inefficientRule`, `gap`, `traceback`) so the file also reads back into
+//! memscope unchanged.
 //! Read: missing keys take the defaults, depths are capped at 1000, `outputDir` is checked like
 //! `--output-path`; `eventType` and `isEffective` are derived values and ignored;
 //! `watchConfig` (when `isWatched`) is `--watch`; a compare (`enableCompare`) request is
@@ -139,6 +140,7 @@ pub fn to_value(cfg: &RunConfig) -> Value {
             "adapters": cfg.adapters,
             "gap": a.gap,
             "idleThreshold": cfg.idle_threshold,
+            "inefficientRule": cfg.inefficient_rule.as_str(),
             "traceback": e.traceback,
         }),
     );
@@ -238,7 +240,15 @@ pub fn raw_options(v: &Value) -> Result<RawOptions, ConfigError> {
         r.events = Some(if n.is_empty() { "none".into() } else { n });
     }
     if let Some(m) = uint(o, "levelType")? {
-        r.level = Some(names(m, &[(0, "op"), (1, "kernel")]));
+        let n = names(m, &[(0, "op"), (1, "kernel")]);
+        // an empty level list is refused, as `--level ''` is (issue 17, L8)
+        if n.is_empty() {
+            return Err(err(
+                "levelType",
+                format!("{m} selects neither op (bit 0) nor kernel (bit 1); memscope needs at least one (1 op, 2 kernel, 3 both)"),
+            ));
+        }
+        r.level = Some(n);
     }
     let mut stacks = Vec::new();
     if flag(o, "enableCStack")?.unwrap_or(false) {
@@ -389,6 +399,15 @@ pub fn raw_options(v: &Value) -> Result<RawOptions, ConfigError> {
                         err("memscopeOptions.idleThreshold", "expected an integer")
                     })?);
                 }
+                "inefficientRule" => {
+                    r.inefficient_rule = Some(
+                        v.as_str()
+                            .ok_or_else(|| {
+                                err("memscopeOptions.inefficientRule", "expected a string")
+                            })?
+                            .to_owned(),
+                    );
+                }
                 "gap" => {
                     if v.as_bool() == Some(true) {
                         let a = r.analysis.get_or_insert_with(|| "leaks".into());
@@ -412,7 +431,7 @@ pub fn raw_options(v: &Value) -> Result<RawOptions, ConfigError> {
                 other => {
                     return Err(err(
                         &format!("memscopeOptions.{other}"),
-                        "unknown key (adapters, adapterPaths, gap, idleThreshold, traceback)",
+                        "unknown key (adapters, adapterPaths, gap, idleThreshold, inefficientRule, traceback)",
                     ))
                 }
             }
@@ -467,6 +486,8 @@ mod tests {
             format: Some("db".into()),
             collect_mode: Some("deferred".into()),
             adapters: Some("mstx,host".into()),
+            idle_threshold: Some(7),
+            inefficient_rule: Some("op-end".into()),
             ..RawOptions::default()
         };
         let cfg = flags.validate(d.path()).unwrap();
@@ -494,6 +515,30 @@ mod tests {
     }
 
     #[test]
+    fn msmemscope_files_are_read_through_the_capped_bom_and_object_checked_read() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::path::Path::new("/");
+        let want = raw_options(&serde_json::from_str(SPEC_EXAMPLE).unwrap())
+            .unwrap()
+            .validate(root)
+            .unwrap();
+        let p = d.path().join("config.json");
+        std::fs::write(&p, format!("\u{feff}{SPEC_EXAMPLE}")).unwrap();
+        let got = RawOptions::from_file(&p).unwrap().validate(root).unwrap();
+        assert_eq!(got, want, "a leading BOM is fine");
+        // the 1 MiB cap holds for msMemScope's file too
+        std::fs::write(&p, format!("{SPEC_EXAMPLE}{}", " ".repeat(1 << 20))).unwrap();
+        let e = RawOptions::from_file(&p).unwrap_err().0;
+        assert!(e.contains("larger than 1 MiB"), "{e}");
+        // its errors name the file, as memscope's keys' do
+        let mut v: Value = serde_json::from_str(SPEC_EXAMPLE).unwrap();
+        v["enableCompare"] = json!(true);
+        std::fs::write(&p, v.to_string()).unwrap();
+        let e = RawOptions::from_file(&p).unwrap_err().0;
+        assert!(e.starts_with(&format!("--config {}: ", p.display())), "{e}");
+    }
+
+    #[test]
     fn msmemscope_watch_config_is_the_watch_option_both_ways() {
         let mut v: Value = serde_json::from_str(SPEC_EXAMPLE).unwrap();
         v["watchConfig"] = json!({"end": "e", "fullContent": true, "isWatched": true, "outputId": 1, "start": "s"});
@@ -512,5 +557,10 @@ mod tests {
         let mut v: Value = serde_json::from_str(SPEC_EXAMPLE).unwrap();
         v["dataFormat"] = json!(7);
         assert!(raw_options(&v).unwrap_err().0.contains("dataFormat"));
+        // no level at all (msMemScope's `--level=`): refused as memscope's empty `--level` is
+        let mut v: Value = serde_json::from_str(SPEC_EXAMPLE).unwrap();
+        v["levelType"] = json!(0);
+        let e = raw_options(&v).unwrap_err().0;
+        assert!(e.starts_with("levelType: 0 selects neither op"), "{e}");
     }
 }

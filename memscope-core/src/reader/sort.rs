@@ -6,16 +6,18 @@
 //! decompose, gap) therefore read through this sort:
 //!
 //! * phase 1 reads records, keeps each one's raw cells (a compact blob) with its key
-//!   `(pid, ID, file position)` in a run buffer of at most `run_bytes`; a full buffer is sorted
-//!   and spilled to an anonymous temporary file (unlinked at once, so nothing is left behind);
+//!   `(pid, ID, file position)` (`(pid, timestamp, ID, file position)` for
+//!   [`super::Order::ByTime`]) in a run buffer of at most `run_bytes`; a full buffer is sorted
+//!   and spilled to an anonymous temporary file (`O_TMPFILE`, or unlinked at once: nothing is
+//!   left behind);
 //! * phase 2 merges the runs (k-way, a heap over the run heads) and parses each record into an
 //!   event, reporting errors at the record's original line.
 //!
 //! A file that fits in one run is sorted in memory and never spilled; a file already in ID
 //! order (memscope's own dumps) never gets here (see [`csv_in_order`] and
 //! `DumpFile::for_each_by_id_restartable`). Memory stays at about
-//! `run_bytes` plus 64 KiB per run, whatever the file size; temporary disk use is about the size
-//! of the file.
+//! `run_bytes` (record data and index entries together) plus 64 KiB per run, whatever the file
+//! size; temporary disk use is about the size of the file (so at most the 8 GiB input limit).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -78,9 +80,17 @@ fn with_blob_cells<T>(blob: &[u8], lens: &mut Vec<usize>, f: impl FnOnce(&[&str]
     lens.extend((0..n).map(|_| get_varint(blob, &mut pos) as usize));
     let body = &blob[pos.min(blob.len())..];
     let owned;
-    let text: &str = match std::str::from_utf8(body) {
-        Ok(t) => t,
-        Err(_) => {
+    // valid as a whole is not enough: a cell boundary may split a character
+    let whole = std::str::from_utf8(body).ok().filter(|t| {
+        let mut at = 0;
+        lens.iter().all(|l| {
+            at += l;
+            at <= t.len() && t.is_char_boundary(at)
+        })
+    });
+    let text: &str = match whole {
+        Some(t) => t,
+        None => {
             // rare: invalid UTF-8; replace per cell so cell boundaries stay right
             let mut s = String::new();
             let mut p = 0;
@@ -146,6 +156,13 @@ impl Run {
         }
         let u = |i: usize| u64::from_le_bytes(hdr[i..i + 8].try_into().unwrap_or([0; 8]));
         let len = u32::from_le_bytes(hdr[40..44].try_into().unwrap_or([0; 4])) as usize;
+        // a record was at most MAX_RECORD_BYTES (plus its cell lengths) when it was spilled
+        if len as u64 > 2 * super::limits::MAX_RECORD_BYTES {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "temporary sort file damaged (record length out of range)",
+            ));
+        }
         self.buf.resize(len, 0);
         self.rdr.read_exact(&mut self.buf)?;
         self.head = Some(((u(0), u(8), u(16), u(24)), u(32)));
@@ -173,8 +190,19 @@ fn spill(dir: &Path, arena: &[u8], idx: &mut [Entry]) -> std::io::Result<File> {
     Ok(f)
 }
 
+/// A temporary file in `dir` that has no name: `O_TMPFILE` where the file system supports
+/// it, else a new private name (`O_EXCL|O_NOFOLLOW`, mode 0600) unlinked at once. Nothing is
+/// left behind, even when memscope is killed (with `O_TMPFILE`).
 fn anon_file(dir: &Path) -> std::io::Result<File> {
+    use rustix::fs::{Mode, OFlags};
     use std::os::unix::fs::OpenOptionsExt;
+    let flags = OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC;
+    match rustix::fs::openat(rustix::fs::CWD, dir, flags, Mode::from_raw_mode(0o600)) {
+        Ok(fd) => return Ok(File::from(fd)),
+        Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::ISDIR | rustix::io::Errno::INVAL) => {
+        }
+        Err(e) => return Err(e.into()),
+    }
     static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let nanos = std::time::SystemTime::now()
@@ -186,9 +214,22 @@ fn anon_file(dir: &Path) -> std::io::Result<File> {
         .write(true)
         .create_new(true)
         .mode(0o600)
+        .custom_flags(OFlags::NOFOLLOW.bits() as i32)
         .open(&p)?;
     std::fs::remove_file(&p)?;
     Ok(f)
+}
+
+/// The error of a spill file in `dir`, naming it as the sort's temporary directory.
+fn temp_err(file: &str, dir: &Path, e: std::io::Error) -> ReadError {
+    ReadError::parse(
+        file,
+        None,
+        format!(
+            "sorting the rows needs temporary files in {} (the temporary directory: set TMPDIR to a writable one): {e}",
+            dir.display()
+        ),
+    )
 }
 
 /// The sort key of the current record of `src`, by (pid, ID) or, `by_time`, (pid, raw
@@ -263,7 +304,8 @@ pub fn sort_csv<R: Read>(
         .min(usize::try_from(total).unwrap_or(usize::MAX))
         .saturating_add(1 << 16);
     let mut arena: Vec<u8> = Vec::with_capacity(cap);
-    let mut idx: Vec<Entry> = Vec::with_capacity(cap / 96);
+    // a typical record: ~96 bytes of blob and one entry
+    let mut idx: Vec<Entry> = Vec::with_capacity(cap / (96 + std::mem::size_of::<Entry>()));
     let mut runs: Vec<File> = Vec::new();
     let mut seq = 0u64;
     while src.next_record()? {
@@ -281,11 +323,9 @@ pub fn sort_csv<R: Read>(
             off,
             len: arena.len() - off,
         });
-        if arena.len() >= opts.run_bytes {
-            runs.push(
-                spill(&dir, &arena, &mut idx)
-                    .map_err(|e| ReadError::io(&dir.display().to_string(), e))?,
-            );
+        // the index counts too: tiny records would otherwise cost 3× the arena in entries
+        if arena.len() + idx.len() * std::mem::size_of::<Entry>() >= opts.run_bytes {
+            runs.push(spill(&dir, &arena, &mut idx).map_err(|e| temp_err(file, &dir, e))?);
             arena.clear();
             idx.clear();
         }
@@ -314,13 +354,10 @@ pub fn sort_csv<R: Read>(
         return Ok(seq);
     }
     if !idx.is_empty() {
-        runs.push(
-            spill(&dir, &arena, &mut idx)
-                .map_err(|e| ReadError::io(&dir.display().to_string(), e))?,
-        );
+        runs.push(spill(&dir, &arena, &mut idx).map_err(|e| temp_err(file, &dir, e))?);
     }
     drop((arena, idx));
-    let io = |e: std::io::Error| ReadError::io(&dir.display().to_string(), e);
+    let io = |e: std::io::Error| temp_err(file, &dir, e);
     let mut runs: Vec<Run> = runs
         .into_iter()
         .map(|f| Run {

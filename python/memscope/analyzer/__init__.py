@@ -99,7 +99,9 @@ def _run(args):
 
 
 class LeaksAnalyzer:
-    """Runs ``memscope analyze leaks FILE --mstx-info M --start-index N`` (prints the report)."""
+    """Runs ``memscope analyze leaks FILE --mstx-info M --start-index N`` (prints the report).
+    Raises ``RuntimeError`` when it fails, e.g. when no device has the 3 marks the range
+    needs."""
 
     def analyze(self, config):
         if not isinstance(config, LeaksConfig):
