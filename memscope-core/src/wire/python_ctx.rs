@@ -266,7 +266,7 @@ mod tests {
 
     #[test]
     fn stack_aten_cpu_tensor_and_watch_records_round_trip_and_stack_switches_are_small() {
-        let recs: [Record<&[u8]>; 9] = [
+        let recs: [Record<&[u8]>; 10] = [
             Record::PyFrameDef {
                 id: 3,
                 parent: 2,
@@ -325,6 +325,10 @@ mod tests {
                 name: b"",
                 data: &[1, 2, 3],
             },
+            Record::PyStack {
+                ts: 1_700_000_000_000_000_075,
+                node: 300,
+            },
         ];
         let mut buf = vec![0u8; 4096];
         let mut st = ChunkState::default();
@@ -335,7 +339,7 @@ mod tests {
             sizes.push(n);
             pos += n;
         }
-        assert!(sizes[1] <= 4, "{sizes:?}");
+        assert!(sizes[9] <= 4, "a stack switch after another row: {sizes:?}");
         let mut st = ChunkState::default();
         let mut at = 0;
         for r in &recs {
