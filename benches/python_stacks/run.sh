@@ -2,6 +2,8 @@
 # Python stacks on every row (issue 13): a 1 M-allocation Python workload (alloc.py), in one
 # run, interleaved REPS times:
 #   none      untraced python
+#   host      memscope run --adapters host (HOST rows, no stacks: what the stacks add is the
+#             difference to the next line)
 #   memscope  memscope run --adapters host --call-stack python:32 (default CSV output written)
 #   memray    memray run (PyPI; its Python stacks on every allocation, capture file written)
 # Reported per mode: the whole command's wall and CPU time (job start to the tool's exit,
@@ -28,11 +30,12 @@ echo "load: $(uptime)"
 echo "python: $($py --version 2>&1), memray $($py -c 'import memray; print(memray.__version__)'), allocations per run: $n, repetitions: $reps"
 results=$work/results.jsonl
 for r in $(seq "$reps"); do
-    for mode in none memscope memray; do
+    for mode in none host memscope memray; do
         out=$work/out-$mode-$r
         mkdir -p "$out"
         case $mode in
             none) cmd=("$py" "$here/alloc.py" "$n") ;;
+            host) cmd=("$bin" run -q --adapters host -o "$out/d" -- "$py" "$here/alloc.py" "$n") ;;
             memscope) cmd=("$bin" run -q --adapters host --call-stack python:32 -o "$out/d" -- "$py" "$here/alloc.py" "$n") ;;
             memray) cmd=("$py" -m memray run -q -o "$out/capture.bin" "$here/alloc.py" "$n") ;;
         esac
@@ -54,17 +57,20 @@ import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 by = {(r["mode"], r["rep"]): r for r in rows}
 reps = sorted({r["rep"] for r in rows})
-print("%-9s %10s %10s %10s %10s %12s %12s %12s" % ("mode", "cmd wall", "cmd cpu", "loop wall",
-      "output", "wall ratio", "cpu ratio", "loop ratio"))
-for m in ("none", "memscope", "memray"):
+print("%-9s %9s %9s %9s %9s %9s %19s %19s %19s %19s" % ("mode", "cmd wall", "cmd cpu",
+      "loop wall", "loop cpu", "output", "wall ratio", "cpu ratio", "loop wall ratio",
+      "loop cpu ratio"))
+for m in ("none", "host", "memscope", "memray"):
     rs = [by[(m, k)] for k in reps]
     med = lambda key: statistics.median(x[key] for x in rs)
     ratio = lambda key: [by[(m, k)][key] / by[("none", k)][key] for k in reps]
     fmt = lambda v: "%.2fx (%.2f-%.2f)" % (statistics.median(v), min(v), max(v))
-    print("%-9s %9.2fs %9.2fs %9.2fs %9.1fM %s %s %s" % (
-        m, med("cmd_wall_s"), med("cmd_cpu_s"), med("loop_wall_s"), med("out_bytes") / 1e6,
-        fmt(ratio("cmd_wall_s")), fmt(ratio("cmd_cpu_s")), fmt(ratio("loop_wall_s"))))
+    print("%-9s %8.2fs %8.2fs %8.2fs %8.2fs %8.1fM %19s %19s %19s %19s" % (
+        m, med("cmd_wall_s"), med("cmd_cpu_s"), med("loop_wall_s"), med("loop_cpu_s"),
+        med("out_bytes") / 1e6, fmt(ratio("cmd_wall_s")), fmt(ratio("cmd_cpu_s")),
+        fmt(ratio("loop_wall_s")), fmt(ratio("loop_cpu_s"))))
 print("ratios: paired per repetition against `none`, median (min-max); cmd = whole command "
       "(interpreter start to the tool's exit: memscope's collector writing the CSV dump, "
-      "memray writing its capture)")
+      "memray writing its capture); loop = the workload's own loop in the traced process "
+      "(its CPU time leaves out the collector running beside it)")
 PY
