@@ -5,8 +5,10 @@
 //! Keys are addresses of long-lived objects. A code object is kept alive (one reference held by
 //! the table) so its address cannot be reused for another function while its id is in use. The
 //! table is touched only with the GIL held (profile hook, `ctypes.PyDLL` calls), and a spin
-//! flag covers the rest; Python stacks on every event (issue 13) will read ids from the
-//! per-thread shadow stack of `trace.rs`, never this table, so allocator hooks stay lock-free.
+//! flag covers the rest. Python stacks on every row (`stack.rs`) read code ids from the
+//! per-thread shadow stacks; allocator hooks touch this table only through
+//! [`ensure_defined`] when a thread defines a new stack node (bounded spin, never waiting on
+//! the GIL).
 
 use super::cpython::{Api, Frame, Obj};
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};

@@ -19,6 +19,11 @@
 //!
 //! The depth (`--call-stack python:N`) is applied by the collector when it writes the
 //! innermost N frames; the probe keeps the whole trie.
+//!
+//! Limits: the shadow stack is only as right as the hook's events — code that replaces the
+//! profile function of a thread (`sys.setprofile` by a profiler or debugger) or switches
+//! stacks without events (greenlets) leaves it stale until its frames return; free-threaded
+//! builds are refused by the package.
 
 use super::cpython::{self, Api, Frame};
 use core::cell::RefCell;

@@ -6,8 +6,9 @@
 //! vector behind an 8-byte TLS slot; no TLS destructor, it is reclaimed only at process exit).
 //! A return pops the id it records, so returns cost no lookup. Frames that were already running
 //! when the tracer started return with an empty shadow stack: their id is looked up from the
-//! frame (the collector writes them with StartTime `N/A`). Issue 13 will read the same shadow
-//! stack from allocator hooks (lock-free, no GIL) to attach Python stacks to every event.
+//! frame (the collector writes them with StartTime `N/A`). The same hook keeps the shadow
+//! stacks of `stack.rs` (Python stacks on every row) while those are on, with or without the
+//! tracer.
 
 use super::cpython::{self, what, Api, Frame, Obj};
 use super::intern;
