@@ -154,3 +154,28 @@ fn without_python_call_stacks_the_column_stays_empty() {
     let rows = r.rows();
     assert!(rows.iter().all(|r| r["Call Stack(Python)"].is_empty()));
 }
+
+#[test]
+fn a_job_that_replaces_the_profile_function_keeps_running_with_stale_but_valid_stacks() {
+    // sys.setprofile(None) removes memscope's hook from the thread: the returns of inner() and
+    // outer() are never seen, their frames stay on the shadow stack (kept alive by it), and
+    // later rows read them without harm.
+    let code = "import sys, gc\n\
+                def inner():\n    sys.setprofile(None)\n    return bytearray(5_000_001)\n\
+                def outer():\n    return inner()\n\
+                outer()\n\
+                for _ in range(20):\n    b = bytearray(3_000_001)\n    gc.collect()\n\
+                print('done')\n";
+    let py = python3();
+    let r = memscope_run(
+        &["-q", "--adapters", "host", "--call-stack", "python:8"],
+        &[py.to_str().unwrap(), "-c", code],
+        &[],
+    );
+    assert_eq!(r.code(), 0, "stderr:\n{}", r.stderr());
+    assert!(r.stdout().contains("done"));
+    let rows = r.rows();
+    let inner = mallocs(&rows, "HOST", 5_000_002);
+    assert!(inner[0]["Call Stack(Python)"].contains("): inner\n"));
+    assert_eq!(mallocs(&rows, "HOST", 3_000_002).len(), 20);
+}

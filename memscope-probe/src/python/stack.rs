@@ -3,7 +3,8 @@
 //!
 //! * **Shadow stack.** The hook (GIL held) pushes `(function code id, frame)` when a Python
 //!   function is entered and pops at its return — matched by frame, so a missed event never
-//!   shifts the stack. Frames already running when stacks start are seeded from the frame
+//!   shifts the stack. Each entry holds a reference to its frame object (taken and dropped by
+//!   the hook, under the GIL), so a row never reads a frame that was freed. Frames already running when stacks start are seeded from the frame
 //!   chain: the calling thread's at start, every other thread's at its first hook event.
 //! * **Interning.** A stack is a node of a trie: `(parent node, code id, line)`, defined once
 //!   per thread and process image (`Record::PyFrameDef`); a row carries only its thread's
@@ -22,8 +23,8 @@
 //!
 //! Limits: the shadow stack is only as right as the hook's events — code that replaces the
 //! profile function of a thread (`sys.setprofile` by a profiler or debugger) or switches
-//! stacks without events (greenlets) leaves it stale until its frames return; free-threaded
-//! builds are refused by the package.
+//! stacks without events (greenlets) leaves it stale (old frames, still valid objects) until
+//! an older frame's return is seen; free-threaded builds are refused by the package.
 
 use super::cpython::{self, Api, Frame};
 use core::cell::RefCell;
@@ -43,7 +44,7 @@ static NEXT_NODE: AtomicU32 = AtomicU32::new(1);
 struct Entry {
     /// Code id of the function (0: unknown; the frame is kept for matching only).
     func: u32,
-    /// Its frame (`PyFrameObject *`, alive while the function runs).
+    /// Its frame (`PyFrameObject *`; the entry holds a reference to it).
     frame: usize,
     /// Line of the cached node.
     line: u32,
@@ -99,8 +100,26 @@ pub fn start(api: &Api) -> bool {
     true
 }
 
+/// Takes a reference to `frame` (GIL held): the shadow stack owns one per entry, so a frame
+/// whose return was never seen (its thread's profile function replaced by another tool) stays
+/// a valid object until its entry goes, and a row never reads freed memory.
+fn hold(api: &Api, frame: Frame) {
+    if let (Some(inc), false) = (api.incref, frame.is_null()) {
+        // SAFETY: GIL held; `frame` is a live frame object.
+        unsafe { inc(frame) };
+    }
+}
+
+/// Drops the references of entries taken off the shadow stack (GIL held, borrow released:
+/// a last reference runs the frame's deallocation here).
+fn release(api: &Api, gone: Vec<Entry>) {
+    for e in gone {
+        api.decref(e.frame as Frame);
+    }
+}
+
 /// Seeds this thread's shadow stack with `frame` and its callers (unless already seeded).
-/// `owned`: `frame` is a new reference (released here).
+/// `owned`: `frame` is a new reference (kept by the entry, or released here).
 fn seed(api: &Api, frame: Frame, owned: bool) {
     let need = with_shadow(|s| !std::mem::replace(&mut s.seeded, true)).unwrap_or(false);
     if !need {
@@ -111,37 +130,38 @@ fn seed(api: &Api, frame: Frame, owned: bool) {
     }
     let mut chain = Vec::new();
     let mut f = frame;
-    let mut own = owned;
-    while !f.is_null() && chain.len() < 10_000 {
+    if !owned {
+        hold(api, f);
+    }
+    while !f.is_null() {
+        if chain.len() >= 10_000 {
+            api.decref(f);
+            break;
+        }
         let id = super::trace::func_id(api, f).unwrap_or(0);
+        // the entry keeps the reference `f` came with
         chain.push(Entry {
             func: id,
             frame: f as usize,
             line: 0,
             node: 0,
         });
-        let next = match api.frame_back {
+        f = match api.frame_back {
             // SAFETY: GIL held; `f` is a live frame; returns a new reference or null.
             Some(b) => unsafe { b(f) },
             None => core::ptr::null_mut(),
         };
-        if own {
-            // The frame stays alive: it is running (its interpreter frame owns it).
-            api.decref(f);
-        }
-        f = next;
-        own = true;
-    }
-    if own {
-        api.decref(f);
     }
     chain.reverse();
-    with_shadow(|s| {
-        let mut seeded = chain;
+    let left = with_shadow(|s| {
+        let mut seeded = std::mem::take(&mut chain);
         seeded.append(&mut s.entries);
         s.entries = seeded;
         s.dirty = 0;
     });
+    if left.is_none() {
+        release(api, chain);
+    }
 }
 
 /// The profile hook entered Python function `func` (0: unknown) running in `frame`.
@@ -155,7 +175,8 @@ pub fn push(api: &Api, func: u32, frame: Frame) {
         };
         seed(api, back, true);
     }
-    with_shadow(|s| {
+    hold(api, frame);
+    let pushed = with_shadow(|s| {
         let n = s.entries.len();
         s.entries.push(Entry {
             func,
@@ -165,6 +186,9 @@ pub fn push(api: &Api, func: u32, frame: Frame) {
         });
         s.dirty = s.dirty.min(n.saturating_sub(1));
     });
+    if pushed.is_none() {
+        api.decref(frame);
+    }
 }
 
 /// The profile hook saw `frame` return (or yield, or unwind).
@@ -179,12 +203,15 @@ pub fn pop(api: &Api, frame: Frame) {
         seed(api, back, true);
         return;
     }
-    with_shadow(|s| {
-        if let Some(at) = s.entries.iter().rposition(|e| e.frame == frame as usize) {
-            s.entries.truncate(at);
-            s.dirty = s.dirty.min(at.saturating_sub(1));
-        }
-    });
+    let gone = with_shadow(|s| {
+        let at = s.entries.iter().rposition(|e| e.frame == frame as usize)?;
+        s.dirty = s.dirty.min(at.saturating_sub(1));
+        Some(s.entries.split_off(at))
+    })
+    .flatten();
+    if let Some(g) = gone {
+        release(api, g);
+    }
 }
 
 /// The runtime's context hook: before a row of this thread, writes its Python stack if it
