@@ -288,3 +288,30 @@ pub fn script_line(script: &str, needle: &str) -> usize {
         .unwrap_or_else(|| panic!("{needle:?} not in {}", p.display()))
         + 1
 }
+
+/// Every CPython 3.`minors` interpreter found (pyenv's versions, then `python3.X` on PATH), one
+/// per minor version.
+pub fn pythons(minors: std::ops::RangeInclusive<u32>) -> Vec<PathBuf> {
+    let pyenv = std::env::var_os("HOME")
+        .map(|h| PathBuf::from(h).join(".pyenv/versions"))
+        .unwrap_or_default();
+    let mut v = Vec::new();
+    for minor in minors {
+        let name = format!("python3.{minor}");
+        let mut found = std::fs::read_dir(&pyenv)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path().join("bin").join(&name))
+            .find(|p| p.is_file());
+        if found.is_none() {
+            found = std::env::var_os("PATH").and_then(|p| {
+                std::env::split_paths(&p)
+                    .map(|d| d.join(&name))
+                    .find(|c| c.is_file())
+            });
+        }
+        v.extend(found);
+    }
+    v
+}

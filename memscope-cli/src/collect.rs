@@ -238,7 +238,8 @@ def _memscope_start():
         if _os.environ.get("MEMSCOPE_PY_TRACE") == "1":
             starts.append(lib.memscope_py_trace_start)
         if _os.environ.get("MEMSCOPE_PY_STACK") == "1":
-            starts.append(lib.memscope_py_stacks_start)
+            how = 1 if _os.environ.get("MEMSCOPE_PY_STACK_HOOK") == "profile" else 0
+            starts.append(lambda: lib.memscope_py_stacks_start_with(how))
     except (OSError, AttributeError):
         return
     if not [s for s in starts if s() >= 0]:

@@ -6,6 +6,7 @@ and C call and return into its stream, on the clock of the dump; threads started
 through ``threading.setprofile``. Rows are written by the collector.
 """
 
+import os
 import sysconfig
 import threading
 import warnings
@@ -27,7 +28,8 @@ def start_stacks():
                       RuntimeWarning, stacklevel=3)
         return
     lib = s.require()
-    rc = lib.memscope_py_stacks_start()
+    how = 1 if os.environ.get("MEMSCOPE_PY_STACK_HOOK") == "profile" else 0
+    rc = lib.memscope_py_stacks_start_with(how)
     if rc < 0:
         warnings.warn("memscope: Python stacks: %s" % s.last_error(), RuntimeWarning,
                       stacklevel=3)

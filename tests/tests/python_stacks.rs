@@ -8,8 +8,11 @@ use memscope_tests::{memscope_run, python3, script_line, sim_npu_dir, Row, Run};
 const JOB: &str = "stacks_job.py";
 
 fn run(stack: &str, args: &[&str]) -> Run {
+    run_on(&python3(), stack, args, &[])
+}
+
+fn run_on(py: &std::path::Path, stack: &str, args: &[&str], envs: &[(&str, &str)]) -> Run {
     let script = memscope_tests::repo_root().join("tests/python").join(JOB);
-    let py = python3();
     let mut prog = vec![py.to_str().unwrap(), script.to_str().unwrap()];
     prog.extend_from_slice(args);
     let r = memscope_run(
@@ -22,9 +25,13 @@ fn run(stack: &str, args: &[&str]) -> Run {
         ],
         &prog,
         &[
-            ("SIM_NPU_DIR", &sim_npu_dir().to_string_lossy()),
-            ("PYTHONDONTWRITEBYTECODE", "1"),
-        ],
+            &[
+                ("SIM_NPU_DIR", &*sim_npu_dir().to_string_lossy()),
+                ("PYTHONDONTWRITEBYTECODE", "1"),
+            ][..],
+            envs,
+        ]
+        .concat(),
     );
     assert_eq!(r.code(), 0, "stderr:\n{}", r.stderr());
     r
@@ -178,4 +185,62 @@ fn a_job_that_replaces_the_profile_function_keeps_running_with_stale_but_valid_s
     let inner = mallocs(&rows, "HOST", 5_000_002);
     assert!(inner[0]["Call Stack(Python)"].contains("): inner\n"));
     assert_eq!(mallocs(&rows, "HOST", 3_000_002).len(), 20);
+}
+
+/// CPython >= 3.12 found here (sys.monitoring keeps the shadow stacks there).
+fn monitoring_pythons() -> Vec<std::path::PathBuf> {
+    let v = memscope_tests::pythons(12..=20);
+    assert!(
+        !v.is_empty(),
+        "no CPython >= 3.12 found (pyenv versions or python3.1X on PATH): the sys.monitoring \
+         path of Python stacks needs one"
+    );
+    v
+}
+
+#[test]
+fn on_cpython_3_12_and_later_sys_monitoring_keeps_the_stacks_of_every_thread() {
+    for py in monitoring_pythons() {
+        for args in [&[][..], &["--thread"][..]] {
+            let r = run_on(&py, "python:16", args, &[]);
+            assert_make_blocks_rows(&r.rows());
+        }
+        // The profiler tool id is memscope's, and no profile function is installed.
+        let code = "import sys, threading\n\
+                    print('tool', sys.monitoring.get_tool(2), sys.getprofile())\n\
+                    t = threading.Thread(target=lambda: print('thread', sys.getprofile()))\n\
+                    t.start(); t.join()\n";
+        let r = memscope_run(
+            &["-q", "--adapters", "host", "--call-stack", "python:4"],
+            &[py.to_str().unwrap(), "-c", code],
+            &[],
+        );
+        assert_eq!(r.code(), 0, "{}", r.stderr());
+        assert!(
+            r.stdout().contains("tool memscope None") && r.stdout().contains("thread None"),
+            "{}: {}",
+            py.display(),
+            r.stdout()
+        );
+    }
+}
+
+#[test]
+fn when_the_profiler_tool_id_is_taken_or_refused_the_profile_hook_keeps_the_stacks() {
+    let taken = tempfile::tempdir().unwrap();
+    std::fs::write(
+        taken.path().join("sitecustomize.py"),
+        "import sys\nsys.monitoring.use_tool_id(2, 'another-profiler')\n",
+    )
+    .unwrap();
+    let dir = taken.path().to_str().unwrap();
+    for py in monitoring_pythons() {
+        for envs in [
+            &[("PYTHONPATH", dir)][..],
+            &[("MEMSCOPE_PY_STACK_HOOK", "profile")][..],
+        ] {
+            let r = run_on(&py, "python:16", &["--thread"], envs);
+            assert_make_blocks_rows(&r.rows());
+        }
+    }
 }

@@ -5,6 +5,7 @@
 
 mod cpython;
 mod intern;
+mod monitoring;
 mod ops;
 mod stack;
 mod trace;
@@ -95,12 +96,25 @@ pub unsafe extern "C" fn memscope_py_trace_start() -> c_int {
 /// The GIL must be held (`ctypes.PyDLL`).
 #[no_mangle]
 pub unsafe extern "C" fn memscope_py_stacks_start() -> c_int {
+    // SAFETY: same contract.
+    unsafe { memscope_py_stacks_start_with(0) }
+}
+
+/// `int memscope_py_stacks_start_with(int how)`: as `memscope_py_stacks_start`, choosing how
+/// the shadow stacks are kept: 0 `sys.monitoring` on CPython ≥ 3.12 (else, or when its
+/// profiler tool id is taken, the profile hook), 1 always the profile hook
+/// (`MEMSCOPE_PY_STACK_HOOK=profile` in the package and the launcher's bootstrap).
+///
+/// # Safety
+/// The GIL must be held (`ctypes.PyDLL`).
+#[no_mangle]
+pub unsafe extern "C" fn memscope_py_stacks_start_with(how: c_int) -> c_int {
     guard(-1, || {
         if !rt::ensure_init() {
             set_error("the probe is passive in this process");
             return -1;
         }
-        match trace::start_stacks() {
+        match trace::start_stacks(how == 0) {
             Ok(true) => 0,
             Ok(false) => 1,
             Err(e) => {

@@ -1,7 +1,8 @@
 //! Python stacks on every row (issue 13): a per-thread shadow stack kept by the profile hook
 //! of `trace.rs`, turned into a stack id only when a row is recorded.
 //!
-//! * **Shadow stack.** The hook (GIL held) pushes `(function code id, frame)` when a Python
+//! * **Shadow stack.** Kept through `sys.monitoring` on CPython ≥ 3.12 (`monitoring.rs`), else
+//!   by the profile hook of `trace.rs`. The hook (GIL held) pushes `(function code id, frame)` when a Python
 //!   function is entered and pops at its return — matched by frame, so a missed event never
 //!   shifts the stack. Each entry holds a reference to its frame object (taken and dropped by
 //!   the hook, under the GIL), so a row never reads a frame that was freed. Frames already running when stacks start are seeded from the frame

@@ -96,6 +96,12 @@ fn slow<R>(api: &Api, f: impl FnOnce() -> Option<R>) -> Option<R> {
     r
 }
 
+/// The (code id, is `_call_impl`) of code object `code`, defining it (GIL held; the slow path
+/// of a lookup miss, with the exception state saved).
+pub(super) fn slow_code_id(api: &Api, code: Obj) -> Option<(u32, bool)> {
+    slow(api, || intern::code_id(api, code))
+}
+
 /// The function code id of the Python function running in `frame` (GIL held; defines it on
 /// first sight). For the stacks of `stack.rs`.
 pub(super) fn func_id(api: &Api, frame: Frame) -> Option<u32> {
@@ -123,7 +129,8 @@ pub(super) fn func_id(api: &Api, frame: Frame) -> Option<u32> {
 unsafe extern "C" fn profile(_obj: Obj, frame: Frame, what: c_int, arg: Obj) -> c_int {
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let tracing = ACTIVE.load(Ordering::Relaxed);
-        let stacks = stack::on();
+        // With sys.monitoring keeping the shadow stacks (3.12+), this hook only traces.
+        let stacks = stack::on() && !super::monitoring::on();
         if !tracing && !stacks {
             return;
         }
@@ -293,20 +300,25 @@ pub fn start() -> Result<bool, &'static str> {
         code: 0,
     });
     record_stack(api, PyTraceEvent::FrameAtStart, ts);
-    if !stack::on() {
+    if !stack::on() || super::monitoring::on() {
         install(api, Some(profile));
     }
     Ok(true)
 }
 
-/// Turns Python stacks on every row on (`stack.rs`), installing the profile hook on every
-/// thread unless the tracer has it installed already. `Ok(false)`: already on.
-pub fn start_stacks() -> Result<bool, &'static str> {
+/// Turns Python stacks on every row on (`stack.rs`): kept through `sys.monitoring` on 3.12+
+/// when `monitoring` (`monitoring.rs`), else by the profile hook, installed on every thread unless the tracer
+/// has it installed already. `Ok(false)`: already on.
+pub fn start_stacks(monitoring: bool) -> Result<bool, &'static str> {
     let api = cpython::api()?;
+    if stack::on() {
+        return Ok(false);
+    }
+    let monitored = monitoring && super::monitoring::start(api);
     if !stack::start(api) {
         return Ok(false);
     }
-    if !active() {
+    if !monitored && !active() {
         install(api, Some(profile));
     }
     Ok(true)
@@ -318,7 +330,14 @@ pub fn start_thread() -> bool {
     let Ok(api) = cpython::api() else {
         return false;
     };
-    if !active() && !stack::on() {
+    let hook_keeps_stacks = stack::on() && !super::monitoring::on();
+    if !active() && !hook_keeps_stacks {
+        // Nothing to install (e.g. sys.monitoring keeps the stacks): drop the Python-level
+        // `threading.setprofile` hook that called us, so the thread pays nothing per call.
+        if let Some(set) = api.set_profile {
+            // SAFETY: GIL held (caller contract).
+            unsafe { set(None, core::ptr::null_mut()) };
+        }
         return false;
     }
     if let Some(set) = api.set_profile {
@@ -334,7 +353,7 @@ pub fn stop() -> Result<bool, &'static str> {
     if !ACTIVE.swap(false, Ordering::AcqRel) {
         return Ok(false);
     }
-    if !stack::on() {
+    if !stack::on() || super::monitoring::on() {
         install(api, None);
     }
     let ts = rt::now_ns();
