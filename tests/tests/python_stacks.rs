@@ -20,6 +20,7 @@ fn run_on(py: &std::path::Path, stack: &str, args: &[&str], envs: &[(&str, &str)
             "-q",
             "--adapters",
             "pta,mstx,hal,acl,host",
+            "--host-rows",
             "--call-stack",
             stack,
         ],
@@ -175,7 +176,14 @@ fn a_job_that_replaces_the_profile_function_keeps_running_with_stale_but_valid_s
                 print('done')\n";
     let py = python3();
     let r = memscope_run(
-        &["-q", "--adapters", "host", "--call-stack", "python:8"],
+        &[
+            "-q",
+            "--adapters",
+            "host",
+            "--host-rows",
+            "--call-stack",
+            "python:8",
+        ],
         &[py.to_str().unwrap(), "-c", code],
         &[],
     );
@@ -211,7 +219,14 @@ fn on_cpython_3_12_and_later_sys_monitoring_keeps_the_stacks_of_every_thread() {
                     t = threading.Thread(target=lambda: print('thread', sys.getprofile()))\n\
                     t.start(); t.join()\n";
         let r = memscope_run(
-            &["-q", "--adapters", "host", "--call-stack", "python:4"],
+            &[
+                "-q",
+                "--adapters",
+                "host",
+                "--host-rows",
+                "--call-stack",
+                "python:4",
+            ],
             &[py.to_str().unwrap(), "-c", code],
             &[],
         );

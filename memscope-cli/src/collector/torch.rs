@@ -157,6 +157,7 @@ impl TorchState {
                     addr: *addr,
                     size,
                     total: Some(self.cpu_total as i64),
+                    cpu_tensor: true,
                     ..MemoryAttrs::default()
                 });
                 out.push(ev);
