@@ -149,7 +149,7 @@ pub fn replay_events(
             config_json: String::new(),
             capture: None,
             host_rows_off: false,
-            host_side: None,
+            host_fast: None,
         });
         p.set_dry();
         p.observe(Box::new(move |ev| sink.borrow_mut().push(ev.clone())));

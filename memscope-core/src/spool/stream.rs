@@ -95,6 +95,8 @@ pub(crate) struct Cursor {
     pub(crate) done: bool,
     /// The chunk did not decode; the rest of it is skipped.
     pub(crate) corrupt: bool,
+    /// The decoded record waiting in the merge (`ProcessMerge`).
+    pub(crate) head: Option<Sourced>,
 }
 
 impl Cursor {
