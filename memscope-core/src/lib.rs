@@ -17,6 +17,8 @@ pub mod probe_env;
 pub mod wire;
 
 #[cfg(feature = "collector")]
+pub mod addr_hash;
+#[cfg(feature = "collector")]
 pub mod analysis;
 #[cfg(feature = "collector")]
 pub mod attr_text;

@@ -198,11 +198,11 @@ impl Pipeline {
         }
     }
 
-    /// Handles one record of image `image` (chunk `chunk`, thread `tid`), in emission order.
-    pub fn record(&mut self, image: usize, chunk: u32, tid: u32, rec: Record<Box<[u8]>>) {
+    /// Handles one record of image `image`, thread `tid`, in emission order.
+    pub fn record(&mut self, image: usize, tid: u32, rec: Record<Box<[u8]>>) {
         if let Some(c) = &mut self.capture {
             if let Some(w) = &mut c.writer {
-                if let Err(e) = w.record(image, chunk, tid, &rec) {
+                if let Err(e) = w.record(image, tid, &rec) {
                     self.capture_failed(e);
                 }
             }

@@ -88,8 +88,7 @@ impl ProcessState {
         while n < budget {
             match self.merge.next(watermark_ns) {
                 Ok(Some(m)) => {
-                    self.pipeline
-                        .record(m.image, m.src.chunk, m.src.tid, m.src.rec);
+                    self.pipeline.record(m.image, m.src.tid, m.src.rec);
                     n += 1;
                 }
                 Ok(None) => break,

@@ -94,7 +94,7 @@ pub fn feed(r: &mut CaptureReader, p: &mut Pipeline) -> Result<Vec<ImageInfo>, C
             }
             last_image = c.image;
         }
-        p.record(c.image, 0, c.tid, c.rec);
+        p.record(c.image, c.tid, c.rec);
     }
     Ok(r.end().map(|e| e.images.clone()).unwrap_or_default())
 }
@@ -156,7 +156,7 @@ pub fn replay_events(
         loop {
             let next = r.next_record().map_err(|e| e.to_string())?;
             let Some(c) = next else { break };
-            p.record(c.image, 0, c.tid, c.rec);
+            p.record(c.image, c.tid, c.rec);
             for ev in events.borrow_mut().drain(..) {
                 visit(&proc_, &ev);
             }
@@ -202,7 +202,7 @@ mod tests {
                     addr: 0x1000 + (i - 1) * 16,
                 }
             };
-            w.record(0, 0, 9, &rec).unwrap();
+            w.record(0, 9, &rec).unwrap();
         }
         w.finish(CaptureEnd::default()).unwrap();
         let mut seen = Vec::new();

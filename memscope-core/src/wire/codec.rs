@@ -109,13 +109,15 @@ impl Out<'_> {
     }
 }
 
+/// Zig-zag mapping of a signed difference to an unsigned varint value.
 #[inline]
-pub(crate) fn zigzag(v: i64) -> u64 {
+pub fn zigzag(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)) as u64
 }
 
+/// Inverse of [`zigzag`].
 #[inline]
-pub(crate) fn unzigzag(v: u64) -> i64 {
+pub fn unzigzag(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
