@@ -263,7 +263,7 @@ fn host_rows_are_off_by_default_and_the_capture_keeps_them() {
 }
 
 #[test]
-fn sigkill_of_memscope_then_recover_writes_every_event() {
+fn sigkill_of_memscope_then_recover_writes_every_event_or_counts_it_dropped() {
     let prog = program("mstx_many");
     let out = tempfile::tempdir().unwrap();
     let mut ms = Command::new(memscope_bin())
@@ -299,10 +299,24 @@ fn sigkill_of_memscope_then_recover_writes_every_event() {
     assert!(o.status.success(), "{err}");
     let run = Run { output: o, out };
     let rows = run.rows();
-    assert_eq!(rows.len(), 300_000, "{err}");
+    // After the collector's death the probe writes a bounded number of chunks
+    // (`wire::ORPHAN_CHUNKS`) and counts the rest as dropped: rows + drops = marks, and every
+    // mark the job reported before the kill is a row.
+    let dropped: usize = err
+        .lines()
+        .find_map(|l| {
+            l.strip_suffix(" DROPPED")?
+                .rsplit(", ")
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0);
+    assert_eq!(rows.len() + dropped, 300_000, "{err}");
+    assert!(rows.len() >= 50_000, "{err}");
     let names: HashSet<&str> = rows.iter().map(|r| r["Name"].as_str()).collect();
-    assert_eq!(names.len(), 300_000);
-    assert_eq!(summary_rows(&err)[0].0, 300_000, "{err}");
+    assert_eq!(names.len(), rows.len());
+    assert_eq!(summary_rows(&err)[0].0, rows.len() as u64, "{err}");
     assert_eq!(captures(run.out.path()).len(), 1);
     let mut spools = Vec::new();
     walk(run.out.path(), &mut |p| {

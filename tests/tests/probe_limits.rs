@@ -41,7 +41,11 @@ fn file_size_limit_stops_recording_and_the_job_exits_0_under_memscope_run() {
     let p = prog("probe_bigwriter");
     let script = format!("ulimit -f 1024; exec {}", p.display());
     // (Without -q, so the summary reports the drops.)
-    let run = memscope_run(&["--adapters", "host"], &["bash", "-c", &script], &[]);
+    let run = memscope_run(
+        &["--adapters", "host", "--host-rows"],
+        &["bash", "-c", &script],
+        &[],
+    );
     assert_eq!(
         run.code(),
         0,

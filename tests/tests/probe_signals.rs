@@ -124,7 +124,7 @@ fn nested_signal_handlers_are_recorded_or_counted_as_dropped() {
 fn signal_handler_rows_and_summary_drops_add_up_to_the_calls_under_memscope_run() {
     let p = prog("probe_sig_mmap");
     let run = memscope_run(
-        &["--adapters", "host"],
+        &["--adapters", "host", "--host-rows"],
         &[p.to_str().unwrap(), "300", "1", "0", "5"],
         &[("MEMSCOPE_HOST_MMAP", "1")],
     );

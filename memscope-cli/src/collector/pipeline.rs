@@ -199,15 +199,15 @@ impl Pipeline {
     }
 
     /// Handles one record of image `image`, thread `tid`, in emission order.
-    pub fn record(&mut self, image: usize, tid: u32, rec: Record<Box<[u8]>>) {
+    pub fn record(&mut self, image: usize, tid: u32, rec: &Record<Box<[u8]>>) {
         if let Some(c) = &mut self.capture {
             if let Some(w) = &mut c.writer {
-                if let Err(e) = w.record(image, tid, &rec) {
+                if let Err(e) = w.record(image, tid, rec) {
                     self.capture_failed(e);
                 }
             }
         }
-        match &rec {
+        match rec {
             Record::StackDef { id, raw, .. } => {
                 self.ctx
                     .define_stack(image, *id, StackFrames::new(raw).collect());
@@ -220,12 +220,13 @@ impl Pipeline {
             _ => {}
         }
         self.ctx.set_image(image);
-        if self.host_fast.is_some() && is_host_record(&rec) {
-            self.host_record(&rec);
+        if self.host_fast.is_some() && is_host_record(rec) {
+            self.host_record(rec);
             return;
         }
-        let rec = self.resolve_text(image, rec);
-        match &rec {
+        let resolved = self.resolve_text(image, rec);
+        let rec = resolved.as_ref().unwrap_or(rec);
+        match rec {
             Record::OwnerPush { label, .. } => {
                 self.ctx
                     .push_owner(tid, String::from_utf8_lossy(label).into_owned());
@@ -241,7 +242,7 @@ impl Pipeline {
         if !self
             .typers
             .iter_mut()
-            .any(|t| t.type_record(&mut self.ctx, tid, &rec, &mut out))
+            .any(|t| t.type_record(&mut self.ctx, tid, rec, &mut out))
         {
             self.untyped += 1;
         }
@@ -323,39 +324,40 @@ impl Pipeline {
         Ok(())
     }
 
-    /// Replaces an interned-text reference of image `image` by the record with its text
-    /// inline, so typers see one form. An unknown id (definition lost) gives `<text #id>`.
-    fn resolve_text(&self, image: usize, rec: Record<Box<[u8]>>) -> Record<Box<[u8]>> {
+    /// The record with its text inline for an interned-text reference of image `image`
+    /// (so typers see one form); `None` for other records. An unknown id (definition lost)
+    /// gives `<text #id>`.
+    fn resolve_text(&self, image: usize, rec: &Record<Box<[u8]>>) -> Option<Record<Box<[u8]>>> {
         let text = |id: u32| -> Box<[u8]> {
             self.texts
                 .get(&(image, id))
                 .cloned()
                 .unwrap_or_else(|| format!("<text #{id}>").into_bytes().into())
         };
-        match rec {
+        match *rec {
             Record::MarkRef {
                 ts,
                 stream,
                 text: id,
-            } => Record::Mark {
+            } => Some(Record::Mark {
                 ts,
                 stream,
                 msg: text(id),
                 null: false,
-            },
+            }),
             Record::RangeStartRef {
                 ts,
                 id,
                 stream,
                 text: t,
-            } => Record::RangeStart {
+            } => Some(Record::RangeStart {
                 ts,
                 id,
                 stream,
                 msg: text(t),
                 null: false,
-            },
-            other => other,
+            }),
+            _ => None,
         }
     }
 

@@ -94,7 +94,7 @@ pub fn feed(r: &mut CaptureReader, p: &mut Pipeline) -> Result<Vec<ImageInfo>, C
             }
             last_image = c.image;
         }
-        p.record(c.image, c.tid, c.rec);
+        p.record(c.image, c.tid, &c.rec);
     }
     Ok(r.end().map(|e| e.images.clone()).unwrap_or_default())
 }
@@ -156,7 +156,7 @@ pub fn replay_events(
         loop {
             let next = r.next_record().map_err(|e| e.to_string())?;
             let Some(c) = next else { break };
-            p.record(c.image, c.tid, c.rec);
+            p.record(c.image, c.tid, &c.rec);
             for ev in events.borrow_mut().drain(..) {
                 visit(&proc_, &ev);
             }
@@ -189,7 +189,7 @@ mod tests {
             CaptureWriter::new(std::fs::File::create(&path).unwrap(), path.clone(), &info).unwrap();
         w.set_image(0, ImageHeader::default());
         for i in 0..100u64 {
-            let rec = if i % 2 == 0 {
+            let rec: Record<Box<[u8]>> = if i % 2 == 0 {
                 Record::HostMalloc {
                     ts: 10 + i,
                     addr: 0x1000 + i * 16,

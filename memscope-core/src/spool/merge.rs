@@ -63,29 +63,30 @@ fn advance(
     image: usize,
     chunk: usize,
 ) -> std::io::Result<Option<Head>> {
-    loop {
-        match images[image].next_record(chunk, final_pass)? {
-            Some(src) => {
-                let Some(ts) = src.rec.ts() else {
-                    defs.push_back(Merged { image, src });
-                    continue;
-                };
-                let head = Head {
+    while images[image].next_record(chunk, final_pass)? {
+        let c = &mut images[image].chunks[chunk];
+        let Some(src) = &c.head else {
+            break;
+        };
+        match src.rec.ts() {
+            Some(ts) => {
+                return Ok(Some(Head {
                     ts,
                     image: image as u32,
                     seq: src.seq,
-                };
-                images[image].chunks[chunk].head = Some(src);
-                return Ok(Some(head));
+                }))
             }
             None => {
-                if !images[image].chunks[chunk].done {
-                    starved.push((image, chunk));
+                if let Some(src) = c.head.take() {
+                    defs.push_back(Merged { image, src });
                 }
-                return Ok(None);
             }
         }
     }
+    if !images[image].chunks[chunk].done {
+        starved.push((image, chunk));
+    }
+    Ok(None)
 }
 
 impl ProcessMerge {
@@ -154,27 +155,37 @@ impl ProcessMerge {
         Ok(self.pending() > before)
     }
 
-    /// The next record to emit: a pending definition, else the earliest head stamped at or
-    /// before `watermark`.
+    /// Hands the next record to emit to `f` (by reference: it stays in its cursor): a pending
+    /// definition, else the earliest head stamped at or before `watermark`. Returns whether
+    /// there was one.
     ///
     /// # Errors
     /// Read failure of a stream file.
-    pub fn next(&mut self, watermark: u64) -> std::io::Result<Option<Merged>> {
+    pub fn next_with(
+        &mut self,
+        watermark: u64,
+        f: impl FnOnce(usize, &Sourced),
+    ) -> std::io::Result<bool> {
         if let Some(d) = self.defs.pop_front() {
-            return Ok(Some(d));
+            f(d.image, &d.src);
+            return Ok(true);
         }
         let Some(mut top) = self.heap.peek_mut() else {
-            return Ok(None);
+            return Ok(false);
         };
         if top.0.ts > watermark {
-            return Ok(None);
+            return Ok(false);
         }
         let (image, chunk) = (top.0.image as usize, (top.0.seq >> 32) as usize);
-        let Some(src) = self.images[image].chunks[chunk].head.take() else {
-            // Not reached: every heap entry has its record in its cursor.
-            std::collections::binary_heap::PeekMut::pop(top);
-            return Ok(None);
-        };
+        match &self.images[image].chunks[chunk].head {
+            Some(src) => f(image, src),
+            None => {
+                // Not reached: every heap entry has its record in its cursor.
+                std::collections::binary_heap::PeekMut::pop(top);
+                return Ok(false);
+            }
+        }
+        self.images[image].chunks[chunk].head = None;
         // The chunk's next record replaces this one in place (one sift instead of a pop and
         // a push); definitions decoded meanwhile come out on the next calls, after this record.
         match advance(
@@ -190,7 +201,22 @@ impl ProcessMerge {
                 std::collections::binary_heap::PeekMut::pop(top);
             }
         }
-        Ok(Some(Merged { image, src }))
+        Ok(true)
+    }
+
+    /// The next record to emit (as [`ProcessMerge::next_with`], by value).
+    ///
+    /// # Errors
+    /// Read failure of a stream file.
+    pub fn next(&mut self, watermark: u64) -> std::io::Result<Option<Merged>> {
+        let mut out = None;
+        self.next_with(watermark, |image, src| {
+            out = Some(Merged {
+                image,
+                src: src.clone(),
+            })
+        })?;
+        Ok(out)
     }
 
     /// Whether every chunk of every image is finished and nothing is pending.
