@@ -11,6 +11,8 @@
 #ifndef MEMSCOPE_PROBE_H
 #define MEMSCOPE_PROBE_H
 
+#include <stdint.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -39,6 +41,33 @@ int memscope_owner_pop(void);
 
 /* The probe's version, e.g. "0.1.0" (static storage, never NULL). */
 const char *memscope_version(void);
+
+/* ---- For the memscope Python package (python/memscope, through ctypes.PyDLL) -------------
+ * Called with the GIL held. CPython is reached through symbols resolved at run time
+ * (dlsym(RTLD_DEFAULT)); the probe never links libpython. -1 results leave a reason in
+ * memscope_py_last_error() where one applies. */
+
+/* 1 when the probe records (a collector follows this process), 0 when passive. */
+int memscope_py_status(void);
+/* Closes the collection window without a STOP_TRACE row (config() gives deferred semantics). */
+int memscope_py_defer(void);
+/* Why the last memscope_py_* call returned -1 (static buffer; empty when no reason). */
+const char *memscope_py_last_error(void);
+/* Python tracer (python_trace files): start on every thread (0; 1 already running; -1 error),
+ * install on the calling thread (threads started later), stop (0; 1 not running), query. */
+int memscope_py_trace_start(void);
+int memscope_py_trace_thread(void);
+int memscope_py_trace_stop(void);
+int memscope_py_trace_active(void);
+/* RecordFunction(name): end = 0 at the start of the block, 1 at its end (window open only). */
+int memscope_py_record_function(const char *name, int end);
+/* describer(addr, owner=label): the live pool block starting at addr gets the user owner level. */
+int memscope_py_owner_addr(uint64_t addr, const char *label);
+/* take_snapshot: values = total, free, reserved, peak_reserved, allocated, peak_allocated
+ * (bytes); bit i of known set when values[i] is real (the collector fills the others from its
+ * pool accounting); device UINT32_MAX = the calling thread's current device. */
+int memscope_py_snapshot(const char *name, uint32_t device, uint32_t known,
+                         const uint64_t values[6]);
 
 #ifdef __cplusplus
 }

@@ -13,14 +13,16 @@ use clap::{Args, Subcommand, ValueEnum};
 use memscope_core::analysis::compare::{self, Level};
 use memscope_core::analysis::decompose::{write_decompose_csv, DecomposeLayer};
 use memscope_core::analysis::gap::GapLayer;
+use memscope_core::analysis::inefficient::IneffRule;
 use memscope_core::analysis::inefficient_layer::InefficientLayer;
 use memscope_core::analysis::leak_range::RangeLeakLayer;
 use memscope_core::analysis::leaks::LeakLayer;
-use memscope_core::analysis::offline::run_layers;
+use memscope_core::analysis::offline::run_layers_in;
 use memscope_core::analysis::{parse_types, IneffConfig};
 use memscope_core::bus::{Layer, ReportSection};
 use memscope_core::event::Inefficiency;
-use memscope_core::reader::{DumpFile, ReadOptions};
+use memscope_core::reader::{DumpFile, Order, ReadOptions};
+use memscope_core::sanitize::escape_controls;
 
 #[path = "analyze/annotate.rs"]
 mod annotate;
@@ -34,6 +36,23 @@ pub enum LevelArg {
     Op,
     /// Kernel launches (each until the next launch on its device).
     Kernel,
+}
+
+/// `--order` of the offline analyses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OrderArg {
+    /// Replay rows in ID order (the order they happened in, as IDs are given).
+    Id,
+    /// Replay rows in timestamp order (for files whose IDs and timestamps disagree).
+    Time,
+}
+
+/// How an offline analysis replays the rows of its file.
+#[derive(Clone, Copy, Debug, Args)]
+pub struct ReplayArgs {
+    /// Replay order of the rows.
+    #[arg(long, value_enum, default_value_t = OrderArg::Id)]
+    pub order: OrderArg,
 }
 
 /// `memscope compare BASE COMPARE [--level op|kernel] [-o DIR]`.
@@ -73,9 +92,23 @@ pub struct LeaksArgs {
         requires = "mstx_info"
     )]
     pub start_index: usize,
+    /// Replay order.
+    #[command(flatten)]
+    pub replay: ReplayArgs,
 }
 
-/// `memscope analyze inefficient FILE [--mem-size BYTES] [--types t1,t2] [--idle-threshold N]`.
+/// `--inefficient-rule` of `memscope analyze inefficient`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum RuleArg {
+    /// msMemScope's: each row is classified as it arrives.
+    Msmemscope,
+    /// memscope's stricter variant: rows inside an op are classified when the outermost op
+    /// ends.
+    OpEnd,
+}
+
+/// `memscope analyze inefficient FILE [--mem-size BYTES] [--types t1,t2] [--idle-threshold N]
+/// [--inefficient-rule msmemscope|op-end]`.
 #[derive(Clone, Debug, Args)]
 pub struct InefficientArgs {
     /// Dump to analyse; an annotated copy is written next to it.
@@ -90,6 +123,12 @@ pub struct InefficientArgs {
     #[arg(long = "idle-threshold", value_name = "N", default_value_t = 3000,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub idle_threshold: u64,
+    /// Classification rule.
+    #[arg(long = "inefficient-rule", value_enum, default_value_t = RuleArg::Msmemscope)]
+    pub rule: RuleArg,
+    /// Replay order.
+    #[command(flatten)]
+    pub replay: ReplayArgs,
 }
 
 /// `memscope analyze decompose FILE [-o DIR]`.
@@ -105,6 +144,9 @@ pub struct DecomposeArgs {
         default_value = "memscopeDumpResults"
     )]
     pub output: PathBuf,
+    /// Replay order.
+    #[command(flatten)]
+    pub replay: ReplayArgs,
 }
 
 /// `memscope analyze gap FILE`.
@@ -112,6 +154,9 @@ pub struct DecomposeArgs {
 pub struct GapArgs {
     /// Dump to analyse.
     pub file: PathBuf,
+    /// Replay order.
+    #[command(flatten)]
+    pub replay: ReplayArgs,
 }
 
 /// `memscope analyze ...`.
@@ -131,37 +176,54 @@ fn open(path: &Path) -> Result<DumpFile> {
     DumpFile::open(path).map_err(|e| anyhow!("{e}"))
 }
 
-/// Prints one line on stdout; a closed pipe (`| head`) is not an error of the analysis.
+/// Prints one line on stdout; a closed pipe (`| head`) is not an error of the analysis
+/// (`crate::out`).
 fn say(line: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stdout().lock(), "{line}");
+    println!("{line}");
 }
 
+/// Prints report sections on stdout, each line escaped whole (text from the dump can neither
+/// drive the terminal nor break a line).
 fn print_sections(sections: &[ReportSection]) {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
     for s in sections {
-        // a closed pipe (`| head`) is not an error of the analysis
-        if writeln!(out, "==== {} ====", s.title).is_err() {
-            return;
-        }
+        println!("==== {} ====", escape_controls(&s.title));
         for l in &s.lines {
-            if writeln!(out, "{l}").is_err() {
-                return;
-            }
+            println!("{}", escape_controls(l));
         }
     }
 }
 
 fn run_offline(
     file: &DumpFile,
+    replay: ReplayArgs,
     make: &mut dyn FnMut() -> Vec<Box<dyn Layer>>,
 ) -> Result<Vec<ReportSection>> {
     let mut opts = ReadOptions {
         progress: Some(progress::bar(file.name())),
         ..ReadOptions::default()
     };
-    let (sections, _) = run_layers(file, &mut opts, make).map_err(|e| anyhow!("{e}"))?;
+    let order = match replay.order {
+        OrderArg::Id => Order::ById,
+        OrderArg::Time => Order::ByTime,
+    };
+    let (sections, stats) =
+        run_layers_in(file, order, &mut opts, make).map_err(|e| anyhow!("{e}"))?;
+    if let Some(w) = stats.torn_warning(file.name()) {
+        eprintln!("memscope: warning: {w}");
+    }
+    if stats.time_disorder > 0 {
+        eprintln!(
+            "memscope: warning: {}: {} row(s) have an earlier timestamp than a row with a smaller ID (rows flushed out of time order); analyses replay in ID order, --order time replays by timestamp",
+            file.name(),
+            stats.time_disorder
+        );
+    }
+    if stats.rows == 0 {
+        say(&format!(
+            "{}: no rows (the file holds a header only)",
+            file.name()
+        ));
+    }
     Ok(sections)
 }
 
@@ -199,6 +261,11 @@ pub fn run_compare(args: &CompareArgs) -> Result<()> {
             }
         ));
     }
+    for (f, s) in [(&base, &b), (&cmp, &c)] {
+        if let Some(w) = s.stats.torn_warning(f.name()) {
+            eprintln!("memscope: warning: {w}");
+        }
+    }
     for n in &res.notes {
         eprintln!("memscope: note: {n}");
     }
@@ -232,19 +299,37 @@ pub fn run_analyze(cmd: &AnalyzeCmd) -> Result<()> {
     match cmd {
         AnalyzeCmd::Leaks(a) => {
             let file = open(&a.file)?;
-            let sections = match &a.mstx_info {
-                Some(msg) => run_offline(&file, &mut || {
-                    vec![Box::new(RangeLeakLayer::new(msg, a.start_index))]
-                })?,
-                None => run_offline(&file, &mut || vec![Box::new(LeakLayer::new())])?,
-            };
-            print_sections(&sections);
+            match &a.mstx_info {
+                Some(msg) => {
+                    let mut judged = Vec::new();
+                    let sections = run_offline(&file, a.replay, &mut || {
+                        let layer = RangeLeakLayer::new(msg, a.start_index);
+                        judged.push(layer.judged_flag());
+                        vec![Box::new(layer)]
+                    })?;
+                    print_sections(&sections);
+                    if !judged
+                        .iter()
+                        .any(|j| j.load(std::sync::atomic::Ordering::Relaxed))
+                    {
+                        return Err(anyhow!(
+                            "{}: no device has the 3 msTX marks named {} from index {} that the range needs",
+                            file.name(),
+                            memscope_core::sanitize::quoted(msg),
+                            a.start_index
+                        ));
+                    }
+                }
+                None => print_sections(&run_offline(&file, a.replay, &mut || {
+                    vec![Box::new(LeakLayer::new())]
+                })?),
+            }
         }
         AnalyzeCmd::Inefficient(a) => run_inefficient(a)?,
         AnalyzeCmd::Decompose(a) => {
             let file = open(&a.file)?;
             let mut handles = Vec::new();
-            let sections = run_offline(&file, &mut || {
+            let sections = run_offline(&file, a.replay, &mut || {
                 let (layer, h) = DecomposeLayer::collecting();
                 handles.push(h);
                 vec![Box::new(layer)]
@@ -268,7 +353,7 @@ pub fn run_analyze(cmd: &AnalyzeCmd) -> Result<()> {
         }
         AnalyzeCmd::Gap(a) => {
             let file = open(&a.file)?;
-            print_sections(&run_offline(&file, &mut || {
+            print_sections(&run_offline(&file, a.replay, &mut || {
                 vec![Box::new(GapLayer::new())]
             })?);
         }
@@ -285,10 +370,14 @@ fn run_inefficient(a: &InefficientArgs) -> Result<()> {
         idle_threshold: a.idle_threshold,
         mem_size: a.mem_size,
         types,
+        rule: match a.rule {
+            RuleArg::Msmemscope => IneffRule::MsMemScope,
+            RuleArg::OpEnd => IneffRule::OpEnd,
+        },
     };
     let file = open(&a.file)?;
     let mut handles = Vec::new();
-    let sections = run_offline(&file, &mut || {
+    let sections = run_offline(&file, a.replay, &mut || {
         let (layer, h) = InefficientLayer::collecting(cfg.clone());
         handles.push(h);
         vec![Box::new(layer)]

@@ -1,22 +1,54 @@
-//! `memscope export --to <format> INPUT... -o OUT` (TEAM contract 2): views made from kept
-//! captures. Each format lives in its own module under `export/`.
+//! `memscope export --to <format> INPUT... -o OUT` (TEAM contract 2): the events of runs in
+//! other forms. This file only parses the command and dispatches; each format lives in its own
+//! module under `export/`:
+//!
+//! * `csv`, `db` ([`crate::export::dumps`]): the dump files `memscope run` writes, made again
+//!   from kept captures (HOST rows included).
+//! * `memory-viz`, `perfetto`, `parquet` ([`crate::export::memory_viz`],
+//!   [`crate::export::perfetto`], [`crate::export::parquet`]; the formats themselves are in
+//!   `memscope_export`): viewer and engine formats, over run output directories (any tree of
+//!   them), process directories, dump files and captures (replayed through
+//!   [`crate::capture_input`]; a process directory holding a capture is read from it).
 
 use std::path::PathBuf;
 
-/// Options of `memscope export`.
-#[derive(clap::Args, Debug)]
+use clap::{Args, ValueEnum};
+
+use crate::export;
+
+/// `--to` of `memscope export`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    /// msMemScope CSV dumps, the rows `memscope run` writes (HOST rows included), from captures.
+    Csv,
+    /// memscope's SQLite dumps, as `--format db` writes them, from captures.
+    Db,
+    /// PyTorch memory snapshot pickle for pytorch.org/memory_viz and MindStudio Insight.
+    MemoryViz,
+    /// Perfetto trace (protobuf TrackEvent) for ui.perfetto.dev.
+    Perfetto,
+    /// Hive-partitioned Parquet dataset (events/rank=R/pid=P/part-N.parquet) for SQL engines.
+    Parquet,
+}
+
+/// `memscope export --to FORMAT INPUT... -o OUT`.
+#[derive(Clone, Debug, Args)]
 pub struct ExportArgs {
-    /// Output format: csv or db (msMemScope dump files, the rows `memscope run` writes, HOST
-    /// rows included).
-    #[arg(long = "to", value_name = "FORMAT")]
-    pub to: String,
-    /// Captures (`*.mscap`), process directories (`msmemscope_<pid>_<ts>_ascend/`) or run
-    /// output directories.
-    #[arg(value_name = "INPUT", required = true, num_args = 1..)]
+    /// Output format.
+    #[arg(long = "to", value_enum, value_name = "FORMAT")]
+    pub to: ExportFormat,
+    /// Run output directories, process directories (`msmemscope_<pid>_<ts>_ascend/`), captures
+    /// (`*.mscap`) or, for the viewer formats, dump files (memscope_dump_*.csv or .db of
+    /// memscope or msMemScope). The viewer formats read a process directory that holds a
+    /// capture from the capture, not from its dumps (the capture also holds the HOST rows
+    /// `memscope run` writes only with --host-rows).
+    #[arg(required = true, value_name = "INPUT")]
     pub inputs: Vec<PathBuf>,
-    /// Output directory (created if missing); gets the run's layout.
+    /// Output: for csv|db the directory that gets the run's layout (created if missing); else
+    /// the .pickle (a directory of them when the input holds several processes), the .pftrace,
+    /// or the Parquet dataset directory, never overwritten.
     #[arg(short = 'o', long = "output", value_name = "OUT")]
-    pub out: PathBuf,
+    pub output: PathBuf,
     /// No summary.
     #[arg(short, long)]
     pub quiet: bool,
@@ -25,11 +57,13 @@ pub struct ExportArgs {
 /// Runs `memscope export`.
 ///
 /// # Errors
-/// Bad format, input or output — one line naming it.
+/// Bad or unreadable inputs, an output that exists or cannot be written — one line naming it.
 pub fn run(a: &ExportArgs) -> anyhow::Result<()> {
-    match a.to.as_str() {
-        "csv" => crate::export::dumps::export(a, memscope_core::config::Format::Csv),
-        "db" => crate::export::dumps::export(a, memscope_core::config::Format::Db),
-        other => anyhow::bail!("--to {other}: unknown format (expected csv or db)"),
+    match a.to {
+        ExportFormat::Csv => export::dumps::export(a, memscope_core::config::Format::Csv),
+        ExportFormat::Db => export::dumps::export(a, memscope_core::config::Format::Db),
+        ExportFormat::MemoryViz => export::memory_viz::export(a),
+        ExportFormat::Perfetto => export::perfetto::export(a),
+        ExportFormat::Parquet => export::parquet::export(a),
     }
 }

@@ -55,6 +55,8 @@ impl LogFile {
             return;
         }
         let now = chrono::Local::now().format("%Y-%m-%d %H:%M:%S");
+        // one line per message, with no terminal escapes from the job's text (issue 17, L3)
+        let msg = memscope_core::sanitize::escape_controls(msg);
         match &mut self.file {
             Some(f) => {
                 let _ = writeln!(f, "{now} {tag} {msg}");

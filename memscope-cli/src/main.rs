@@ -1,16 +1,42 @@
 //! `memscope`: run a job under the probe and write msMemScope-compatible dumps and analyses;
-//! compare and analyse dump files offline; describe the adapters and the config.json schema.
+//! compare and analyse dump files offline; write HTML reports; describe the adapters and the
+//! config.json schema.
 #![forbid(unsafe_code)]
+
+// memscope's prints never panic (a closed pipe or a full device as stdout/stderr must not turn
+// the job's exit code into 101 or leave the spool behind: issue 17, H1) and never pass terminal
+// escapes through (L3). These shadow std's macros in every module of this crate; see `out`.
+macro_rules! print {
+    ($($t:tt)*) => { $crate::out::write($crate::out::Stream::Out, format_args!($($t)*), false) };
+}
+macro_rules! println {
+    () => { $crate::out::write($crate::out::Stream::Out, format_args!(""), true) };
+    ($($t:tt)*) => { $crate::out::write($crate::out::Stream::Out, format_args!($($t)*), true) };
+}
+#[allow(unused_macros)] // for completeness: no module prints partial lines to stderr yet
+macro_rules! eprint {
+    ($($t:tt)*) => { $crate::out::write($crate::out::Stream::Err, format_args!($($t)*), false) };
+}
+macro_rules! eprintln {
+    () => { $crate::out::write($crate::out::Stream::Err, format_args!(""), true) };
+    ($($t:tt)*) => { $crate::out::write($crate::out::Stream::Err, format_args!($($t)*), true) };
+}
+
+mod out;
 
 mod adapters_cmd;
 mod analyze_cmd;
 mod builtin;
+mod capture_input;
+mod collect;
 mod collector;
+mod compare_alias;
 mod export;
 mod export_cmd;
 mod logfile;
 mod plugin_check;
 mod recover_cmd;
+mod report_cmd;
 mod run;
 mod summary;
 
@@ -46,7 +72,16 @@ enum Cmd {
         #[command(subcommand)]
         cmd: analyze_cmd::AnalyzeCmd,
     },
-    /// Write views of kept captures: --to csv|db gives the dumps `run` writes (HOST rows too).
+    /// Collector of a Python process that started itself with `memscope.start()`.
+    #[command(hide = true)]
+    Collect(collect::CollectArgs),
+    /// Print the path of the probe library.
+    #[command(hide = true)]
+    ProbePath,
+    /// Write a self-contained HTML report of a run (or compare two runs).
+    Report(report_cmd::ReportArgs),
+    /// Export runs: --to csv|db (the dumps `run` writes, HOST rows too, from captures),
+    /// memory-viz, perfetto, parquet.
     Export(export_cmd::ExportArgs),
     /// Turn the spool a killed `memscope run` left behind into the run's outputs.
     Recover(recover_cmd::RecoverArgs),
@@ -56,6 +91,8 @@ enum Cmd {
 enum ConfigCmd {
     /// Print the JSON Schema of config.json.
     Schema,
+    /// Validate option values as `memscope run` does and print them as config.json.
+    Check(Box<collect::CheckArgs>),
 }
 
 /// clap's error as one line: its first line plus the indented lines that follow it (the names
@@ -81,7 +118,22 @@ fn one_line(text: &str) -> String {
 const EXIT_USAGE: u8 = 2;
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let args: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let parsed = match compare_alias::rewrite(&args) {
+        // the arguments as the OS gave them (a job's arguments need not be UTF-8)
+        Ok(compare_alias::Alias::None) => Cli::try_parse(),
+        Ok(compare_alias::Alias::Compare(v, note)) => {
+            eprintln!("memscope: {note}");
+            Cli::try_parse_from(v)
+        }
+        Err(e) => {
+            eprintln!("memscope: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let cli = match parsed {
         Ok(c) => c,
         Err(e) => {
             use clap::error::ErrorKind;
@@ -106,11 +158,19 @@ fn main() -> ExitCode {
     );
     let result = match cli.cmd {
         Cmd::Run(args) => return run::run(*args),
+        Cmd::Collect(args) => return collect::collect(&args),
+        Cmd::ProbePath => run::find_probe()
+            .map(|p| println!("{}", p.display()))
+            .map_err(|e| anyhow::anyhow!(e)),
+        Cmd::Config {
+            cmd: ConfigCmd::Check(args),
+        } => collect::check(&args),
         Cmd::Recover(args) => return recover_cmd::run(&args),
         Cmd::Export(args) => export_cmd::run(&args),
         Cmd::Adapters { cmd } => adapters_cmd::run(&cmd),
         Cmd::Compare(args) => analyze_cmd::run_compare(&args),
         Cmd::Analyze { cmd } => analyze_cmd::run_analyze(&cmd),
+        Cmd::Report(args) => report_cmd::run(&args),
         Cmd::Config {
             cmd: ConfigCmd::Schema,
         } => {

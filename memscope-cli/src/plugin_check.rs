@@ -13,6 +13,9 @@ pub const PLUGIN_ABI_MAJOR: u32 = 1;
 /// Name of the exported header symbol.
 pub const HEADER_SYMBOL: &str = "memscope_plugin";
 
+/// Largest library read to check it (bounded by its size too: a `/proc` file reads as empty).
+const MAX_LIBRARY_BYTES: u64 = 8 << 30;
+
 /// Offsets in the header struct (see schemas/memscope_plugin.h).
 const OFF_MAGIC: usize = 0;
 const OFF_MAJOR: usize = 4;
@@ -24,7 +27,8 @@ const OFF_MINOR: usize = 6;
 /// One line naming the file and what is wrong.
 pub fn check(path: &Path) -> Result<(), String> {
     let name = path.display();
-    let data = std::fs::read(path).map_err(|e| format!("--adapter-path {name}: {e}"))?;
+    let data = memscope_core::reader::limits::read_file_by_size(path, MAX_LIBRARY_BYTES)
+        .map_err(|e| format!("--adapter-path {name}: {e}"))?;
     let file = object::File::parse(&*data)
         .map_err(|e| format!("--adapter-path {name}: not a shared library ({e})"))?;
     let sym = file
@@ -62,7 +66,8 @@ pub fn check(path: &Path) -> Result<(), String> {
 /// One line naming the file.
 pub fn check_probe(path: &Path) -> Result<(), String> {
     let name = path.display();
-    let data = std::fs::read(path).map_err(|e| format!("MEMSCOPE_PROBE_PATH={name}: {e}"))?;
+    let data = memscope_core::reader::limits::read_file_by_size(path, MAX_LIBRARY_BYTES)
+        .map_err(|e| format!("MEMSCOPE_PROBE_PATH={name}: {e}"))?;
     let file = object::File::parse(&*data)
         .map_err(|e| format!("MEMSCOPE_PROBE_PATH={name}: not a shared library ({e})"))?;
     let has = |want: &str| {

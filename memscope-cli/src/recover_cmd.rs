@@ -96,12 +96,20 @@ fn load_config(spool_dir: &Path) -> Result<(RunConfig, Vec<u32>), String> {
     let mut info: RunInfo =
         serde_json::from_slice(&text).map_err(|e| format!("{}: {e}", p.display()))?;
     info.config.adapter_paths = None;
-    // The outputs go next to the spool, wherever the directory is now.
-    let out = spool_dir
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."));
-    info.config.output_path = Some(out.display().to_string());
+    // The outputs of `memscope run` go next to its spool (`<output>/.memscope_spool_<pid>`),
+    // wherever the directory is now; `memscope collect` follows a private spool elsewhere (the
+    // Python package's), whose outputs go to the output path of its configuration.
+    let in_output = spool_dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with(spool::SPOOL_PREFIX));
+    if in_output || info.config.output_path.is_none() {
+        let out = spool_dir
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        info.config.output_path = Some(out.display().to_string());
+    }
     let cwd = std::env::current_dir().map_err(|e| format!("current directory: {e}"))?;
     let cfg = RawOptions::from_config_file(info.config)
         .validate(&cwd)
@@ -187,6 +195,7 @@ pub fn run(a: &RecoverArgs) -> ExitCode {
             Ok(l) => l,
             Err(e) => return fail(e),
         };
+        let cfg_used = cfg.clone();
         let mut c = Collector::new(
             spool_dir.clone(),
             std::sync::Arc::new(cfg),
@@ -195,6 +204,8 @@ pub fn run(a: &RecoverArgs) -> ExitCode {
         );
         c.skip_pids(skip.clone());
         let summaries = c.finish();
+        // python_trace files into the .db dump, as `run` and `collect` do at their end
+        crate::collect::finish_python(&cfg_used, &summaries);
         if !a.quiet {
             eprintln!("memscope: recovered {}", spool_dir.display());
             if !skip.is_empty() {

@@ -4,7 +4,9 @@
 
 use crate::collector::{AnalysisFactory, Collector};
 use memscope_core::config::{LogLevel, RawOptions, RunConfig};
+use memscope_core::layout;
 use memscope_core::probe_env as env;
+use memscope_core::safe_fs::{Dir, DIR_MODE};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -63,6 +65,14 @@ pub struct RunArgs {
     /// Ops of idleness for the temporary_idleness rule [default: 3000].
     #[arg(long = "idle-threshold")]
     idle_threshold: Option<u64>,
+    /// Inefficient-memory rule: msmemscope (each row classified as it arrives) or op-end
+    /// (memscope's stricter variant: rows classified when the outermost op ends)
+    /// [default: msmemscope].
+    #[arg(long = "inefficient-rule")]
+    inefficient_rule: Option<String>,
+    /// At the end, write a self-contained HTML report of the run into the output directory.
+    #[arg(long)]
+    report: bool,
     /// Write HOST (malloc) rows into the dumps too [default: off: the capture plus the HOST
     /// leak and peak summaries; `memscope export --to csv|db` writes the rows later].
     #[arg(long = "host-rows")]
@@ -92,6 +102,7 @@ fn configure(a: &RunArgs) -> Result<RunConfig, String> {
         adapters: a.adapters.clone(),
         adapter_paths: a.adapter_path.clone(),
         idle_threshold: a.idle_threshold,
+        inefficient_rule: a.inefficient_rule.clone(),
         host_rows: a.host_rows.then_some(true),
     };
     let cwd = std::env::current_dir().map_err(|e| format!("current directory: {e}"))?;
@@ -119,8 +130,8 @@ fn configure(a: &RunArgs) -> Result<RunConfig, String> {
 }
 
 /// Finds `libmemscope_probe.so`: `$MEMSCOPE_PROBE_PATH`, then next to the `memscope`
-/// executable, then `../lib/` (an installed layout), then the parent directory (cargo puts
-/// test binaries in `target/<profile>/deps`).
+/// executable, then `../lib/` (an installed layout), `../lib/memscope/` (the pip wheel), then
+/// the parent directory (cargo puts test binaries in `target/<profile>/deps`).
 ///
 /// # Errors
 /// A one-line message naming where it looked.
@@ -139,6 +150,7 @@ pub fn find_probe() -> Result<PathBuf, String> {
     let candidates = [
         dir.join(name),
         dir.join("../lib").join(name),
+        dir.join("../lib/memscope").join(name), // pip wheel: <prefix>/bin, <prefix>/lib/memscope
         dir.join("..").join(name),
     ];
     candidates.iter().find(|p| p.is_file()).cloned().ok_or_else(|| {
@@ -152,7 +164,8 @@ pub fn find_probe() -> Result<PathBuf, String> {
 fn resolve_program(p: &str) -> Option<PathBuf> {
     if p.contains('/') {
         let path = PathBuf::from(p);
-        return path.is_file().then_some(path);
+        // a directory is found too, so that it is named as such
+        return path.exists().then_some(path);
     }
     std::env::var_os("PATH")
         .map(|paths| {
@@ -200,41 +213,78 @@ pub fn run(a: RunArgs) -> ExitCode {
             return usage_error(e);
         }
     }
-    if cfg.output_path.exists() && !cfg.output_path.is_dir() {
+    // Created without following any symbolic link (issue 17, M1): a link as or inside the
+    // output path, or planted there, is refused before anything is launched.
+    let out_dir = match Dir::create_all(&cfg.output_path, DIR_MODE) {
+        Ok(d) => d,
+        Err(e) => return usage_error(format!("--output-path {}: {e}", cfg.output_path.display())),
+    };
+    let spool = layout::spool_dir(&cfg.output_path, std::process::id());
+    if let Err(e) = out_dir.create_dir_new(&layout::spool_name(std::process::id()), DIR_MODE) {
         return usage_error(format!(
-            "--output-path {}: not a directory",
+            "--output-path {}: cannot create the spool: {e}",
             cfg.output_path.display()
         ));
     }
-    if let Err(e) = memscope_core::layout::create_dir_0750(&cfg.output_path) {
-        return usage_error(format!("--output-path {}: {e}", cfg.output_path.display()));
-    }
-    let spool = cfg
-        .output_path
-        .join(format!(".memscope_spool_{}", std::process::id()));
-    if let Err(e) = memscope_core::layout::create_dir_0750(&spool) {
-        return usage_error(format!(
-            "--output-path {}: cannot create {}: {e}",
-            cfg.output_path.display(),
-            spool.display()
-        ));
-    }
-    // The collector's liveness lock (TEAM contract 1), held until this function returns, and
-    // what `memscope recover` needs to redo the run from the spool if this process dies.
-    let lock = match hold_collector_lock(&spool) {
-        Ok(f) => f,
+    // Removed on every way out from here on, a panic's unwinding included.
+    let mut spool_guard = SpoolGuard::new(spool.clone(), "memscope");
+    // The collector's liveness lock (TEAM contract 1), held until the spool is gone, and what
+    // `memscope recover` needs to redo the run from the spool if this process is killed.
+    match hold_collector_lock(&spool) {
+        Ok(f) => spool_guard.hold(f),
         Err(e) => return usage_error(e),
-    };
+    }
     if let Err(e) = crate::recover_cmd::write_run_info(&spool, &cfg, &visible_devices()) {
         return usage_error(e);
     }
-    let quiet = a.quiet;
-    let code = launch_and_collect(&cfg, &probe, &spool, &a.program, quiet, analysis_factory());
-    if let Err(e) = std::fs::remove_dir_all(&spool) {
-        eprintln!("memscope: cannot remove spool {}: {e}", spool.display());
+    let opts = Finish {
+        quiet: a.quiet,
+        report: a.report,
+    };
+    launch_and_collect(&cfg, &probe, &spool, &a.program, opts, analysis_factory())
+}
+
+/// Removes the spool directory when dropped (`memscope run`'s, and the one `memscope
+/// collect` follows), a panic's unwinding included; then releases the collector lock it holds
+/// ([`SpoolGuard::hold`]), so a probe that outlives the collector, or a `memscope recover`,
+/// never sees the spool without its collector while it is still there.
+pub(crate) struct SpoolGuard {
+    path: PathBuf,
+    /// Who says it when the spool cannot be removed (`memscope`, `memscope collect`).
+    who: &'static str,
+    /// `<spool>/collector.lock`, locked (released after the spool is removed).
+    lock: Option<std::fs::File>,
+}
+
+impl SpoolGuard {
+    /// Guards `path`; `who` prefixes the one-line message when it cannot be removed.
+    pub(crate) fn new(path: PathBuf, who: &'static str) -> SpoolGuard {
+        SpoolGuard {
+            path,
+            who,
+            lock: None,
+        }
     }
-    drop(lock);
-    code
+
+    /// Keeps the locked `collector.lock` ([`hold_collector_lock`]) until the spool is removed.
+    pub(crate) fn hold(&mut self, lock: std::fs::File) {
+        self.lock = Some(lock);
+    }
+}
+
+impl Drop for SpoolGuard {
+    fn drop(&mut self) {
+        match std::fs::remove_dir_all(&self.path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => eprintln!(
+                "{}: cannot remove spool {}: {e}",
+                self.who,
+                self.path.display()
+            ),
+        }
+        drop(self.lock.take());
+    }
 }
 
 /// Creates `<spool>/collector.lock` (mode 0600) and holds `flock(LOCK_EX)` on it for as long as
@@ -251,6 +301,8 @@ pub fn hold_collector_lock(spool: &Path) -> Result<std::fs::File, String> {
         .create(true)
         .truncate(false)
         .mode(0o600)
+        // never through a symbolic link planted as the lock (issue 17, M1)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
         .open(&path)
         .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
     f.try_lock()
@@ -293,6 +345,7 @@ pub(crate) fn analysis_factory() -> AnalysisFactory {
             ..AnalysisConfig::default()
         };
         ac.inefficient.idle_threshold = cfg.idle_threshold;
+        ac.inefficient.rule = cfg.inefficient_rule;
         online_layers(&ac)
     })
 }
@@ -308,16 +361,20 @@ fn preload_value(probe: &Path, cfg: &RunConfig) -> String {
     parts.join(":")
 }
 
-fn launch_and_collect(
+/// The job's command: `program args...` with the probe's environment (and the Python
+/// bootstrap of `--events traceback`, [`crate::collect::python_env`]).
+///
+/// # Errors
+/// The Python bootstrap cannot be written (one line naming it).
+fn job_command(
     cfg: &RunConfig,
     probe: &Path,
     spool: &Path,
-    argv: &[String],
-    quiet: bool,
-    analyses: AnalysisFactory,
-) -> ExitCode {
-    let mut cmd = Command::new(&argv[0]);
-    cmd.args(&argv[1..])
+    program: &std::ffi::OsStr,
+    args: &[std::ffi::OsString],
+) -> Result<Command, String> {
+    let mut cmd = Command::new(program);
+    cmd.args(args)
         .env("LD_PRELOAD", preload_value(probe, cfg))
         .env(env::ENV_SPOOL, spool)
         .env(env::ENV_ADAPTERS, cfg.adapter_mask().to_string())
@@ -338,6 +395,7 @@ fn launch_and_collect(
             },
         ) // issue 5
         .env("MSTX_INJECTION_PATH", probe);
+    crate::collect::python_env(&mut cmd, cfg, spool)?;
     if !cfg.adapter_paths.is_empty() {
         let joined: Vec<String> = cfg
             .adapter_paths
@@ -346,6 +404,47 @@ fn launch_and_collect(
             .collect();
         cmd.env(env::ENV_PLUGINS, joined.join(":"));
     }
+    Ok(cmd)
+}
+
+/// Starts the job. A program the kernel cannot execute (`ENOEXEC`: a script without a `#!`
+/// line) is run with `/bin/sh`, as POSIX shells and `execvp` do.
+///
+/// # Errors
+/// The job cannot be started, or its environment prepared: one line.
+fn spawn_job(
+    cfg: &RunConfig,
+    probe: &Path,
+    spool: &Path,
+    argv: &[String],
+) -> Result<std::process::Child, String> {
+    let args: Vec<std::ffi::OsString> = argv[1..].iter().map(Into::into).collect();
+    let spawned = match job_command(cfg, probe, spool, argv[0].as_ref(), &args)?.spawn() {
+        Err(e) if e.raw_os_error() == Some(nix::errno::Errno::ENOEXEC as i32) => {
+            let path = resolve_program(&argv[0]).unwrap_or_else(|| PathBuf::from(&argv[0]));
+            let mut sh_args = vec![path.into_os_string()];
+            sh_args.extend(args);
+            job_command(cfg, probe, spool, "/bin/sh".as_ref(), &sh_args)?.spawn()
+        }
+        other => other,
+    };
+    spawned.map_err(|e| format!("cannot run {:?}: {e}", argv[0]))
+}
+
+/// What happens after the job: the summary (unless quiet) and the HTML report (`--report`).
+struct Finish {
+    quiet: bool,
+    report: bool,
+}
+
+fn launch_and_collect(
+    cfg: &RunConfig,
+    probe: &Path,
+    spool: &Path,
+    argv: &[String],
+    opts: Finish,
+    analyses: AnalysisFactory,
+) -> ExitCode {
     let signals = Arc::new(AtomicUsize::new(0));
     for sig in [
         signal_hook::consts::SIGINT,
@@ -355,9 +454,9 @@ fn launch_and_collect(
         let flag = signals.clone();
         let _ = signal_hook::flag::register_usize(sig, flag, sig as usize);
     }
-    let mut child = match cmd.spawn() {
+    let mut child = match spawn_job(cfg, probe, spool, argv) {
         Ok(c) => c,
-        Err(e) => return usage_error(format!("cannot run {:?}: {e}", argv[0])),
+        Err(e) => return usage_error(e),
     };
     let child_pid = nix::unistd::Pid::from_raw(child.id() as i32);
     let mut collector = Collector::new(
@@ -411,6 +510,7 @@ fn launch_and_collect(
         }
     }
     let summaries = collector.finish();
+    crate::collect::finish_python(cfg, &summaries);
     let code = match status {
         Some(s) => {
             use std::os::unix::process::ExitStatusExt;
@@ -422,8 +522,21 @@ fn launch_and_collect(
         }
         None => 1,
     };
-    if !quiet {
+    if !opts.quiet {
         crate::summary::print(&summaries, code);
+    }
+    if opts.report {
+        // the job's exit code stays the run's; a report that cannot be made is said, not fatal
+        let dirs: Vec<PathBuf> = summaries
+            .iter()
+            .filter(|p| !p.counts.is_empty())
+            .map(|p| p.project_dir.clone())
+            .collect();
+        match crate::report_cmd::run_report(&cfg.output_path, &dirs) {
+            Ok(p) if !opts.quiet => eprintln!("memscope: report: {}", p.display()),
+            Ok(_) => {}
+            Err(e) => eprintln!("memscope: report: {e:#}"),
+        }
     }
     ExitCode::from(code.clamp(0, 255) as u8)
 }

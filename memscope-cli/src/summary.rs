@@ -2,8 +2,12 @@
 //! sections of the layers (analyses, dump files). Printed to stderr so the job's stdout stays
 //! its own.
 
+//!
+//! Printing never panics and never passes control characters through (`crate::out`).
+
 use crate::collector::process::ProcessSummary;
 use memscope_core::event::EventKind;
+use memscope_core::sanitize::escape_controls;
 
 /// Prints the summary of a run whose job exited with `code`.
 pub fn print(procs: &[ProcessSummary], code: i32) {
@@ -84,9 +88,10 @@ pub fn print_processes(procs: &[ProcessSummary]) {
             }
         }
         for sec in &p.report {
-            eprintln!("  {}:", sec.title);
+            // one line each: text from the job (op names, marks) is escaped whole
+            eprintln!("  {}:", escape_controls(&sec.title));
             for l in &sec.lines {
-                eprintln!("    {l}");
+                eprintln!("    {}", escape_controls(l));
             }
         }
     }

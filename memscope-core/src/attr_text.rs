@@ -4,11 +4,10 @@
 //! colon, values unescaped and allowed to contain commas; a new pair starts only where the next
 //! comma-separated piece looks like `key:` (a letter or `_`, then letters, digits, `_` or spaces).
 //! Key order follows msMemScope; the seed's names are written (`inefficient`, `workspace ptr`),
-//! msMemScope's spellings are read too (`inefficient_type`, `workspace_ptr`).
+//! msMemScope's spellings are read too (`inefficient_type`, `workspace_ptr`), and pool names in
+//! values (`type:MINDSPORE`, `owner:MINDSPORE@…`) are read as the seed spells them.
 
-use crate::event::{
-    AccessAttrs, AllocType, Attrs, Event, Inefficiency, LaunchAttrs, MemoryAttrs, PageType,
-};
+use crate::event::{AccessAttrs, Attrs, Event, EventType, Inefficiency, LaunchAttrs, MemoryAttrs};
 use crate::owner::OwnerChain;
 
 /// One Attr value, borrowed from the event (formatted only by the writer that needs it).
@@ -257,20 +256,37 @@ fn looks_like_key(piece: &str) -> bool {
 }
 
 /// Parses an Attr cell (`{k:v,...}`, with or without braces, or a JSON object from a `.db`).
-/// Values keep embedded commas. Returns the pairs in order.
+/// Values keep embedded commas. Returns the pairs in order. Lenient: a cell that starts like
+/// JSON but is not valid JSON is read as text (plugins' free-form attributes); the dump
+/// readers use [`try_parse_attr`].
 pub fn parse_attr(cell: &str) -> Vec<(String, String)> {
+    try_parse_attr(cell).unwrap_or_else(|_| parse_text_attr(cell.trim()))
+}
+
+/// As [`parse_attr`], but a cell that starts like a JSON object (`{"`) must be valid JSON
+/// (nesting deeper than 128 included): the dump readers never guess.
+///
+/// # Errors
+/// The JSON error, in one line.
+pub fn try_parse_attr(cell: &str) -> Result<Vec<(String, String)>, String> {
     let t = cell.trim();
     if t.starts_with("{\"") {
-        if let Ok(serde_json::Value::Object(m)) = serde_json::from_str::<serde_json::Value>(t) {
-            return m
+        return match serde_json::from_str::<serde_json::Value>(t) {
+            Ok(serde_json::Value::Object(m)) => Ok(m
                 .into_iter()
                 .map(|(k, v)| match v {
                     serde_json::Value::String(s) => (k, s),
                     other => (k, other.to_string()),
                 })
-                .collect();
-        }
+                .collect()),
+            Ok(_) => Err("Attr is not a JSON object".to_owned()),
+            Err(e) => Err(format!("Attr is not valid JSON ({e})")),
+        };
     }
+    Ok(parse_text_attr(t))
+}
+
+fn parse_text_attr(t: &str) -> Vec<(String, String)> {
     let inner = t
         .strip_prefix('{')
         .map(|s| s.strip_suffix('}').unwrap_or(s))
@@ -294,95 +310,83 @@ pub fn parse_attr(cell: &str) -> Vec<(String, String)> {
     out
 }
 
-fn num(s: &str) -> Option<u64> {
-    let s = s.trim();
-    match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        Some(h) => u64::from_str_radix(h, 16).ok(),
-        None => s.parse().ok(),
+/// A pool name as the seed spells it: msMemScope's `MINDSPORE` (and the other spellings
+/// [`EventType::parse`] accepts) become `MindSpore` …; anything else is kept.
+pub fn seed_pool(v: &str) -> String {
+    match EventType::parse(v) {
+        Some(t) if t.is_memory() => t.as_str().to_owned(),
+        _ => v.to_owned(),
     }
 }
 
-fn signed(s: &str) -> Option<i64> {
-    s.trim().parse().ok()
+/// An `owner` value read into a chain whose framework level is spelled as the seed spells it
+/// (`MINDSPORE@x` → `MindSpore@x`); `None` for an empty value.
+pub fn seed_owner(v: &str) -> Option<OwnerChain> {
+    if v.is_empty() {
+        return None;
+    }
+    let c = OwnerChain::parse(v);
+    match c.levels().first() {
+        Some(first) if seed_pool(first) != *first => {
+            let mut n = OwnerChain::framework(&seed_pool(first));
+            for l in &c.levels()[1..] {
+                n.push(l);
+            }
+            Some(n)
+        }
+        _ => Some(c),
+    }
 }
 
 /// Builds typed memory attributes from parsed pairs (MALLOC/FREE rows). 2025 dumps have no
 /// `allocation_id` (0 here) and negative FREE sizes (made positive; the caller knows the kind).
-pub fn memory_attrs(pairs: Vec<(String, String)>) -> MemoryAttrs {
+///
+/// # Errors
+/// A number that does not parse, or a size of 2^63 or more.
+pub fn memory_attrs(pairs: Vec<(String, String)>) -> Result<MemoryAttrs, String> {
     let mut m = MemoryAttrs::default();
-    for (k, v) in pairs {
-        match k.as_str() {
-            "allocation_id" => m.allocation_id = num(&v).unwrap_or(0),
-            "addr" => m.addr = num(&v).unwrap_or(0),
-            "size" => {
-                m.size = signed(&v)
-                    .map(i64::unsigned_abs)
-                    .or_else(|| num(&v))
-                    .unwrap_or(0)
-            }
-            "pinned" => m.pinned = v == "true",
-            "used" => m.used = signed(&v),
-            "total" => m.total = signed(&v),
-            "process_used" => m.process_used = signed(&v),
-            "device_used" => m.device_used = signed(&v),
-            "shadow" => m.shadow = v == "true",
-            "owner" => m.owner = (!v.is_empty()).then(|| OwnerChain::parse(&v)),
-            "inefficient" | "inefficient_type" => {
-                m.inefficient = v.split(',').filter_map(Inefficiency::parse).collect()
-            }
-            "page_type" => {
-                m.page_type = match v.as_str() {
-                    "huge" => Some(PageType::Huge),
-                    "giant" => Some(PageType::Giant),
-                    _ => Some(PageType::Normal),
-                }
-            }
-            "alloc_type" => {
-                m.alloc_type = Some(if v == "create" {
-                    AllocType::Create
-                } else {
-                    AllocType::Alloc
-                })
-            }
-            "MID" => m.module_id = num(&v).map(|x| x as u32),
-            _ => m.extra.push((k, v)),
-        }
+    for (k, v) in &pairs {
+        crate::reader::attrs::apply_memory(&mut m, k, v)?;
     }
-    m
+    Ok(m)
 }
 
 /// Builds typed access attributes from parsed pairs (ACCESS rows).
-pub fn access_attrs(pairs: Vec<(String, String)>) -> AccessAttrs {
+///
+/// # Errors
+/// As [`memory_attrs`].
+pub fn access_attrs(pairs: Vec<(String, String)>) -> Result<AccessAttrs, String> {
     let mut a = AccessAttrs::default();
-    for (k, v) in pairs {
-        match k.as_str() {
-            "allocation_id" => a.allocation_id = num(&v),
-            "addr" => {}
-            "size" => a.size = num(&v),
-            "type" => a.pool = Some(v),
-            "dtype" => a.dtype = Some(v),
-            "format" => a.format = Some(v),
-            "shape" => a.shape = Some(v),
-            _ => a.extra.push((k, v)),
-        }
+    for (k, v) in &pairs {
+        crate::reader::attrs::apply_access(&mut a, k, v)?;
     }
-    a
+    Ok(a)
 }
 
 /// Builds typed launch attributes from parsed pairs (OP_LAUNCH / KERNEL_LAUNCH rows).
-pub fn launch_attrs(pairs: Vec<(String, String)>) -> LaunchAttrs {
+///
+/// # Errors
+/// A number that does not parse (`workspace ptr` may be `(nil)`, glibc's `%p` of NULL).
+pub fn launch_attrs(pairs: Vec<(String, String)>) -> Result<LaunchAttrs, String> {
+    use crate::reader::attrs::{signed, unsigned};
     let mut l = LaunchAttrs::default();
     for (k, v) in pairs {
         match k.as_str() {
             "path" => l.path = Some(v),
-            "workspace ptr" | "workspace_ptr" => l.workspace_ptr = num(&v),
-            "workspace size" | "workspace_size" => l.workspace_size = num(&v),
-            "streamId" => l.stream_id = signed(&v),
-            "taskId" => l.task_id = signed(&v),
+            "workspace ptr" | "workspace_ptr" => {
+                l.workspace_ptr = Some(if v.trim() == "(nil)" {
+                    0
+                } else {
+                    unsigned(&k, &v)?
+                })
+            }
+            "workspace size" | "workspace_size" => l.workspace_size = Some(unsigned(&k, &v)?),
+            "streamId" => l.stream_id = Some(signed(&k, &v)?),
+            "taskId" => l.task_id = Some(signed(&k, &v)?),
             _ => l.extra.push((k, v)),
         }
     }
-    l
+    Ok(l)
 }
 
 #[cfg(test)]
@@ -424,7 +428,7 @@ mod tests {
             text,
             "{allocation_id:1,addr:0x0000000000003039,size:10,used:10,total:10,owner:PTA@gradient@ops@memscope,inefficient:early_allocation,temporary_idleness}"
         );
-        assert_eq!(memory_attrs(parse_attr(&text)), m);
+        assert_eq!(memory_attrs(parse_attr(&text)).unwrap(), m);
         assert_eq!(ev.kind, EventKind::Malloc);
         let json: serde_json::Value = serde_json::from_str(&attr_json(&ev)).unwrap();
         assert_eq!(json["size"], "10");
@@ -432,7 +436,7 @@ mod tests {
 
     #[test]
     fn negative_2025_free_sizes_become_positive() {
-        let m = memory_attrs(parse_attr("{addr:20615843020800,size:-16384,owner:,MID:7}"));
+        let m = memory_attrs(parse_attr("{addr:20615843020800,size:-16384,owner:,MID:7}")).unwrap();
         assert_eq!(m.size, 16384);
         assert_eq!(m.addr, 20615843020800);
         assert_eq!(m.module_id, Some(7));

@@ -55,7 +55,7 @@ impl EventSet {
     /// Parses `alloc,free,launch,access,traceback,none`.
     ///
     /// # Errors
-    /// An unknown token.
+    /// An unknown token, an empty list, or `none` with other types.
     pub fn parse(s: &str) -> Result<EventSet, ConfigError> {
         let mut e = EventSet {
             alloc: false,
@@ -65,7 +65,15 @@ impl EventSet {
             traceback: false,
         };
         let mut none = false;
+        let mut any = false;
         for t in split_list(s) {
+            if none || (t == "none" && any) {
+                return Err(bad(
+                    "--events",
+                    format!("{s:?}: none cannot be combined with other event types"),
+                ));
+            }
+            any = true;
             match t {
                 "alloc" => e.alloc = true,
                 "free" => e.free = true,
@@ -76,14 +84,11 @@ impl EventSet {
                 other => return Err(bad("--events", format!("unknown event type {other:?} (expected alloc, free, launch, access, traceback or none)"))),
             }
         }
-        if none {
-            e = EventSet {
-                alloc: false,
-                free: false,
-                launch: false,
-                access: false,
-                traceback: false,
-            };
+        if !any {
+            return Err(bad(
+                "--events",
+                "no event type named (use none to collect nothing)",
+            ));
         }
         Ok(e)
     }
@@ -111,12 +116,15 @@ impl LevelSet {
     /// Parses `op,kernel` (`0`/`1` are msMemScope's deprecated aliases).
     ///
     /// # Errors
-    /// An unknown token.
+    /// An unknown token or an empty list.
     pub fn parse(s: &str) -> Result<LevelSet, ConfigError> {
         let mut l = LevelSet {
             op: false,
             kernel: false,
         };
+        if split_list(s).next().is_none() {
+            return Err(bad("--level", "no level named (expected op and/or kernel)"));
+        }
         for t in split_list(s) {
             match t {
                 "op" | "0" => l.op = true,
@@ -159,10 +167,10 @@ fn parse_depth(opt: &str, s: &str, max: u32) -> Result<u32, ConfigError> {
 }
 
 impl CallStack {
-    /// Parses `c[:N],python[:N]`; N from 0 to 1000, default 50; the last mention wins.
+    /// Parses `c[:N],python[:N]`; N from 0 to 1000, default 50; an empty list is no stacks.
     ///
     /// # Errors
-    /// An unknown kind or a bad N.
+    /// An unknown kind, a bad N, or a kind given twice (`c:0,c:5`).
     pub fn parse(s: &str) -> Result<CallStack, ConfigError> {
         let mut c = CallStack::default();
         for t in split_list(s) {
@@ -170,6 +178,17 @@ impl CallStack {
                 Some((k, n)) => (k, parse_depth("--call-stack", n, 1000)?),
                 None => (t, DEFAULT_STACK_DEPTH),
             };
+            let slot = match kind {
+                "c" => &mut c.c,
+                "python" => &mut c.python,
+                _ => &mut None,
+            };
+            if slot.is_some() {
+                return Err(bad(
+                    "--call-stack",
+                    format!("{s:?}: {kind} given more than once"),
+                ));
+            }
             match kind {
                 "c" => c.c = Some(n),
                 "python" => c.python = Some(n),
@@ -218,7 +237,7 @@ impl AnalysisSet {
     /// Parses the list; `oom` without K means 10; K from 1 to 1000.
     ///
     /// # Errors
-    /// An unknown token or a bad K.
+    /// An unknown token, a bad K, an empty list, or `none` with analyses.
     pub fn parse(s: &str) -> Result<AnalysisSet, ConfigError> {
         let mut a = AnalysisSet {
             leaks: false,
@@ -228,7 +247,15 @@ impl AnalysisSet {
             gap: false,
         };
         let mut none = false;
+        let mut any = false;
         for t in split_list(s) {
+            if none || (t == "none" && any) {
+                return Err(bad(
+                    "--analysis",
+                    format!("{s:?}: none cannot be combined with analyses"),
+                ));
+            }
+            any = true;
             match t {
                 "leaks" => a.leaks = true,
                 "decompose" => a.decompose = true,
@@ -246,14 +273,11 @@ impl AnalysisSet {
                 other => return Err(bad("--analysis", format!("unknown analysis {other:?} (expected leaks, decompose, inefficient, gap, oom[:K] or none)"))),
             }
         }
-        if none {
-            a = AnalysisSet {
-                leaks: false,
-                decompose: false,
-                inefficient: false,
-                oom: None,
-                gap: false,
-            };
+        if !any {
+            return Err(bad(
+                "--analysis",
+                "no analysis named (use none for no analysis)",
+            ));
         }
         Ok(a)
     }
@@ -411,6 +435,9 @@ pub struct RunConfig {
     pub adapter_paths: Vec<PathBuf>,
     /// `--idle-threshold`: ops of idleness for `temporary_idleness` (default 3000).
     pub idle_threshold: u64,
+    /// `--inefficient-rule`: msMemScope's classification (default) or memscope's stricter
+    /// `op-end` variant.
+    pub inefficient_rule: crate::analysis::inefficient::IneffRule,
     /// `--host-rows` / `"host_rows"`: write HOST adapter (malloc) rows into the dumps. Off by
     /// default: at malloc rates the capture plus the leak and peak summaries answer the usual
     /// questions, and `memscope export --to csv|db` writes the rows from the capture later.
@@ -447,6 +474,7 @@ impl Default for RunConfig {
                 .collect(),
             adapter_paths: Vec::new(),
             idle_threshold: 3000,
+            inefficient_rule: crate::analysis::inefficient::IneffRule::MsMemScope,
             host_rows: false,
         }
     }
@@ -557,6 +585,7 @@ impl RunConfig {
 }
 
 mod file;
+pub mod msmemscope;
 pub use file::{ConfigFile, RawOptions, StepsValue, StrOrList};
 
 #[cfg(test)]

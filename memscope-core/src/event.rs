@@ -79,6 +79,9 @@ pub enum EventType {
     Atb,
     Host,
     PtaWorkspace,
+    /// Memory mapped with `mmap` by the traced process (HOST adapter, `MEMSCOPE_HOST_MMAP=1`);
+    /// memscope's own type, apart from the heap's `HOST` (msMemScope has none).
+    HostMmap,
     Read,
     Write,
     Unknown,
@@ -109,7 +112,7 @@ static CUSTOM_TYPES: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new
 pub const MAX_CUSTOM_TYPES: usize = 4096;
 
 impl EventType {
-    const TABLE: [(EventType, &'static str, EventKind); 30] = [
+    const TABLE: [(EventType, &'static str, EventKind); 31] = [
         (EventType::AclInit, "ACL_INIT", EventKind::System),
         (EventType::AclFini, "ACL_FINI", EventKind::System),
         (EventType::StartTrace, "START_TRACE", EventKind::System),
@@ -121,6 +124,7 @@ impl EventType {
         (EventType::Atb, "ATB", EventKind::Malloc),
         (EventType::Host, "HOST", EventKind::Malloc),
         (EventType::PtaWorkspace, "PTA_WORKSPACE", EventKind::Malloc),
+        (EventType::HostMmap, "HOST_MMAP", EventKind::Malloc),
         (EventType::Read, "READ", EventKind::Access),
         (EventType::Write, "WRITE", EventKind::Access),
         (EventType::Unknown, "UNKNOWN", EventKind::Access),

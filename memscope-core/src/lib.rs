@@ -14,8 +14,11 @@ pub mod event;
 pub mod owner;
 pub mod pool;
 pub mod probe_env;
+pub mod snapshot;
 pub mod wire;
 
+#[cfg(feature = "collector")]
+pub mod access_blocks;
 #[cfg(feature = "collector")]
 pub mod addr_hash;
 #[cfg(feature = "collector")]
@@ -32,6 +35,10 @@ pub mod config;
 pub mod layout;
 #[cfg(feature = "collector")]
 pub mod reader;
+#[cfg(feature = "collector")]
+pub mod safe_fs;
+#[cfg(feature = "collector")]
+pub mod sanitize;
 #[cfg(feature = "collector")]
 pub mod sink;
 #[cfg(feature = "collector")]

@@ -92,6 +92,8 @@ pub struct PoolAccounting {
     regions: HashMap<(PoolId, u64), LiveRegion>,
     reserved: HashMap<(PoolId, u32), u64>,
     allocated: HashMap<(PoolId, u32), u64>,
+    /// User owner levels given to live blocks after their MALLOC (`describer(addr, owner=…)`).
+    tags: HashMap<(PoolId, u64), String>,
 }
 
 /// Clamps a byte count into the `i64` of [`MemoryAttrs`].
@@ -194,6 +196,7 @@ impl PoolAccounting {
             }
         }
         let allocation_id = ctx.next_allocation_id();
+        self.tags.remove(&(pool, ptr));
         self.regions.insert(
             (pool, ptr),
             LiveRegion {
@@ -225,7 +228,9 @@ impl PoolAccounting {
     }
 
     /// One ref of `mstxMemRegionsUnregister`, resolved to the block address `ptr`: pushes the
-    /// FREE row (size, device and `allocation_id` of the MALLOC; no owner). An address that is
+    /// FREE row (size, device and `allocation_id` of the MALLOC; no owner unless the block was
+    /// tagged after its MALLOC by the Python API's `describer(addr, owner=…)`: then
+    /// `owner:<FRAMEWORK>@<label>`). An address that is
     /// not live gives a warning and no row.
     pub fn region_unregister(
         &mut self,
@@ -257,6 +262,11 @@ impl PoolAccounting {
         let r = self.regions.remove(&(pool, ptr))?;
         let a = self.allocated.entry((pool, r.device)).or_default();
         *a = a.saturating_sub(r.size);
+        let owner = self.tags.remove(&(pool, ptr)).map(|t| {
+            let mut o = OwnerChain::framework(framework_label(pool));
+            o.push(&t);
+            o
+        });
         let mut ev = Event::new(event_type(pool), ts, ctx.pid, tid);
         ev.kind = EventKind::Free;
         ev.device = Device::Npu(r.device);
@@ -267,6 +277,7 @@ impl PoolAccounting {
             size: r.size,
             used: Some(as_i64(self.used(pool, r.device))),
             total: Some(as_i64(self.total(pool, r.device))),
+            owner,
             ..MemoryAttrs::default()
         });
         Some(ev)
@@ -307,6 +318,20 @@ impl PoolAccounting {
             }
             Record::RegionUnregister { ts, pool, ptr } if pools.contains(&pool) => {
                 self.region_unregister(ctx, tid, ts, pool, ptr, out);
+            }
+            // `describer(addr, owner=…)` of the Python API: a live block starting at `addr`.
+            Record::OwnerTag {
+                addr, ref label, ..
+            } => {
+                let Some(pool) = pools
+                    .iter()
+                    .copied()
+                    .find(|p| self.regions.contains_key(&(*p, addr)))
+                else {
+                    return false;
+                };
+                self.tags
+                    .insert((pool, addr), String::from_utf8_lossy(label).into_owned());
             }
             _ => return false,
         }

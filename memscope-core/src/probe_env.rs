@@ -6,6 +6,10 @@
 
 /// Directory where the probe creates `<pid>-<start_ns>.stream` files (must exist).
 pub const ENV_SPOOL: &str = "MEMSCOPE_SPOOL";
+/// The probe stays passive when the [`ENV_SPOOL`] value is this long or longer (bytes): its
+/// static buffer, sized so a stream file's path (`<spool>/<pid>-<ns>.stream`) stays within
+/// PATH_MAX. `memscope run` refuses an output path whose spool would be this long.
+pub const SPOOL_MAX: usize = 4000;
 /// Selected built-in adapters: decimal bit mask of [`crate::adapter::AdapterId::bit`].
 pub const ENV_ADAPTERS: &str = "MEMSCOPE_ADAPTERS";
 /// `immediate` (record from the start) or `deferred` (wait for `memscope_start()`).

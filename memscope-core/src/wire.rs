@@ -19,7 +19,7 @@
 /// First 8 bytes of a stream file.
 pub const STREAM_MAGIC: [u8; 8] = *b"MSCOPEST";
 /// Stream format version; a collector refuses other versions.
-pub const STREAM_VERSION: u32 = 1;
+pub const STREAM_VERSION: u32 = 2;
 /// Bytes of the file header.
 pub const FILE_HEADER_SIZE: usize = 4096;
 /// Bytes of one chunk, header included.
@@ -61,13 +61,18 @@ pub const FH_STOP_ERRNO: usize = 60;
 /// File header: dropped events per kind, [`DROP_KINDS`] `u64` counters (atomically updated).
 /// Counter `i` counts drops of `EventKind::ALL[i]`; the last one ([`DROP_KIND_UNKNOWN`]) counts
 /// events whose kind the probe could not tell (a hook that gave up waiting for another thread's
-/// init). Their sum is [`FH_DROPPED`]; records that are not events (`Thread`, `TextDef`,
-/// `StackDef`, `Module`, owner and registration state) are never counted.
+/// init), the one before it ([`DROP_KIND_PYTHON_TRACE`]) records of the Python tracer (calls,
+/// returns, frames: python_trace rows). Their sum is [`FH_DROPPED`]; records that are not events
+/// (`Thread`, `TextDef`, `StackDef`, `Module`, `PyCodeDef`, owner, device and registration
+/// state) are never counted.
 pub const FH_DROPPED_KINDS: usize = 64;
 /// Number of per-kind drop counters at [`FH_DROPPED_KINDS`].
 pub const DROP_KINDS: usize = 16;
 /// Index of the "kind unknown" counter.
 pub const DROP_KIND_UNKNOWN: usize = DROP_KINDS - 1;
+/// Index of the counter of Python tracer records (`PyCall`, `PyReturn`, `PyTrace`: rows of the
+/// python_trace files, which are not events of the dump).
+pub const DROP_KIND_PYTHON_TRACE: usize = DROP_KINDS - 2;
 /// [`FH_STOP_REASON`]: the next chunk would have passed `RLIMIT_FSIZE` (`ulimit -f`).
 pub const STOP_FILE_SIZE_LIMIT: u32 = 1;
 /// [`FH_STOP_REASON`]: reserving the next chunk failed (`ENOSPC`, `EDQUOT`, `EIO`, …; the code
@@ -194,12 +199,14 @@ mod codec;
 mod encode;
 mod fast;
 mod owned;
+mod python;
 mod record;
 
 pub use cann::{decode_dims, encode_dims, AccessKind, MAX_DIMS};
 pub use codec::{decode, encode_frames, ChunkState, StackFrames, WireError};
 pub(crate) use codec::{tag, In, Out};
 pub use codec::{unzigzag, zigzag};
+pub use python::{snapshot_known, PyCodeKind, PyTraceEvent};
 pub use record::{drop_slot_of, Record};
 
 #[cfg(test)]

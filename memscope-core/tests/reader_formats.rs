@@ -43,7 +43,7 @@ fn records_spanning_lines_and_attr_values_with_commas_and_colons_are_read() {
             Inefficiency::LateDeallocation
         ]
     );
-    assert_eq!(m.owner.as_ref().unwrap().to_string(), "MINDSPORE@a:b");
+    assert_eq!(m.owner.as_ref().unwrap().to_string(), "MindSpore@a:b");
     assert_eq!(evs[1].device, Device::Npu(1));
     assert_eq!(evs[2].name.as_deref(), Some("my, message"));
     assert_eq!((evs[3].pid, evs[3].device), (None, Device::NotApplicable));

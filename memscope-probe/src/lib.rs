@@ -5,7 +5,8 @@
 //!   (`InitInjectionMstx` for `mstx`, `malloc` & co. for `host`, `halMemAlloc` & co. for
 //!   `hal`, …);
 //! * the `memscope_*` C API of `schemas/memscope_probe.h` (collection windows, steps, owners,
-//!   version).
+//!   version), and the `memscope_py_*` functions the Python package calls (`python/`: tracer,
+//!   `RecordFunction`, snapshots; CPython resolved at run time, libpython never linked).
 //!
 //! Everything else lives in `memscope-runtime` (stream, clock, guard, settings, plugin host) and
 //! in the adapter crates.
@@ -34,6 +35,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod alloc;
+pub mod python;
 
 use core::ffi::{c_char, c_int};
 use memscope_runtime as rt;

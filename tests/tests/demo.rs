@@ -145,3 +145,137 @@ fn adapters_list_describes_all_seven_built_in_adapters() {
         assert!(text.contains(ev), "{ev} listed:\n{text}");
     }
 }
+
+/// Issue 10 "done when": on the full demo (the README's second command, plus the inefficient
+/// analysis), every ACCESS row whose address lies in a live block carries that block's
+/// `allocation_id`, and `memscope analyze inefficient` on the dump (its annotations removed)
+/// writes exactly the rows the online analysis wrote.
+#[test]
+fn the_full_demo_gives_accesses_their_block_and_offline_inefficient_agrees_with_online_row_for_row()
+{
+    let sim = sim_npu_dir();
+    let atb = sim.join("atb/cxx_abi_1");
+    let train = repo_root().join("examples/sim-npu/train.py");
+    let run = memscope_run(
+        &[
+            "--level",
+            "op,kernel",
+            "--events",
+            "alloc,free,launch,access",
+            "--device",
+            "npu,cpu",
+            "--analysis",
+            "leaks,inefficient",
+        ],
+        &["python3", train.to_str().unwrap()],
+        &[
+            ("ATB_HOME_PATH", atb.to_str().unwrap()),
+            ("SIM_NPU_DIR", sim.to_str().unwrap()),
+        ],
+    );
+    assert_eq!(run.code(), 0, "{}\n{}", run.stdout(), run.stderr());
+    let dump = run
+        .dumps(".csv")
+        .into_iter()
+        .find(|p| p.to_string_lossy().contains("/device_0/"))
+        .expect("a device_0 dump");
+    let online = read_csv(&dump);
+
+    // Every ACCESS inside a live block (checked independently of memscope's layer) has an id,
+    // and it is the id of a block holding the address.
+    let mut live: std::collections::HashMap<String, (u64, u64, String)> = Default::default();
+    let (mut accesses, mut matched) = (0, 0);
+    for r in &online {
+        let a = attrs(r);
+        let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
+        match r["Event"].as_str() {
+            "MALLOC" => {
+                let start = hex(&r["Ptr"]);
+                let size: u64 = a["size"].parse().unwrap();
+                live.insert(
+                    a["allocation_id"].clone(),
+                    (start, start + size.max(1), r["Event Type"].clone()),
+                );
+            }
+            "FREE" => {
+                live.remove(&a["allocation_id"]);
+            }
+            "ACCESS" => {
+                accesses += 1;
+                let p = hex(&r["Ptr"]);
+                let holders: Vec<&String> = live
+                    .iter()
+                    .filter(|(_, (s, e, _))| *s <= p && p < *e)
+                    .map(|(id, _)| id)
+                    .collect();
+                match a.get("allocation_id") {
+                    Some(id) => {
+                        matched += 1;
+                        assert!(holders.contains(&id), "ID {}: {id} holds {p:#x}", r["ID"]);
+                        assert_ne!(live[id].2, "HAL", "the pool block, not its segment");
+                    }
+                    None => assert!(holders.is_empty(), "ID {} has no allocation_id", r["ID"]),
+                }
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        accesses > 0 && matched == accesses,
+        "{matched} of {accesses} matched"
+    );
+    let found = online
+        .iter()
+        .filter(|r| r["Event"] == "MALLOC" && attrs(r).contains_key("inefficient"))
+        .count();
+    assert!(found > 0, "the online analysis annotated MALLOC rows");
+
+    // The same dump without the annotations, analysed offline.
+    let dir = tempfile::tempdir().unwrap();
+    let bare = dir.path().join("memscope_dump_bare.csv");
+    {
+        let mut w = csv::WriterBuilder::new()
+            .terminator(csv::Terminator::Any(b'\n'))
+            .from_path(&bare)
+            .unwrap();
+        let mut r = csv::Reader::from_path(&dump).unwrap();
+        w.write_record(r.headers().unwrap()).unwrap();
+        for rec in r.records() {
+            let rec = rec.unwrap();
+            let cells: Vec<String> = rec
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    if i != 9 || !c.contains("inefficient") {
+                        return c.to_owned();
+                    }
+                    let kept: Vec<String> = memscope_core::attr_text::parse_attr(c)
+                        .into_iter()
+                        .filter(|(k, _)| k != "inefficient")
+                        .map(|(k, v)| format!("{k}:{v}"))
+                        .collect();
+                    format!("{{{}}}", kept.join(","))
+                })
+                .collect();
+            w.write_record(&cells).unwrap();
+        }
+        w.flush().unwrap();
+    }
+    let o = Command::new(memscope_bin())
+        .args(["analyze", "inefficient"])
+        .arg(&bare)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let copy = dir.path().join("memscope_dump_bare_inefficient.csv");
+    let offline = read_csv(&copy);
+    assert_eq!(offline.len(), online.len());
+    for (a, b) in online.iter().zip(&offline) {
+        assert_eq!(a, b, "row ID {}", a["ID"]);
+    }
+}

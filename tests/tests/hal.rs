@@ -250,7 +250,7 @@ fn oom_run(analysis: &str, adapters: &str) -> Run {
 }
 
 #[test]
-fn out_of_memory_gives_an_oom_snapshot_with_pool_and_device_figures() {
+fn out_of_memory_gives_an_oom_snapshot_with_pool_and_device_figures_under_the_seeds_keys() {
     let run = oom_run("leaks", "hal,pta,acl");
     let rows = run.rows();
     let snaps = select(&rows, "SNAPSHOT", "SNAPSHOT");
@@ -258,16 +258,25 @@ fn out_of_memory_gives_an_oom_snapshot_with_pool_and_device_figures() {
     assert!(snaps
         .iter()
         .all(|r| r["Name"] == "OOM_Snapshot" && r["Device Id"] == "0"));
+    let keys: Vec<String> = memscope_core::attr_text::parse_attr(&snaps[0]["Attr"])
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(
+        keys,
+        memscope_core::snapshot::SEED_KEYS,
+        "the seed's keys, in its order"
+    );
     let s = attrs(snaps[0]);
     let mib = |n: u64| (n << 20).to_string();
     assert_eq!(s["reserved"], mib(32));
     assert_eq!(s["allocated"], mib(12));
-    assert_eq!(s["max_reserved"], mib(32));
-    assert_eq!(s["max_allocated"], mib(12));
-    assert_eq!(s["total"], mib(64));
-    assert_eq!(s["free"], mib(27), "64 MiB minus 37 MiB live");
-    assert_eq!(s["device_rate"], "57.812500");
-    assert_eq!(s["reserved_rate"], "37.500000");
+    assert_eq!(s["peak_reserved"], mib(32));
+    assert_eq!(s["peak_allocated"], mib(12));
+    assert_eq!(s["total_mem"], mib(64));
+    assert_eq!(s["free_mem"], mib(27), "64 MiB minus 37 MiB live");
+    assert_eq!(s["device_utilization"], "57.812500");
+    assert_eq!(s["pt_utilization"], "37.500000");
     assert!(
         rows.iter().all(|r| r["Event"] != "OOM_DETAIL"),
         "detail rows need --analysis oom"

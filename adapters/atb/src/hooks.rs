@@ -81,18 +81,6 @@ static SAVE_BEFORE: Real = original!(c"_ZN3atb5Probe18IsSaveTensorBeforeEv");
 static COUNT_IN_RANGE: Real = original!(c"_ZN3atb5Probe21IsExecuteCountInRangeEm");
 static SAVE_DESC: Real = original!(c"_ZN3atb5Probe16IsSaveTensorDescEv");
 static IS_SAVE: Real = original!(c"_ZNK3atb6Runner12IsSaveTensorEv");
-static GET_DEVICE: Real = Real::new(&[
-    Step::Default(c"aclrtGetDeviceImpl"),
-    Step::Loaded {
-        lib: c"libascendcl_impl.so",
-        sym: c"aclrtGetDeviceImpl",
-    },
-    Step::Default(c"rtGetDevice"),
-    Step::Loaded {
-        lib: c"libruntime.so",
-        sym: c"rtGetDevice",
-    },
-]);
 
 type ExecuteFn = unsafe extern "C" fn(*mut c_void, *mut c_void) -> i32;
 type SaveFn = unsafe extern "C" fn(*mut c_void, *const c_void, *const c_void);
@@ -180,19 +168,7 @@ unsafe fn tensors_fn(p: *mut c_void) -> Option<TensorsFn> {
 
 /// The calling thread's device (logical), `u32::MAX` when the runtime cannot tell.
 fn current_device() -> u32 {
-    let Some(p) = GET_DEVICE.get() else {
-        return u32::MAX;
-    };
-    // SAFETY: `aclrtGetDeviceImpl` and `rtGetDevice` both are `int f(int32_t *)`.
-    let f =
-        unsafe { core::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut i32) -> i32>(p) };
-    let mut d = -1i32;
-    // SAFETY: `d` is writable.
-    if unsafe { f(&mut d) } == 0 && d >= 0 {
-        d as u32
-    } else {
-        u32::MAX
-    }
+    memscope_adapter_hal::device::current_logical(rt::now_ns())
 }
 
 fn tensor(kind: AccessKind, kernel: bool, t: TensorInfo) {

@@ -10,8 +10,11 @@
 //! * [`oom`] (feature `collector`) — the bus layer that fills the OOM snapshot and, with
 //!   `--analysis oom[:K]`, the `OOM_DETAIL` rows from the live blocks of every pool.
 //! * [`real`] — the real-function resolver shared with the `acl` and `atb` adapters.
+//! * [`device`] — the runtime's current device of the calling thread (a query, used by the
+//!   `mstx` and `atb` hooks).
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+pub mod device;
 pub mod flags;
 pub mod hooks;
 #[cfg(feature = "collector")]

@@ -8,10 +8,13 @@
 //! time and call stacks, plus the latest `used`/`total` figures of every framework pool.
 //!
 //! On the `SNAPSHOT` row named `OOM_Snapshot` it replaces the Attr with the snapshot figures of
-//! the failing device: `reserved` and `allocated` (sums of the framework pools' `total` and
-//! `used`), `max_reserved`, `max_allocated` (their peaks so far), then `total`, `free` and
-//! `device_rate = (total-free)/total*100` when the runtime reported device memory, and
-//! `reserved_rate = allocated/reserved*100`; rates with 6 decimals as msMemScope prints them.
+//! the failing device, under the seed's keys (seed table 2; msMemScope's own spellings in
+//! brackets): `total_mem`, `free_mem` (`total`, `free`: device memory as the runtime reported
+//! it, when it did), `reserved` and `allocated` (sums of the framework pools' `total` and
+//! `used`), `peak_reserved`, `peak_allocated` (`max_*`: their peaks so far),
+//! `device_utilization = (total-free)/total*100` (`device_rate`, when the runtime reported
+//! device memory) and `pt_utilization = allocated/reserved*100` (`reserved_rate`); rates with 6
+//! decimals as msMemScope prints them.
 //!
 //! With `--analysis oom[:K]` the typer follows the snapshot with an `OOM_TRIGGER` row
 //! (`{func,req_size,flag}`) and K `OOM_RECENT_ALLOC` and K `OOM_TOP_ALLOC` placeholders; this
@@ -27,6 +30,7 @@ use crate::typer::{set_oom_top_k, OOM_FUNC_KEY, OOM_SNAPSHOT};
 use memscope_core::bus::{BusCtx, BusError, Layer};
 use memscope_core::config::RunConfig;
 use memscope_core::event::{Attrs, Device, Event, EventKind, EventType};
+use memscope_core::snapshot::seed_key;
 use std::collections::{HashMap, VecDeque};
 
 /// Minimum time between two detail dumps, ns (behaviour spec §10.6).
@@ -162,24 +166,27 @@ impl OomLayer {
         let find = |k: &str| {
             pairs(ev)
                 .iter()
-                .find(|(key, _)| key == k)
+                .find(|(key, _)| seed_key(key) == k)
                 .and_then(|(_, v)| v.parse::<i64>().ok())
         };
-        let (total, free) = (find("total"), find("free"));
+        let (total, free) = (find("total_mem"), find("free_mem"));
         let (reserved, allocated) = self.figures(ev.device);
         let (max_r, max_a) = self.peaks.get(&ev.device).copied().unwrap_or_default();
-        let mut a: Vec<(String, String)> = vec![
-            ("reserved".into(), reserved.to_string()),
-            ("max_reserved".into(), max_r.max(reserved).to_string()),
-            ("allocated".into(), allocated.to_string()),
-            ("max_allocated".into(), max_a.max(allocated).to_string()),
-        ];
+        let mut a: Vec<(String, String)> = Vec::new();
         if let (Some(t), Some(f)) = (total, free) {
-            a.push(("total".into(), t.to_string()));
-            a.push(("free".into(), f.to_string()));
-            a.push(("device_rate".into(), pct(t - f, t)));
+            a.push(("total_mem".into(), t.to_string()));
+            a.push(("free_mem".into(), f.to_string()));
         }
-        a.push(("reserved_rate".into(), pct(allocated, reserved)));
+        a.extend([
+            ("reserved".into(), reserved.to_string()),
+            ("peak_reserved".into(), max_r.max(reserved).to_string()),
+            ("allocated".into(), allocated.to_string()),
+            ("peak_allocated".into(), max_a.max(allocated).to_string()),
+        ]);
+        if let (Some(t), Some(f)) = (total, free) {
+            a.push(("device_utilization".into(), pct(t - f, t)));
+        }
+        a.push(("pt_utilization".into(), pct(allocated, reserved)));
         ev.attrs = Attrs::Pairs(a);
         // Prepare the detail rows that follow (if the typer reserved any).
         self.dropping_detail = self

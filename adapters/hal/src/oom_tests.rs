@@ -59,7 +59,7 @@ fn oom_rec(ts: u64) -> Record<Box<[u8]>> {
 }
 
 #[test]
-fn snapshot_reports_pool_figures_peaks_and_device_rates() {
+fn snapshot_reports_pool_figures_peaks_and_device_rates_under_the_seeds_keys() {
     let mut l = OomLayer::with_memory(true);
     let mut evs = vec![
         pool_malloc(EventType::Pta, T, 0x100, 300, 300, 1000),
@@ -74,7 +74,7 @@ fn snapshot_reports_pool_figures_peaks_and_device_rates() {
     assert_eq!(out.len(), 5);
     assert_eq!(
         format_attr(&out[4]),
-        "{reserved:1200,max_reserved:1200,allocated:150,max_allocated:450,total:4194304,free:1048576,device_rate:75.000000,reserved_rate:12.500000}"
+        "{total_mem:4194304,free_mem:1048576,reserved:1200,peak_reserved:1200,allocated:150,peak_allocated:450,device_utilization:75.000000,pt_utilization:12.500000}"
     );
 }
 

@@ -68,6 +68,13 @@ impl Real {
         }
     }
 
+    /// The address if a lookup already found it; never looks anything up.
+    #[inline]
+    pub fn peek(&self) -> Option<*mut c_void> {
+        let p = self.cache.load(Ordering::Acquire);
+        (!p.is_null()).then_some(p)
+    }
+
     /// The function's address, resolving it on first use. `None` when no step finds it (not
     /// cached: the next call tries again).
     #[inline]

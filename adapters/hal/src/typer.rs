@@ -272,8 +272,8 @@ impl HalTyper {
         ];
         let mut snap_attrs = trigger.clone();
         if total > 0 {
-            snap_attrs.push(("total".to_owned(), total.to_string()));
-            snap_attrs.push(("free".to_owned(), free.to_string()));
+            snap_attrs.push(("total_mem".to_owned(), total.to_string()));
+            snap_attrs.push(("free_mem".to_owned(), free.to_string()));
         }
         let row = |t: EventType, name: &str, attrs: Vec<(String, String)>| {
             let mut ev = Event::new(t, ts, ctx.pid, tid);

@@ -274,7 +274,7 @@ fn oom_gives_a_snapshot_and_with_top_k_a_trigger_and_placeholders() {
     assert_eq!(
         format_attr(&ev[0]),
         format!(
-            "{{func:halMemAlloc,req_size:1073741824,flag:{},total:100,free:5}}",
+            "{{func:halMemAlloc,req_size:1073741824,flag:{},total_mem:100,free_mem:5}}",
             flag(7, DEVICE, 0, 0)
         )
     );

@@ -1,9 +1,11 @@
 //! The HOST fast path of the collector: when HOST rows are neither written nor analysed, the
-//! HOST records (`HostMalloc`, `HostFree`, `HostMmap`, `HostMunmap`, `Module`) are accounted
+//! HOST heap records (`HostMalloc`, `HostFree`, `Module`) are accounted
 //! here straight from the decoded record — no `Event` is built — with exactly the effects
 //! the HOST typer followed by the leak layer ([`crate::leaks`]) would have: the same event
 //! IDs and `allocation_id`s consumed, the same warnings, the same peak and live-at-exit
-//! summaries. One address-keyed map holds each live block's size and stack group.
+//! summaries. One address-keyed map holds each live block's size and stack group. Mappings
+//! (`HostMmap`, `HostMunmap`: rare, and typed as ranges) go through the HOST typer as events;
+//! [`HostFast::observe`] accounts them in the same leak layer.
 #![forbid(unsafe_code)]
 
 use crate::addr_hash::AddrMap;
@@ -13,7 +15,7 @@ use memscope_core::adapter::TypeCtx;
 use memscope_core::bus::ReportSection;
 use memscope_core::event::Event;
 use memscope_core::wire::Record;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 #[derive(Clone, Copy)]
 struct Live {
@@ -37,7 +39,6 @@ pub struct Typed {
 pub struct HostFast {
     leaks: HostLeaks,
     live: AddrMap<Live>,
-    maps: BTreeMap<u64, Live>,
     syms: HashMap<usize, Symbolizer>,
     /// Stack group by (image << 32 | stack id); emptied for an image when it gets a module.
     groups: AddrMap<u32>,
@@ -49,11 +50,7 @@ pub struct HostFast {
 pub fn is_host_record<B>(rec: &Record<B>) -> bool {
     matches!(
         rec,
-        Record::HostMalloc { .. }
-            | Record::HostFree { .. }
-            | Record::HostMmap { .. }
-            | Record::HostMunmap { .. }
-            | Record::Module { .. }
+        Record::HostMalloc { .. } | Record::HostFree { .. } | Record::Module { .. }
     )
 }
 
@@ -108,7 +105,7 @@ impl HostFast {
                 addr,
                 size,
                 stack,
-            } => self.malloc(ctx, ts, addr, size, stack, false, first_id, &mut t),
+            } => self.malloc(ctx, ts, addr, size, stack, first_id, &mut t),
             Record::HostFree { addr, .. } => match self.live.remove(&addr) {
                 Some(b) => {
                     self.leaks.other_free(b.size);
@@ -116,22 +113,6 @@ impl HostFast {
                 }
                 None => self.unknown_frees += 1,
             },
-            Record::HostMmap {
-                ts,
-                addr,
-                size,
-                stack,
-            } => self.malloc(ctx, ts, addr, size, stack, true, first_id, &mut t),
-            Record::HostMunmap { addr, size, .. } => {
-                let end = addr.saturating_add(size.max(1));
-                let gone: Vec<u64> = self.maps.range(addr..end).map(|(a, _)| *a).collect();
-                for a in gone {
-                    if let Some(b) = self.maps.remove(&a) {
-                        self.leaks.other_free(b.size);
-                        t.frees += 1;
-                    }
-                }
-            }
             Record::Module {
                 base,
                 start,
@@ -164,16 +145,10 @@ impl HostFast {
         addr: u64,
         size: u64,
         stack: u32,
-        mmap: bool,
         first_id: u64,
         t: &mut Typed,
     ) {
-        let old = if mmap {
-            self.maps.remove(&addr)
-        } else {
-            self.live.remove(&addr)
-        };
-        if let Some(old) = old {
+        if let Some(old) = self.live.remove(&addr) {
             self.leaks.other_free(old.size);
             ctx.warn(format!("HOST: block 0x{addr:x} allocated again before its free was seen; closed with a synthetic FREE"));
             t.frees += 1;
@@ -184,39 +159,34 @@ impl HostFast {
             size,
             group: self.group(ctx, stack),
         };
-        if mmap {
-            self.maps.insert(addr, b);
-        } else {
-            self.live.insert(addr, b);
-        }
+        self.live.insert(addr, b);
         self.leaks.other_alloc(size, first_id + t.frees, ts);
         t.mallocs += 1;
     }
 
     /// `exec` replaced the process image: every live block gets a synthetic FREE.
     fn exec_boundary(&mut self, t: &mut Typed) {
-        for (_, b) in self.live.drain().chain(std::mem::take(&mut self.maps)) {
+        for (_, b) in self.live.drain() {
             self.leaks.other_free(b.size);
             t.frees += 1;
         }
     }
 
-    /// Accounts an event of another source (a host block the HAL or ACL adapter typed).
+    /// Accounts an event of another source (a host block the HAL or ACL adapter typed, a
+    /// mapping the HOST typer typed).
     pub fn observe(&mut self, ev: &Event) {
         self.leaks.observe(ev);
     }
 
     /// The peak and live-at-exit report sections (as the leak layer's).
     pub fn report(&self, pid: Option<u32>) -> Vec<ReportSection> {
-        let other = self
-            .live
-            .values()
-            .chain(self.maps.values())
-            .map(|b| (b.size, b.group));
-        vec![
+        let other = self.live.values().map(|b| (b.size, b.group));
+        let mut v = vec![
             self.leaks.peak_report(pid),
             self.leaks.report_with(pid, other),
-        ]
+        ];
+        v.extend(self.leaks.maps_report(pid));
+        v
     }
 }
 
@@ -302,6 +272,8 @@ mod tests {
         };
         let (mut typer, mut leaks, mut fast) =
             (HostTyper::new(), HostLeaks::default(), HostFast::new());
+        // Beside the fast path, mappings go through a typer as events (as in the collector).
+        let mut ftyper = HostTyper::new();
         let (mut tctx, mut fctx) = (TypeCtx::new(3, vec![]), TypeCtx::new(3, vec![]));
         let (mut id_t, mut id_f) = (0u64, 0u64);
         let bctx = BusCtx::default();
@@ -333,17 +305,29 @@ mod tests {
                 id_t += 1;
                 leaks.on_event(ev, &bctx, &mut Vec::new()).unwrap();
             }
-            let t = fast.record(&mut fctx, &rec, id_f).unwrap();
-            id_f += t.frees + t.mallocs;
+            if is_host_record(&rec) {
+                let t = fast.record(&mut fctx, &rec, id_f).unwrap();
+                id_f += t.frees + t.mallocs;
+            } else {
+                let mut out = Vec::new();
+                assert!(ftyper.type_record(&mut fctx, 1, &rec, &mut out));
+                for mut ev in out {
+                    ev.id = id_f;
+                    id_f += 1;
+                    fast.observe(&ev);
+                }
+            }
             assert_eq!(id_t, id_f, "event {i}");
         }
         assert_eq!(tctx.next_allocation_id(), fctx.next_allocation_id());
         assert_eq!(tctx.take_warnings(), fctx.take_warnings());
         assert_eq!(leaks.peak(), fast.leaks.peak());
+        let mut want = vec![leaks.peak_report(Some(3)), leaks.report(Some(3))];
+        want.extend(leaks.maps_report(Some(3)));
+        assert_eq!(want, fast.report(Some(3)));
         assert_eq!(
-            vec![leaks.peak_report(Some(3)), leaks.report(Some(3))],
-            fast.report(Some(3))
+            typer.unknown_frees(),
+            fast.unknown_frees() + ftyper.unknown_frees()
         );
-        assert_eq!(typer.unknown_frees(), fast.unknown_frees());
     }
 }

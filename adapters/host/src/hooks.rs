@@ -228,7 +228,23 @@ fn mmap_on() -> bool {
     host_on() && rt::host_mmap()
 }
 
-/// `mmap`: the system call, recorded as a HOST block with `MEMSCOPE_HOST_MMAP=1`.
+/// `len` rounded up to whole pages: what the kernel maps or unmaps.
+fn page_round(len: usize) -> u64 {
+    use core::sync::atomic::{AtomicUsize, Ordering};
+    static PAGE: AtomicUsize = AtomicUsize::new(0);
+    let mut page = PAGE.load(Ordering::Relaxed);
+    if page == 0 {
+        // SAFETY: sysconf has no preconditions and does not allocate.
+        let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        page = if p > 0 { p as usize } else { 4096 };
+        PAGE.store(page, Ordering::Relaxed);
+    }
+    (len as u64).div_ceil(page as u64) * page as u64
+}
+
+/// `mmap`: the system call, recorded as a mapping with `MEMSCOPE_HOST_MMAP=1` (length rounded
+/// up to whole pages; an overlay by `MAP_FIXED` is the collector's business: a new mapping
+/// replaces whatever was mapped in its range).
 ///
 /// # Safety
 /// As `mmap(2)`.
@@ -248,7 +264,7 @@ pub unsafe fn mmap(
             g.record(&Record::HostMmap {
                 ts: rt::now_ns(),
                 addr: r as u64,
-                size: len as u64,
+                size: page_round(len),
                 stack: 0,
             });
         }
@@ -256,20 +272,57 @@ pub unsafe fn mmap(
     r
 }
 
-/// `munmap`: recorded (before the call) with `MEMSCOPE_HOST_MMAP=1`.
+/// `munmap`: recorded with `MEMSCOPE_HOST_MMAP=1` when it succeeds, stamped before the call
+/// (so a mapping another thread gets at the same address afterwards sorts after it).
 ///
 /// # Safety
 /// As `munmap(2)`.
 pub unsafe fn munmap(addr: *mut c_void, len: usize) -> c_int {
-    if mmap_on() {
+    let ts = if mmap_on() { rt::now_ns_before() } else { 0 };
+    // SAFETY: the raw system call; errno is set by `syscall`.
+    let rc = unsafe { libc::syscall(libc::SYS_munmap, addr, len) as c_int };
+    if rc == 0 && ts != 0 {
         if let Some(g) = rt::enter() {
             g.record(&Record::HostMunmap {
-                ts: rt::now_ns_before(),
+                ts,
                 addr: addr as u64,
-                size: len as u64,
+                size: page_round(len),
             });
         }
     }
-    // SAFETY: the raw system call; errno is set by `syscall`.
-    unsafe { libc::syscall(libc::SYS_munmap, addr, len) as c_int }
+    rc
+}
+
+/// `mremap(old, old_size, new_size, flags[, new_address])`: recorded with
+/// `MEMSCOPE_HOST_MMAP=1` when it succeeds, stamped before the call: the pages move from the
+/// old range to the one returned (the old range stays mapped when `old_size` is 0 or with
+/// `MREMAP_DONTUNMAP`). `new_addr` is only read by the kernel with `MREMAP_FIXED`, as for the C
+/// library's variadic function.
+///
+/// # Safety
+/// As `mremap(2)`.
+pub unsafe fn mremap(
+    old: *mut c_void,
+    old_size: usize,
+    new_size: usize,
+    flags: c_int,
+    new_addr: *mut c_void,
+) -> *mut c_void {
+    let ts = if mmap_on() { rt::now_ns_before() } else { 0 };
+    // SAFETY: the raw system call glibc's `mremap` makes; errno is set by `syscall`.
+    let r = unsafe { libc::syscall(libc::SYS_mremap, old, old_size, new_size, flags, new_addr) }
+        as *mut c_void;
+    if r != libc::MAP_FAILED && ts != 0 {
+        if let Some(g) = rt::enter() {
+            g.record(&Record::HostMremap {
+                ts,
+                old_addr: old as u64,
+                old_size: page_round(old_size),
+                new_addr: r as u64,
+                new_size: page_round(new_size),
+                keep_old: old_size == 0 || flags & libc::MREMAP_DONTUNMAP != 0,
+            });
+        }
+    }
+    r
 }

@@ -1,7 +1,8 @@
 //! The HOST leak summary: blocks of the libc allocator still live when the process ended,
 //! grouped by allocation stack, largest first — a bus layer whose report section the CLI
-//! prints and logs. It runs for killed processes too (the collector finishes every process
-//! whose stream ended, however it ended).
+//! prints and logs. Mapped memory (`HOST_MMAP`, with `MEMSCOPE_HOST_MMAP=1`) gets a section of
+//! its own, so heap and mapped bytes are never added up. It runs for killed processes too (the
+//! collector finishes every process whose stream ended, however it ended).
 #![forbid(unsafe_code)]
 
 use memscope_core::adapter::AdapterId;
@@ -21,21 +22,23 @@ pub fn leak_layer(cfg: &RunConfig) -> Option<Box<dyn Layer>> {
         .then(|| Box::new(HostLeaks::default()) as Box<dyn Layer>)
 }
 
-/// Tracks live HOST blocks by allocation id, with an interned stack text.
+/// Tracks live HOST blocks and mappings by allocation id, with an interned stack text.
 #[derive(Default)]
 pub struct HostLeaks {
     live: crate::addr_hash::AddrMap<(u64, u32)>,
+    maps: crate::addr_hash::AddrMap<(u64, u32)>,
+    saw_maps: bool,
     stack_ids: HashMap<String, u32>,
     stacks: Vec<String>,
     live_bytes: u64,
     peak: Peak,
     /// Index of the empty stack (events without a call stack), once seen.
     no_stack: Option<u32>,
-    /// Live blocks accounted outside `live` (the HOST fast path, [`crate::fast`]).
+    /// Live heap blocks accounted outside `live` (the HOST fast path, [`crate::fast`]).
     other_blocks: u64,
 }
 
-/// The highest number of live HOST bytes the process reached.
+/// The highest number of live HOST heap bytes the process reached (mappings are not counted).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Peak {
     /// Live bytes at the peak.
@@ -48,11 +51,22 @@ pub struct Peak {
     pub ts_ns: u64,
 }
 
-/// Whether the leak summary tracks `ev` (a host-memory block that is not pinned).
+/// The table a row belongs to: heap blocks (`false`) or mappings (`true`).
+fn host_table(ev: &Event) -> Option<bool> {
+    if ev.device != Device::Cpu {
+        return None;
+    }
+    match ev.event_type {
+        EventType::Host if ev.memory().is_some_and(|m| !m.pinned) => Some(false),
+        EventType::HostMmap => Some(true),
+        _ => None,
+    }
+}
+
+/// Whether the leak summary tracks `ev` (a host-memory block that is not pinned, or a
+/// `HOST_MMAP` mapping).
 pub fn is_host_block(ev: &Event) -> bool {
-    ev.event_type == EventType::Host
-        && ev.device == Device::Cpu
-        && ev.memory().is_some_and(|m| !m.pinned)
+    host_table(ev).is_some()
 }
 
 impl HostLeaks {
@@ -98,14 +112,14 @@ impl HostLeaks {
         i
     }
 
-    /// A block of `size` bytes accounted outside this layer's map became live as event `id`
-    /// stamped `ts_ns` (the HOST fast path): moves the live figures and the peak.
+    /// A heap block of `size` bytes accounted outside this layer's map became live as event
+    /// `id` stamped `ts_ns` (the HOST fast path): moves the live figures and the peak.
     pub(crate) fn other_alloc(&mut self, size: u64, id: u64, ts_ns: u64) {
         self.other_blocks += 1;
         self.grow(size, id, ts_ns);
     }
 
-    /// A block accounted outside this layer's map was freed.
+    /// A heap block accounted outside this layer's map was freed.
     pub(crate) fn other_free(&mut self, size: u64) {
         self.other_blocks -= 1;
         self.live_bytes -= size;
@@ -123,22 +137,28 @@ impl HostLeaks {
         }
     }
 
-    /// Accounts one event (a host block's MALLOC or FREE; others are ignored).
+    /// Accounts one event (a host block's or mapping's MALLOC or FREE; others are ignored).
     pub fn observe(&mut self, ev: &Event) {
-        if !is_host_block(ev) {
+        let (Some(mapped), Some(m)) = (host_table(ev), ev.memory()) else {
             return;
-        }
-        let m = ev.memory().expect("checked");
+        };
+        self.saw_maps |= mapped;
         match ev.kind {
             EventKind::Malloc => {
                 let s = self.stack_index(ev.c_stack.as_deref());
-                if let Some((old, _)) = self.live.insert(m.allocation_id, (m.size, s)) {
-                    self.live_bytes -= old;
+                if mapped {
+                    self.maps.insert(m.allocation_id, (m.size, s));
+                } else {
+                    if let Some((old, _)) = self.live.insert(m.allocation_id, (m.size, s)) {
+                        self.live_bytes -= old;
+                    }
+                    self.grow(m.size, ev.id, ev.ts_ns);
                 }
-                self.grow(m.size, ev.id, ev.ts_ns);
             }
             EventKind::Free => {
-                if let Some((size, _)) = self.live.remove(&m.allocation_id) {
+                if mapped {
+                    self.maps.remove(&m.allocation_id);
+                } else if let Some((size, _)) = self.live.remove(&m.allocation_id) {
                     self.live_bytes -= size;
                 }
             }
@@ -146,19 +166,42 @@ impl HostLeaks {
         }
     }
 
-    /// The report lines (also used by tests).
+    /// The heap report (also used by tests).
     pub fn report(&self, pid: Option<u32>) -> ReportSection {
         self.report_with(pid, std::iter::empty())
     }
 
-    /// The report over this layer's blocks and `other` (size, stack group) blocks.
+    /// The heap report over this layer's blocks and `other` (size, stack group) blocks.
     pub(crate) fn report_with(
         &self,
         pid: Option<u32>,
         other: impl Iterator<Item = (u64, u32)>,
     ) -> ReportSection {
+        let all = self.live.values().copied().chain(other);
+        self.section(all, "HOST memory live at exit", "block(s)", pid)
+    }
+
+    /// The mapped-memory report, when any mapping was seen.
+    pub fn maps_report(&self, pid: Option<u32>) -> Option<ReportSection> {
+        self.saw_maps.then(|| {
+            self.section(
+                self.maps.values().copied(),
+                "HOST_MMAP memory mapped at exit",
+                "mapping(s)",
+                pid,
+            )
+        })
+    }
+
+    fn section(
+        &self,
+        live: impl Iterator<Item = (u64, u32)>,
+        what: &str,
+        unit: &str,
+        pid: Option<u32>,
+    ) -> ReportSection {
         let mut groups: HashMap<u32, (u64, u64)> = HashMap::new();
-        for (size, s) in self.live.values().copied().chain(other) {
+        for (size, s) in live {
             let g = groups.entry(s).or_default();
             g.0 += 1;
             g.1 += size;
@@ -169,7 +212,7 @@ impl HostLeaks {
         let pid = pid.map(|p| format!(" (pid {p})")).unwrap_or_default();
         let mut lines = Vec::new();
         for (s, n, b) in v.iter().take(MAX_GROUPS) {
-            lines.push(format!("{n} block(s), {b} bytes, allocated at:"));
+            lines.push(format!("{n} {unit}, {b} bytes, allocated at:"));
             let text = &self.stacks[*s as usize];
             if text.is_empty() {
                 lines.push("    (no call stack: run with --call-stack c:N)".to_owned());
@@ -186,12 +229,12 @@ impl HostLeaks {
             let rest = &v[MAX_GROUPS..];
             let (n, b) = rest.iter().fold((0, 0), |a, g| (a.0 + g.1, a.1 + g.2));
             lines.push(format!(
-                "… {} more stack(s): {n} block(s), {b} bytes",
+                "… {} more stack(s): {n} {unit}, {b} bytes",
                 rest.len()
             ));
         }
         ReportSection {
-            title: format!("HOST memory live at exit{pid}: {blocks} block(s), {bytes} bytes"),
+            title: format!("{what}{pid}: {blocks} {unit}, {bytes} bytes"),
             lines,
         }
     }
@@ -216,6 +259,7 @@ impl Layer for HostLeaks {
     ) -> Result<(), BusError> {
         report.push(self.peak_report(ctx.pid));
         report.push(self.report(ctx.pid));
+        report.extend(self.maps_report(ctx.pid));
         Ok(())
     }
 }
@@ -273,6 +317,27 @@ mod tests {
         assert_eq!(
             l.peak_report(Some(9)).title,
             "HOST peak (pid 9): 1205 bytes in 4 block(s)"
+        );
+    }
+
+    #[test]
+    fn mapped_memory_has_its_own_section_and_never_adds_to_the_heap() {
+        let mut l = HostLeaks::default();
+        let ctx = BusCtx::default();
+        let mut out = Vec::new();
+        assert!(l.maps_report(None).is_none(), "no mapping seen: no section");
+        let mut map = ev(EventKind::Malloc, 2, 4096, None);
+        map.event_type = EventType::HostMmap;
+        for e in [ev(EventKind::Malloc, 1, 100, Some("a\n")), map] {
+            l.on_event(e, &ctx, &mut out).unwrap();
+        }
+        assert_eq!(
+            l.report(Some(9)).title,
+            "HOST memory live at exit (pid 9): 1 block(s), 100 bytes"
+        );
+        assert_eq!(
+            l.maps_report(Some(9)).unwrap().title,
+            "HOST_MMAP memory mapped at exit (pid 9): 1 mapping(s), 4096 bytes"
         );
     }
 }

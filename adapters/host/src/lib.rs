@@ -6,7 +6,7 @@
 //! * In the traced process (probe side, no allocation on any hook path):
 //!   - [`hooks`] — `malloc`, `calloc`, `realloc`, `reallocarray`, `free`, `posix_memalign`,
 //!     `aligned_alloc`, `memalign`, `valloc`, `pvalloc`, and with `MEMSCOPE_HOST_MMAP=1`
-//!     `mmap`/`mmap64`/`munmap`. Nothing else is interposed (notably not `dlopen`: glibc
+//!     `mmap`/`mmap64`/`munmap`/`mremap`. Nothing else is interposed (notably not `dlopen`: glibc
 //!     resolves a bare library name with the `RUNPATH` of the calling object, which a wrapper
 //!     would change). The probe exports them through [`export_hooks!`]; the allocator entry points are naked
 //!     x86_64 stubs that hand the hook the caller's stack pointer and frame pointer, so stacks
@@ -23,9 +23,10 @@
 //!     announced for each object the first time a captured stack runs through it (found with
 //!     `_dl_find_object`), so libraries loaded after start are symbolised too.
 //! * In the collector (feature `collector`, safe code):
-//!   - `typer` — `HostMalloc`/`HostFree`/`HostMmap`/`HostMunmap`/`Module` records into
-//!     `MALLOC`/`FREE` events of type `HOST` on device `cpu` (`allocation_id`, `addr`, `size`,
-//!     `total` = live host bytes), with the symbolised `Call Stack(C)`.
+//!   - `typer` — `HostMalloc`/`HostFree`/`Module` records into `MALLOC`/`FREE` events of
+//!     type `HOST` on device `cpu` (`allocation_id`, `addr`, `size`, `total` = live heap
+//!     bytes), with the symbolised `Call Stack(C)`; `HostMmap`/`HostMunmap`/`HostMremap` into
+//!     the page ranges of type `HOST_MMAP` (`total` = live mapped bytes).
 //!   - `symbolize` — return address → function, file:line, inlined frames (`addr2line`), with
 //!     the ELF symbol table as fallback, cached per address and per stack.
 //!   - `leaks` — the end-of-run leak summary layer (live blocks by allocation stack).
@@ -44,6 +45,11 @@
 //!   call) and a `HostMalloc` of the result (also when the address did not change). A failed
 //!   `realloc` leaves `p` alive and records nothing. `reallocarray` is `realloc` after its
 //!   overflow check (`ENOMEM`, nothing recorded).
+//! * With `MEMSCOPE_HOST_MMAP=1`: a successful `mmap` is one `HostMmap` (length rounded up to
+//!   whole pages); a successful `munmap` one `HostMunmap` and a successful `mremap` one
+//!   `HostMremap` (old and new range, page-rounded), both stamped before the call; failed calls
+//!   record nothing. The collector keeps the mapped page ranges: a partial `munmap` or a
+//!   `MAP_FIXED` overlay splits a mapping, `mremap` moves it.
 //! * A call made inside another hook — a signal handler that interrupted a hook, a foreign
 //!   allocator's `mmap` — is the program's and is recorded (`memscope_runtime::enter`); the
 //!   probe's own allocations (symbol lookups, its init) never are. Calls made before the
@@ -80,6 +86,8 @@ pub mod addr_hash;
 pub mod fast;
 #[cfg(feature = "collector")]
 pub mod leaks;
+#[cfg(feature = "collector")]
+pub mod maps;
 #[cfg(feature = "collector")]
 pub mod preflight;
 #[cfg(feature = "collector")]
@@ -161,6 +169,24 @@ macro_rules! export_hooks {
             // SAFETY: forwarded caller contract.
             unsafe { $crate::hooks::munmap(addr, len) }
         }
+
+        /// `mremap` (recorded with `MEMSCOPE_HOST_MMAP=1`). The C function is variadic; its
+        /// only optional argument, `new_address`, is passed like a fifth fixed argument on
+        /// the supported ABIs and only read with `MREMAP_FIXED`.
+        ///
+        /// # Safety
+        /// As `mremap(2)`.
+        #[no_mangle]
+        pub unsafe extern "C" fn mremap(
+            old: *mut ::core::ffi::c_void,
+            old_size: usize,
+            new_size: usize,
+            flags: ::core::ffi::c_int,
+            new_addr: *mut ::core::ffi::c_void,
+        ) -> *mut ::core::ffi::c_void {
+            // SAFETY: forwarded caller contract.
+            unsafe { $crate::hooks::mremap(old, old_size, new_size, flags, new_addr) }
+        }
     };
 }
 
@@ -210,11 +236,12 @@ mod descriptor {
             symbols: &[
                 "malloc", "calloc", "realloc", "reallocarray", "free", "posix_memalign",
                 "aligned_alloc", "memalign", "valloc", "pvalloc", "mmap", "mmap64", "munmap",
+                "mremap",
             ],
-            events: &["MALLOC/HOST", "FREE/HOST"],
+            events: &["MALLOC/HOST", "FREE/HOST", "MALLOC/HOST_MMAP", "FREE/HOST_MMAP"],
             config_keys: &[ConfigKey {
                 name: "MEMSCOPE_HOST_MMAP (environment)",
-                summary: "1: also record mmap/munmap as HOST blocks (default off)",
+                summary: "1: also record mmap/munmap/mremap as HOST_MMAP mappings (page ranges; default off)",
             }],
             new_typer: || Box::new(crate::typer::HostTyper::new()),
         }

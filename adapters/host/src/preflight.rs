@@ -9,7 +9,8 @@ use std::path::Path;
 /// Warnings (one line each, `memscope: …`) for `program`; empty when it is fine or not an ELF
 /// file (scripts are run by a dynamically linked interpreter).
 pub fn warnings(program: &Path, host: bool) -> Vec<String> {
-    let Ok(data) = std::fs::read(program) else {
+    // by its size (a /proc file reads as empty) and non-blocking (a FIFO is not waited on)
+    let Ok(data) = memscope_core::reader::limits::read_file_by_size(program, 8 << 30) else {
         return Vec::new();
     };
     let Ok(file) = object::File::parse(&*data) else {

@@ -11,28 +11,34 @@
 //!   closes the old block with a synthetic FREE (`shadow:true`), as the pools do.
 //! * Blocks still live when the process ends get no FREE: they are what the leak summary
 //!   ([`crate::leaks`]) reports.
-//! * `mmap` blocks (`MEMSCOPE_HOST_MMAP=1`) are HOST blocks too (Attr `mmap:true`); a `munmap`
-//!   frees every mapping that starts inside the unmapped range.
+//! * Mapped memory (`MEMSCOPE_HOST_MMAP=1`) has its own Event Type, `HOST_MMAP` (so leak and
+//!   decompose figures keep heap and mapped bytes apart); its `total` is the live mapped bytes.
+//!   The typer keeps the mapped page ranges (`crate::maps`), so live and peak mapped bytes are
+//!   what is mapped: a mapping is one MALLOC row; a `munmap` or a `MAP_FIXED` overlay that
+//!   covers part of it gives a FREE of the mapping and a MALLOC (new `allocation_id`, same call
+//!   stack) for each piece still mapped; an `mremap` ends the old range and maps the new one.
 #![forbid(unsafe_code)]
 
+use crate::maps::{MapOp, Maps};
 use crate::symbolize::Symbolizer;
 use memscope_core::adapter::{TypeCtx, Typer};
 use memscope_core::event::{Attrs, Device, Event, EventKind, EventType, MemoryAttrs};
 use memscope_core::wire::Record;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
-#[derive(Clone, Copy)]
-struct Block {
-    id: u64,
-    size: u64,
+/// A live heap block or mapping: its `allocation_id` and size in bytes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Block {
+    pub(crate) id: u64,
+    pub(crate) size: u64,
 }
 
 /// The HOST typer of one process.
 #[derive(Default)]
 pub struct HostTyper {
     live: crate::addr_hash::AddrMap<Block>,
-    maps: BTreeMap<u64, Block>,
+    maps: Maps,
     total: i64,
     /// Module map and symbol caches per process image (stream of the pid).
     syms: HashMap<usize, Symbolizer>,
@@ -83,25 +89,18 @@ impl HostTyper {
         addr: u64,
         b: Block,
         shadow: bool,
-        mmap: bool,
     ) -> Event {
-        let mut e = Event::new(EventType::Host, ts, ctx.pid, tid);
-        e.kind = kind;
-        e.device = Device::Cpu;
-        e.ptr = Some(addr);
-        let mut m = MemoryAttrs {
-            allocation_id: b.id,
+        host_row(
+            ctx,
+            EventType::Host,
+            kind,
+            ts,
+            tid,
             addr,
-            size: b.size,
-            total: (!shadow).then_some(self.total),
+            b,
+            self.total,
             shadow,
-            ..MemoryAttrs::default()
-        };
-        if mmap {
-            m.extra.push(("mmap".to_owned(), "true".to_owned()));
-        }
-        e.attrs = Attrs::Memory(m);
-        e
+        )
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -113,30 +112,20 @@ impl HostTyper {
         addr: u64,
         size: u64,
         stack: u32,
-        mmap: bool,
         out: &mut Vec<Event>,
     ) {
-        let old = if mmap {
-            self.maps.remove(&addr)
-        } else {
-            self.live.remove(&addr)
-        };
-        if let Some(old) = old {
+        if let Some(old) = self.live.remove(&addr) {
             self.total -= old.size as i64;
             ctx.warn(format!("HOST: block 0x{addr:x} allocated again before its free was seen; closed with a synthetic FREE"));
-            out.push(self.event(ctx, EventKind::Free, ts, tid, addr, old, true, mmap));
+            out.push(self.event(ctx, EventKind::Free, ts, tid, addr, old, true));
         }
         let b = Block {
             id: ctx.next_allocation_id(),
             size,
         };
         self.total += size as i64;
-        if mmap {
-            self.maps.insert(addr, b);
-        } else {
-            self.live.insert(addr, b);
-        }
-        let mut e = self.event(ctx, EventKind::Malloc, ts, tid, addr, b, false, mmap);
+        self.live.insert(addr, b);
+        let mut e = self.event(ctx, EventKind::Malloc, ts, tid, addr, b, false);
         e.c_stack = self.stack_text(ctx, stack);
         out.push(e);
     }
@@ -145,7 +134,7 @@ impl HostTyper {
         match self.live.remove(&addr) {
             Some(b) => {
                 self.total -= b.size as i64;
-                out.push(self.event(ctx, EventKind::Free, ts, tid, addr, b, false, false));
+                out.push(self.event(ctx, EventKind::Free, ts, tid, addr, b, false));
             }
             None => self.unknown_frees += 1,
         }
@@ -159,32 +148,50 @@ impl HostTyper {
         heap.sort_by_key(|(a, b)| (b.id, *a));
         for (addr, b) in heap {
             self.total -= b.size as i64;
-            out.push(self.event(ctx, EventKind::Free, ts, tid, addr, b, true, false));
+            out.push(self.event(ctx, EventKind::Free, ts, tid, addr, b, true));
         }
-        for (addr, b) in std::mem::take(&mut self.maps) {
-            self.total -= b.size as i64;
-            out.push(self.event(ctx, EventKind::Free, ts, tid, addr, b, true, true));
-        }
+        self.maps.close_all(ctx, tid, ts, out);
     }
 
-    fn munmap(
-        &mut self,
-        ctx: &mut TypeCtx,
-        tid: u32,
-        ts: u64,
-        addr: u64,
-        size: u64,
-        out: &mut Vec<Event>,
-    ) {
-        let end = addr.saturating_add(size.max(1));
-        let gone: Vec<u64> = self.maps.range(addr..end).map(|(a, _)| *a).collect();
-        for a in gone {
-            if let Some(b) = self.maps.remove(&a) {
-                self.total -= b.size as i64;
-                out.push(self.event(ctx, EventKind::Free, ts, tid, a, b, false, true));
+    /// Rows of the mappings' page ranges after `op`.
+    fn mapping(&mut self, ctx: &mut TypeCtx, tid: u32, op: MapOp, out: &mut Vec<Event>) {
+        let mut stacks = Vec::new();
+        self.maps.apply(ctx, tid, op, out, &mut stacks);
+        for (i, stack) in stacks {
+            if let Some(e) = out.get_mut(i) {
+                e.c_stack = self.stack_text(ctx, stack);
             }
         }
     }
+}
+
+/// A `MALLOC`/`FREE` row of type `t` (HOST or HOST_MMAP) on device `cpu`; `total` is the live
+/// bytes of that type after the row, left out of rows the typer makes up (`shadow:true`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn host_row(
+    ctx: &TypeCtx,
+    t: EventType,
+    kind: EventKind,
+    ts: u64,
+    tid: u32,
+    addr: u64,
+    b: Block,
+    total: i64,
+    shadow: bool,
+) -> Event {
+    let mut e = Event::new(t, ts, ctx.pid, tid);
+    e.kind = kind;
+    e.device = Device::Cpu;
+    e.ptr = Some(addr);
+    e.attrs = Attrs::Memory(MemoryAttrs {
+        allocation_id: b.id,
+        addr,
+        size: b.size,
+        total: (!shadow).then_some(total),
+        shadow,
+        ..MemoryAttrs::default()
+    });
+    e
 }
 
 impl Typer for HostTyper {
@@ -203,6 +210,7 @@ impl Typer for HostTyper {
                         | Record::HostFree { .. }
                         | Record::HostMmap { .. }
                         | Record::HostMunmap { .. }
+                        | Record::HostMremap { .. }
                 )
             }) {
                 self.exec_boundary(ctx, tid, ts, out);
@@ -215,15 +223,46 @@ impl Typer for HostTyper {
                 addr,
                 size,
                 stack,
-            } => self.malloc(ctx, tid, *ts, *addr, *size, *stack, false, out),
+            } => self.malloc(ctx, tid, *ts, *addr, *size, *stack, out),
             Record::HostFree { ts, addr } => self.free(ctx, tid, *ts, *addr, out),
             Record::HostMmap {
                 ts,
                 addr,
                 size,
                 stack,
-            } => self.malloc(ctx, tid, *ts, *addr, *size, *stack, true, out),
-            Record::HostMunmap { ts, addr, size } => self.munmap(ctx, tid, *ts, *addr, *size, out),
+            } => {
+                let op = MapOp::Map {
+                    ts: *ts,
+                    addr: *addr,
+                    size: *size,
+                    stack: *stack,
+                };
+                self.mapping(ctx, tid, op, out)
+            }
+            Record::HostMunmap { ts, addr, size } => {
+                let op = MapOp::Unmap {
+                    ts: *ts,
+                    addr: *addr,
+                    size: *size,
+                };
+                self.mapping(ctx, tid, op, out)
+            }
+            Record::HostMremap {
+                ts,
+                old_addr,
+                old_size,
+                new_addr,
+                new_size,
+                keep_old,
+            } => {
+                let op = MapOp::Remap {
+                    ts: *ts,
+                    old: (*old_addr, *old_size),
+                    new: (*new_addr, *new_size),
+                    keep_old: *keep_old,
+                };
+                self.mapping(ctx, tid, op, out)
+            }
             Record::Module {
                 base,
                 start,
@@ -338,30 +377,49 @@ mod tests {
     }
 
     #[test]
-    fn munmap_frees_the_mappings_in_its_range() {
+    fn mappings_are_host_mmap_rows_apart_from_the_heap_totals() {
         let ev = run(&[
-            Record::HostMmap {
+            Record::HostMalloc {
                 ts: 1,
+                addr: 0x100,
+                size: 10,
+                stack: 0,
+            },
+            Record::HostMmap {
+                ts: 2,
                 addr: 0x10000,
                 size: 4096,
                 stack: 0,
             },
             Record::HostMmap {
-                ts: 2,
+                ts: 3,
                 addr: 0x20000,
                 size: 8192,
                 stack: 0,
             },
             Record::HostMunmap {
-                ts: 3,
+                ts: 4,
                 addr: 0x10000,
                 size: 0x20000,
             },
+            Record::HostFree { ts: 5, addr: 0x100 },
         ]);
-        assert_eq!(ev.len(), 4);
-        assert_eq!(mem(&ev[3]).total, Some(0));
-        assert!(mem(&ev[0])
-            .extra
-            .contains(&("mmap".to_owned(), "true".to_owned())));
+        let got: Vec<_> = ev
+            .iter()
+            .map(|e| (e.kind, e.event_type, mem(e).size, mem(e).total))
+            .collect();
+        use EventType::{Host, HostMmap};
+        assert_eq!(
+            got,
+            vec![
+                (EventKind::Malloc, Host, 10, Some(10)),
+                (EventKind::Malloc, HostMmap, 4096, Some(4096)),
+                (EventKind::Malloc, HostMmap, 8192, Some(12288)),
+                (EventKind::Free, HostMmap, 4096, Some(8192)),
+                (EventKind::Free, HostMmap, 8192, Some(0)),
+                (EventKind::Free, Host, 10, Some(0)),
+            ]
+        );
+        assert!(ev.iter().all(|e| mem(e).extra.is_empty()));
     }
 }

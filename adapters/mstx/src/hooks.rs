@@ -133,6 +133,14 @@ pub unsafe extern "C" fn init_injection(get: Option<GetModuleFuncTable>) -> c_in
     })
 }
 
+/// Tells the collector the thread's runtime device for the msTX row stamped `ts` that follows
+/// (msMemScope asks the runtime for the current device of every event it reports; a query,
+/// whatever adapters are selected). Called under the reentrancy guard, so driver memory the
+/// runtime might touch meanwhile is not reported.
+fn note_device(ts: u64) {
+    rt::note_thread_device(ts, memscope_adapter_hal::device::current_logical(ts));
+}
+
 /// Message bytes and the NULL flag of a C message.
 ///
 /// # Safety
@@ -159,7 +167,9 @@ pub unsafe extern "C" fn mark_a(msg: *const c_char, stream: *mut c_void) {
         let Some(_g) = rt::enter() else { return };
         // SAFETY: caller contract.
         let (msg, null) = unsafe { message(msg) };
-        rt::record_mark(rt::now_ns(), stream as u64, msg, null);
+        let ts = rt::now_ns();
+        note_device(ts);
+        rt::record_mark(ts, stream as u64, msg, null);
     })
 }
 
@@ -179,7 +189,9 @@ pub unsafe extern "C" fn range_start_a(msg: *const c_char, stream: *mut c_void) 
         if let Some(_g) = rt::enter() {
             // SAFETY: caller contract.
             let (msg, null) = unsafe { message(msg) };
-            rt::record_range_start(rt::now_ns(), id, stream as u64, msg, null);
+            let ts = rt::now_ns();
+            note_device(ts);
+            rt::record_range_start(ts, id, stream as u64, msg, null);
         }
         id
     })
@@ -196,10 +208,9 @@ pub unsafe extern "C" fn range_end(id: u64) {
             return;
         }
         let Some(_g) = rt::enter() else { return };
-        rt::record(&Record::RangeEnd {
-            ts: rt::now_ns(),
-            id,
-        });
+        let ts = rt::now_ns();
+        note_device(ts);
+        rt::record(&Record::RangeEnd { ts, id });
     })
 }
 

@@ -49,11 +49,15 @@ pub fn display_name(msg: &[u8]) -> String {
 ///   process-wide, so one map per process; the entry is removed at the end), or
 ///   `Range end from id <id>` for an id this process never started; Attr `range_id`.
 ///
-/// Device = the thread's current device (`TypeCtx::current_device`, set by the ACL adapter),
-/// else `N/A`. Ptr is `N/A`. Pool (heap/region) records are left to the pool adapters' typers.
+/// Device = the runtime's current device of the thread as the probe queried it for the row
+/// (`ThreadDevice` records, mapped through `ASCEND_RT_VISIBLE_DEVICES`), else the thread's
+/// current device from `aclrtSetDevice` (`TypeCtx::current_device`, ACL adapter), else `N/A`.
+/// Ptr is `N/A`. Pool (heap/region) records are left to the pool adapters' typers.
 #[derive(Debug, Default)]
 pub struct MstxTyper {
     open: HashMap<u64, String>,
+    /// Last `ThreadDevice` of each thread (logical id; `u32::MAX`: the runtime had none).
+    devices: HashMap<u32, u32>,
 }
 
 impl MstxTyper {
@@ -76,6 +80,10 @@ impl Typer for MstxTyper {
         out: &mut Vec<Event>,
     ) -> bool {
         let (event_type, ts, name, attrs) = match rec {
+            Record::ThreadDevice { device, .. } => {
+                self.devices.insert(tid, *device);
+                return true;
+            }
             Record::Mark { ts, msg, .. } => (EventType::Mark, *ts, display_name(msg), Attrs::None),
             Record::RangeStart { ts, id, msg, .. } => {
                 let name = display_name(msg);
@@ -94,9 +102,11 @@ impl Typer for MstxTyper {
         let mut ev = Event::new(event_type, ts, ctx.pid, tid);
         ev.name = Some(name);
         ev.attrs = attrs;
-        ev.device = ctx
-            .current_device(tid)
-            .map_or(Device::NotApplicable, Device::Npu);
+        ev.device = match self.devices.get(&tid) {
+            Some(&d) if d != u32::MAX => Some(ctx.map_device(d)),
+            _ => ctx.current_device(tid),
+        }
+        .map_or(Device::NotApplicable, Device::Npu);
         out.push(ev);
         true
     }
@@ -169,6 +179,47 @@ mod tests {
         assert_eq!(ev[2].name.as_deref(), Some("step start"));
         assert_eq!(ev[2].tid, Some(8));
         assert_eq!(ev[2].attrs, range_attrs(1));
+    }
+
+    #[test]
+    fn marks_take_the_queried_runtime_device_of_their_thread_mapped_through_visible_devices() {
+        let mut ctx = TypeCtx::new(42, vec![4, 6]);
+        ctx.set_current_device(9, 6);
+        let mark = |ts| Record::Mark {
+            ts,
+            stream: 0,
+            msg: b("m"),
+            null: false,
+        };
+        let (ev, claimed) = run(
+            &[
+                (7, Record::ThreadDevice { ts: 1, device: 1 }),
+                (7, mark(1)),
+                (8, mark(2)), // no query result on thread 8: N/A
+                (7, Record::ThreadDevice { ts: 3, device: 0 }),
+                (7, mark(3)),
+                (
+                    9,
+                    Record::ThreadDevice {
+                        ts: 4,
+                        device: u32::MAX,
+                    },
+                ),
+                (9, mark(4)), // the runtime had none: aclrtSetDevice's device, if any
+            ],
+            &mut ctx,
+        );
+        assert!(claimed.iter().all(|c| *c));
+        let devices: Vec<Device> = ev.iter().map(|e| e.device).collect();
+        assert_eq!(
+            devices,
+            [
+                Device::Npu(6),
+                Device::NotApplicable,
+                Device::Npu(4),
+                Device::Npu(6)
+            ]
+        );
     }
 
     #[test]

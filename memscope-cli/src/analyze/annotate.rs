@@ -5,8 +5,12 @@
 //!
 //! * CSV: records are copied with RFC 4180 quoting; a MALLOC row's Attr gets
 //!   `inefficient:<t1,t2>` (merged into an existing `inefficient`/`inefficient_type` pair).
-//! * `.db`: SQLite copies the database (`VACUUM INTO`), then the copy's Attr JSON is updated
-//!   with parameterised statements matched by ID and Process Id.
+//! * `.db`: SQLite copies the database (`VACUUM INTO`, from the input opened read-only as the
+//!   reader opens it), then the copy's Attr is updated with parameterised statements matched
+//!   by ID and Process Id: a JSON Attr stays JSON, a text-form one stays text with all its pairs.
+//!
+//! The copy is a dump, read by msMemScope's tools: its values are the input's, unchanged (no
+//! CSV-formula neutralising, see the README).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -54,10 +58,46 @@ pub fn annotate_attr(cell: &str, add: &[Inefficiency]) -> String {
     format!("{{{}}}", body.join(","))
 }
 
+/// The `.db` Attr of a MALLOC row with `add` merged in: a JSON object stays JSON (the key
+/// `inefficient`, or msMemScope's `inefficient_type` when present); a text-form Attr (which the
+/// reader accepts too) stays text, with every pair kept.
+///
+/// # Errors
+/// A cell that starts like JSON but is not a JSON object (the reader refuses it too).
+pub fn annotate_db_attr(attr: &str, add: &[Inefficiency]) -> Result<String> {
+    let t = attr.trim();
+    if !t.starts_with('{') || !t[1..].trim_start().starts_with('"') {
+        if t.is_empty() || t == "{}" {
+            let mut obj = serde_json::Map::new();
+            obj.insert(
+                "inefficient".to_owned(),
+                serde_json::Value::String(merge("", add)),
+            );
+            return Ok(serde_json::Value::Object(obj).to_string());
+        }
+        return Ok(annotate_attr(attr, add));
+    }
+    let mut obj: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(t).map_err(|e| anyhow!("Attr is not a JSON object ({e})"))?;
+    let key = if obj.contains_key("inefficient_type") {
+        "inefficient_type"
+    } else {
+        "inefficient"
+    };
+    let old = obj
+        .get(key)
+        .and_then(|v| v.as_str())
+        .unwrap_or("")
+        .to_owned();
+    obj.insert(key.to_owned(), serde_json::Value::String(merge(&old, add)));
+    Ok(serde_json::Value::Object(obj).to_string())
+}
+
 fn write_csv(file: &DumpFile, found: &Found) -> Result<PathBuf> {
     let (out, f) = create_sibling(file.path(), "_inefficient")
         .map_err(|e| anyhow!("cannot create a copy next to {}: {e}", file.name()))?;
-    let input = std::fs::File::open(file.path()).map_err(|e| anyhow!("{}: {e}", file.name()))?;
+    let (input, _) = memscope_core::reader::open_regular(file.path(), file.name())
+        .map_err(|e| anyhow!("{e}"))?;
     let mut src = CsvSource::new(file.name(), input, None).map_err(|e| anyhow!("{e}"))?;
     let mut w = csv::WriterBuilder::new()
         .terminator(csv::Terminator::Any(b'\n'))
@@ -100,19 +140,30 @@ fn write_db(file: &DumpFile, found: &Found) -> Result<PathBuf> {
         .map_err(|e| anyhow!("cannot create a copy next to {}: {e}", file.name()))?;
     drop(f);
     let fail = |e: rusqlite::Error| anyhow!("cannot write {}: {e}", out.display());
-    let src = rusqlite::Connection::open_with_flags(
-        file.path(),
-        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-    )
-    .map_err(|e| anyhow!("{}: {e}", file.name()))?;
-    src.execute("VACUUM INTO ?1", [out.display().to_string()])
+    // the input is opened as the reader opens it (immutable: nothing written next to it);
+    // the copy's path is absolute, so SQLite never takes it for a URI
+    let src = memscope_core::reader::db::open_dump_db(file.path(), file.name())
+        .map_err(|e| anyhow!("{e}"))?;
+    // query_only would also refuse writing the copy; the input stays read-only (immutable)
+    src.conn
+        .execute_batch("PRAGMA query_only=OFF")
+        .map_err(fail)?;
+    src.conn
+        .execute("VACUUM INTO ?1", [out.display().to_string()])
         .map_err(fail)?;
     drop(src);
-    let mut db = rusqlite::Connection::open(&out).map_err(fail)?;
+    let mut db = rusqlite::Connection::open_with_flags(
+        &out,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE
+            | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW,
+    )
+    .map_err(fail)?;
     let tx = db.transaction().map_err(fail)?;
     {
         let mut get = tx
-            .prepare(r#"SELECT rowid, "Attr" FROM memscope_dump WHERE "ID" = ?1 AND "Process Id" IS ?2 AND "Event" = 'MALLOC'"#)
+            // matched numerically, as the reader orders (TEXT IDs from `sqlite3 .import`)
+            .prepare(r#"SELECT rowid, "Attr" FROM memscope_dump WHERE CAST("ID" AS INTEGER) = ?1 AND ((?2 IS NULL AND ("Process Id" IS NULL OR trim("Process Id") IN ('', 'N/A'))) OR CAST("Process Id" AS INTEGER) = ?2) AND trim("Event") = 'MALLOC'"#)
             .map_err(fail)?;
         let mut set = tx
             .prepare(r#"UPDATE memscope_dump SET "Attr" = ?1 WHERE rowid = ?2"#)
@@ -129,27 +180,10 @@ fn write_db(file: &DumpFile, found: &Found) -> Result<PathBuf> {
                 .collect::<Result<_, _>>()
                 .map_err(fail)?;
             for (rowid, attr) in rows {
-                let mut obj: serde_json::Map<String, serde_json::Value> =
-                    serde_json::from_str(&attr).unwrap_or_default();
-                let key = if obj.contains_key("inefficient_type") {
-                    "inefficient_type"
-                } else {
-                    "inefficient"
-                };
-                let old = obj
-                    .get(key)
-                    .and_then(|v| v.as_str())
-                    .unwrap_or("")
-                    .to_owned();
-                obj.insert(
-                    key.to_owned(),
-                    serde_json::Value::String(merge(&old, types)),
-                );
-                set.execute(rusqlite::params![
-                    serde_json::Value::Object(obj).to_string(),
-                    rowid
-                ])
-                .map_err(fail)?;
+                let merged = annotate_db_attr(&attr, types)
+                    .map_err(|e| anyhow!("{}: row {rowid}: {e}", file.name()))?;
+                set.execute(rusqlite::params![merged, rowid])
+                    .map_err(fail)?;
             }
         }
     }
@@ -190,5 +224,31 @@ mod tests {
             annotate_attr("", &[LateDeallocation]),
             "{inefficient:late_deallocation}"
         );
+    }
+
+    #[test]
+    fn the_annotated_db_copy_keeps_a_text_form_attr() {
+        use Inefficiency::*;
+        assert_eq!(
+            annotate_db_attr(
+                "{allocation_id:2,addr:0x2000,size:200,owner:PTA@x}",
+                &[EarlyAllocation, TemporaryIdleness]
+            )
+            .unwrap(),
+            "{allocation_id:2,addr:0x2000,size:200,owner:PTA@x,inefficient:early_allocation,temporary_idleness}"
+        );
+        assert_eq!(
+            annotate_db_attr(
+                r#"{"size":"8","inefficient_type":"late_deallocation"}"#,
+                &[EarlyAllocation]
+            )
+            .unwrap(),
+            r#"{"size":"8","inefficient_type":"late_deallocation,early_allocation"}"#
+        );
+        assert_eq!(
+            annotate_db_attr("{}", &[LateDeallocation]).unwrap(),
+            r#"{"inefficient":"late_deallocation"}"#
+        );
+        assert!(annotate_db_attr(r#"{"size":"#, &[LateDeallocation]).is_err());
     }
 }

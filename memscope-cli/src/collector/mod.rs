@@ -5,6 +5,7 @@ pub mod layers;
 pub mod pipeline;
 pub mod plugin_typer;
 pub mod process;
+pub mod python;
 pub mod replay;
 
 use crate::logfile::LogFile;
@@ -264,7 +265,11 @@ impl PipelineFactory<'_> {
             && collect.keeps_memory()
             && !cfg.analysis.decompose
             && !cfg.analysis.inefficient;
-        let mut layers: Vec<Box<dyn Layer>> = vec![Box::new(collect)];
+        let mut layers: Vec<Box<dyn Layer>> = vec![
+            Box::new(collect),
+            // ACCESS rows get the allocation_id of the block they touch (issue 10)
+            Box::new(memscope_core::access_blocks::AccessBlocks::new()),
+        ];
         if !host_fast {
             layers.extend(memscope_adapter_host::leak_layer(cfg)); // HOST leak summary (issue 4)
         }
@@ -277,7 +282,8 @@ impl PipelineFactory<'_> {
             descriptors().into_iter().map(|d| (d.new_typer)()).collect();
         typers.push(Box::new(plugin_typer::PluginTyper::default()));
         let ctx = TypeCtx::new(h.pid, self.visible_devices.to_vec());
-        let config_json = serde_json::to_string_pretty(&cfg.to_config_file()).unwrap_or_default();
+        // msMemScope's config.json key set (issue 12); `memscopeOptions` keeps memscope's own
+        let config_json = memscope_core::config::msmemscope::to_text(cfg);
         let capture = capture_dir.and_then(|dir| {
             let info = CaptureInfo {
                 pid: h.pid,

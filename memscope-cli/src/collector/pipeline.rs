@@ -123,7 +123,9 @@ pub struct Pipeline {
     dry: bool,
     host_fast: Option<Box<HostFast>>,
     /// Typed events per kind (index in `EventKind::ALL`).
-    typed: [u64; 9],
+    typed: [u64; EventKind::ALL.len()],
+    /// python_trace files and snapshots (issue 12).
+    python: super::python::PythonState,
 }
 
 impl Pipeline {
@@ -152,7 +154,8 @@ impl Pipeline {
             observer: None,
             dry: false,
             host_fast: p.host_fast,
-            typed: [0; 9],
+            typed: [0; EventKind::ALL.len()],
+            python: Default::default(),
         }
     }
 
@@ -160,6 +163,7 @@ impl Pipeline {
     /// Writes nothing: no directory, log or config.json (typing only, for the replay API).
     pub fn set_dry(&mut self) {
         self.dry = true;
+        self.python.set_dry();
     }
 
     /// Lets the typers emit what they hold at the end (without finishing the bus).
@@ -217,6 +221,10 @@ impl Pipeline {
                 self.texts.insert((image, *id), text.clone());
                 return;
             }
+            rec @ Record::PyCodeDef { .. } => {
+                self.python.define(image, rec);
+                return;
+            }
             _ => {}
         }
         self.ctx.set_image(image);
@@ -239,14 +247,33 @@ impl Pipeline {
             _ => {}
         }
         let mut out = std::mem::take(&mut self.out);
-        if !self
-            .typers
-            .iter_mut()
-            .any(|t| t.type_record(&mut self.ctx, tid, rec, &mut out))
+        // python_trace rows (written as the calls end), SYSTEM rows of the Python API and
+        // SNAPSHOT rows
+        let handled = self.python.on_record(
+            &self.ctx,
+            &self.summary.project_dir,
+            image,
+            tid,
+            rec,
+            &mut out,
+        );
+        if !handled
+            && !self
+                .typers
+                .iter_mut()
+                .any(|t| t.type_record(&mut self.ctx, tid, rec, &mut out))
         {
+            if let Record::OwnerTag { addr, .. } = rec {
+                self.ctx.warn(format!(
+                    "describer(0x{addr:x}, owner=...): no live pool block starts there; ignored"
+                ));
+            }
             self.untyped += 1;
         }
         for ev in out.drain(..) {
+            if !handled {
+                self.python.observe(&ev);
+            }
             self.emit(ev);
         }
         self.out = out;
@@ -296,6 +323,9 @@ impl Pipeline {
     pub fn drain_warnings(&mut self) {
         for w in self.ctx.take_warnings() {
             self.log.warn(&w);
+        }
+        for e in self.python.take_errors() {
+            self.log.error(&format!("python trace: {e}"));
         }
         let lines = match self.sink_stats.lock() {
             Ok(mut s) => std::mem::take(&mut s.warnings),
@@ -395,6 +425,7 @@ impl Pipeline {
 
     /// Periodic flush of the sinks and the capture's open block.
     pub fn flush(&mut self) {
+        self.python.flush();
         if self.failed.is_none() {
             if let Err(e) = self.bus.flush() {
                 self.log.error(&e.to_string());
@@ -416,6 +447,9 @@ impl Pipeline {
     /// returns the summary.
     pub fn finish(mut self, images: Vec<ImageInfo>) -> ProcessSummary {
         self.finish_typers();
+        for line in self.python.finish(&self.ctx, &self.summary.project_dir) {
+            self.log.info(&line);
+        }
         for img in &images {
             self.summary.dropped += img.dropped;
             if img.flags & memscope_core::wire::FLAG_HOST_UNAVAILABLE != 0 {

@@ -10,7 +10,7 @@ use memscope_core::capture::CaptureReader;
 use memscope_core::config::Format;
 use memscope_core::spool::StreamHeader;
 
-/// Writes the dumps of every capture under `a.inputs` into `a.out`.
+/// Writes the dumps of every capture under `a.inputs` into `a.output`.
 ///
 /// # Errors
 /// An input holds no capture or cannot be read, or the output cannot be created.
@@ -19,12 +19,13 @@ pub fn export(a: &ExportArgs, format: Format) -> anyhow::Result<()> {
     for i in &a.inputs {
         captures.extend(find_captures(i).map_err(anyhow::Error::msg)?);
     }
-    if a.out.exists() && !a.out.is_dir() {
-        anyhow::bail!("-o {}: not a directory", a.out.display());
+    if a.output.exists() && !a.output.is_dir() {
+        anyhow::bail!("-o {}: not a directory", a.output.display());
     }
-    memscope_core::layout::create_dir_0750(&a.out)
-        .with_context(|| format!("-o {}", a.out.display()))?;
-    let out = std::fs::canonicalize(&a.out).with_context(|| format!("-o {}", a.out.display()))?;
+    memscope_core::layout::create_dir_0750(&a.output)
+        .with_context(|| format!("-o {}", a.output.display()))?;
+    let out =
+        std::fs::canonicalize(&a.output).with_context(|| format!("-o {}", a.output.display()))?;
     let analyses = crate::run::analysis_factory();
     let mut summaries = Vec::new();
     for path in captures {

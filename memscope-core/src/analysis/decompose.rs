@@ -11,7 +11,9 @@
 //! * Memory: one entry per live block plus one counter per (device, allocator, owner). The
 //!   per-owner split is copied only when live bytes start to fall from a new peak.
 //!
-//! Console table plus, when an output folder is set, `decompose_{ts}.csv`.
+//! Console table plus, when an output folder is set, `decompose_{ts}.csv` — only for a process
+//! that had rows: the event-less processes of a launcher (a pyenv shim, a shell) get neither a
+//! file nor a folder.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -46,12 +48,30 @@ impl Allocator {
             self.peak_split = self.by_owner.clone();
             self.at_peak = false;
         }
-        *self.by_owner.entry(owner).or_default() += delta;
-        self.total += delta;
+        // saturating: each size is < 2^63 (the reader refuses more), but a hostile dump can
+        // sum past i64
+        let o = self.by_owner.entry(owner).or_default();
+        *o = o.saturating_add(delta);
+        self.total = self.total.saturating_add(delta);
         if self.total > self.peak {
             self.peak = self.total;
             self.at_peak = true;
         }
+    }
+}
+
+/// The owner of a MALLOC row as decompose counts it: its `owner` chain; for a HAL block
+/// without one but with a module id (2025 `MID:n`), `CANN@<MODULE>`; otherwise `(no owner)`.
+pub fn owner_label(ev: &Event) -> String {
+    let Some(m) = ev.memory() else {
+        return "(no owner)".to_owned();
+    };
+    match (&m.owner, m.module_id) {
+        (Some(o), _) if !o.is_empty() => o.to_string(),
+        (_, Some(mid)) if ev.event_type == EventType::Hal => {
+            format!("CANN@{}", module_name(mid))
+        }
+        _ => "(no owner)".to_owned(),
     }
 }
 
@@ -79,6 +99,8 @@ pub struct DecomposeLayer {
     owner_ids: HashMap<String, u32>,
     live: HashMap<(EventType, u64), (Device, u32, u64)>,
     alloc: BTreeMap<(Device, EventType), Allocator>,
+    /// The process had any row at all.
+    seen: bool,
 }
 
 impl DecomposeLayer {
@@ -119,14 +141,7 @@ impl DecomposeLayer {
         let key = (ev.event_type, addr);
         match ev.kind {
             EventKind::Malloc if ev.device != Device::NotApplicable => {
-                let owner = match (&m.owner, m.module_id) {
-                    (Some(o), _) if !o.is_empty() => o.to_string(),
-                    (_, Some(mid)) if ev.event_type == EventType::Hal => {
-                        format!("CANN@{}", module_name(mid))
-                    }
-                    _ => "(no owner)".to_owned(),
-                };
-                let oid = self.owner_id(owner);
+                let oid = self.owner_id(owner_label(ev));
                 if let Some((dev, old, size)) = self.live.insert(key, (ev.device, oid, m.size)) {
                     self.alloc
                         .entry((dev, ev.event_type))
@@ -190,7 +205,8 @@ impl DecomposeLayer {
     }
 }
 
-/// Writes `dir/decompose_{ts}.csv` (folder 0750, file 0600, a new name) and returns its path.
+/// Writes `dir/decompose_{ts}.csv` (folder 0750, file 0600, a new name, no symbolic link
+/// followed; owners neutralised against formula injection) and returns its path.
 ///
 /// # Errors
 /// The folder or file cannot be created or written.
@@ -209,7 +225,7 @@ pub fn write_decompose_csv(
             pid.map_or("N/A".to_owned(), |p| p.to_string()),
             r.device.to_text(),
             r.pool.as_str().to_owned(),
-            r.owner.clone(),
+            crate::sanitize::csv_report_cell(&r.owner).into_owned(),
             r.peak.to_string(),
             r.end.to_string(),
         ])?;
@@ -260,6 +276,7 @@ impl Layer for DecomposeLayer {
     }
 
     fn on_event(&mut self, ev: Event, _ctx: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError> {
+        self.seen = true;
         self.observe(&ev);
         out.push(ev);
         Ok(())
@@ -271,6 +288,10 @@ impl Layer for DecomposeLayer {
         _out: &mut Vec<Event>,
         report: &mut Vec<ReportSection>,
     ) -> Result<(), BusError> {
+        if !self.seen {
+            // a process without rows (a shell or launcher in front of the job) leaves nothing
+            return Ok(());
+        }
         let rows = self.rows();
         let mut lines = format_table(&rows);
         let tagged: Vec<(Option<u32>, DecomposeRow)> =

@@ -1,31 +1,78 @@
-//! Inefficient-memory rules (behaviour spec §10.4, msMemScope's op-sequence rules).
+//! Inefficient-memory rules (behaviour spec §10.4: msMemScope's online analyzer and its offline
+//! `check_inefficient`, which agree).
 //!
-//! Two families with separate state: PTA (ATen ops, PTA and PTA-workspace blocks) and ATB (ATB
-//! ops and blocks). In each family:
+//! Two families, each with its own op counter (`api`) per process: PTA (ATEN ops, PTA and
+//! PTA_WORKSPACE blocks, ACCESS rows of `type:PTA`/`PTA_WORKSPACE`) and ATB (ATB ops, ATB
+//! blocks, every other ACCESS row — msMemScope's split). MindSpore, HAL and host rows take no
+//! part. A block is identified by its `allocation_id` (address containment for rows without
+//! one, such as ATB ACCESS rows of msMemScope's own dumps), across families: an ATB operator
+//! that touches a torch-allocated tensor counts its own ops.
 //!
-//! * every op START increments `api` and opens the op; memory events inside an open op take the
-//!   current `api` and are buffered; at the END that closes the outermost open op,
-//!   `malloc_api = api` if the buffer holds a MALLOC and `free_api = api` if it holds a FREE,
-//!   then the buffered events are classified in order;
-//! * a memory event outside any op increments `api` and is classified at once.
+//! **msMemScope's rule** ([`IneffRule::MsMemScope`], the default): every op START increments
+//! the family's `api` and opens the op; its END closes it and, if the family's memory rows since
+//! the last such point include a MALLOC, sets `malloc_api = api`, a FREE, `free_api = api`. A
+//! memory row while no op is open increments `api` and does the same at once. Nested ops have
+//! no depth: the inner END closes "the op" (msMemScope keeps one flag), so the outer op's later
+//! rows count as rows outside any op. Each row is classified **when it arrives**, with the
+//! `malloc_api`/`free_api` known at that moment:
 //!
-//! Classification of a block's events (checks only for blocks whose MALLOC was seen):
-//!
-//! * `temporary_idleness`, on an ACCESS: the block's previous event is an ACCESS and
+//! * `temporary_idleness`, on an ACCESS: the block's previous row is an ACCESS and
 //!   `api − api(prev) > idle_threshold`;
 //! * `early_allocation`, on an ACCESS once `free_api` is set: with `m` the api of the block's
 //!   MALLOC and `fa` the api of its first ACCESS whose api ≠ `m`: `fa` exists, `m ≠ free_api`
-//!   and `m < free_api < fa`;
-//! * `late_deallocation`, on a FREE once `malloc_api` is set: the block's previous event is an
-//!   ACCESS with api `la` ≠ the FREE's api and `la < malloc_api < api(FREE)`.
+//!   and `m < free_api < fa` (another op freed memory between the allocation and first use);
+//! * `late_deallocation`, on a FREE once `malloc_api` is set: the block's previous row is an
+//!   ACCESS with api `la` ≠ the FREE's api and `la < malloc_api < api(FREE)` (another op
+//!   allocated memory between the last use and the free).
 //!
-//! Each type is found at most once per block, in the order found. A block's result
-//! ([`Finding`]) is final when its FREE is classified (or at the end of the stream).
-//! Memory: one small record per live block of the two families, plus the open op's buffer.
+//! Rows of a block only count when the block's MALLOC was seen. Each type is found at most once
+//! per block, in the order found; a block's result ([`Finding`]) is final at its FREE (or at the
+//! end of the stream).
+//!
+//! **memscope's stricter variant** ([`IneffRule::OpEnd`], `--inefficient-rule op-end`): ops nest
+//! by depth, and the rows inside an op are classified only when the outermost op ends, after its
+//! own MALLOC/FREE moved `malloc_api`/`free_api` to it. A free (or malloc) in the same op as the
+//! first (or last) use then never counts as "another op's": it finds a subset of msMemScope's
+//! blocks.
+//!
+//! Memory: one small record per live PTA/ATB block, plus the open op's rows (`op-end` only).
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::event::{Event, EventKind, EventType, Inefficiency};
+use crate::event::{Attrs, Event, EventKind, EventType, Inefficiency};
+
+/// Which classification rule the analysis follows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum IneffRule {
+    /// msMemScope's: each row is classified as it arrives; nested ops share one open/closed
+    /// state.
+    #[default]
+    #[serde(rename = "msmemscope")]
+    MsMemScope,
+    /// memscope's stricter variant: rows inside an op are classified when the outermost op
+    /// ends; ops nest by depth.
+    #[serde(rename = "op-end")]
+    OpEnd,
+}
+
+impl IneffRule {
+    /// Parses `msmemscope` or `op-end`.
+    pub fn parse(s: &str) -> Option<IneffRule> {
+        match s.trim() {
+            "msmemscope" => Some(IneffRule::MsMemScope),
+            "op-end" => Some(IneffRule::OpEnd),
+            _ => None,
+        }
+    }
+
+    /// `msmemscope` or `op-end`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IneffRule::MsMemScope => "msmemscope",
+            IneffRule::OpEnd => "op-end",
+        }
+    }
+}
 
 /// Settings of the inefficient-memory analysis.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,6 +83,8 @@ pub struct IneffConfig {
     pub mem_size: u64,
     /// Types reported (`--types`); empty means all three.
     pub types: Vec<Inefficiency>,
+    /// Classification rule (`--inefficient-rule`, default msMemScope's).
+    pub rule: IneffRule,
 }
 
 impl Default for IneffConfig {
@@ -44,6 +93,7 @@ impl Default for IneffConfig {
             idle_threshold: 3000,
             mem_size: 0,
             types: Vec::new(),
+            rule: IneffRule::MsMemScope,
         }
     }
 }
@@ -62,8 +112,8 @@ pub struct Finding {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Family {
-    Pta,
-    Atb,
+    Pta = 0,
+    Atb = 1,
 }
 
 fn family_of_pool(t: EventType) -> Option<Family> {
@@ -74,11 +124,16 @@ fn family_of_pool(t: EventType) -> Option<Family> {
     }
 }
 
-fn family_of_type_attr(s: &str) -> Option<Family> {
-    match s {
-        "PTA" | "PTA_WORKSPACE" => Some(Family::Pta),
-        "ATB" => Some(Family::Atb),
+/// The family whose op counter an ACCESS row uses: PTA for `type:PTA` (and `PTA_WORKSPACE`),
+/// ATB for anything else (msMemScope's split).
+fn family_of_access(ev: &Event) -> Family {
+    let pool = match &ev.attrs {
+        Attrs::Access(a) => a.pool.as_deref(),
         _ => None,
+    };
+    match pool.and_then(EventType::parse) {
+        Some(EventType::Pta | EventType::PtaWorkspace) => Family::Pta,
+        _ => Family::Atb,
     }
 }
 
@@ -104,21 +159,47 @@ struct Block {
 #[derive(Default)]
 struct FamilyState {
     api: u64,
+    /// msMemScope: an op is open. op-end: open ops (depth).
+    open: bool,
     depth: u32,
-    op_malloc: bool,
-    op_free: bool,
+    /// A MALLOC / FREE row since the last point where the apis were updated.
+    saw_malloc: bool,
+    saw_free: bool,
     malloc_api: Option<u64>,
     free_api: Option<u64>,
-    buffered: Vec<(u64, Step, u64)>,    // (block uid, step, api)
-    by_addr: BTreeMap<u64, (u64, u64)>, // start addr → (block uid, size)
+    /// op-end only: rows of the open op, classified when it ends (block, step, api).
+    buffered: Vec<(Option<u64>, Step, u64)>,
+}
+
+impl FamilyState {
+    /// Moves `malloc_api`/`free_api` to the current op if it had such rows.
+    fn settle(&mut self) {
+        if self.saw_malloc {
+            self.malloc_api = Some(self.api);
+        }
+        if self.saw_free {
+            self.free_api = Some(self.api);
+        }
+        self.saw_malloc = false;
+        self.saw_free = false;
+    }
+
+    fn note(&mut self, step: Step) {
+        match step {
+            Step::Malloc => self.saw_malloc = true,
+            Step::Free => self.saw_free = true,
+            Step::Access => {}
+        }
+    }
 }
 
 /// Follows one process's events in ID order and finds inefficient blocks.
 pub struct IneffTracker {
     cfg: IneffConfig,
-    fam: HashMap<Family, FamilyState>,
+    fam: [FamilyState; 2],
     blocks: HashMap<u64, Block>,
     by_alloc_id: HashMap<u64, u64>,
+    by_addr: BTreeMap<u64, (u64, u64)>, // start addr → (block uid, size)
     next_uid: u64,
 }
 
@@ -136,9 +217,10 @@ impl IneffTracker {
     pub fn new(cfg: IneffConfig) -> IneffTracker {
         IneffTracker {
             cfg,
-            fam: HashMap::new(),
+            fam: [FamilyState::default(), FamilyState::default()],
             blocks: HashMap::new(),
             by_alloc_id: HashMap::new(),
+            by_addr: BTreeMap::new(),
             next_uid: 0,
         }
     }
@@ -148,164 +230,169 @@ impl IneffTracker {
         self.blocks.len()
     }
 
-    fn lookup(&self, fam: Family, ev: &Event) -> Option<u64> {
+    fn lookup(&self, ev: &Event) -> Option<u64> {
         let alloc_id = match &ev.attrs {
-            crate::event::Attrs::Access(a) => a.allocation_id,
-            crate::event::Attrs::Memory(m) if m.allocation_id != 0 => Some(m.allocation_id),
+            Attrs::Access(a) => a.allocation_id,
+            Attrs::Memory(m) if m.allocation_id != 0 => Some(m.allocation_id),
             _ => None,
         };
-        if let Some(uid) = alloc_id.and_then(|a| self.by_alloc_id.get(&a)) {
-            if self.blocks.contains_key(uid) {
-                return Some(*uid);
-            }
+        if let Some(a) = alloc_id {
+            // the row names its block: that one or none (msMemScope groups by allocation_id)
+            return self
+                .by_alloc_id
+                .get(&a)
+                .copied()
+                .filter(|u| self.blocks.contains_key(u));
         }
         let addr = ev.ptr.or_else(|| ev.memory().map(|m| m.addr))?;
-        let st = self.fam.get(&fam)?;
-        let (start, (uid, size)) = st.by_addr.range(..=addr).next_back()?;
+        let (start, (uid, size)) = self.by_addr.range(..=addr).next_back()?;
         (addr == *start || addr < start.saturating_add(*size)).then_some(*uid)
+    }
+
+    fn forget(&mut self, uid: u64) -> Option<Block> {
+        let b = self.blocks.remove(&uid)?;
+        if self.by_addr.get(&b.addr).is_some_and(|(u, _)| *u == uid) {
+            self.by_addr.remove(&b.addr);
+        }
+        if b.alloc_id != 0 && self.by_alloc_id.get(&b.alloc_id) == Some(&uid) {
+            self.by_alloc_id.remove(&b.alloc_id);
+        }
+        Some(b)
     }
 
     /// Feeds one event (in ID order).
     pub fn observe(&mut self, ev: &Event) -> Observed {
         let mut out = Observed::default();
-        match (ev.kind, ev.event_type) {
-            (EventKind::OpLaunch, t) => {
-                let fam = if matches!(t, EventType::AtenStart | EventType::AtenEnd) {
-                    Family::Pta
-                } else {
-                    Family::Atb
+        match ev.kind {
+            EventKind::OpLaunch => {
+                let (fam, start) = match ev.event_type {
+                    EventType::AtenStart => (Family::Pta, true),
+                    EventType::AtenEnd => (Family::Pta, false),
+                    EventType::AtbStart => (Family::Atb, true),
+                    EventType::AtbEnd => (Family::Atb, false),
+                    _ => return out,
                 };
-                let st = self.fam.entry(fam).or_default();
-                match t {
-                    EventType::AtenStart | EventType::AtbStart => {
-                        st.api += 1;
-                        st.depth += 1;
-                    }
-                    _ if st.depth > 0 => {
-                        st.depth -= 1;
-                        if st.depth == 0 {
-                            if st.op_malloc {
-                                st.malloc_api = Some(st.api);
-                            }
-                            if st.op_free {
-                                st.free_api = Some(st.api);
-                            }
-                            st.op_malloc = false;
-                            st.op_free = false;
-                            let buf = std::mem::take(&mut st.buffered);
-                            for (uid, step, api) in buf {
-                                self.classify(fam, uid, step, api, &mut out);
-                            }
-                        }
-                    }
-                    _ => {}
-                }
+                self.op_edge(fam, start, &mut out);
             }
-            (EventKind::Malloc, t) => {
-                let Some(fam) = family_of_pool(t) else {
+            EventKind::Malloc => {
+                let Some(fam) = family_of_pool(ev.event_type) else {
                     return out;
                 };
                 let (size, alloc_id) = ev.memory().map_or((0, 0), |m| (m.size, m.allocation_id));
                 let addr = ev.ptr.or_else(|| ev.memory().map(|m| m.addr)).unwrap_or(0);
                 let uid = self.next_uid;
                 self.next_uid += 1;
-                let st = self.fam.entry(fam).or_default();
-                if let Some((old, _)) = st.by_addr.insert(addr, (uid, size)) {
+                if let Some((old, _)) = self.by_addr.insert(addr, (uid, size)) {
                     // double malloc: the old block ends here without a FREE
-                    if let Some(b) = self.blocks.remove(&old) {
+                    if let Some(b) = self.forget(old) {
                         out.findings.push(self.finding(b));
                     }
+                    self.by_addr.insert(addr, (uid, size));
                 }
                 if alloc_id != 0 {
                     self.by_alloc_id.insert(alloc_id, uid);
                 }
-                let b = Block {
-                    pid: ev.pid,
-                    malloc_id: ev.id,
-                    addr,
-                    alloc_id,
-                    size,
-                    m_api: 0,
-                    fa: None,
-                    last: None,
-                    found: Vec::new(),
-                };
-                self.blocks.insert(uid, b);
+                self.blocks.insert(
+                    uid,
+                    Block {
+                        pid: ev.pid,
+                        malloc_id: ev.id,
+                        addr,
+                        alloc_id,
+                        size,
+                        m_api: 0,
+                        fa: None,
+                        last: None,
+                        found: Vec::new(),
+                    },
+                );
                 out.tracked_malloc = size >= self.cfg.mem_size;
-                self.memory_event(fam, uid, Step::Malloc, &mut out);
+                self.memory_row(fam, Some(uid), Step::Malloc, &mut out);
             }
-            (EventKind::Free, t) => {
-                let Some(fam) = family_of_pool(t) else {
+            EventKind::Free => {
+                let Some(fam) = family_of_pool(ev.event_type) else {
                     return out;
                 };
-                let Some(uid) = self.lookup(fam, ev) else {
-                    return out;
-                };
-                if let Some(b) = self.blocks.get(&uid) {
-                    let (addr, alloc_id) = (b.addr, b.alloc_id);
-                    let st = self.fam.entry(fam).or_default();
-                    if st.by_addr.get(&addr).is_some_and(|(u, _)| *u == uid) {
-                        st.by_addr.remove(&addr);
-                    }
-                    if alloc_id != 0 && self.by_alloc_id.get(&alloc_id) == Some(&uid) {
-                        self.by_alloc_id.remove(&alloc_id);
-                    }
-                }
-                self.memory_event(fam, uid, Step::Free, &mut out);
+                let uid = self.lookup(ev);
+                self.memory_row(fam, uid, Step::Free, &mut out);
             }
-            (EventKind::Access, _) => {
-                let typed = match &ev.attrs {
-                    crate::event::Attrs::Access(a) => {
-                        a.pool.as_deref().and_then(family_of_type_attr)
-                    }
-                    _ => None,
-                };
-                let fams: &[Family] = match typed {
-                    Some(Family::Pta) => &[Family::Pta],
-                    Some(Family::Atb) => &[Family::Atb],
-                    None => &[Family::Pta, Family::Atb],
-                };
-                for &fam in fams {
-                    if let Some(uid) = self.lookup(fam, ev) {
-                        self.memory_event(fam, uid, Step::Access, &mut out);
-                        break;
-                    }
-                }
+            EventKind::Access => {
+                let uid = self.lookup(ev);
+                self.memory_row(family_of_access(ev), uid, Step::Access, &mut out);
             }
             _ => {}
         }
         out
     }
 
-    fn memory_event(&mut self, fam: Family, uid: u64, step: Step, out: &mut Observed) {
-        let st = self.fam.entry(fam).or_default();
-        if st.depth > 0 {
-            match step {
-                Step::Malloc => st.op_malloc = true,
-                Step::Free => st.op_free = true,
-                Step::Access => {}
+    fn op_edge(&mut self, fam: Family, start: bool, out: &mut Observed) {
+        let st = &mut self.fam[fam as usize];
+        match (self.cfg.rule, start) {
+            (IneffRule::MsMemScope, true) => {
+                st.open = true;
+                st.api += 1;
             }
-            let api = st.api;
-            st.buffered.push((uid, step, api));
-            if step == Step::Malloc {
-                if let Some(b) = self.blocks.get_mut(&uid) {
-                    b.m_api = api;
+            (IneffRule::MsMemScope, false) => {
+                st.open = false;
+                st.settle();
+            }
+            (IneffRule::OpEnd, true) => {
+                st.depth += 1;
+                st.api += 1;
+            }
+            (IneffRule::OpEnd, false) => {
+                if st.depth == 0 {
+                    return;
+                }
+                st.depth -= 1;
+                if st.depth == 0 {
+                    st.settle();
+                    let rows = std::mem::take(&mut st.buffered);
+                    for (uid, step, api) in rows {
+                        self.classify(fam, uid, step, api, out);
+                    }
                 }
             }
-        } else {
+        }
+    }
+
+    fn memory_row(&mut self, fam: Family, uid: Option<u64>, step: Step, out: &mut Observed) {
+        let rule = self.cfg.rule;
+        let st = &mut self.fam[fam as usize];
+        let inside = match rule {
+            IneffRule::MsMemScope => st.open,
+            IneffRule::OpEnd => st.depth > 0,
+        };
+        if !inside {
             st.api += 1;
-            let api = st.api;
-            if step == Step::Malloc {
-                if let Some(b) = self.blocks.get_mut(&uid) {
-                    b.m_api = api;
-                }
+        }
+        st.note(step);
+        if !inside {
+            st.settle();
+        }
+        let api = st.api;
+        if step == Step::Malloc {
+            if let Some(b) = uid.and_then(|u| self.blocks.get_mut(&u)) {
+                b.m_api = api;
             }
+        }
+        if rule == IneffRule::OpEnd && inside {
+            self.fam[fam as usize].buffered.push((uid, step, api));
+        } else {
             self.classify(fam, uid, step, api, out);
         }
     }
 
-    fn classify(&mut self, fam: Family, uid: u64, step: Step, api: u64, out: &mut Observed) {
-        let st = self.fam.entry(fam).or_default();
+    fn classify(
+        &mut self,
+        fam: Family,
+        uid: Option<u64>,
+        step: Step,
+        api: u64,
+        out: &mut Observed,
+    ) {
+        let Some(uid) = uid else { return };
+        let st = &self.fam[fam as usize];
         let (malloc_api, free_api) = (st.malloc_api, st.free_api);
         let threshold = self.cfg.idle_threshold;
         let Some(b) = self.blocks.get_mut(&uid) else {
@@ -320,7 +407,7 @@ impl IneffTracker {
             Step::Malloc => {}
             Step::Access => {
                 if let Some((Step::Access, prev)) = b.last {
-                    if api.saturating_sub(prev) > threshold {
+                    if api > prev && api - prev > threshold {
                         flag(b, Inefficiency::TemporaryIdleness);
                     }
                 }
@@ -343,7 +430,7 @@ impl IneffTracker {
         }
         b.last = Some((step, api));
         if step == Step::Free {
-            if let Some(b) = self.blocks.remove(&uid) {
+            if let Some(b) = self.forget(uid) {
                 out.findings.push(self.finding(b));
             }
         }
@@ -365,22 +452,19 @@ impl IneffTracker {
         }
     }
 
-    /// The stream ended: results of the blocks still live.
+    /// The stream ended: results of the blocks still live (rows of an op still open are
+    /// classified first).
     pub fn finish(&mut self) -> Vec<Finding> {
-        let mut fams: Vec<Family> = self.fam.keys().copied().collect();
-        fams.sort_by_key(|f| *f as u8);
         let mut out = Observed::default();
-        for fam in fams {
-            let buf = self
-                .fam
-                .get_mut(&fam)
-                .map(|s| std::mem::take(&mut s.buffered))
-                .unwrap_or_default();
-            for (uid, step, api) in buf {
+        for fam in [Family::Pta, Family::Atb] {
+            let rows = std::mem::take(&mut self.fam[fam as usize].buffered);
+            for (uid, step, api) in rows {
                 self.classify(fam, uid, step, api, &mut out);
             }
         }
         let mut rest: Vec<Block> = self.blocks.drain().map(|(_, b)| b).collect();
+        self.by_addr.clear();
+        self.by_alloc_id.clear();
         rest.sort_by_key(|b| b.malloc_id);
         out.findings
             .extend(rest.into_iter().map(|b| self.finding(b)));

@@ -8,6 +8,8 @@
 //! is. A FREE without a device (2025 dumps) applies to the process's recordings on any device.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use crate::bus::{BusCtx, BusError, Layer, ReportSection};
 use crate::event::{Device, Event, EventKind, EventType};
@@ -25,6 +27,7 @@ pub struct RangeLeakLayer {
     msg: String,
     start: usize,
     devices: BTreeMap<Device, DeviceRange>,
+    judged: Arc<AtomicBool>,
 }
 
 impl RangeLeakLayer {
@@ -34,11 +37,22 @@ impl RangeLeakLayer {
             msg: msg.to_owned(),
             start: start_index,
             devices: BTreeMap::new(),
+            judged: Arc::new(AtomicBool::new(false)),
         }
     }
 
+    /// Set at `finish` when at least one device had the three marks of the range, so the
+    /// range was judged somewhere (the caller fails the command otherwise).
+    pub fn judged_flag(&self) -> Arc<AtomicBool> {
+        self.judged.clone()
+    }
+
     fn observe(&mut self, ev: &Event) {
-        let (a, b, c) = (self.start + 1, self.start + 2, self.start + 3); // marks seen at A, B, C
+        let (a, b, c) = (
+            self.start.saturating_add(1),
+            self.start.saturating_add(2),
+            self.start.saturating_add(3),
+        ); // marks seen at A, B, C
         if ev.kind == EventKind::Mstx && ev.event_type == EventType::Mark {
             if ev.device != Device::NotApplicable && ev.name.as_deref() == Some(self.msg.as_str()) {
                 self.devices.entry(ev.device).or_default().marks += 1;
@@ -84,11 +98,11 @@ impl RangeLeakLayer {
                 ));
                 continue;
             }
-            if d.marks < self.start + 3 {
+            if d.marks < self.start.saturating_add(3) {
                 lines.push(format!(
                     "INFO: Device {dev}: marks {}..{} are out of bounds ({} mark(s) named \"{}\").",
                     self.start,
-                    self.start + 2,
+                    self.start.saturating_add(2),
                     d.marks,
                     self.msg
                 ));
@@ -142,6 +156,14 @@ impl Layer for RangeLeakLayer {
         report: &mut Vec<ReportSection>,
     ) -> Result<(), BusError> {
         let sfx = ctx.pid.map_or(String::new(), |p| format!(" (pid {p})"));
+        let start = self.start;
+        if self
+            .devices
+            .values()
+            .any(|d| d.marks >= start.saturating_add(3))
+        {
+            self.judged.store(true, Ordering::Relaxed);
+        }
         report.push(ReportSection {
             title: format!("HAL leaks in the range of \"{}\"{sfx}", self.msg),
             lines: self.report(),

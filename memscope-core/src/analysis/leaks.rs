@@ -30,8 +30,49 @@ use super::{mib, pool_name, OpTracker};
 /// Longest list of live HAL blocks printed; the rest is summed up.
 pub const MAX_HAL_LINES: usize = 200;
 
+/// One pool leak, as [`LeakLayer::pool_leaks`] returns it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolLeak {
+    /// ID of the MALLOC row.
+    pub id: u64,
+    /// Timestamp of the MALLOC row, ns since the epoch.
+    pub ts_ns: u64,
+    /// Start address.
+    pub addr: u64,
+    /// Device.
+    pub device: Device,
+    /// Pool (Event Type).
+    pub pool: EventType,
+    /// Bytes.
+    pub size: u64,
+    /// Step the block was allocated in.
+    pub step: u32,
+    /// The op or kernel it was allocated under (`N/A` when none), as the report prints it.
+    pub under: String,
+    /// Owner chain, when the MALLOC row had one.
+    pub owner: Option<String>,
+    /// Python stack of the MALLOC row, when recorded.
+    pub py_stack: Option<String>,
+    /// C stack of the MALLOC row, when recorded.
+    pub c_stack: Option<String>,
+}
+
+/// A HAL block live at the end, as [`LeakLayer::hal_live`] returns it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HalLive {
+    /// Process of the MALLOC row.
+    pub pid: Option<u32>,
+    /// Device.
+    pub device: Device,
+    /// Start address.
+    pub addr: u64,
+    /// Bytes.
+    pub size: u64,
+}
+
 struct PoolBlock {
     id: u64,
+    ts_ns: u64,
     addr: u64,
     device: Device,
     pool: EventType,
@@ -81,6 +122,7 @@ impl LeakLayer {
                         key,
                         PoolBlock {
                             id: ev.id,
+                            ts_ns: ev.ts_ns,
                             addr,
                             device: ev.device,
                             pool: ev.event_type,
@@ -117,7 +159,7 @@ impl LeakLayer {
         }
     }
 
-    fn pool_report(&self, title: String) -> ReportSection {
+    fn leaked(&self) -> Vec<&PoolBlock> {
         let s_max = self.steps.closed_max();
         let mut leaks: Vec<&PoolBlock> = self
             .pool
@@ -125,6 +167,53 @@ impl LeakLayer {
             .filter(|b| b.step >= 2 && s_max > b.step)
             .collect();
         leaks.sort_by_key(|b| (b.device, b.step, b.id));
+        leaks
+    }
+
+    /// The pool leaks found so far (by the rule above), by device, step and ID.
+    pub fn pool_leaks(&self) -> Vec<PoolLeak> {
+        self.leaked()
+            .into_iter()
+            .map(|b| PoolLeak {
+                id: b.id,
+                ts_ns: b.ts_ns,
+                addr: b.addr,
+                device: b.device,
+                pool: b.pool,
+                size: b.size,
+                step: b.step,
+                under: b.under.to_string(),
+                owner: b.owner.clone(),
+                py_stack: b.stacks.as_ref().and_then(|s| s.0.clone()),
+                c_stack: b.stacks.as_ref().and_then(|s| s.1.clone()),
+            })
+            .collect()
+    }
+
+    /// HAL blocks live now (at the end: live at exit), by device, process and address.
+    pub fn hal_live(&self) -> Vec<HalLive> {
+        let mut v: Vec<HalLive> = self
+            .hal
+            .iter()
+            .map(|(a, b)| HalLive {
+                pid: b.pid,
+                device: b.device,
+                addr: *a,
+                size: b.size,
+            })
+            .collect();
+        v.sort_by_key(|h| (h.device, h.pid, h.addr));
+        v
+    }
+
+    /// Highest step that has ended.
+    pub fn steps_ended(&self) -> u32 {
+        self.steps.closed_max()
+    }
+
+    fn pool_report(&self, title: String) -> ReportSection {
+        let s_max = self.steps.closed_max();
+        let leaks = self.leaked();
         let mut lines = Vec::new();
         if leaks.is_empty() {
             lines.push(format!(
@@ -147,7 +236,7 @@ impl LeakLayer {
             ));
             let mut sum = 0u64;
             for b in &group {
-                sum += b.size;
+                sum = sum.saturating_add(b.size);
                 lines.push(format!(
                     "Direct {} leak of {:.6} Mb(s) at 0x{:016x} in {} at step {}. owner: {}",
                     pool_name(b.pool),

@@ -21,9 +21,12 @@ pub mod inefficient;
 pub mod inefficient_layer;
 pub mod leak_range;
 pub mod leaks;
+pub mod levels;
 pub mod offline;
 pub mod ops;
 pub mod outfile;
+pub mod peak;
+pub mod step_stats;
 pub mod steps;
 
 use std::path::PathBuf;

@@ -7,10 +7,11 @@
 //! are dropped unfinished and `make` is called again.
 
 use crate::bus::{Bus, Layer, ReportSection};
-use crate::reader::{DumpFile, ReadError, ReadOptions, ReadStats};
+use crate::reader::{DumpFile, Order, ReadError, ReadOptions, ReadStats};
 
-/// Feeds `file` through buses of `make()` layers, one bus per process, and returns the report
-/// sections of all of them in process order.
+/// Feeds `file` through buses of `make()` layers, one bus per process, in ID order, and returns
+/// the report sections of all of them in process order; `ReadStats::time_disorder` counts the
+/// rows whose timestamp is earlier than that of a row of the same process with a smaller ID.
 ///
 /// # Errors
 /// A [`ReadError`]; a layer's error comes back as [`ReadError::Consumer`].
@@ -19,10 +20,27 @@ pub fn run_layers(
     opts: &mut ReadOptions,
     make: &mut dyn FnMut() -> Vec<Box<dyn Layer>>,
 ) -> Result<(Vec<ReportSection>, ReadStats), ReadError> {
+    run_layers_in(file, Order::ById, opts, make)
+}
+
+/// [`run_layers`] replaying in `order` ([`Order::ById`], or [`Order::ByTime`] for files whose
+/// IDs and timestamps disagree).
+///
+/// # Errors
+/// As [`run_layers`].
+pub fn run_layers_in(
+    file: &DumpFile,
+    order: Order,
+    opts: &mut ReadOptions,
+    make: &mut dyn FnMut() -> Vec<Box<dyn Layer>>,
+) -> Result<(Vec<ReportSection>, ReadStats), ReadError> {
     // one bus per process, all finished at the end in process order: a read that restarts
     // (see [`DumpFile::for_each_by_id_restartable`]) drops them unfinished, so nothing was published
     let buses: std::cell::RefCell<Vec<(Option<u32>, Bus)>> = std::cell::RefCell::new(Vec::new());
-    let stats = file.for_each_by_id_restartable(
+    // latest timestamp of the current process, rows stamped before it
+    let disorder = std::cell::Cell::new((None::<u64>, 0u64));
+    let stats = file.for_each_ordered_restartable(
+        order,
         opts,
         &mut |ev| {
             let mut b = buses.borrow_mut();
@@ -30,6 +48,13 @@ pub fn run_layers(
                 Some((pid, _)) => *pid != ev.pid,
                 None => true,
             };
+            let (latest, n) = disorder.get();
+            let latest = if new_pid { None } else { latest };
+            let late = latest.is_some_and(|t| ev.ts_ns < t);
+            disorder.set((
+                Some(latest.map_or(ev.ts_ns, |t| t.max(ev.ts_ns))),
+                n + u64::from(late),
+            ));
             if new_pid {
                 b.push((ev.pid, Bus::new(ev.pid, make())));
             }
@@ -38,8 +63,19 @@ pub fn run_layers(
             }
             Ok(())
         },
-        &mut || buses.borrow_mut().clear(),
+        &mut || {
+            buses.borrow_mut().clear();
+            disorder.set((None, 0));
+        },
     )?;
+    let stats = ReadStats {
+        time_disorder: if order == Order::ById {
+            disorder.get().1
+        } else {
+            0
+        },
+        ..stats
+    };
     let mut report = Vec::new();
     for (_, mut bus) in buses.into_inner() {
         report.extend(bus.finish().map_err(|e| ReadError::Consumer(Box::new(e)))?);

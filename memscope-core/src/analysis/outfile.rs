@@ -3,56 +3,34 @@
 
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-/// Creates `dir` and its missing parents with mode 0750.
+use crate::safe_fs::{Dir, DIR_MODE, FILE_MODE};
+
+/// Creates `dir` and its missing parents with mode 0750, refusing symbolic links in any
+/// component ([`crate::safe_fs`]).
 ///
 /// # Errors
-/// A component cannot be created or exists and is not a folder.
+/// A component cannot be created, exists and is not a folder, or is a symbolic link.
 pub fn create_dir_private(dir: &Path) -> io::Result<()> {
-    if dir.is_dir() {
-        return Ok(());
-    }
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o750)
-        .create(dir)
+    Dir::create_all(dir, DIR_MODE).map(drop)
 }
 
 /// Creates a new file `dir/stem.ext`, or `dir/stem_1.ext`, `dir/stem_2.ext`, … when taken,
-/// with mode 0600 (creating `dir` with mode 0750 if needed).
+/// with mode 0600 (creating `dir` with mode 0750 if needed); no symbolic link is followed.
 ///
 /// # Errors
 /// The folder or file cannot be created.
 pub fn create_unique(dir: &Path, stem: &str, ext: &str) -> io::Result<(PathBuf, File)> {
-    create_dir_private(dir)?;
-    for n in 0..10_000u32 {
-        let name = if n == 0 {
-            format!("{stem}.{ext}")
-        } else {
-            format!("{stem}_{n}.{ext}")
-        };
-        let path = dir.join(name);
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)
-        {
-            Ok(f) => return Ok((path, f)),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Err(io::Error::new(
-        io::ErrorKind::AlreadyExists,
-        format!("no free name for {stem}.{ext} in {}", dir.display()),
-    ))
+    let d = Dir::create_all(dir, DIR_MODE)?;
+    let (f, p) = d.create_unique(stem, ext, FILE_MODE)?;
+    Ok((p, f))
 }
 
 /// A new file next to `input`, named `<input stem><suffix>.<input extension>` (or with `_1`,
-/// `_2`, … appended when taken), mode 0600.
+/// `_2`, … appended when taken), mode 0600. "Next to" is the input's real directory
+/// (resolved once, as the input itself was opened); the file is created there without
+/// following any symbolic link.
 ///
 /// # Errors
 /// As [`create_unique`].
@@ -61,13 +39,17 @@ pub fn create_sibling(input: &Path, suffix: &str) -> io::Result<(PathBuf, File)>
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
+    let dir = std::fs::canonicalize(&dir)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
     let stem = input
         .file_stem()
         .map_or("dump".into(), |s| s.to_string_lossy().into_owned());
     let ext = input
         .extension()
         .map_or("csv".into(), |s| s.to_string_lossy().into_owned());
-    create_unique(&dir, &format!("{stem}{suffix}"), &ext)
+    let d = Dir::open(&dir)?;
+    let (f, p) = d.create_unique(&format!("{stem}{suffix}"), &ext, FILE_MODE)?;
+    Ok((p, f))
 }
 
 #[cfg(test)]

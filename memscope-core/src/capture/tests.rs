@@ -51,7 +51,7 @@ fn capture_round_trips_records_in_emission_order_across_blocks_and_images() {
     let mut w =
         CaptureWriter::new(std::fs::File::create(&path).unwrap(), path.clone(), &info).unwrap();
     let input = recs();
-    for (n, (image, chunk, tid, rec)) in input.iter().enumerate() {
+    for (n, (image, _chunk, tid, rec)) in input.iter().enumerate() {
         w.set_image(
             *image,
             ImageHeader {
@@ -93,7 +93,7 @@ fn a_capture_without_trailer_reads_up_to_its_torn_block() {
     )
     .unwrap();
     let input = recs();
-    for (image, chunk, tid, rec) in &input[..30_000] {
+    for (image, _chunk, tid, rec) in &input[..30_000] {
         w.record(*image, *tid, rec).unwrap();
         if [10_000, 20_000, 30_000].contains(&w.records()) {
             w.close_block().unwrap();

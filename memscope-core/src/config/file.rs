@@ -34,6 +34,8 @@ pub struct ConfigFile {
     pub adapter_paths: Option<Vec<String>>,
     /// `--idle-threshold`.
     pub idle_threshold: Option<u64>,
+    /// `--inefficient-rule`.
+    pub inefficient_rule: Option<String>,
     /// `--host-rows`: write HOST (malloc) rows into the dumps (default false: the capture and
     /// the leak and peak summaries only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -77,6 +79,9 @@ impl StepsValue {
     }
 }
 
+/// Largest config.json read (a real one is a few hundred bytes).
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
 /// Raw option values (from flags or the file) before validation.
 #[derive(Clone, Debug, Default)]
 pub struct RawOptions {
@@ -106,6 +111,8 @@ pub struct RawOptions {
     pub adapter_paths: Vec<String>,
     /// `--idle-threshold`.
     pub idle_threshold: Option<u64>,
+    /// `--inefficient-rule`.
+    pub inefficient_rule: Option<String>,
     /// `--host-rows`.
     pub host_rows: Option<bool>,
 }
@@ -116,24 +123,51 @@ impl RawOptions {
     /// # Errors
     /// Unreadable file, invalid JSON, unknown key or wrong type — one line naming the file.
     pub fn from_file(path: &std::path::Path) -> Result<RawOptions, ConfigError> {
-        let meta = std::fs::metadata(path)
-            .map_err(|e| ConfigError(format!("--config {}: {e}", path.display())))?;
-        if !meta.is_file() {
-            return Err(ConfigError(format!(
-                "--config {}: not a regular file",
-                path.display()
-            )));
+        let fail = |m: String| ConfigError(format!("--config {}: {m}", path.display()));
+        // non-blocking open and a check on the opened descriptor: a FIFO or device is refused
+        // without blocking, and the read is capped by what is read (/proc files have size 0)
+        let (file, _) = crate::reader::open_regular_io(path).map_err(|e| fail(e.to_string()))?;
+        let text = crate::reader::limits::read_to_string_capped(file, MAX_CONFIG_BYTES)
+            .map_err(|e| fail(e.to_string()))?;
+        RawOptions::from_json(&text).map_err(|e| fail(e.0))
+    }
+
+    /// Parses the text of a config.json (a leading UTF-8 BOM is allowed): memscope's keys, or
+    /// msMemScope's own file (recognised by its keys, read by [`super::msmemscope`]).
+    ///
+    /// # Errors
+    /// Invalid JSON, not an object, an unknown key or a wrong type — one line.
+    pub fn from_json(text: &str) -> Result<RawOptions, ConfigError> {
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        match text.trim_start().as_bytes().first() {
+            Some(b'{') => {}
+            None => {
+                return Err(ConfigError(
+                    "empty file: config.json must be a JSON object ({...})".into(),
+                ))
+            }
+            Some(_) => {
+                let what = match serde_json::from_str::<serde_json::Value>(text) {
+                    Ok(serde_json::Value::Array(_)) => "an array",
+                    Ok(serde_json::Value::String(_)) => "a string",
+                    Ok(serde_json::Value::Number(_)) => "a number",
+                    Ok(serde_json::Value::Bool(_)) => "a boolean",
+                    Ok(serde_json::Value::Null) => "null",
+                    _ => "not JSON",
+                };
+                return Err(ConfigError(format!(
+                    "config.json must be a JSON object ({{...}}), this is {what}"
+                )));
+            }
         }
-        if meta.len() > 16 << 20 {
-            return Err(ConfigError(format!(
-                "--config {}: larger than 16 MiB",
-                path.display()
-            )));
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| ConfigError(e.to_string()))?;
+        // msMemScope's own config.json (camelCase keys, behaviour spec §4) or memscope's keys.
+        if super::msmemscope::is_msmemscope(&value) {
+            return super::msmemscope::raw_options(&value);
         }
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError(format!("--config {}: {e}", path.display())))?;
-        let f: ConfigFile = serde_json::from_str(&text)
-            .map_err(|e| ConfigError(format!("--config {}: {e}", path.display())))?;
+        let f: ConfigFile =
+            serde_json::from_value(value).map_err(|e| ConfigError(e.to_string()))?;
         Ok(RawOptions::from_config_file(f))
     }
 
@@ -153,6 +187,7 @@ impl RawOptions {
             adapters: f.adapters.map(|v| v.joined()),
             adapter_paths: f.adapter_paths.unwrap_or_default(),
             idle_threshold: f.idle_threshold,
+            inefficient_rule: f.inefficient_rule,
             host_rows: f.host_rows,
         }
     }
@@ -175,6 +210,7 @@ impl RawOptions {
             collect_mode,
             adapters,
             idle_threshold,
+            inefficient_rule,
             host_rows
         );
         self.adapter_paths.extend(flags.adapter_paths);
@@ -212,6 +248,7 @@ impl RawOptions {
         if !c.output_path.is_absolute() {
             c.output_path = cwd.join(&c.output_path);
         }
+        crate::layout::check_output_len(&c.output_path).map_err(|e| bad("--output-path", e))?;
         if let Some(s) = &self.format {
             c.format = match s.as_str() {
                 "csv" => Format::Csv,
@@ -260,6 +297,15 @@ impl RawOptions {
                 return Err(bad("--idle-threshold", "must be greater than 0"));
             }
             c.idle_threshold = t;
+        }
+        if let Some(r) = &self.inefficient_rule {
+            c.inefficient_rule =
+                crate::analysis::inefficient::IneffRule::parse(r).ok_or_else(|| {
+                    bad(
+                        "--inefficient-rule",
+                        format!("\"{r}\" (expected msmemscope or op-end)"),
+                    )
+                })?;
         }
         if let Some(h) = self.host_rows {
             c.host_rows = h;
@@ -358,6 +404,7 @@ impl RunConfig {
                     .collect(),
             ),
             idle_threshold: Some(self.idle_threshold),
+            inefficient_rule: Some(self.inefficient_rule.as_str().to_owned()),
             host_rows: Some(self.host_rows),
         }
     }

@@ -6,8 +6,16 @@ use super::*;
 fn lists_split_on_ascii_and_fullwidth_commas_without_trimming() {
     assert!(AnalysisSet::parse("leaks，decompose").unwrap().decompose);
     assert!(AnalysisSet::parse("leaks, decompose").is_err());
+    assert!(EventSet::parse("alloc，free").unwrap().free);
+}
+
+#[test]
+fn contradictory_and_empty_lists_are_refused() {
+    let e = EventSet::parse("alloc,none,free").unwrap_err();
+    assert!(e.0.contains("none cannot be combined"), "{e}");
+    assert!(EventSet::parse("none,alloc").is_err());
     assert_eq!(
-        EventSet::parse("alloc,none,free").unwrap(),
+        EventSet::parse("none").unwrap(),
         EventSet {
             alloc: false,
             free: false,
@@ -16,6 +24,51 @@ fn lists_split_on_ascii_and_fullwidth_commas_without_trimming() {
             traceback: false
         }
     );
+    for empty in ["", ",", "，,"] {
+        let e = EventSet::parse(empty).unwrap_err();
+        assert!(e.0.contains("no event type named"), "{empty:?}: {e}");
+        assert!(AnalysisSet::parse(empty).is_err(), "{empty:?}");
+        assert!(LevelSet::parse(empty).is_err(), "{empty:?}");
+    }
+    assert!(AnalysisSet::parse("none,leaks").is_err());
+    assert!(AnalysisSet::parse("leaks,none").is_err());
+    assert!(!AnalysisSet::parse("none").unwrap().leaks);
+    let e = CallStack::parse("c:0,c:5").unwrap_err();
+    assert!(e.0.contains("c given more than once"), "{e}");
+    assert!(CallStack::parse("python,python:3").is_err());
+    // an empty --call-stack is "no stacks" (what config.json records for it)
+    assert_eq!(CallStack::parse("").unwrap(), CallStack::default());
+}
+
+#[test]
+fn config_json_must_be_an_object_and_may_start_with_a_bom() {
+    for (text, what) in [
+        (r#"["alloc","op",null]"#, "an array"),
+        ("\"alloc\"", "a string"),
+        ("null", "null"),
+        ("", "empty file"),
+        ("  \n", "empty file"),
+    ] {
+        let e = RawOptions::from_json(text).unwrap_err();
+        assert!(e.0.contains("must be a JSON object"), "{text:?}: {e}");
+        assert!(e.0.contains(what), "{text:?}: {e}");
+    }
+    let o = RawOptions::from_json("\u{feff}{\"events\": \"alloc\"}").unwrap();
+    assert_eq!(o.events.as_deref(), Some("alloc"));
+}
+
+#[test]
+fn config_reads_are_capped_by_the_bytes_read_not_st_size() {
+    // /proc/self/pagemap: a regular file of size 0 with unbounded content
+    let e = RawOptions::from_file(std::path::Path::new("/proc/self/pagemap")).unwrap_err();
+    assert!(e.0.contains("larger than 1 MiB"), "{e}");
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("big.json");
+    std::fs::write(&p, format!("{{{}}}", " ".repeat(1 << 20))).unwrap();
+    let e = RawOptions::from_file(&p).unwrap_err();
+    assert!(e.0.contains("larger than 1 MiB"), "{e}");
+    let e = RawOptions::from_file(d.path()).unwrap_err();
+    assert!(e.0.contains("not a regular file"), "{e}");
 }
 
 #[test]

@@ -337,3 +337,40 @@ fn huge_sizes_saturate_instead_of_wrapping() {
     assert_eq!(mem(&f.out[0]).total, Some(i64::MAX));
     assert_eq!(mem(&f.out[0]).used, Some(i64::MAX));
 }
+
+#[test]
+fn describer_tag_of_a_live_block_shows_on_its_free_row() {
+    let mut f = Feed::new(PTA, vec![]);
+    let ts = f.tick();
+    f.rec(Record::RegionRegister {
+        ts,
+        pool: PoolId::PtaCaching,
+        device: 0,
+        ptr: 0x4000,
+        size: MIB,
+    });
+    let ts = f.tick();
+    assert!(f.rec(Record::OwnerTag {
+        ts,
+        addr: 0x4000,
+        label: b"weights".as_slice().into(),
+    }));
+    let ts = f.tick();
+    assert!(!f.rec(Record::OwnerTag {
+        ts,
+        addr: 0x9999,
+        label: b"nothing".as_slice().into(),
+    }));
+    let ts = f.tick();
+    f.rec(Record::RegionUnregister {
+        ts,
+        pool: PoolId::PtaCaching,
+        ptr: 0x4000,
+    });
+    let free = f.out.last().expect("free row");
+    assert_eq!(free.kind, EventKind::Free);
+    assert_eq!(
+        mem(free).owner.as_ref().map(ToString::to_string).as_deref(),
+        Some("PTA@weights")
+    );
+}

@@ -2,6 +2,8 @@
 //! (SQLite) dumps. Output: [`Event`]s.
 //!
 //! * [`DumpFile::open`] checks the input (regular file, ≤ 8 GiB, CSV or SQLite by content).
+//!   Reads are bounded by what is read, not by `st_size` ([`limits`]); a torn last CSV row
+//!   is left out and reported in [`ReadStats::torn_last_row`].
 //! * [`DumpFile::for_each`] pushes events to a callback, in one of two [`Order`]s:
 //!   * [`Order::File`]: as stored, streaming, constant memory (used by `compare`, whose
 //!     algorithm does not depend on row order);
@@ -15,12 +17,14 @@
 //!   Timestamp(ns) "abc"`.
 //! * A progress callback receives `(done, total)` in bytes (CSV) or rows (`.db`).
 
-mod attrs;
+pub(crate) mod attrs;
 mod csv_source;
-mod db;
+pub mod db;
 mod error;
+pub mod limits;
 mod row;
 pub mod sort;
+pub mod source;
 
 use std::fs::File;
 use std::io::Read;
@@ -31,11 +35,11 @@ pub use csv_source::{CsvEvents, CsvSource};
 pub use error::{ConsumerError, Location, ReadError};
 pub use row::{parse_row, Columns, TimeUnit};
 pub use sort::SortOptions;
+pub use source::ProcessEvents;
 
 use crate::event::Event;
 
-/// Largest input accepted (msMemScope's limit for offline inputs).
-pub const MAX_INPUT_BYTES: u64 = 8 << 30;
+pub use limits::{MAX_HEADER_BYTES, MAX_INPUT_BYTES, MAX_RECORD_BYTES};
 
 /// Storage format of a dump.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,6 +57,9 @@ pub enum Order {
     File,
     /// By process id (`N/A` last), then ID, then file position.
     ById,
+    /// By process id (`N/A` last), then timestamp, then ID, then file position (for files whose
+    /// IDs and timestamps disagree, `memscope analyze --order time`).
+    ByTime,
 }
 
 /// Reading options.
@@ -73,6 +80,61 @@ pub struct ReadStats {
     pub rows: u64,
     /// Size of the input in bytes.
     pub bytes: u64,
+    /// Rows delivered in ID order whose timestamp is earlier than that of a row of the same
+    /// process with a smaller ID (the file's IDs and timestamps disagree); counted by
+    /// [`crate::analysis::offline::run_layers`], 0 elsewhere.
+    pub time_disorder: u64,
+    /// Line of a torn last CSV record (cut short with no line end: a writer killed mid-row),
+    /// which was left out; the rows before it were read. The caller warns.
+    pub torn_last_row: Option<u64>,
+}
+
+impl ReadStats {
+    /// The warning to print for a torn last row of `file`, if there was one.
+    pub fn torn_warning(&self, file: &str) -> Option<String> {
+        self.torn_last_row.map(|l| {
+            format!(
+                "{file}:{l}: the last row is incomplete (the writer stopped mid-row?); it was left out and the {} row(s) before it were read",
+                self.rows
+            )
+        })
+    }
+}
+
+/// Opens `path` for reading without blocking on a FIFO or a device (`O_NONBLOCK`, which
+/// regular files ignore) and checks, on the opened descriptor, that it is a regular file.
+/// Returns the file and its size.
+///
+/// # Errors
+/// Missing, unreadable, or not a regular file (`InvalidInput`, "not a regular file").
+pub fn open_regular_io(path: &Path) -> std::io::Result<(File, u64)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY).bits() as i32)
+        .open(path)?;
+    let md = f.metadata()?;
+    if !md.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    Ok((f, md.len()))
+}
+
+/// [`open_regular_io`] with the error as a [`ReadError`] naming the file `name`.
+///
+/// # Errors
+/// As [`open_regular_io`].
+pub fn open_regular(path: &Path, name: &str) -> Result<(File, u64), ReadError> {
+    open_regular_io(path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::InvalidInput {
+            ReadError::parse(name, None, e.to_string())
+        } else {
+            ReadError::io(name, e)
+        }
+    })
 }
 
 /// An input dump, checked and typed.
@@ -91,21 +153,17 @@ impl DumpFile {
     /// # Errors
     /// Missing, not a regular file, too large, unreadable.
     pub fn open(path: &Path) -> Result<DumpFile, ReadError> {
-        let name = path.display().to_string();
-        let md = std::fs::metadata(path).map_err(|e| ReadError::io(&name, e))?;
-        if !md.is_file() {
-            return Err(ReadError::parse(&name, None, "not a regular file"));
-        }
-        if md.len() > MAX_INPUT_BYTES {
+        let name = crate::sanitize::escape_controls(&path.display().to_string()).into_owned();
+        let (mut f, len) = open_regular(path, &name)?;
+        if len > MAX_INPUT_BYTES {
             return Err(ReadError::parse(
                 &name,
                 None,
-                format!("{} bytes is over the 8 GiB input limit", md.len()),
+                format!("{len} bytes is over the 8 GiB input limit"),
             ));
         }
         let mut magic = [0u8; 16];
-        let mut f = File::open(path).map_err(|e| ReadError::io(&name, e))?;
-        let n = f.read(&mut magic).map_err(|e| ReadError::io(&name, e))?;
+        let n = read_full(&mut f, &mut magic).map_err(|e| ReadError::io(&name, e))?;
         let format = if n == 16 && &magic == b"SQLite format 3\0" {
             DumpFormat::Db
         } else {
@@ -115,7 +173,7 @@ impl DumpFile {
             path: path.to_owned(),
             name,
             format,
-            size: md.len(),
+            size: len,
         })
     }
 
@@ -154,40 +212,39 @@ impl DumpFile {
             Some(p) => p.as_mut(),
             None => &mut noop,
         };
+        let mut torn = None;
         let rows = match self.format {
-            DumpFormat::Db => db::read_db(
-                &self.path,
-                &self.name,
-                order == Order::ById,
-                opts.time_unit,
-                progress,
-                f,
-            )?,
+            DumpFormat::Db => {
+                db::read_db(&self.path, &self.name, order, opts.time_unit, progress, f)?
+            }
             DumpFormat::Csv => {
                 let open = || -> Result<CsvSource<File>, ReadError> {
-                    let file = File::open(&self.path).map_err(|e| ReadError::io(&self.name, e))?;
+                    let (file, _) = open_regular(&self.path, &self.name)?;
                     CsvSource::new(&self.name, file, opts.time_unit)
                 };
                 let mut src = open()?;
                 let total = self.size;
                 // ID order wanted: a file already in that order (memscope's own) is streamed as
                 // is; the check stops at the first row out of order (msMemScope's dumps).
+                let by_time = order == Order::ByTime;
                 let (stream, base) = match order {
                     Order::File => (true, 0),
-                    Order::ById => {
-                        let sorted =
-                            sort::csv_in_id_order(&mut src, &mut |pos| progress(pos / 4, total))?;
+                    Order::ById | Order::ByTime => {
+                        let sorted = sort::csv_in_order(&mut src, by_time, &mut |pos| {
+                            progress(pos / 4, total)
+                        })?;
                         src = open()?;
                         (sorted, total / 4)
                     }
                 };
-                if stream {
+                let n = if stream {
                     let mut n = 0u64;
                     while src.next_record()? {
                         f(src.event()?).map_err(ReadError::Consumer)?;
                         n += 1;
                         if n & 0xffff == 0 {
-                            let share = u128::from(src.byte_pos()) * u128::from(total - base)
+                            let share = u128::from(src.byte_pos().min(total))
+                                * u128::from(total - base)
                                 / u128::from(total.max(1));
                             progress(base + share as u64, total);
                         }
@@ -195,13 +252,19 @@ impl DumpFile {
                     progress(total, total);
                     n
                 } else {
-                    sort::sort_csv(&mut src, &self.name, total, &opts.sort, progress, f)?
-                }
+                    sort::sort_csv(
+                        &mut src, &self.name, total, &opts.sort, by_time, progress, f,
+                    )?
+                };
+                torn = src.torn_line();
+                n
             }
         };
         Ok(ReadStats {
             rows,
             bytes: self.size,
+            time_disorder: 0,
+            torn_last_row: torn,
         })
     }
 }
@@ -222,47 +285,87 @@ impl DumpFile {
         f: &mut dyn FnMut(Event) -> Result<(), ConsumerError>,
         restart: &mut dyn FnMut(),
     ) -> Result<ReadStats, ReadError> {
-        if self.format == DumpFormat::Db {
-            return self.for_each(Order::ById, opts, f);
+        self.for_each_ordered_restartable(Order::ById, opts, f, restart)
+    }
+
+    /// [`DumpFile::for_each_by_id_restartable`] for [`Order::ById`] or [`Order::ByTime`]
+    /// ([`Order::File`] is delivered as stored, never restarted).
+    ///
+    /// # Errors
+    /// As [`DumpFile::for_each`].
+    pub fn for_each_ordered_restartable(
+        &self,
+        order: Order,
+        opts: &mut ReadOptions,
+        f: &mut dyn FnMut(Event) -> Result<(), ConsumerError>,
+        restart: &mut dyn FnMut(),
+    ) -> Result<ReadStats, ReadError> {
+        if self.format == DumpFormat::Db || order == Order::File {
+            return self.for_each(order, opts, f);
         }
+        let by_time = order == Order::ByTime;
         let mut noop = |_: u64, _: u64| {};
         let progress: &mut dyn FnMut(u64, u64) = match opts.progress.as_mut() {
             Some(p) => p.as_mut(),
             None => &mut noop,
         };
         let open = || -> Result<CsvSource<File>, ReadError> {
-            let file = File::open(&self.path).map_err(|e| ReadError::io(&self.name, e))?;
+            let (file, _) = open_regular(&self.path, &self.name)?;
             CsvSource::new(&self.name, file, opts.time_unit)
         };
         let mut src = open()?;
-        let mut prev: Option<(u64, u64)> = None;
+        let mut prev: Option<(u64, u64, u64)> = None;
         let mut n = 0u64;
         while src.next_record()? {
             let ev = src.event()?;
-            let key = (ev.pid.map_or(u64::MAX, u64::from), ev.id);
+            let pid = ev.pid.map_or(u64::MAX, u64::from);
+            let key = if by_time {
+                (pid, ev.ts_ns, ev.id)
+            } else {
+                (pid, ev.id, 0)
+            };
             if prev.is_some_and(|p| key < p) {
                 restart();
                 let mut src = open()?;
-                let rows =
-                    sort::sort_csv(&mut src, &self.name, self.size, &opts.sort, progress, f)?;
+                let rows = sort::sort_csv(
+                    &mut src, &self.name, self.size, &opts.sort, by_time, progress, f,
+                )?;
                 return Ok(ReadStats {
                     rows,
                     bytes: self.size,
+                    time_disorder: 0,
+                    torn_last_row: src.torn_line(),
                 });
             }
             prev = Some(key);
             f(ev).map_err(ReadError::Consumer)?;
             n += 1;
             if n & 0xffff == 0 {
-                progress(src.byte_pos(), self.size);
+                progress(src.byte_pos().min(self.size), self.size);
             }
         }
         progress(self.size, self.size);
         Ok(ReadStats {
             rows: n,
             bytes: self.size,
+            time_disorder: 0,
+            torn_last_row: src.torn_line(),
         })
     }
+}
+
+/// Reads until `buf` is full or the input ends; returns the bytes read.
+fn read_full(f: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
 }
 
 /// Reads a whole dump into memory (tests and small files).

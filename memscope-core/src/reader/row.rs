@@ -4,8 +4,9 @@
 //! decimal Ptr, Device `host`, negative FREE sizes, `MID:`) and the current one (ns, `0x%016x`
 //! Ptr, `cpu`, `allocation_id`). The time unit is a property of the file, see [`TimeUnit`].
 
-use crate::attr_text::{launch_attrs, parse_attr};
+use crate::attr_text::{launch_attrs, try_parse_attr};
 use crate::event::{Attrs, Device, Event, EventKind, EventType};
+use crate::sanitize::quoted;
 
 use super::attrs::{access_attrs_fast, memory_attrs_fast};
 
@@ -141,6 +142,11 @@ impl Columns {
         self.idx[5]
     }
 
+    /// Position of the `Timestamp(ns)` cell.
+    pub fn ts_index(&self) -> usize {
+        self.idx[4]
+    }
+
     /// The `ID` cell of a record.
     pub fn id_cell<'a>(&self, cells: &[&'a str]) -> &'a str {
         cells[self.idx[0]]
@@ -177,7 +183,11 @@ fn fast_u64(s: &str) -> Option<u64> {
 /// Parses an `ID` cell.
 pub fn parse_id(s: &str) -> Result<u64, String> {
     fast_u64(s).map_or_else(
-        || s.trim().parse().map_err(|_| format!("bad ID \"{s}\"")),
+        || {
+            s.trim()
+                .parse()
+                .map_err(|_| format!("bad ID {}", quoted(s)))
+        },
         Ok,
     )
 }
@@ -193,7 +203,7 @@ pub fn parse_opt_u32(s: &str, col: &str) -> Result<Option<u32>, String> {
     }
     t.parse()
         .map(Some)
-        .map_err(|_| format!("bad {col} \"{s}\""))
+        .map_err(|_| format!("bad {col} {}", quoted(s)))
 }
 
 /// Parses a `Timestamp(ns)` cell in the file's raw unit.
@@ -202,7 +212,7 @@ pub fn parse_ts(s: &str) -> Result<u64, String> {
         || {
             s.trim()
                 .parse()
-                .map_err(|_| format!("bad Timestamp(ns) \"{s}\""))
+                .map_err(|_| format!("bad Timestamp(ns) {}", quoted(s)))
         },
         Ok,
     )
@@ -223,7 +233,7 @@ fn parse_ptr(s: &str) -> Result<Option<u64>, String> {
         Some(h) => u64::from_str_radix(h, 16).ok(),
         None => t.parse().ok(),
     };
-    v.map(Some).ok_or_else(|| format!("bad Ptr \"{s}\""))
+    v.map(Some).ok_or_else(|| format!("bad Ptr {}", quoted(s)))
 }
 
 /// The most common Event cells, without a table scan.
@@ -273,12 +283,12 @@ pub fn parse_row(
     let ev_cell = cells[i[1]];
     let kind = fast_kind(ev_cell)
         .or_else(|| EventKind::parse(ev_cell.trim()))
-        .ok_or_else(|| format!("unknown Event \"{ev_cell}\""))?;
+        .ok_or_else(|| format!("unknown Event {}", quoted(ev_cell)))?;
     let et_cell = cells[i[2]];
     let event_type = fast_type(et_cell)
         .or_else(|| EventType::parse(et_cell.trim()))
         .or_else(|| custom_type(et_cell.trim()))
-        .ok_or_else(|| format!("unknown Event Type \"{et_cell}\""))?;
+        .ok_or_else(|| format!("unknown Event Type {}", quoted(et_cell)))?;
     let ts_ns = unit.scale(parse_ts(cells[i[4]])?);
     let pid = parse_opt_u32(cells[i[5]], "Process Id")?;
     let tid = parse_opt_u32(cells[i[6]], "Thread Id")?;
@@ -288,7 +298,7 @@ pub fn parse_row(
         .filter(|d| *d < 9999)
         .map(Device::Npu)
         .or_else(|| Device::parse(dev_cell.trim()))
-        .ok_or_else(|| format!("bad Device Id \"{dev_cell}\""))?;
+        .ok_or_else(|| format!("bad Device Id {}", quoted(dev_cell)))?;
     let ptr = parse_ptr(cells[i[8]])?;
     let name_cell = cells[i[3]];
     let name = if name_cell == "N/A" || name_cell.is_empty() {
@@ -307,18 +317,19 @@ pub fn parse_row(
     let empty = attr.is_empty() || attr == "{}";
     let attrs = match kind {
         EventKind::Malloc | EventKind::Free => {
-            let mut m = memory_attrs_fast(attr);
+            let mut m = memory_attrs_fast(attr)?;
             if m.addr == 0 {
                 m.addr = ptr.unwrap_or(0);
             }
             Attrs::Memory(m)
         }
         _ if empty => Attrs::None,
-        EventKind::Access => Attrs::Access(access_attrs_fast(attr)),
+        EventKind::Access => Attrs::Access(access_attrs_fast(attr)?),
         EventKind::OpLaunch | EventKind::KernelLaunch => {
-            Attrs::Launch(launch_attrs(parse_attr(attr)))
+            Attrs::Launch(launch_attrs(try_parse_attr(attr)?)?)
         }
-        _ => Attrs::Pairs(parse_attr(attr)),
+        EventKind::Snapshot => Attrs::Pairs(crate::snapshot::seed_pairs(try_parse_attr(attr)?)),
+        _ => Attrs::Pairs(try_parse_attr(attr)?),
     };
     Ok(Event {
         id,

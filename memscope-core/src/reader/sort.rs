@@ -6,16 +6,18 @@
 //! decompose, gap) therefore read through this sort:
 //!
 //! * phase 1 reads records, keeps each one's raw cells (a compact blob) with its key
-//!   `(pid, ID, file position)` in a run buffer of at most `run_bytes`; a full buffer is sorted
-//!   and spilled to an anonymous temporary file (unlinked at once, so nothing is left behind);
+//!   `(pid, ID, file position)` (`(pid, timestamp, ID, file position)` for
+//!   [`super::Order::ByTime`]) in a run buffer of at most `run_bytes`; a full buffer is sorted
+//!   and spilled to an anonymous temporary file (`O_TMPFILE`, or unlinked at once: nothing is
+//!   left behind);
 //! * phase 2 merges the runs (k-way, a heap over the run heads) and parses each record into an
 //!   event, reporting errors at the record's original line.
 //!
 //! A file that fits in one run is sorted in memory and never spilled; a file already in ID
-//! order (memscope's own dumps) never gets here (see [`csv_in_id_order`] and
+//! order (memscope's own dumps) never gets here (see [`csv_in_order`] and
 //! `DumpFile::for_each_by_id_restartable`). Memory stays at about
-//! `run_bytes` plus 64 KiB per run, whatever the file size; temporary disk use is about the size
-//! of the file.
+//! `run_bytes` (record data and index entries together) plus 64 KiB per run, whatever the file
+//! size; temporary disk use is about the size of the file (so at most the 8 GiB input limit).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -27,9 +29,10 @@ use crate::event::Event;
 
 use super::csv_source::CsvSource;
 use super::error::{ConsumerError, Location, ReadError};
-use super::row::{parse_id, parse_opt_u32, parse_row, TimeUnit};
+use super::row::{parse_id, parse_opt_u32, parse_row, parse_ts, TimeUnit};
 
-type Key = (u64, u64, u64); // (pid, or u64::MAX for N/A; ID; file sequence)
+/// (pid, or u64::MAX for N/A; ID or timestamp; 0 or ID; file sequence)
+type Key = (u64, u64, u64, u64);
 
 struct Entry {
     key: Key,
@@ -77,9 +80,17 @@ fn with_blob_cells<T>(blob: &[u8], lens: &mut Vec<usize>, f: impl FnOnce(&[&str]
     lens.extend((0..n).map(|_| get_varint(blob, &mut pos) as usize));
     let body = &blob[pos.min(blob.len())..];
     let owned;
-    let text: &str = match std::str::from_utf8(body) {
-        Ok(t) => t,
-        Err(_) => {
+    // valid as a whole is not enough: a cell boundary may split a character
+    let whole = std::str::from_utf8(body).ok().filter(|t| {
+        let mut at = 0;
+        lens.iter().all(|l| {
+            at += l;
+            at <= t.len() && t.is_char_boundary(at)
+        })
+    });
+    let text: &str = match whole {
+        Some(t) => t,
+        None => {
             // rare: invalid UTF-8; replace per cell so cell boundaries stay right
             let mut s = String::new();
             let mut p = 0;
@@ -134,7 +145,7 @@ struct Run {
 
 impl Run {
     fn advance(&mut self) -> std::io::Result<()> {
-        let mut hdr = [0u8; 36];
+        let mut hdr = [0u8; 44];
         match self.rdr.read_exact(&mut hdr) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
@@ -144,10 +155,17 @@ impl Run {
             Err(e) => return Err(e),
         }
         let u = |i: usize| u64::from_le_bytes(hdr[i..i + 8].try_into().unwrap_or([0; 8]));
-        let len = u32::from_le_bytes(hdr[32..36].try_into().unwrap_or([0; 4])) as usize;
+        let len = u32::from_le_bytes(hdr[40..44].try_into().unwrap_or([0; 4])) as usize;
+        // a record was at most MAX_RECORD_BYTES (plus its cell lengths) when it was spilled
+        if len as u64 > 2 * super::limits::MAX_RECORD_BYTES {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "temporary sort file damaged (record length out of range)",
+            ));
+        }
         self.buf.resize(len, 0);
         self.rdr.read_exact(&mut self.buf)?;
-        self.head = Some(((u(0), u(8), u(16)), u(24)));
+        self.head = Some(((u(0), u(8), u(16), u(24)), u(32)));
         Ok(())
     }
 }
@@ -161,6 +179,7 @@ fn spill(dir: &Path, arena: &[u8], idx: &mut [Entry]) -> std::io::Result<File> {
             w.write_all(&e.key.0.to_le_bytes())?;
             w.write_all(&e.key.1.to_le_bytes())?;
             w.write_all(&e.key.2.to_le_bytes())?;
+            w.write_all(&e.key.3.to_le_bytes())?;
             w.write_all(&e.line.to_le_bytes())?;
             w.write_all(&(e.len as u32).to_le_bytes())?;
             w.write_all(&arena[e.off..e.off + e.len])?;
@@ -171,8 +190,19 @@ fn spill(dir: &Path, arena: &[u8], idx: &mut [Entry]) -> std::io::Result<File> {
     Ok(f)
 }
 
+/// A temporary file in `dir` that has no name: `O_TMPFILE` where the file system supports
+/// it, else a new private name (`O_EXCL|O_NOFOLLOW`, mode 0600) unlinked at once. Nothing is
+/// left behind, even when memscope is killed (with `O_TMPFILE`).
 fn anon_file(dir: &Path) -> std::io::Result<File> {
+    use rustix::fs::{Mode, OFlags};
     use std::os::unix::fs::OpenOptionsExt;
+    let flags = OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC;
+    match rustix::fs::openat(rustix::fs::CWD, dir, flags, Mode::from_raw_mode(0o600)) {
+        Ok(fd) => return Ok(File::from(fd)),
+        Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::ISDIR | rustix::io::Errno::INVAL) => {
+        }
+        Err(e) => return Err(e.into()),
+    }
     static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let nanos = std::time::SystemTime::now()
@@ -184,34 +214,61 @@ fn anon_file(dir: &Path) -> std::io::Result<File> {
         .write(true)
         .create_new(true)
         .mode(0o600)
+        .custom_flags(OFlags::NOFOLLOW.bits() as i32)
         .open(&p)?;
     std::fs::remove_file(&p)?;
     Ok(f)
 }
 
-/// Whether the records of `src` are already in (pid, ID) order (memscope's own dumps are), in
-/// which case no sort is needed. Reads only up to the first record out of order, so for
-/// msMemScope's dumps this costs a few rows; `progress` sees the bytes scanned.
+/// The error of a spill file in `dir`, naming it as the sort's temporary directory.
+fn temp_err(file: &str, dir: &Path, e: std::io::Error) -> ReadError {
+    ReadError::parse(
+        file,
+        None,
+        format!(
+            "sorting the rows needs temporary files in {} (the temporary directory: set TMPDIR to a writable one): {e}",
+            dir.display()
+        ),
+    )
+}
+
+/// The sort key of the current record of `src`, by (pid, ID) or, `by_time`, (pid, raw
+/// timestamp, ID); the file sequence is left 0.
+fn key_of<R: Read>(src: &CsvSource<R>, by_time: bool) -> Result<Key, ReadError> {
+    let rec = src.record();
+    (|| -> Result<Key, String> {
+        let pid = parse_opt_u32(
+            ascii(rec.get(src.cols.pid_index()).unwrap_or(b"")),
+            "Process Id",
+        )?;
+        let pid = pid.map_or(u64::MAX, u64::from);
+        let id = parse_id(ascii(rec.get(src.cols.id_index()).unwrap_or(b"")))?;
+        Ok(if by_time {
+            let ts = parse_ts(ascii(rec.get(src.cols.ts_index()).unwrap_or(b"")))?;
+            (pid, ts, id, 0)
+        } else {
+            (pid, id, 0, 0)
+        })
+    })()
+    .map_err(|m| src.error(m))
+}
+
+/// Whether the records of `src` are already in (pid, ID) order (memscope's own dumps are), or
+/// with `by_time` in (pid, timestamp, ID) order, in which case no sort is needed. Reads only up
+/// to the first record out of order, so for msMemScope's dumps this costs a few rows;
+/// `progress` sees the bytes scanned.
 ///
 /// # Errors
-/// Malformed ID or Process Id cells, I/O.
-pub fn csv_in_id_order<R: Read>(
+/// Malformed ID, Timestamp or Process Id cells, I/O.
+pub fn csv_in_order<R: Read>(
     src: &mut CsvSource<R>,
+    by_time: bool,
     progress: &mut dyn FnMut(u64),
 ) -> Result<bool, ReadError> {
-    let mut prev: Option<(u64, u64)> = None;
+    let mut prev: Option<Key> = None;
     let mut n = 0u64;
     while src.next_record()? {
-        let rec = src.record();
-        let key = (|| -> Result<(u64, u64), String> {
-            let pid = parse_opt_u32(
-                ascii(rec.get(src.cols.pid_index()).unwrap_or(b"")),
-                "Process Id",
-            )?;
-            let id = parse_id(ascii(rec.get(src.cols.id_index()).unwrap_or(b"")))?;
-            Ok((pid.map_or(u64::MAX, u64::from), id))
-        })()
-        .map_err(|m| src.error(m))?;
+        let key = key_of(src, by_time)?;
         if prev.is_some_and(|p| key < p) {
             return Ok(false);
         }
@@ -224,7 +281,8 @@ pub fn csv_in_id_order<R: Read>(
     Ok(true)
 }
 
-/// Reads every record of `src` and passes the events to `f` in (pid, ID) order.
+/// Reads every record of `src` and passes the events to `f` in (pid, ID) order, or with
+/// `by_time` in (pid, timestamp, ID) order.
 /// `progress(done, total)` runs now and then; the read counts as the first half of `total`
 /// when runs are spilled.
 ///
@@ -235,6 +293,7 @@ pub fn sort_csv<R: Read>(
     file: &str,
     total: u64,
     opts: &SortOptions,
+    by_time: bool,
     progress: &mut dyn FnMut(u64, u64),
     f: &mut dyn FnMut(Event) -> Result<(), ConsumerError>,
 ) -> Result<u64, ReadError> {
@@ -245,23 +304,16 @@ pub fn sort_csv<R: Read>(
         .min(usize::try_from(total).unwrap_or(usize::MAX))
         .saturating_add(1 << 16);
     let mut arena: Vec<u8> = Vec::with_capacity(cap);
-    let mut idx: Vec<Entry> = Vec::with_capacity(cap / 96);
+    // a typical record: ~96 bytes of blob and one entry
+    let mut idx: Vec<Entry> = Vec::with_capacity(cap / (96 + std::mem::size_of::<Entry>()));
     let mut runs: Vec<File> = Vec::new();
     let mut seq = 0u64;
     while src.next_record()? {
         if src.known_unit().is_none() {
             src.unit()?;
         }
-        let rec = src.record();
-        let key = (|| -> Result<Key, String> {
-            let pid = parse_opt_u32(
-                ascii(rec.get(src.cols.pid_index()).unwrap_or(b"")),
-                "Process Id",
-            )?;
-            let id = parse_id(ascii(rec.get(src.cols.id_index()).unwrap_or(b"")))?;
-            Ok((pid.map_or(u64::MAX, u64::from), id, seq))
-        })()
-        .map_err(|m| src.error(m))?;
+        let mut key = key_of(src, by_time)?;
+        key.3 = seq;
         seq += 1;
         let off = arena.len();
         encode(src.record(), &mut arena);
@@ -271,11 +323,9 @@ pub fn sort_csv<R: Read>(
             off,
             len: arena.len() - off,
         });
-        if arena.len() >= opts.run_bytes {
-            runs.push(
-                spill(&dir, &arena, &mut idx)
-                    .map_err(|e| ReadError::io(&dir.display().to_string(), e))?,
-            );
+        // the index counts too: tiny records would otherwise cost 3× the arena in entries
+        if arena.len() + idx.len() * std::mem::size_of::<Entry>() >= opts.run_bytes {
+            runs.push(spill(&dir, &arena, &mut idx).map_err(|e| temp_err(file, &dir, e))?);
             arena.clear();
             idx.clear();
         }
@@ -304,13 +354,10 @@ pub fn sort_csv<R: Read>(
         return Ok(seq);
     }
     if !idx.is_empty() {
-        runs.push(
-            spill(&dir, &arena, &mut idx)
-                .map_err(|e| ReadError::io(&dir.display().to_string(), e))?,
-        );
+        runs.push(spill(&dir, &arena, &mut idx).map_err(|e| temp_err(file, &dir, e))?);
     }
     drop((arena, idx));
-    let io = |e: std::io::Error| ReadError::io(&dir.display().to_string(), e);
+    let io = |e: std::io::Error| temp_err(file, &dir, e);
     let mut runs: Vec<Run> = runs
         .into_iter()
         .map(|f| Run {
@@ -329,7 +376,7 @@ pub fn sort_csv<R: Read>(
     let mut done = 0u64;
     while let Some(Reverse((_, i))) = heap.pop() {
         let r = &mut runs[i];
-        let (_, line) = r.head.unwrap_or(((0, 0, 0), 0));
+        let (_, line) = r.head.unwrap_or(((0, 0, 0, 0), 0));
         emit(&r.buf, line, f)?;
         done += 1;
         if done & 0xffff == 0 {
@@ -389,6 +436,7 @@ mod tests {
             "t.csv",
             text.len() as u64,
             &opts,
+            false,
             &mut |_, _| {},
             &mut |e| {
                 got.push((e.pid.unwrap(), e.id, e.py_stack.clone().unwrap()));
@@ -403,5 +451,34 @@ mod tests {
         assert_eq!(keys, want);
         assert_eq!(keys[0], (1, 2)); // pid 1 has IDs 3, 7, 8, 2, 4, 5
         assert!(got.iter().all(|g| g.2 == "a\nb"));
+    }
+
+    #[test]
+    fn spilled_runs_merge_in_pid_then_time_order_with_ids_breaking_ties() {
+        let mut text = String::from("ID,Event,Event Type,Name,Timestamp(ns),Process Id,Thread Id,Device Id,Ptr,Attr,Call Stack(Python),Call Stack(C)\n");
+        // (ID, ts): IDs and timestamps disagree; IDs 4 and 5 share a timestamp
+        for (id, ts) in [(1u64, 50u64), (2, 10), (3, 40), (5, 20), (4, 20), (6, 30)] {
+            text.push_str(&format!("{id},MSTX,Mark,m,{ts},1,1,0,N/A,,,\n"));
+        }
+        let mut src = CsvSource::new("t.csv", text.as_bytes(), None).unwrap();
+        let opts = SortOptions {
+            run_bytes: 64,
+            temp_dir: None,
+        };
+        let mut got = Vec::new();
+        sort_csv(
+            &mut src,
+            "t.csv",
+            text.len() as u64,
+            &opts,
+            true,
+            &mut |_, _| {},
+            &mut |e| {
+                got.push(e.id);
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert_eq!(got, [2, 4, 5, 6, 3, 1]);
     }
 }

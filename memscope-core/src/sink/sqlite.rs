@@ -56,7 +56,16 @@ impl DbFile {
             path: path.display().to_string(),
             source: e,
         };
-        let conn = rusqlite::Connection::open(&path).map_err(err)?;
+        // a path, never a URI; the file was created O_EXCL|O_NOFOLLOW by the caller and SQLite
+        // must not follow a symbolic link swapped in for it either
+        let conn = rusqlite::Connection::open_with_flags(
+            &path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE
+                | rusqlite::OpenFlags::SQLITE_OPEN_CREATE
+                | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX
+                | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW,
+        )
+        .map_err(err)?;
         // synchronous=OFF: the dump is rebuilt from the stream, never the only copy of an event
         // while the run lasts, so an fsync per checkpoint buys nothing; WAL keeps the file
         // consistent if the collector itself is killed.

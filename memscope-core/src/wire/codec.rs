@@ -1,6 +1,6 @@
 //! Varint codec of the stream: tags, delta state, the byte writer and reader, and the decoder.
 
-use super::{cann, PoolId, Record, SystemCode, MAX_TEXT};
+use super::{cann, python, PoolId, Record, SystemCode, MAX_TEXT};
 
 pub(crate) mod tag {
     pub const THREAD: u8 = 1;
@@ -24,6 +24,7 @@ pub(crate) mod tag {
     pub const TEXT_DEF: u8 = 60;
     pub const MARK_REF: u8 = 61;
     pub const RANGE_START_REF: u8 = 62;
+    pub const THREAD_DEVICE: u8 = 63;
     pub const MODULE: u8 = 19;
     pub const HOST_MMAP: u8 = 20;
     pub const HOST_MMAP_STACK: u8 = 21;
@@ -33,6 +34,8 @@ pub(crate) mod tag {
     pub const HOST_MALLOC_A16: u8 = 23;
     pub const HOST_MALLOC_STACK_A16: u8 = 24;
     pub const HOST_FREE_A16: u8 = 25;
+    pub const HOST_MREMAP: u8 = 26;
+    pub const HOST_MREMAP_KEEP: u8 = 27;
 }
 
 /// Delta state of one chunk, shared by encoder and decoder. Starts at zero for every chunk.
@@ -374,6 +377,18 @@ pub fn decode<'a>(
             addr: i.var()?,
             size: i.var()?,
         },
+        tag::HOST_MREMAP | tag::HOST_MREMAP_KEEP => Record::HostMremap {
+            ts: i.ts(&mut next)?,
+            old_addr: i.var()?,
+            old_size: i.var()?,
+            new_addr: i.var()?,
+            new_size: i.var()?,
+            keep_old: t == tag::HOST_MREMAP_KEEP,
+        },
+        tag::THREAD_DEVICE => Record::ThreadDevice {
+            ts: i.ts(&mut next)?,
+            device: i.u32()?,
+        },
         tag::TEXT_DEF => Record::TextDef {
             id: i.u32()?,
             text: i.text()?,
@@ -400,6 +415,7 @@ pub fn decode<'a>(
             attrs: i.text()?,
         },
         cann::tag::HAL_ALLOC..=cann::tag::LAST => cann::decode(t, &mut i, &mut next)?,
+        python::tag::PY_CODE_DEF..=python::tag::LAST => python::decode(t, &mut i, &mut next)?,
         other => return Err(WireError::BadTag(other)),
     };
     *st = next;

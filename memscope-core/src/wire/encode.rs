@@ -1,6 +1,6 @@
 //! Encoding of records into a chunk (allocation-free: the probe calls it inside hooks).
 
-use super::{cann, tag, zigzag, ChunkState, Out, Record};
+use super::{cann, python, tag, zigzag, ChunkState, Out, Record};
 
 impl<B: AsRef<[u8]>> Record<B> {
     /// Encodes into `out`, updating `st` only on success. Returns the bytes written, or `None`
@@ -235,6 +235,30 @@ impl<B: AsRef<[u8]>> Record<B> {
                 o.var(*addr);
                 o.var(*size);
             }
+            Record::HostMremap {
+                ts: t,
+                old_addr,
+                old_size,
+                new_addr,
+                new_size,
+                keep_old,
+            } => {
+                o.u8(if *keep_old {
+                    tag::HOST_MREMAP_KEEP
+                } else {
+                    tag::HOST_MREMAP
+                });
+                ts(&mut o, &mut next, *t);
+                o.var(*old_addr);
+                o.var(*old_size);
+                o.var(*new_addr);
+                o.var(*new_size);
+            }
+            Record::ThreadDevice { ts: t, device } => {
+                o.u8(tag::THREAD_DEVICE);
+                ts(&mut o, &mut next, *t);
+                o.var(u64::from(*device));
+            }
             Record::Plugin {
                 ts: t,
                 kind,
@@ -269,6 +293,12 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::AtbTensor { .. } => {
                 cann::encode(self, &mut o, &mut next);
             }
+            Record::PyCodeDef { .. }
+            | Record::PyCall { .. }
+            | Record::PyReturn { .. }
+            | Record::PyTrace { .. }
+            | Record::Snapshot { .. }
+            | Record::OwnerTag { .. } => python::encode(self, &mut o, &mut next),
         }
         if o.ok {
             *st = next;

@@ -1,6 +1,6 @@
 //! Owned copies of records (the collector keeps records past the stream buffer).
 
-use super::{cann, Record};
+use super::{cann, python, Record};
 
 impl<B: AsRef<[u8]>> Record<B> {
     /// Copies the borrowed texts so the record can outlive the stream buffer.
@@ -150,6 +150,25 @@ impl<B: AsRef<[u8]>> Record<B> {
                 addr: *addr,
                 size: *size,
             },
+            Record::HostMremap {
+                ts,
+                old_addr,
+                old_size,
+                new_addr,
+                new_size,
+                keep_old,
+            } => Record::HostMremap {
+                ts: *ts,
+                old_addr: *old_addr,
+                old_size: *old_size,
+                new_addr: *new_addr,
+                new_size: *new_size,
+                keep_old: *keep_old,
+            },
+            Record::ThreadDevice { ts, device } => Record::ThreadDevice {
+                ts: *ts,
+                device: *device,
+            },
             Record::Plugin {
                 ts,
                 kind,
@@ -181,6 +200,12 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::AtbOp { .. }
             | Record::AtbKernel { .. }
             | Record::AtbTensor { .. } => cann::to_owned(self).expect("a CANN record"),
+            Record::PyCodeDef { .. }
+            | Record::PyCall { .. }
+            | Record::PyReturn { .. }
+            | Record::PyTrace { .. }
+            | Record::Snapshot { .. }
+            | Record::OwnerTag { .. } => python::to_owned(self).expect("a Python record"),
         }
     }
 }

@@ -1,6 +1,9 @@
 //! The records of the stream, and their encoding (the decoder is in `codec`).
 
-use super::{cann, AccessKind, PoolId, SystemCode, DROP_KINDS, DROP_KIND_UNKNOWN};
+use super::{
+    cann, python, AccessKind, PoolId, PyCodeKind, PyTraceEvent, SystemCode, DROP_KINDS,
+    DROP_KIND_UNKNOWN,
+};
 use crate::event::EventKind;
 
 /// One record. Text borrows from the stream buffer (`B = &[u8]`) or is owned
@@ -163,7 +166,7 @@ pub enum Record<B = Box<[u8]>> {
         /// Interned call stack id (0: none).
         stack: u32,
     },
-    /// Host `munmap` of `[addr, addr + size)`.
+    /// Host `munmap` of `[addr, addr + size)` (`size` rounded up to whole pages).
     HostMunmap {
         /// Time.
         ts: u64,
@@ -171,6 +174,23 @@ pub enum Record<B = Box<[u8]>> {
         addr: u64,
         /// Length.
         size: u64,
+    },
+    /// Host `mremap` that succeeded: the pages of `[old_addr, old_addr + old_size)` now lie
+    /// at `[new_addr, new_addr + new_size)` (sizes rounded up to whole pages). With
+    /// `keep_old` (an `old_size` of 0, or `MREMAP_DONTUNMAP`) the old range stays mapped.
+    HostMremap {
+        /// Time (taken before the call, like `munmap`'s).
+        ts: u64,
+        /// Old start address.
+        old_addr: u64,
+        /// Old length.
+        old_size: u64,
+        /// New start address (the call's result).
+        new_addr: u64,
+        /// New length.
+        new_size: u64,
+        /// The old range is still mapped after the call.
+        keep_old: bool,
     },
     /// An event from a third-party adapter (plugin ABI, `schemas/memscope_plugin.h`).
     Plugin {
@@ -385,6 +405,78 @@ pub enum Record<B = Box<[u8]>> {
         /// Text id.
         text: u32,
     },
+    /// The runtime's current device of the writing thread, as the probe queried it when the
+    /// thread reported an msTX mark or range (`aclrtGetDeviceImpl`, else `rtGetDevice`;
+    /// logical id, `u32::MAX`: the runtime could not tell). Written only when it differs from
+    /// what the thread last wrote in this stream; it applies to the thread's later msTX rows.
+    ThreadDevice {
+        /// Time (that of the row it precedes).
+        ts: u64,
+        /// Logical device id.
+        device: u32,
+    },
+    // ---- Python API (issue 12; codec in `wire/python.rs`, tags 70–89) ----
+    /// Definition of a traced callable: later `PyCall`/`PyReturn`/`PyTrace` records of any
+    /// thread of the process image name it by `id`. Written before the first reference.
+    PyCodeDef {
+        /// Code id (per process image, from 1).
+        id: u32,
+        /// What it is (how the `FuncInfo` of its rows is spelled).
+        kind: PyCodeKind,
+        /// First line (Python functions; 0 otherwise).
+        line: u32,
+        /// Source file (Python functions; empty otherwise).
+        file: B,
+        /// Function name, C-function description, module class or `RecordFunction` name.
+        name: B,
+    },
+    /// The profile hook saw a call (Python or C) of code `code` on the writing thread.
+    PyCall {
+        /// Time.
+        ts: u64,
+        /// Code id.
+        code: u32,
+    },
+    /// The profile hook saw the return (or exception exit) of code `code`.
+    PyReturn {
+        /// Time.
+        ts: u64,
+        /// Code id.
+        code: u32,
+    },
+    /// Python tracer start/stop, and the frames on the caller's stack at that moment.
+    PyTrace {
+        /// Time.
+        ts: u64,
+        /// What happened.
+        event: PyTraceEvent,
+        /// Code id of the frame (`FrameAt*`; 0 otherwise).
+        code: u32,
+    },
+    /// `take_snapshot()`: device memory figures (SNAPSHOT row).
+    Snapshot {
+        /// Time.
+        ts: u64,
+        /// Logical device (`u32::MAX`: unknown).
+        device: u32,
+        /// Which of `values` the caller knew (`wire::snapshot_known` bits); the collector fills
+        /// the others from its pool accounting.
+        known: u8,
+        /// total, free, reserved, peak_reserved, allocated, peak_allocated (bytes).
+        values: [u64; 6],
+        /// Snapshot name.
+        name: B,
+    },
+    /// `describer(addr, owner=…)`: the live pool block starting at `addr` gets the user owner
+    /// level `label`.
+    OwnerTag {
+        /// Time.
+        ts: u64,
+        /// Block start address.
+        addr: u64,
+        /// Owner label.
+        label: B,
+    },
 }
 
 impl<B: AsRef<[u8]>> Record<B> {
@@ -408,6 +500,8 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::Module { ts, .. }
             | Record::HostMmap { ts, .. }
             | Record::HostMunmap { ts, .. }
+            | Record::HostMremap { ts, .. }
+            | Record::ThreadDevice { ts, .. }
             | Record::Plugin { ts, .. } => Some(*ts),
             Record::HalAlloc { .. }
             | Record::HalCreate { .. }
@@ -421,6 +515,12 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::AtbOp { .. }
             | Record::AtbKernel { .. }
             | Record::AtbTensor { .. } => cann::ts_of(self),
+            Record::PyCodeDef { .. }
+            | Record::PyCall { .. }
+            | Record::PyReturn { .. }
+            | Record::PyTrace { .. }
+            | Record::Snapshot { .. }
+            | Record::OwnerTag { .. } => python::ts_of(self),
         }
     }
 
@@ -434,8 +534,11 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::RangeStart { .. }
             | Record::RangeStartRef { .. }
             | Record::RangeEnd { .. } => EventKind::Mstx,
+            // an mremap is a FREE of the old range and a MALLOC of the new one: counted as the
+            // MALLOC it would have written
             Record::HostMalloc { .. }
             | Record::HostMmap { .. }
+            | Record::HostMremap { .. }
             | Record::HalAlloc { .. }
             | Record::HalCreate { .. }
             | Record::PinnedRegister { .. }
@@ -449,7 +552,7 @@ impl<B: AsRef<[u8]>> Record<B> {
             Record::KernelLaunch { .. } | Record::AtbKernel { .. } => EventKind::KernelLaunch,
             Record::AtbOp { .. } => EventKind::OpLaunch,
             Record::AtbTensor { .. } => EventKind::Access,
-            Record::HalOom { .. } => EventKind::Snapshot,
+            Record::HalOom { .. } | Record::Snapshot { .. } => EventKind::Snapshot,
             Record::Plugin { kind, .. } => match kind {
                 1 => EventKind::Malloc,
                 2 => EventKind::Free,
@@ -468,14 +571,26 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::HeapRegister { .. }
             | Record::HeapUnregister { .. }
             | Record::SetDevice { .. }
-            | Record::KernelName { .. } => return None,
+            | Record::KernelName { .. }
+            | Record::ThreadDevice { .. }
+            | Record::PyCodeDef { .. }
+            | Record::OwnerTag { .. } => return None,
+            // python_trace rows, not events: their own drop counter (`drop_slot`)
+            Record::PyCall { .. } | Record::PyReturn { .. } | Record::PyTrace { .. } => {
+                return None
+            }
         })
     }
 
     /// The drop counter of this record (index into the header's [`super::FH_DROPPED_KINDS`]
-    /// table), `None` when it is not an event.
+    /// table), `None` when it is neither an event nor a python_trace record.
     pub fn drop_slot(&self) -> Option<usize> {
-        self.event_kind().map(drop_slot_of)
+        match self {
+            Record::PyCall { .. } | Record::PyReturn { .. } | Record::PyTrace { .. } => {
+                Some(super::DROP_KIND_PYTHON_TRACE)
+            }
+            _ => self.event_kind().map(drop_slot_of),
+        }
     }
 }
 

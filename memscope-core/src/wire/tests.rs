@@ -155,6 +155,22 @@ fn every_record_kind_round_trips() {
             addr: 0x7f11_0000_0000,
             size: 1 << 20,
         },
+        Record::HostMremap {
+            ts: 1_700_000_000_000_001_250,
+            old_addr: 0x7f12_0000_0000,
+            old_size: 4096,
+            new_addr: 0x7f13_0000_0000,
+            new_size: 3 * 4096,
+            keep_old: false,
+        },
+        Record::HostMremap {
+            ts: 1_700_000_000_000_001_260,
+            old_addr: 0x7f13_0000_0000,
+            old_size: 0,
+            new_addr: 0x7f14_0000_0000,
+            new_size: 4096,
+            keep_old: true,
+        },
         Record::Plugin {
             ts: 1_700_000_000_000_001_300,
             kind: 1,
@@ -168,6 +184,14 @@ fn every_record_kind_round_trips() {
         Record::TextDef {
             id: 4,
             text: b"step start",
+        },
+        Record::ThreadDevice {
+            ts: 1_700_000_000_009_000_000,
+            device: 3,
+        },
+        Record::ThreadDevice {
+            ts: 1_700_000_000_009_000_000,
+            device: u32::MAX,
         },
         Record::MarkRef {
             ts: 1_700_000_000_009_000_000,
@@ -290,7 +314,7 @@ fn drop_counters_have_a_slot_per_event_kind_and_fit_the_header() {
     use crate::event::EventKind;
     const { assert!(FH_DROPPED_KINDS + 8 * DROP_KINDS <= FH_EXE) };
     const { assert!(FH_STOP_ERRNO + 4 <= FH_DROPPED_KINDS) };
-    assert!(EventKind::ALL.len() < DROP_KIND_UNKNOWN);
+    assert!(EventKind::ALL.len() < DROP_KIND_PYTHON_TRACE);
     for (i, k) in EventKind::ALL.iter().enumerate() {
         assert_eq!(drop_slot_of(*k), i);
     }
@@ -298,6 +322,21 @@ fn drop_counters_have_a_slot_per_event_kind_and_fit_the_header() {
     assert_eq!(rec.event_kind(), Some(EventKind::Free));
     let def: Record<&[u8]> = Record::TextDef { id: 1, text: b"x" };
     assert_eq!(def.drop_slot(), None, "definitions are not events");
+    let call: Record<&[u8]> = Record::PyCall { ts: 1, code: 2 };
+    assert_eq!(call.event_kind(), None, "python_trace rows are not events");
+    assert_eq!(
+        call.drop_slot(),
+        Some(DROP_KIND_PYTHON_TRACE),
+        "but their drops are counted"
+    );
+    let snap: Record<&[u8]> = Record::Snapshot {
+        ts: 1,
+        device: 0,
+        known: 0,
+        values: [0; 6],
+        name: b"s",
+    };
+    assert_eq!(snap.event_kind(), Some(EventKind::Snapshot));
     let mut h = vec![0u8; FILE_HEADER_SIZE];
     h[FH_DROPPED..FH_DROPPED + 8].copy_from_slice(&7u64.to_le_bytes());
     let at = FH_DROPPED_KINDS + 8 * drop_slot_of(EventKind::Malloc);

@@ -58,6 +58,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod clock;
+mod device;
 mod drops;
 mod freelist;
 mod guard;
@@ -74,14 +75,15 @@ mod sys;
 mod writer;
 
 pub use clock::{now_ns, now_ns_before};
+pub use device::note_thread_device;
 pub use guard::{enter, internal, internal_unmasked, Guard};
 pub use intern::{record_mark, record_range_start};
 pub use plugin::safe_point;
 pub use scratch::{on_stack, Scratch, ALT_STACK, MAX_FRAMES};
 pub use state::{
-    active, adapters_mask, c_stack_depth, enabled, ensure_init, host_mmap, init_state, owner_pop,
-    owner_push, plugins_enabled, recording, selected, start, step, stop, warn, InitState,
-    PLUGIN_BIT,
+    active, adapters_mask, c_stack_depth, defer, enabled, ensure_init, host_mmap, init_state,
+    owner_pop, owner_push, plugins_enabled, recording, selected, start, step, stop, warn,
+    InitState, PLUGIN_BIT,
 };
 pub use sys::{map_anon, raw_munmap};
 pub use writer::{record, tid};
@@ -91,6 +93,13 @@ pub use writer::{record, tid};
 /// process was killed).
 pub fn count_drop(kind: memscope_core::event::EventKind, n: u64) {
     drops::add(memscope_core::wire::drop_slot_of(kind), n);
+}
+
+/// The generation of this process image's stream (opening it if needed; a fork child gets a new
+/// one). Per-image interning tables (text ids, Python code ids) key their "defined" state on it.
+/// `None` when no stream can be written.
+pub fn stream_generation() -> Option<u32> {
+    stream::open_gen()
 }
 
 /// Bytes of a C string for a record: at most `memscope_core::wire::MAX_TEXT` bytes (longer

@@ -9,7 +9,7 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use memscope_core::probe_env::ProbeSettings;
 
 /// Longest spool directory accepted (bytes); longer ones leave the probe passive.
-pub(crate) const SPOOL_MAX: usize = 4000;
+pub(crate) const SPOOL_MAX: usize = memscope_core::probe_env::SPOOL_MAX;
 /// Longest `MEMSCOPE_PLUGINS` value kept (bytes); entries past it are ignored with a warning.
 pub(crate) const PLUGINS_MAX: usize = 8192;
 

@@ -289,6 +289,18 @@ pub fn stop() -> bool {
     true
 }
 
+/// Closes the collection window without a `StopTrace` record: the Python API's `config()`
+/// switches an immediate run to deferred semantics (msMemScope's `config()` forces
+/// `collectMode=deferred`), so nothing is recorded until its `start()`. `false` when passive.
+pub fn defer() -> bool {
+    if !ensure_init() {
+        return false;
+    }
+    RECORDING.store(false, Ordering::Release);
+    update_active();
+    true
+}
+
 /// Records `System{Step}` (Python-API `step()`), inside a window only. `false` when nothing was
 /// recorded (passive, outside a window, or dropped).
 pub fn step() -> bool {

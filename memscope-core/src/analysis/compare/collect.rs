@@ -15,7 +15,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::event::{Device, Event, EventKind, EventType};
-use crate::reader::{DumpFile, Order, ReadError, ReadOptions};
+use crate::reader::{DumpFile, Order, ReadError, ReadOptions, ReadStats};
 
 use super::Level;
 
@@ -43,6 +43,10 @@ pub struct Sequence {
     pub used_hal: bool,
     /// START rows without an END (left out).
     pub unmatched: u64,
+    /// END rows without a START (left out).
+    pub unmatched_ends: u64,
+    /// What the read went through (a torn last row, for a warning).
+    pub stats: ReadStats,
 }
 
 #[derive(Default)]
@@ -62,6 +66,7 @@ struct Collector {
     hal_dev: HashMap<(Option<u32>, u64), u32>,
     has_pool: bool,
     unmatched: u64,
+    unmatched_ends: u64,
 }
 
 impl Collector {
@@ -100,6 +105,8 @@ impl Collector {
                                 .or_default()
                                 .spans
                                 .push((start, Some(key), name));
+                        } else {
+                            self.unmatched_ends += 1;
                         }
                     }
                 }
@@ -154,6 +161,7 @@ impl Collector {
             names: self.names,
             used_hal: !self.has_pool,
             unmatched: self.unmatched,
+            unmatched_ends: self.unmatched_ends,
             ..Sequence::default()
         };
         for (d, mut data) in self.dev {
@@ -162,7 +170,8 @@ impl Collector {
             let mut prefix = Vec::with_capacity(deltas.len() + 1);
             prefix.push(0i64);
             for (_, v) in &deltas {
-                prefix.push(prefix[prefix.len() - 1] + v);
+                // saturating: sizes are < 2^63 each, but a hostile dump can sum past i64
+                prefix.push(prefix[prefix.len() - 1].saturating_add(*v));
             }
             let lt = |k: Key| prefix[deltas.partition_point(|x| x.0 < k)];
             let le = |k: Key| prefix[deltas.partition_point(|x| x.0 <= k)];
@@ -172,10 +181,10 @@ impl Collector {
             for i in 0..n {
                 let (start, end, name) = data.spans[i];
                 let delta = match end {
-                    Some(e) => le(e) - lt(start),
+                    Some(e) => le(e).saturating_sub(lt(start)),
                     None => match data.spans.get(i + 1) {
-                        Some(next) => lt(next.0) - lt(start),
-                        None => prefix[deltas.len()] - lt(start),
+                        Some(next) => lt(next.0).saturating_sub(lt(start)),
+                        None => prefix[deltas.len()].saturating_sub(lt(start)),
                     },
                 };
                 entries.push(Entry { name, delta });
@@ -201,11 +210,13 @@ pub fn collect(
         level: Some(level),
         ..Collector::default()
     };
-    file.for_each(Order::File, opts, &mut |ev| {
+    let stats = file.for_each(Order::File, opts, &mut |ev| {
         c.observe(&ev);
         Ok(())
     })?;
-    Ok(c.finish())
+    let mut seq = c.finish();
+    seq.stats = stats;
+    Ok(seq)
 }
 
 /// Builds one side from events already in memory (tests, online use).
@@ -218,4 +229,28 @@ pub fn collect_events<'a>(events: impl IntoIterator<Item = &'a Event>, level: Le
         c.observe(ev);
     }
     c.finish()
+}
+
+/// Builds one side from events pushed one at a time (any order), e.g. a run's processes
+/// replayed one after another.
+pub struct SequenceBuilder(Collector);
+
+impl SequenceBuilder {
+    /// An empty side at `level`.
+    pub fn new(level: Level) -> SequenceBuilder {
+        SequenceBuilder(Collector {
+            level: Some(level),
+            ..Collector::default()
+        })
+    }
+
+    /// Adds one event.
+    pub fn observe(&mut self, ev: &Event) {
+        self.0.observe(ev);
+    }
+
+    /// The side.
+    pub fn finish(self) -> Sequence {
+        self.0.finish()
+    }
 }

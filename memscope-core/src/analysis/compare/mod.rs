@@ -14,7 +14,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-pub use collect::{collect, collect_events, Entry, Sequence};
+pub use collect::{collect, collect_events, Entry, Sequence, SequenceBuilder};
 use myers::{diff, Edit};
 
 use super::outfile::{create_dir_private, create_unique};
@@ -66,7 +66,9 @@ pub struct CompareRow {
 impl CompareRow {
     /// Compare − Base, a missing side counting as 0.
     pub fn diff(&self) -> i64 {
-        self.compare.unwrap_or(0) - self.base.unwrap_or(0)
+        self.compare
+            .unwrap_or(0)
+            .saturating_sub(self.base.unwrap_or(0))
     }
 }
 
@@ -143,6 +145,12 @@ pub fn compare(base: &Sequence, cmp: &Sequence, level: Level) -> CompareResult {
                 s.unmatched
             ));
         }
+        if s.unmatched_ends > 0 {
+            res.notes.push(format!(
+                "{side}: {} op END row(s) without a matching START were left out",
+                s.unmatched_ends
+            ));
+        }
     }
     res
 }
@@ -163,7 +171,8 @@ pub fn compare_files(
     Ok(compare(&b, &c, level))
 }
 
-/// The CSV text of `rows`: the two header lines, then one line per row (RFC 4180 quoting).
+/// The CSV text of `rows`: the two header lines, then one line per row (RFC 4180 quoting;
+/// names neutralised against formula injection, [`crate::sanitize::csv_report_cell`]).
 pub fn compare_csv(rows: &[CompareRow]) -> Vec<u8> {
     let mut out = format!("{COMPARE_HEADER_1}\n{COMPARE_HEADER_2}\n").into_bytes();
     let mut w = csv::WriterBuilder::new()
@@ -174,7 +183,7 @@ pub fn compare_csv(rows: &[CompareRow]) -> Vec<u8> {
         // writing into a Vec cannot fail
         let _ = w.write_record([
             r.event.to_owned(),
-            r.name.clone(),
+            crate::sanitize::csv_report_cell(&r.name).into_owned(),
             r.device.to_string(),
             na(r.base),
             na(r.compare),

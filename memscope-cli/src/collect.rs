@@ -1,0 +1,345 @@
+//! What the Python package needs from the CLI (issue 12):
+//!
+//! * `memscope collect` (hidden): the collector of a plain `python train.py` whose first
+//!   `memscope.start()` started it. It follows a spool directory the package created and set
+//!   as `MEMSCOPE_SPOOL` for its own process, exactly as `memscope run` follows its job's: it
+//!   holds `<spool>/collector.lock` (`flock(LOCK_EX)`, mode 0600, TEAM contract 1) for its whole
+//!   life, prints `ready` on stdout once it does, ends when the Python process (`--pid`) is gone
+//!   and its streams are read, prints the run summary (stderr) and removes the spool. When the
+//!   job creates `<spool>/barrier` (its `atexit`), everything committed until then is written
+//!   and flushed, then `<spool>/barrier.done` is created, so the dump is on disk when
+//!   `python train.py` returns (the summary follows when the process is gone).
+//! * `memscope config check`: validates option values exactly as `memscope run` parses them and
+//!   prints the configuration as memscope's config.json (the package's `config()` uses it).
+//! * `memscope probe-path` (hidden): where the probe library is (`find_probe`).
+//! * [`python_env`]: the environment `memscope run` adds for Python jobs — the run's
+//!   configuration (`MEMSCOPE_RUN_CONFIG`, so `memscope.config()` can tell what differs), and
+//!   for `--events traceback` a bootstrap `sitecustomize` that starts the tracer in every Python
+//!   process of the job (chaining to the job's own `sitecustomize`).
+
+use crate::collector::Collector;
+use memscope_core::config::{RawOptions, RunConfig};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Options of `memscope collect`.
+#[derive(clap::Args, Debug)]
+pub struct CollectArgs {
+    /// Spool directory the probe of the traced process writes its streams into.
+    #[arg(long)]
+    spool: PathBuf,
+    /// The traced process: collection ends when it is gone.
+    #[arg(long)]
+    pid: u32,
+    /// config.json (memscope's keys) of the collection.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Do not print the summary.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+/// Option values of `memscope config check` (the keys of the Python `config()`).
+#[derive(clap::Args, Debug, Default)]
+pub struct CheckArgs {
+    /// As `memscope run --events`.
+    #[arg(long)]
+    events: Option<String>,
+    /// As `memscope run --level`.
+    #[arg(long)]
+    level: Option<String>,
+    /// As `memscope run --call-stack`.
+    #[arg(long = "call-stack")]
+    call_stack: Option<String>,
+    /// As `memscope run --analysis`.
+    #[arg(long)]
+    analysis: Option<String>,
+    /// As `memscope run --device`.
+    #[arg(long)]
+    device: Option<String>,
+    /// As `memscope run --output-path`.
+    #[arg(long = "output-path")]
+    output_path: Option<String>,
+    /// As `memscope run --format`.
+    #[arg(long)]
+    format: Option<String>,
+    /// As `memscope run --collect-mode`.
+    #[arg(long = "collect-mode")]
+    collect_mode: Option<String>,
+    /// As `memscope run --adapters`.
+    #[arg(long)]
+    adapters: Option<String>,
+}
+
+/// Runs `memscope config check`: prints the validated configuration (memscope's config.json
+/// keys) on stdout.
+///
+/// # Errors
+/// The first invalid value, worded like `memscope run`'s (`--events: unknown event type …`).
+pub fn check(a: &CheckArgs) -> anyhow::Result<()> {
+    let raw = RawOptions {
+        events: a.events.clone(),
+        level: a.level.clone(),
+        call_stack: a.call_stack.clone(),
+        analysis: a.analysis.clone(),
+        device: a.device.clone(),
+        output_path: a.output_path.clone(),
+        format: a.format.clone(),
+        collect_mode: a.collect_mode.clone(),
+        adapters: a.adapters.clone(),
+        ..RawOptions::default()
+    };
+    let cwd = std::env::current_dir()?;
+    let cfg = raw.validate(&cwd).map_err(|e| anyhow::anyhow!(e.0))?;
+    println!("{}", serde_json::to_string(&cfg.to_config_file())?);
+    Ok(())
+}
+
+fn pid_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .and_then(|(_, r)| r.split_whitespace().next().map(str::to_owned))
+        })
+        .is_some_and(|st| st != "Z" && st != "X")
+}
+
+fn fail(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("memscope collect: {msg}");
+    ExitCode::from(2)
+}
+
+/// Runs `memscope collect`.
+pub fn collect(a: &CollectArgs) -> ExitCode {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let raw = match &a.config {
+        Some(p) => match RawOptions::from_file(p) {
+            Ok(r) => r,
+            Err(e) => return fail(e.0),
+        },
+        None => RawOptions::default(),
+    };
+    let cfg: RunConfig = match raw.validate(&cwd) {
+        Ok(c) => c,
+        Err(e) => return fail(e.0),
+    };
+    if !a.spool.is_dir() {
+        return fail(format!("spool {}: not a directory", a.spool.display()));
+    }
+    if let Err(e) = memscope_core::layout::create_dir_0750(&cfg.output_path) {
+        return fail(format!("--output-path {}: {e}", cfg.output_path.display()));
+    }
+    // Once its collector lock is ours, the spool is ours: removed on every way out, a panic's
+    // unwinding included, and the lock held until then, as `memscope run` holds its own (TEAM
+    // contract 1); with the run information `memscope recover <spool>` needs if this process
+    // is killed.
+    let lock = match crate::run::hold_collector_lock(&a.spool) {
+        Ok(f) => f,
+        Err(e) => return fail(e),
+    };
+    let mut spool_guard = crate::run::SpoolGuard::new(a.spool.clone(), "memscope collect");
+    spool_guard.hold(lock);
+    let devices: Vec<u32> = std::env::var("ASCEND_RT_VISIBLE_DEVICES")
+        .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .unwrap_or_default();
+    if let Err(e) = crate::recover_cmd::write_run_info(&a.spool, &cfg, &devices) {
+        return fail(e);
+    }
+    // The package waits for this line before it lets the job go on.
+    println!("ready");
+    let _ = std::io::stdout().flush();
+    let cfg_used = cfg.clone();
+    let mut collector = Collector::new(
+        a.spool.clone(),
+        Arc::new(cfg),
+        devices,
+        crate::run::analysis_factory(),
+    );
+    let mut last_flush = Instant::now();
+    let mut gone_at: Option<Instant> = None;
+    let barrier = a.spool.join("barrier");
+    let mut barrier_since: Option<Instant> = None;
+    loop {
+        let progressed = collector.poll();
+        // The job's `atexit` asks for everything it committed so far to be in the files before
+        // it exits (records wait one reorder window before they are written).
+        if barrier_since.is_none() && barrier.exists() {
+            barrier_since = Some(Instant::now());
+        }
+        if let Some(t) = barrier_since {
+            let window = Duration::from_nanos(crate::collector::REORDER_WINDOW_NS);
+            if t.elapsed() > window + Duration::from_millis(20) {
+                collector.flush();
+                let _ = std::fs::remove_file(&barrier);
+                let _ = std::fs::write(a.spool.join("barrier.done"), b"");
+                barrier_since = None;
+            }
+        }
+        if gone_at.is_none() && !pid_alive(a.pid) {
+            gone_at = Some(Instant::now());
+        }
+        if let Some(t) = gone_at {
+            if collector.live_processes() == 0 || t.elapsed() > Duration::from_secs(5) {
+                break;
+            }
+        }
+        if last_flush.elapsed() > Duration::from_millis(500) {
+            collector.flush();
+            last_flush = Instant::now();
+        }
+        if !progressed {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    let summaries = collector.finish();
+    finish_python(&cfg_used, &summaries);
+    if !a.quiet {
+        crate::summary::print(&summaries, 0);
+    }
+    drop(spool_guard);
+    ExitCode::SUCCESS
+}
+
+/// The bootstrap `sitecustomize.py` of `--events traceback`: starts the probe's tracer (and
+/// its hook for threads started later), then runs the job's own `sitecustomize`, if any.
+const SITECUSTOMIZE: &str = r#"# Written by `memscope run --events traceback`: starts memscope's Python tracer.
+import os as _os, sys as _sys
+_here = _os.path.dirname(_os.path.abspath(__file__))
+_sys.path[:] = [p for p in _sys.path if _os.path.abspath(p or ".") != _here]
+_me = _sys.modules.pop("sitecustomize", None)
+try:
+    import sitecustomize  # noqa: F401 - the job's own, if it has one
+except ImportError:
+    pass
+if _me is not None:
+    _sys.modules["sitecustomize"] = _me
+def _memscope_start():
+    import ctypes, threading
+    try:
+        lib = ctypes.PyDLL(None)
+        start, thread = lib.memscope_py_trace_start, lib.memscope_py_trace_thread
+    except (OSError, AttributeError):
+        return
+    if start() < 0:
+        return
+    def _hook(*_):
+        thread()  # replaces this Python hook by the probe's C-level one
+    threading.setprofile(_hook)
+_memscope_start()
+del _memscope_start
+"#;
+
+/// Adds the Python-related environment of `memscope run` to the job's command.
+///
+/// # Errors
+/// The bootstrap directory cannot be written (one line naming it).
+pub fn python_env(cmd: &mut Command, cfg: &RunConfig, spool: &Path) -> Result<(), String> {
+    if let Ok(j) = serde_json::to_string(&cfg.to_config_file()) {
+        cmd.env("MEMSCOPE_RUN_CONFIG", j);
+    }
+    if !cfg.events.traceback {
+        return Ok(());
+    }
+    let boot = spool.join("pyboot");
+    memscope_core::layout::create_dir_0750(&boot)
+        .and_then(|()| std::fs::write(boot.join("sitecustomize.py"), SITECUSTOMIZE))
+        .map_err(|e| format!("--events traceback: cannot write {}: {e}", boot.display()))?;
+    let mut path = boot.display().to_string();
+    if let Some(old) = std::env::var_os("PYTHONPATH") {
+        if !old.is_empty() {
+            path.push(':');
+            path.push_str(&old.to_string_lossy());
+        }
+    }
+    cmd.env("PYTHONPATH", path).env("MEMSCOPE_PY_TRACE", "1");
+    Ok(())
+}
+
+/// After a run (`memscope run` or `memscope collect`): with `--format db`, moves every
+/// `python_trace_*.csv` into table `python_trace_<pid>` of the `.db` dump in the same folder
+/// (behaviour spec §5.3: `FuncInfo TEXT, StartTime(ns) TEXT, EndTime(ns) TEXT, Thread Id
+/// INTEGER, Process Id INTEGER`; `N/A` times kept as text), keeping the CSV when there is no
+/// `.db` beside it; then one-line warnings about Python options that could not take effect:
+/// `--events traceback` with no Python process traced (the job is not Python, or runs it with
+/// `-S`/`-I`, which skip the bootstrap).
+pub fn finish_python(cfg: &RunConfig, summaries: &[crate::collector::process::ProcessSummary]) {
+    let mut traces = Vec::new();
+    for s in summaries {
+        visit(&s.project_dir, &mut |p| {
+            if p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("python_trace_") && n.ends_with(".csv"))
+            {
+                traces.push((s.pid, p.to_path_buf()));
+            }
+        });
+    }
+    if cfg.format == memscope_core::config::Format::Db {
+        for (pid, csv) in &traces {
+            if let Err(e) = trace_into_db(*pid, csv) {
+                eprintln!("memscope: {}: {e}; the CSV is kept", csv.display());
+            }
+        }
+    }
+    if cfg.events.traceback && traces.is_empty() {
+        eprintln!(
+            "memscope: --events traceback: no Python process of the job was traced (not Python, or started with -S/-I, which skip the tracer's bootstrap)"
+        );
+    }
+}
+
+fn trace_into_db(pid: u32, csv_path: &Path) -> anyhow::Result<()> {
+    let dir = csv_path.parent().unwrap_or(Path::new("."));
+    let db = std::fs::read_dir(dir)?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("memscope_dump_") && n.ends_with(".db"))
+        })
+        .ok_or_else(|| anyhow::anyhow!("no .db dump in this folder for the python_trace rows"))?;
+    let mut conn = rusqlite::Connection::open(&db)?;
+    let tx = conn.transaction()?;
+    tx.execute_batch(&format!(
+        "CREATE TABLE IF NOT EXISTS python_trace_{pid} (\"FuncInfo\" TEXT, \"StartTime(ns)\" TEXT, \
+         \"EndTime(ns)\" TEXT, \"Thread Id\" INTEGER, \"Process Id\" INTEGER)"
+    ))?;
+    {
+        let mut st = tx.prepare(&format!(
+            "INSERT INTO python_trace_{pid} VALUES (?1, ?2, ?3, ?4, ?5)"
+        ))?;
+        let mut r = csv::Reader::from_path(csv_path)?;
+        for rec in r.records() {
+            let rec = rec?;
+            let int = |i: usize| rec.get(i).and_then(|v| v.parse::<i64>().ok());
+            st.execute(rusqlite::params![
+                rec.get(0).unwrap_or(""),
+                rec.get(1).unwrap_or(""),
+                rec.get(2).unwrap_or(""),
+                int(3),
+                int(4)
+            ])?;
+        }
+    }
+    tx.commit()?;
+    drop(conn);
+    std::fs::remove_file(csv_path)?;
+    Ok(())
+}
+fn visit(dir: &Path, f: &mut dyn FnMut(&Path)) {
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                visit(&p, f);
+            } else {
+                f(&p);
+            }
+        }
+    }
+}

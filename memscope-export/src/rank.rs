@@ -1,0 +1,232 @@
+//! The rank of a traced process, for per-rank outputs (Parquet's `rank=R` directories,
+//! Perfetto's process names and order, memory_viz file names).
+//!
+//! The probe does not record `RANK`/`LOCAL_RANK` yet, so the rank comes from the first of these
+//! that answers:
+//!
+//! 1. a [`RunIndex`]: the collector's record of each process's rank identity (`RANK`,
+//!    `LOCAL_RANK`, …). None is written today; the resolver takes one so that such an index
+//!    plugs in without touching the exporters.
+//! 2. the process's NPU device, msMemScope's layout: the `device_<n>` directories of its
+//!    `msmemscope_<pid>_<ts>_ascend/` directory, else the `Device Id` of its rows. With one
+//!    process per NPU and the device set from `LOCAL_RANK` (torchrun's layout) this is the
+//!    local rank. A process on several NPUs takes the lowest.
+//! 3. none: the rank is unknown (a launcher or a host-only process), written `rank=-1`.
+//!
+//! Ranks from devices repeat across nodes and collide when every rank sees its NPU as device 0
+//! (`ASCEND_RT_VISIBLE_DEVICES=<rank>` per rank); [`collisions`] words a note for those cases.
+
+use std::path::Path;
+
+use memscope_core::event::Device;
+
+/// Where a rank came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RankSource {
+    /// A run index entry.
+    RunIndex,
+    /// The process's `device_<n>` directory.
+    DeviceDir,
+    /// The `Device Id` column of the process's rows.
+    DeviceColumn,
+    /// Not known.
+    Unknown,
+}
+
+impl RankSource {
+    /// `run_index`, `device_dir`, `device_column` or `unknown` (the `processes` table's words).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RankSource::RunIndex => "run_index",
+            RankSource::DeviceDir => "device_dir",
+            RankSource::DeviceColumn => "device_column",
+            RankSource::Unknown => "unknown",
+        }
+    }
+}
+
+/// A process's rank and its source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RankInfo {
+    /// The rank, when known.
+    pub rank: Option<u32>,
+    /// How it was found.
+    pub source: RankSource,
+}
+
+impl RankInfo {
+    /// The rank as written in partition paths and names: the rank, or -1 when unknown.
+    pub fn as_i64(self) -> i64 {
+        self.rank.map_or(-1, i64::from)
+    }
+}
+
+/// A record of each process's rank identity, kept by the collector (to come). Implementations
+/// answer for the processes they know and `None` for the others.
+pub trait RunIndex {
+    /// The rank of the process `pid` whose output directory is `dir` (`None` for loose dump
+    /// files), found under `node`.
+    fn rank_of(&self, node: &str, dir: Option<&Path>, pid: Option<u32>) -> Option<u32>;
+}
+
+/// What is known of a process when its rank is resolved.
+#[derive(Clone, Copy, Debug)]
+pub struct RankQuery<'a> {
+    /// See [`crate::input::ProcessInput::node`].
+    pub node: &'a str,
+    /// Output directory of the process (msMemScope layout), if any.
+    pub dir: Option<&'a Path>,
+    /// Process id, if known.
+    pub pid: Option<u32>,
+    /// Devices with their own `device_<n>` directory.
+    pub device_dirs: &'a [Device],
+    /// Devices seen in the rows (when the rows were scanned).
+    pub device_rows: &'a [Device],
+}
+
+fn lowest_npu(devices: &[Device]) -> Option<u32> {
+    devices
+        .iter()
+        .filter_map(|d| match d {
+            Device::Npu(n) => Some(*n),
+            _ => None,
+        })
+        .min()
+}
+
+/// Resolves the rank of one process in the order of the module documentation.
+pub fn resolve(q: &RankQuery<'_>, index: Option<&dyn RunIndex>) -> RankInfo {
+    if let Some(r) = index.and_then(|i| i.rank_of(q.node, q.dir, q.pid)) {
+        return RankInfo {
+            rank: Some(r),
+            source: RankSource::RunIndex,
+        };
+    }
+    if let Some(r) = lowest_npu(q.device_dirs) {
+        return RankInfo {
+            rank: Some(r),
+            source: RankSource::DeviceDir,
+        };
+    }
+    if let Some(r) = lowest_npu(q.device_rows) {
+        return RankInfo {
+            rank: Some(r),
+            source: RankSource::DeviceColumn,
+        };
+    }
+    RankInfo {
+        rank: None,
+        source: RankSource::Unknown,
+    }
+}
+
+/// Notes for ranks taken from devices that more than one process of a node shares, and for
+/// ranks that repeat across nodes. `procs` holds (node, rank, pid) of every process.
+pub fn collisions(procs: &[(String, RankInfo, Option<u32>)]) -> Vec<String> {
+    use std::collections::BTreeMap;
+    let mut by_rank: BTreeMap<(u32, &str), Vec<Option<u32>>> = BTreeMap::new();
+    let mut nodes_of_rank: BTreeMap<u32, Vec<&str>> = BTreeMap::new();
+    for (node, info, pid) in procs {
+        let (Some(r), true) = (info.rank, info.source != RankSource::RunIndex) else {
+            continue;
+        };
+        by_rank.entry((r, node)).or_default().push(*pid);
+        let nodes = nodes_of_rank.entry(r).or_default();
+        if !nodes.contains(&node.as_str()) {
+            nodes.push(node);
+        }
+    }
+    let pid_text = |p: &Option<u32>| p.map_or("N/A".to_owned(), |p| p.to_string());
+    let mut notes = Vec::new();
+    for ((rank, node), pids) in &by_rank {
+        if pids.len() > 1 {
+            let list: Vec<String> = pids.iter().map(pid_text).collect();
+            notes.push(format!(
+                "processes {} under {} all map to rank {rank}: ranks come from the NPU device, which they share (tell them apart by pid)",
+                list.join(", "),
+                if node.is_empty() { "." } else { node }
+            ));
+        }
+    }
+    if nodes_of_rank.values().any(|n| n.len() > 1) {
+        notes.push(
+            "ranks come from NPU devices, i.e. they are local ranks and repeat across the input's node directories (tell them apart by node and pid)".to_owned(),
+        );
+    }
+    notes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Fixed(u32);
+    impl RunIndex for Fixed {
+        fn rank_of(&self, _: &str, _: Option<&Path>, pid: Option<u32>) -> Option<u32> {
+            (pid == Some(7)).then_some(self.0)
+        }
+    }
+
+    #[test]
+    fn rank_comes_from_the_index_then_the_device_dir_then_the_rows() {
+        let dirs = [Device::Cpu, Device::Npu(5), Device::Npu(3)];
+        let rows = [Device::Npu(1)];
+        let q = RankQuery {
+            node: "n",
+            dir: None,
+            pid: Some(7),
+            device_dirs: &dirs,
+            device_rows: &rows,
+        };
+        assert_eq!(resolve(&q, Some(&Fixed(42))).rank, Some(42));
+        assert_eq!(resolve(&q, Some(&Fixed(42))).source, RankSource::RunIndex);
+        let other = RankQuery { pid: Some(8), ..q };
+        assert_eq!(
+            resolve(&other, Some(&Fixed(42))),
+            RankInfo {
+                rank: Some(3),
+                source: RankSource::DeviceDir
+            }
+        );
+        let loose = RankQuery {
+            device_dirs: &[],
+            ..other
+        };
+        assert_eq!(
+            resolve(&loose, None),
+            RankInfo {
+                rank: Some(1),
+                source: RankSource::DeviceColumn
+            }
+        );
+        let host = RankQuery {
+            device_dirs: &[Device::Cpu],
+            device_rows: &[Device::Cpu, Device::NotApplicable],
+            ..other
+        };
+        assert_eq!(resolve(&host, None).rank, None);
+        assert_eq!(resolve(&host, None).as_i64(), -1);
+    }
+
+    #[test]
+    fn shared_devices_and_repeated_ranks_are_noted() {
+        let dev = |r| RankInfo {
+            rank: Some(r),
+            source: RankSource::DeviceDir,
+        };
+        let procs = vec![
+            ("a".to_owned(), dev(0), Some(1)),
+            ("a".to_owned(), dev(0), Some(2)),
+            ("a".to_owned(), dev(1), Some(3)),
+        ];
+        let n = collisions(&procs);
+        assert_eq!(n.len(), 1, "{n:?}");
+        assert!(n[0].contains("1, 2") && n[0].contains("rank 0"), "{n:?}");
+        let nodes = vec![
+            ("a".to_owned(), dev(0), Some(1)),
+            ("b".to_owned(), dev(0), Some(1)),
+        ];
+        assert!(collisions(&nodes)[0].contains("repeat across"));
+        assert!(collisions(&procs[2..]).is_empty());
+    }
+}

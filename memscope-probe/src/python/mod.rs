@@ -1,0 +1,211 @@
+//! The probe's Python support, for the `memscope` Python package (issue 12): the tracer
+//! (`python_trace` files), `RecordFunction`, memory snapshots, and the probe's status. The
+//! package calls these `memscope_py_*` exports through `ctypes.PyDLL` (the GIL stays held).
+//! CPython is reached only through symbols resolved at run time (`cpython.rs`).
+
+mod cpython;
+mod intern;
+mod trace;
+
+use core::ffi::{c_char, c_int};
+use memscope_core::wire::Record;
+use memscope_runtime as rt;
+
+fn guard(err: c_int, f: impl FnOnce() -> c_int) -> c_int {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(err)
+}
+
+static mut LAST_ERROR: [u8; 128] = [0; 128];
+
+fn set_error(msg: &str) {
+    let n = msg.len().min(127);
+    // SAFETY: written only by callers holding the GIL (single writer); read the same way.
+    unsafe {
+        let buf = &mut *core::ptr::addr_of_mut!(LAST_ERROR);
+        buf[..n].copy_from_slice(&msg.as_bytes()[..n]);
+        buf[n] = 0;
+    }
+}
+
+/// `const char *memscope_py_last_error(void)`: why the last `memscope_py_*` call returned -1
+/// (static buffer, valid until the next call; empty when there is no reason).
+///
+/// # Safety
+/// Call with the GIL held (as every `memscope_py_*` function).
+#[no_mangle]
+pub unsafe extern "C" fn memscope_py_last_error() -> *const c_char {
+    core::ptr::addr_of!(LAST_ERROR).cast()
+}
+
+/// `int memscope_py_status(void)`: 1 when the probe records (a collector follows this process),
+/// 0 when it is passive (not started by `memscope run`/`memscope collect`, or the stream could
+/// not be created). Initialises the probe on first use (it reads `MEMSCOPE_*` from `environ`).
+///
+/// # Safety
+/// None.
+#[no_mangle]
+pub unsafe extern "C" fn memscope_py_status() -> c_int {
+    guard(0, || {
+        rt::safe_point();
+        c_int::from(rt::ensure_init())
+    })
+}
+
+/// `int memscope_py_defer(void)`: closes the collection window without a `STOP_TRACE` row
+/// (`config()` gives an immediate run deferred semantics). 0, or -1 when passive.
+///
+/// # Safety
+/// None.
+#[no_mangle]
+pub unsafe extern "C" fn memscope_py_defer() -> c_int {
+    guard(-1, || if rt::defer() { 0 } else { -1 })
+}
+
+/// `int memscope_py_trace_start(void)`: starts the Python tracer on every thread of the
+/// interpreter. 0 started, 1 already running, -1 cannot trace (see `memscope_py_last_error`).
+///
+/// # Safety
+/// The GIL must be held (`ctypes.PyDLL`).
+#[no_mangle]
+pub unsafe extern "C" fn memscope_py_trace_start() -> c_int {
+    guard(-1, || {
+        if !rt::ensure_init() {
+            set_error("the probe is passive in this process");
+            return -1;
+        }
+        match trace::start() {
+            Ok(true) => 0,
+            Ok(false) => 1,
+            Err(e) => {
+                set_error(e);
+                -1
+            }
+        }
+    })
+}
+
+/// `int memscope_py_trace_thread(void)`: installs the running tracer on the calling thread (a
+/// thread started after `memscope_py_trace_start`). 0 installed, -1 tracer not running.
+///
+/// # Safety
+/// The GIL must be held.
+#[no_mangle]
+pub unsafe extern "C" fn memscope_py_trace_thread() -> c_int {
+    guard(-1, || if trace::start_thread() { 0 } else { -1 })
+}
+
+/// `int memscope_py_trace_stop(void)`: stops the tracer. 0 stopped, 1 was not running, -1 error.
+///
+/// # Safety
+/// The GIL must be held.
+#[no_mangle]
+pub unsafe extern "C" fn memscope_py_trace_stop() -> c_int {
+    guard(-1, || match trace::stop() {
+        Ok(true) => 0,
+        Ok(false) => 1,
+        Err(e) => {
+            set_error(e);
+            -1
+        }
+    })
+}
+
+/// `int memscope_py_trace_active(void)`: 1 while the tracer is installed.
+///
+/// # Safety
+/// None.
+#[no_mangle]
+pub unsafe extern "C" fn memscope_py_trace_active() -> c_int {
+    c_int::from(trace::active())
+}
+
+/// `int memscope_py_record_function(const char *name, int end)`: a `RecordFunction` block
+/// starts (`end` 0) or ends. 0 recorded, -1 not recorded (outside a window, passive, NULL name).
+///
+/// # Safety
+/// The GIL must be held; `name` is NULL or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn memscope_py_record_function(name: *const c_char, end: c_int) -> c_int {
+    guard(-1, || {
+        // SAFETY: caller contract.
+        let Some(n) = (unsafe { rt::c_text(name) }) else {
+            return -1;
+        };
+        if trace::record_function(n, end != 0) {
+            0
+        } else {
+            -1
+        }
+    })
+}
+
+/// `int memscope_py_owner_addr(uint64_t addr, const char *label)`: tags the live pool block
+/// starting at `addr` with the user owner level `label` (`describer(addr, owner=…)`).
+/// Recorded inside and outside windows. 0 recorded, -1 not (passive, NULL label, dropped).
+///
+/// # Safety
+/// `label` is NULL or NUL-terminated.
+#[no_mangle]
+pub unsafe extern "C" fn memscope_py_owner_addr(addr: u64, label: *const c_char) -> c_int {
+    guard(-1, || {
+        if !rt::ensure_init() {
+            return -1;
+        }
+        // SAFETY: caller contract.
+        let Some(l) = (unsafe { rt::c_text(label) }) else {
+            return -1;
+        };
+        let rec = Record::OwnerTag {
+            ts: rt::now_ns(),
+            addr,
+            label: l,
+        };
+        if rt::record(&rec) {
+            0
+        } else {
+            -1
+        }
+    })
+}
+
+/// `int memscope_py_snapshot(const char *name, uint32_t device, uint32_t known,
+/// const uint64_t values[6])`: records a SNAPSHOT (values: total, free, reserved,
+/// peak_reserved, allocated, peak_allocated bytes; `known` bit i set when values[i] is real,
+/// the collector fills the others from its pool accounting). `device` `UINT32_MAX`: unknown.
+/// Recorded inside and outside windows (msMemScope's `take_snapshot` needs no `start()`).
+/// 0 recorded, -1 not (passive, NULL arguments, dropped).
+///
+/// # Safety
+/// `name` is NULL or NUL-terminated; `values` is NULL or points to 6 `uint64_t`.
+#[no_mangle]
+pub unsafe extern "C" fn memscope_py_snapshot(
+    name: *const c_char,
+    device: u32,
+    known: u32,
+    values: *const u64,
+) -> c_int {
+    guard(-1, || {
+        if values.is_null() || !rt::ensure_init() {
+            return -1;
+        }
+        // SAFETY: caller contract.
+        let Some(n) = (unsafe { rt::c_text(name) }) else {
+            return -1;
+        };
+        let mut v = [0u64; 6];
+        // SAFETY: `values` points to 6 readable u64 (caller contract).
+        v.copy_from_slice(unsafe { core::slice::from_raw_parts(values, 6) });
+        let ok = rt::record(&Record::Snapshot {
+            ts: rt::now_ns(),
+            device,
+            known: (known & 0x3f) as u8,
+            values: v,
+            name: n,
+        });
+        if ok {
+            0
+        } else {
+            -1
+        }
+    })
+}

@@ -1,0 +1,486 @@
+//! The data embedded in the page: one JSON document (`<script type="application/json"
+//! id="report-data">`), read by `assets/report.js`. Every time is ns since the run's first
+//! event (`RunData::t0_ns`, a decimal string since it does not fit a JSON double); every size is
+//! bytes. Lists that could grow with the run are capped, and say how many entries they left out.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+/// Version of this layout, checked by the page.
+pub const SCHEMA: &str = "memscope-report/1";
+
+/// The whole document.
+#[derive(Clone, Debug, Serialize)]
+pub struct ReportData {
+    /// [`SCHEMA`].
+    pub schema: &'static str,
+    /// Local time the report was written (RFC 3339).
+    pub generated: String,
+    /// `memscope <version>`.
+    pub tool: String,
+    /// One run, or two (base first) for a compare report.
+    pub runs: Vec<RunData>,
+    /// Op/kernel compare of the two runs.
+    pub compare: Option<CompareData>,
+    /// The caps the data was cut to.
+    pub limits: Limits,
+}
+
+/// Caps applied to the data (see [`crate::Budget`]).
+#[derive(Clone, Debug, Serialize)]
+pub struct Limits {
+    /// Time buckets per plotted series (each keeps its first, lowest, highest and last point).
+    pub series_buckets: usize,
+    /// Rows per table.
+    pub table_rows: usize,
+    /// Nodes per flame graph.
+    pub tree_nodes: usize,
+    /// Largest page allowed, bytes.
+    pub max_bytes: usize,
+}
+
+/// One run: every process of a run output directory, or one dump file.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunData {
+    /// What the user named (directory or file).
+    pub label: String,
+    /// The dump files read.
+    pub inputs: Vec<String>,
+    /// Timestamp of the first event of the run, ns since the epoch, as a decimal string.
+    pub t0_ns: String,
+    /// From the first to the last event.
+    pub duration_ns: u64,
+    /// Rows read.
+    pub events: u64,
+    /// Processes with events, in input order.
+    pub processes: Vec<ProcessData>,
+    /// Peak of each process side by side.
+    pub overview: Overview,
+    /// Warnings about the inputs (a torn last row left out), for the command to print; not
+    /// part of the page.
+    #[serde(skip)]
+    pub warnings: Vec<String>,
+}
+
+/// One traced process.
+#[derive(Clone, Debug, Serialize)]
+pub struct ProcessData {
+    /// Process id (`None`: rows without one).
+    pub pid: Option<u32>,
+    /// `pid 1234`.
+    pub label: String,
+    /// Directory (or file) it was read from.
+    pub source: String,
+    /// Rows.
+    pub events: u64,
+    /// Rows per `Event` column value.
+    pub counts: BTreeMap<String, u64>,
+    /// First and last event.
+    pub start: u64,
+    /// Last event.
+    pub end: u64,
+    /// Devices seen (`0`, `cpu`).
+    pub devices: Vec<String>,
+    /// Whether MALLOC rows carried Python / C stacks.
+    pub has_py_stacks: bool,
+    /// See `has_py_stacks`.
+    pub has_c_stacks: bool,
+    /// Memory over time.
+    pub series: Vec<SeriesData>,
+    /// The process's device memory over time, for the overview (HAL, else pools, else HOST).
+    pub headline: Option<SeriesData>,
+    /// Steps.
+    pub steps: Vec<StepData>,
+    /// Steps left out of `steps` (evenly: every k-th step is kept).
+    pub steps_omitted: u64,
+    /// msTX marks and ranges.
+    pub marks: Vec<MarkData>,
+    /// Marks left out of `marks` (evenly).
+    pub marks_omitted: u64,
+    /// Leak analysis.
+    pub leaks: LeakData,
+    /// Where memory goes: peak and end of each allocator.
+    pub allocators: Vec<AllocatorData>,
+    /// Inefficient-memory analysis.
+    pub inefficient: IneffData,
+    /// The analyses' console text (as `memscope analyze` prints it).
+    pub text: Vec<TextSection>,
+}
+
+/// A plotted level (see `memscope_core::analysis::levels`).
+#[derive(Clone, Debug, Serialize)]
+pub struct SeriesData {
+    /// Device (`0`, `cpu`).
+    pub device: String,
+    /// Allocator label (`PTA`, `HAL`, `HOST pinned`).
+    pub pool: String,
+    /// `allocated` or `reserved`.
+    pub what: &'static str,
+    /// Times of the points.
+    pub t: Vec<u64>,
+    /// Values of the points.
+    pub v: Vec<i64>,
+    /// Time of the highest value.
+    pub peak_t: u64,
+    /// The highest value.
+    pub peak_v: i64,
+    /// The value at the end.
+    pub last_v: i64,
+    /// Points received before decimation.
+    pub raw_points: u64,
+}
+
+/// One step.
+#[derive(Clone, Debug, Serialize)]
+pub struct StepData {
+    /// Number, from 1.
+    pub step: u32,
+    /// Start.
+    pub start: u64,
+    /// End, `None` while open at the end of the run.
+    pub end: Option<u64>,
+    /// Figures per level.
+    pub levels: Vec<StepLevelData>,
+}
+
+/// Figures of one level in one step.
+#[derive(Clone, Debug, Serialize)]
+pub struct StepLevelData {
+    /// Device.
+    pub device: String,
+    /// Allocator label.
+    pub pool: String,
+    /// Highest allocated bytes.
+    pub peak: i64,
+    /// Allocated at the end of the step.
+    pub end: i64,
+    /// end − allocated at the start of the step.
+    pub delta: i64,
+    /// Highest reserved bytes (pools).
+    pub reserved_peak: Option<i64>,
+    /// MALLOC rows.
+    pub mallocs: u64,
+    /// FREE rows.
+    pub frees: u64,
+    /// Gap analysis: lowest `used` in the step (PTA, ATB, MindSpore; steps ≥ 2).
+    pub gap_min: Option<i64>,
+    /// Gap analysis: highest `used` in the step.
+    pub gap_max: Option<i64>,
+    /// Gap analysis: min/max in percent.
+    pub gap_ratio: Option<f64>,
+}
+
+/// An msTX mark (or range edge) for the time axis.
+#[derive(Clone, Debug, Serialize)]
+pub struct MarkData {
+    /// Time.
+    pub t: u64,
+    /// Message.
+    pub name: String,
+    /// `Mark`, `Range_start`, `Range_end`.
+    pub kind: String,
+}
+
+/// Results of the leak analysis.
+#[derive(Clone, Debug, Serialize, Default)]
+pub struct LeakData {
+    /// Pool leaks (capped).
+    pub pool: Vec<LeakRow>,
+    /// Pool leaks in all.
+    pub pool_count: u64,
+    /// Bytes of all pool leaks.
+    pub pool_bytes: u64,
+    /// Highest step that ended (blocks of step 1 and of the last ended step are not judged).
+    pub steps_ended: u32,
+    /// HAL blocks live at exit (capped).
+    pub hal: Vec<HalRow>,
+    /// HAL blocks live at exit in all.
+    pub hal_count: u64,
+    /// Their bytes.
+    pub hal_bytes: u64,
+}
+
+/// One pool leak.
+#[derive(Clone, Debug, Serialize)]
+pub struct LeakRow {
+    /// MALLOC ID.
+    pub id: u64,
+    /// Time of the MALLOC.
+    pub t: Option<u64>,
+    /// Device.
+    pub device: String,
+    /// Pool.
+    pub pool: String,
+    /// Bytes.
+    pub size: u64,
+    /// `0x…`.
+    pub addr: String,
+    /// Step allocated in.
+    pub step: u32,
+    /// Op or kernel.
+    pub under: String,
+    /// Owner chain.
+    pub owner: Option<String>,
+    /// Python stack.
+    pub py_stack: Option<String>,
+    /// C stack.
+    pub c_stack: Option<String>,
+}
+
+/// One HAL block live at exit.
+#[derive(Clone, Debug, Serialize)]
+pub struct HalRow {
+    /// Device.
+    pub device: String,
+    /// `0x…`.
+    pub addr: String,
+    /// Bytes.
+    pub size: u64,
+}
+
+/// Peak and end of one allocator on one device.
+#[derive(Clone, Debug, Serialize)]
+pub struct AllocatorData {
+    /// Device.
+    pub device: String,
+    /// Allocator.
+    pub pool: String,
+    /// Bytes live at the peak.
+    pub peak: u64,
+    /// Time of the peak.
+    pub peak_t: u64,
+    /// Blocks live at the peak.
+    pub peak_blocks: u64,
+    /// Bytes live at the end.
+    pub end: u64,
+    /// Blocks live at the end.
+    pub end_blocks: u64,
+    /// Per moment (`peak`, `end`), the views of what was live.
+    pub at: BTreeMap<&'static str, LiveView>,
+}
+
+/// What was live at one moment.
+#[derive(Clone, Debug, Serialize)]
+pub struct LiveView {
+    /// By owner chain (from the decompose analysis).
+    pub owners: Tree,
+    /// By Python stack, outermost frame at the root (absent without stacks).
+    pub py: Option<Tree>,
+    /// By C stack.
+    pub c: Option<Tree>,
+    /// By Python stack, innermost frame (the allocation site) at the root.
+    pub py_inverted: Option<Tree>,
+    /// By C stack, innermost frame at the root.
+    pub c_inverted: Option<Tree>,
+    /// Top allocation sites.
+    pub sites: Vec<SiteRow>,
+    /// What a site is: `C frame`, `Python frame` or `op/kernel`.
+    pub site_kind: &'static str,
+    /// The largest blocks.
+    pub blocks: Vec<BlockRow>,
+}
+
+/// A flame-graph node: name, bytes, blocks, children (largest first).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Tree {
+    /// Frame or owner level.
+    pub n: String,
+    /// Bytes.
+    pub v: u64,
+    /// Blocks.
+    pub b: u64,
+    /// Children.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub c: Vec<Tree>,
+}
+
+/// An allocation site.
+#[derive(Clone, Debug, Serialize)]
+pub struct SiteRow {
+    /// Frame text or op name.
+    pub site: String,
+    /// Bytes live.
+    pub bytes: u64,
+    /// Blocks live.
+    pub blocks: u64,
+}
+
+/// A live block.
+#[derive(Clone, Debug, Serialize)]
+pub struct BlockRow {
+    /// MALLOC ID.
+    pub id: u64,
+    /// Time of the MALLOC.
+    pub t: u64,
+    /// Bytes.
+    pub size: u64,
+    /// `0x…`.
+    pub addr: String,
+    /// Owner chain.
+    pub owner: String,
+    /// Op or kernel.
+    pub under: String,
+    /// Innermost frame (C, else Python).
+    pub frame: String,
+}
+
+/// Results of the inefficient-memory analysis.
+#[derive(Clone, Debug, Serialize, Default)]
+pub struct IneffData {
+    /// Blocks per class.
+    pub counts: BTreeMap<&'static str, u64>,
+    /// The annotated blocks (capped, largest first).
+    pub blocks: Vec<IneffRow>,
+    /// Annotated blocks in all.
+    pub total: u64,
+    /// Ops of idleness of the temporary_idleness rule.
+    pub idle_threshold: u64,
+}
+
+/// One annotated block.
+#[derive(Clone, Debug, Serialize)]
+pub struct IneffRow {
+    /// MALLOC ID.
+    pub id: u64,
+    /// Time of the MALLOC.
+    pub t: u64,
+    /// Device.
+    pub device: String,
+    /// Pool.
+    pub pool: String,
+    /// Bytes.
+    pub size: u64,
+    /// Op it was allocated in.
+    pub op: String,
+    /// Classes found.
+    pub types: Vec<&'static str>,
+}
+
+/// One section of the console text.
+#[derive(Clone, Debug, Serialize)]
+pub struct TextSection {
+    /// Heading.
+    pub title: String,
+    /// Lines.
+    pub lines: Vec<String>,
+}
+
+/// Processes side by side.
+#[derive(Clone, Debug, Serialize, Default)]
+pub struct Overview {
+    /// What `peak` measures (`HAL device memory`, …).
+    pub metric: String,
+    /// One row per process.
+    pub rows: Vec<OverviewRow>,
+    /// Imbalance of the peaks (two processes or more with device memory).
+    pub imbalance: Option<Imbalance>,
+}
+
+/// One process in the overview.
+#[derive(Clone, Debug, Serialize)]
+pub struct OverviewRow {
+    /// Index into `RunData::processes`.
+    pub process: usize,
+    /// Label.
+    pub label: String,
+    /// Devices.
+    pub devices: Vec<String>,
+    /// Peak of the headline series.
+    pub peak: i64,
+    /// Its time.
+    pub peak_t: u64,
+    /// End value of the headline series.
+    pub end: i64,
+    /// What the headline series is.
+    pub metric: String,
+    /// Rows.
+    pub events: u64,
+    /// Pool leaks.
+    pub leaks: u64,
+    /// Their bytes.
+    pub leak_bytes: u64,
+}
+
+/// Spread of the per-process peaks.
+#[derive(Clone, Debug, Serialize)]
+pub struct Imbalance {
+    /// Highest peak.
+    pub max: i64,
+    /// Its process label.
+    pub max_label: String,
+    /// Lowest peak.
+    pub min: i64,
+    /// Its process label.
+    pub min_label: String,
+    /// Mean of the peaks.
+    pub mean: f64,
+    /// (max − min) / max in percent.
+    pub spread_pct: f64,
+    /// max / mean.
+    pub max_over_mean: f64,
+}
+
+/// Compare of two runs.
+#[derive(Clone, Debug, Serialize)]
+pub struct CompareData {
+    /// Label of the base run.
+    pub base: String,
+    /// Label of the compared run.
+    pub compare: String,
+    /// One block per level with rows on either side.
+    pub levels: Vec<CompareLevel>,
+}
+
+/// Compare at one level.
+#[derive(Clone, Debug, Serialize)]
+pub struct CompareLevel {
+    /// `op` or `kernel`.
+    pub level: &'static str,
+    /// The compare analysis' rows (capped: the largest |diff| kept, with their position).
+    pub rows: Vec<CompareRowData>,
+    /// Rows in all.
+    pub rows_total: u64,
+    /// Totals per name and device, largest |diff| first (capped).
+    pub by_name: Vec<CompareAgg>,
+    /// Names in all.
+    pub names_total: u64,
+    /// Notes of the analysis.
+    pub notes: Vec<String>,
+}
+
+/// One compare row.
+#[derive(Clone, Debug, Serialize)]
+pub struct CompareRowData {
+    /// Position in the aligned sequence.
+    pub i: u64,
+    /// Op or kernel name.
+    pub name: String,
+    /// Device.
+    pub device: u32,
+    /// Memory change on the base side (`None`: no match).
+    pub base: Option<i64>,
+    /// Memory change on the compare side.
+    pub compare: Option<i64>,
+    /// compare − base.
+    pub diff: i64,
+}
+
+/// Totals of one name on one device.
+#[derive(Clone, Debug, Serialize)]
+pub struct CompareAgg {
+    /// Op or kernel name.
+    pub name: String,
+    /// Device.
+    pub device: u32,
+    /// Calls on the base side.
+    pub base_n: u64,
+    /// Calls on the compare side.
+    pub compare_n: u64,
+    /// Sum of the base side's changes.
+    pub base: i64,
+    /// Sum of the compare side's changes.
+    pub compare: i64,
+    /// compare − base.
+    pub diff: i64,
+}

@@ -1,0 +1,53 @@
+"""``start()``, ``stop()``, ``step()`` (behaviour spec §3)."""
+
+import warnings
+
+from ._session import session
+
+
+def start():
+    """Opens a collection window (msMemScope ``start``): records ``SYSTEM/START_TRACE`` and
+    everything the configured sources see until :func:`stop`; several windows are allowed.
+
+    In a plain ``python`` process the first call starts the collector (``memscope collect``) with
+    the configuration of :func:`memscope.config`, and says once what needs the launcher.
+    Raises ``RuntimeError`` when memscope cannot record in this process (probe not found).
+    """
+    s = session()
+    with s.lock:
+        lib = s.require()
+        from . import _config, _tracer
+
+        if s.config is None:
+            s.config = _config._check({})
+        s.ensure_collector(s.config)
+        if lib.memscope_start() != 0:
+            raise RuntimeError("memscope.start(): the probe is passive in this process "
+                               "(no collector follows it)")
+        s.window = True
+        s.api_started = True
+        print("[memscope] Info: Start tracing.")
+        if _tracer.wanted and not lib.memscope_py_trace_active():
+            _tracer.tracer.start()
+
+
+def stop():
+    """Closes the collection window (msMemScope ``stop``): records ``SYSTEM/STOP_TRACE``."""
+    s = session()
+    with s.lock:
+        lib = s.require()
+        lib.memscope_stop()
+        s.window = False
+        print("[memscope] Info: Stop tracing.")
+
+
+def step():
+    """Records ``SYSTEM/STEP`` (Name: the 1-based step count), inside a window only.
+
+    msMemScope silently ignores a step outside a window; memscope warns.
+    """
+    s = session()
+    lib = s.require()
+    if lib.memscope_step() != 0:
+        warnings.warn("memscope.step(): not recorded (outside a start()/stop() window)",
+                      RuntimeWarning, stacklevel=2)

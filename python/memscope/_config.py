@@ -1,0 +1,131 @@
+"""``memscope.config(**kwargs)``: msMemScope's ``config`` (behaviour spec §3).
+
+Values are parsed by the memscope CLI itself (``memscope config check``), so they mean exactly
+what the ``memscope run`` flags of the same name mean.
+"""
+
+import warnings
+
+from . import _locate
+from ._session import session
+
+#: config() keys and the ``memscope run`` flag each one is.
+KEYS = {
+    "device": "--device",
+    "level": "--level",
+    "events": "--events",
+    "call_stack": "--call-stack",
+    "analysis": "--analysis",
+    "watch": "--watch",
+    "format": "--format",
+    "output_path": "--output-path",
+}
+#: msMemScope's deprecated spellings.
+ALIASES = {"data_format": "format", "output": "output_path"}
+#: Keys msMemScope lets be set only once (later values are ignored with a warning).
+ONCE = ("format", "output_path", "watch")
+_FLAG_TO_KEY = {v: k for k, v in KEYS.items()}
+
+
+def _check(values):
+    """Validates ``values`` (config() keys) with the CLI; returns memscope's config.json dict."""
+    args = ["config", "check"]
+    for k, v in values.items():
+        args.append("%s=%s" % (KEYS[k], v))
+    r = _locate.run_cli(args, stdout=-1, stderr=-1)
+    if r.returncode != 0:
+        msg = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "invalid value"
+        msg = msg.replace("memscope: ", "", 1)
+        flag = msg.split(":", 1)[0]
+        key = _FLAG_TO_KEY.get(flag, flag)
+        raise ValueError("memscope.config(%s=%r): %s" % (key, values.get(key), msg))
+    import json
+
+    return json.loads(r.stdout)
+
+
+def _differences(mine, run):
+    keys = ("events", "level", "call_stack", "analysis", "device", "format", "output_path")
+    return [k for k in keys if run is not None and mine.get(k) != run.get(k)]
+
+
+def config(**kwargs):
+    """Sets the collection configuration (msMemScope ``config``).
+
+    Keyword arguments only, every value a ``str`` parsed like the ``memscope run`` flag of the
+    same name: ``device``, ``level``, ``events``, ``call_stack``, ``analysis``, ``watch``,
+    ``format``, ``output_path`` (``data_format``, ``output``: msMemScope's old names).
+
+    As in msMemScope: each call starts from the defaults (it is not a merge), ``format`` and
+    ``output_path`` can be set once (later values are ignored with a warning), and the
+    configuration gives deferred semantics — nothing is recorded until :func:`memscope.start`.
+    ``events`` containing ``traceback`` makes :func:`memscope.start` start the Python tracer
+    (one without stops it).
+
+    Raises ``ValueError`` naming the key for an unknown key, a bad value, no arguments, or
+    ``watch`` (memscope has no tensor watch); ``TypeError`` for a value that is not a ``str``.
+    Where memscope does better than msMemScope: the message names the key and the reason
+    (msMemScope: "Set msmemscope trace config failed!"); under ``memscope run`` every key that
+    differs from the launcher's flags is named in a warning (the launcher's flags are in force
+    there, its collector is already running); ``call_stack="python"`` warns that Python stacks
+    per event are not recorded yet.
+    """
+    if not kwargs:
+        raise ValueError("memscope.config(): at least one keyword argument is required")
+    values = {}
+    for k, v in kwargs.items():
+        key = ALIASES.get(k, k)
+        if key not in KEYS:
+            raise ValueError("memscope.config(%s=...): unknown key (known: %s)"
+                             % (k, ", ".join(sorted(KEYS))))
+        if not isinstance(v, str):
+            raise TypeError("memscope.config(%s=...): the value must be a str, not %s"
+                            % (k, type(v).__name__))
+        if key in values:
+            warnings.warn("memscope.config(): %s given twice; the second value is ignored" % k,
+                          RuntimeWarning, stacklevel=2)
+            continue
+        values[key] = v
+    if "watch" in values:
+        raise ValueError("memscope.config(watch=%r): memscope has no tensor watch" % values["watch"])
+    s = session()
+    with s.lock:
+        prev = s.config or {}
+        for k in ONCE:
+            if k in values and k in s.config_set_once:
+                warnings.warn("memscope.config(%s=...): already set once; the new value is ignored"
+                              % k, RuntimeWarning, stacklevel=2)
+                del values[k]
+        for k in ONCE:
+            if k not in values and k in s.config_set_once and k in prev:
+                values[k] = prev[k] if isinstance(prev[k], str) else ",".join(prev[k])
+        cfg = _check(values)
+        s.config_set_once.update(k for k in ONCE if k in values)
+        if (cfg.get("call_stack") or []) and any(x.startswith("python") for x in cfg["call_stack"]):
+            warnings.warn("memscope.config(call_stack=...): Python stacks per event are not "
+                          "recorded yet; only C stacks (under memscope run) are",
+                          RuntimeWarning, stacklevel=2)
+        s.config = cfg
+        if s.mode in ("launcher", "attached"):
+            diff = _differences(cfg, s.run_config())
+            if diff:
+                warnings.warn("memscope.config(): %s differ(s) from the flags of `memscope run`, "
+                              "which are in force in this run; pass them to memscope run"
+                              % ", ".join(diff), RuntimeWarning, stacklevel=2)
+            if not s.api_started and s.lib is not None:
+                s.lib.memscope_py_defer()
+        elif s.mode == "plain" and s.collector is not None:
+            warnings.warn("memscope.config(): the collector of this process is already running; "
+                          "the new configuration does not reach it (call config() before the "
+                          "first start())", RuntimeWarning, stacklevel=2)
+        from . import _tracer
+
+        if "traceback" in cfg.get("events", []):
+            _tracer.wanted = True
+            if s.window:
+                _tracer.tracer.start()
+        else:
+            _tracer.wanted = False
+            if s.lib is not None and s.lib.memscope_py_trace_active():
+                _tracer.tracer.stop()
+    return None

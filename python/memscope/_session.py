@@ -1,0 +1,216 @@
+"""The process's connection to the probe and its collector.
+
+Three ways this process can be traced:
+
+* ``launcher``: started by ``memscope run`` (the probe is ``LD_PRELOAD``-ed and a collector
+  follows ``MEMSCOPE_SPOOL``). Every hook works: driver (HAL), ACL, kernel launches, host
+  ``malloc``, msTX, pools.
+* ``attached``: ``MEMSCOPE_SPOOL`` is inherited from a traced parent but the probe is not
+  preloaded (``LD_PRELOAD`` was cleared): the probe is loaded here and writes to the parent's
+  collector.
+* ``plain``: ``python train.py``. At import this module sets ``MSTX_INJECTION_PATH`` to the
+  probe (before the framework loads its msTX front end; the front end reads it at its first
+  call), points ``MEMSCOPE_SPOOL`` at a private spool and loads the probe without making it
+  global (so it interposes nothing). The first :func:`memscope.start` starts a collector
+  (``memscope collect``) on that spool. What works: msTX marks and ranges, framework pool
+  blocks reported through msTX (PTA, MindSpore, ATB pools), owners, steps, snapshots, the Python
+  trace. What needs the launcher: driver memory (HAL) and pinned host memory, ACL events and
+  kernel launches, ATB operator hooks, host ``malloc`` and C call stacks — they are hooked by
+  symbol interposition, which only ``LD_PRELOAD`` gives.
+"""
+
+import atexit
+import ctypes
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+
+from . import _locate
+
+#: Adapters that work without the launcher (bit masks of memscope_core::adapter::AdapterId).
+PLAIN_ADAPTERS = "mstx,pta,mindspore,atb"
+_PLAIN_MASK = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 3)
+
+LAUNCHER_NOTE = (
+    "memscope: plain-python mode records msTX marks/ranges, framework pool blocks (PTA, "
+    "MindSpore, ATB pools), owners, steps, snapshots and the Python trace; driver memory (HAL), "
+    "ACL and kernel launches, ATB operators, host malloc and C stacks need the launcher: "
+    "memscope run -- python %s" % (os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "script.py"))
+
+_FUNCS = {
+    "memscope_start": ([], ctypes.c_int),
+    "memscope_stop": ([], ctypes.c_int),
+    "memscope_step": ([], ctypes.c_int),
+    "memscope_owner_push": ([ctypes.c_char_p], ctypes.c_int),
+    "memscope_owner_pop": ([], ctypes.c_int),
+    "memscope_py_status": ([], ctypes.c_int),
+    "memscope_py_defer": ([], ctypes.c_int),
+    "memscope_py_last_error": ([], ctypes.c_char_p),
+    "memscope_py_trace_start": ([], ctypes.c_int),
+    "memscope_py_trace_thread": ([], ctypes.c_int),
+    "memscope_py_trace_stop": ([], ctypes.c_int),
+    "memscope_py_trace_active": ([], ctypes.c_int),
+    "memscope_py_owner_addr": ([ctypes.c_uint64, ctypes.c_char_p], ctypes.c_int),
+    "memscope_py_record_function": ([ctypes.c_char_p, ctypes.c_int], ctypes.c_int),
+    "memscope_py_snapshot": ([ctypes.c_char_p, ctypes.c_uint32, ctypes.c_uint32,
+                              ctypes.POINTER(ctypes.c_uint64)], ctypes.c_int),
+}
+
+
+class Session:
+    """State of this process: mode, probe handle, collector, effective configuration."""
+
+    def __init__(self):
+        self.lock = threading.RLock()
+        self.mode = None
+        self.lib = None
+        self.error = None
+        self.spool = None
+        self.collector = None
+        self.config = None          # effective config (memscope config.json keys), or None
+        self.config_set_once = set()  # format/output_path set by config() already
+        self.window = False
+        self.api_started = False
+        self.note_printed = False
+        self._setup()
+
+    # ---- set-up -----------------------------------------------------------------------
+    def _bind(self, lib):
+        for name, (args, res) in _FUNCS.items():
+            f = getattr(lib, name)
+            f.argtypes = args
+            f.restype = res
+        self.lib = lib
+
+    def _setup(self):
+        spool = os.environ.get("MEMSCOPE_SPOOL")
+        try:
+            glob = ctypes.PyDLL(None)
+            glob.memscope_py_status  # noqa: B018 - probe preloaded?
+            preloaded = True
+        except AttributeError:
+            preloaded = False
+        if spool and preloaded:
+            self.mode = "launcher"
+            self._bind(glob)
+            return
+        try:
+            probe = _locate.probe()
+        except RuntimeError as e:
+            self.mode = "unavailable"
+            self.error = str(e)
+            return
+        if spool and os.path.isdir(spool):
+            self.mode = "attached"
+        else:
+            self.mode = "plain"
+            self.spool = tempfile.mkdtemp(prefix="memscope_spool_")
+            os.environ["MEMSCOPE_SPOOL"] = self.spool
+            os.environ["MEMSCOPE_ADAPTERS"] = str(_PLAIN_MASK)
+            os.environ["MEMSCOPE_COLLECT_MODE"] = "deferred"
+            os.environ.pop("MEMSCOPE_C_STACK", None)
+            mstx = os.environ.get("MSTX_INJECTION_PATH")
+            if mstx and os.path.realpath(mstx) != os.path.realpath(probe):
+                warnings.warn("memscope: MSTX_INJECTION_PATH is already set to %s (another tool); "
+                              "msTX marks and framework pools are not recorded by memscope"
+                              % mstx, RuntimeWarning, stacklevel=3)
+            else:
+                os.environ["MSTX_INJECTION_PATH"] = probe
+            late = [m for m in ("torch_npu", "mindspore", "mstx") if m in sys.modules]
+            if late:
+                warnings.warn("memscope: imported after %s; msTX marks and framework pools are "
+                              "recorded only if that framework had not called msTX yet: import "
+                              "memscope first" % ", ".join(late), RuntimeWarning, stacklevel=3)
+            atexit.register(self._at_exit)
+        self._bind(ctypes.PyDLL(probe, mode=os.RTLD_NOW | os.RTLD_LOCAL))
+
+    def _at_exit(self):
+        try:
+            if self.lib is not None and self.lib.memscope_py_trace_active():
+                self.lib.memscope_py_trace_stop()
+            if self.window and self.lib is not None:
+                self.lib.memscope_stop()
+        finally:
+            if self.collector is None and self.spool:
+                shutil.rmtree(self.spool, ignore_errors=True)
+            elif self.collector is not None:
+                self._barrier()
+
+    def _barrier(self, timeout=10.0):
+        """Waits until the collector has written everything committed so far."""
+        done = os.path.join(self.spool, "barrier.done")
+        try:
+            open(os.path.join(self.spool, "barrier"), "w").close()
+        except OSError:
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.collector.poll() is None:
+            if os.path.exists(done):
+                return
+            time.sleep(0.01)
+
+    # ---- helpers ----------------------------------------------------------------------
+    def require(self):
+        """The probe handle; ``RuntimeError`` when memscope cannot record in this process."""
+        if self.lib is None:
+            raise RuntimeError(self.error or "memscope: the probe is not available")
+        return self.lib
+
+    def last_error(self):
+        lib = self.require()
+        msg = lib.memscope_py_last_error()
+        return msg.decode("utf-8", "replace") if msg else ""
+
+    def run_config(self):
+        """The configuration ``memscope run`` was started with (launcher mode), or None."""
+        text = os.environ.get("MEMSCOPE_RUN_CONFIG")
+        if not text:
+            return None
+        try:
+            return json.loads(text)
+        except ValueError:
+            return None
+
+    # ---- the collector of plain mode --------------------------------------------------
+    def ensure_collector(self, cfg):
+        """Starts ``memscope collect`` on the private spool (plain mode, first start())."""
+        if self.mode != "plain" or self.collector is not None:
+            return
+        if not self.note_printed:
+            print(LAUNCHER_NOTE, file=sys.stderr)
+            self.note_printed = True
+        cfg = dict(cfg)
+        cfg["collect_mode"] = "deferred"
+        cfg["adapters"] = PLAIN_ADAPTERS.split(",")
+        path = os.path.join(self.spool, "memscope-config.json")
+        with open(path, "w") as f:
+            json.dump(cfg, f)
+        # Own session: a Ctrl-C to the job must not kill its collector before it has read
+        # everything the job recorded.
+        p = subprocess.Popen([_locate.cli(), "collect", "--spool", self.spool, "--pid",
+                              str(os.getpid()), "--config", path],
+                             stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                             universal_newlines=True, start_new_session=True)
+        line = p.stdout.readline().strip()
+        if line != "ready":
+            p.wait()
+            raise RuntimeError("memscope: the collector did not start (exit code %s)"
+                               % p.returncode)
+        self.collector = p
+
+
+SESSION = None
+
+
+def session():
+    """The process-wide :class:`Session` (created on first use, i.e. at ``import memscope``)."""
+    global SESSION
+    if SESSION is None:
+        SESSION = Session()
+    return SESSION

@@ -1,0 +1,62 @@
+"""``memscope.tracer``: the Python tracer (``python_trace_{TID}_{ts}.csv``, spec §5.4).
+
+The probe installs a C-level profile function on every thread of the interpreter
+(``PyEval_SetProfileAllThreads`` on 3.12+, each thread state before) and records every Python
+and C call and return into its stream, on the clock of the dump; threads started later get it
+through ``threading.setprofile``. Rows are written by the collector.
+"""
+
+import sysconfig
+import threading
+import warnings
+
+from ._session import session
+
+#: config(events=...traceback) asked for the tracer (started by start()).
+wanted = False
+
+
+def _thread_hook(*_):
+    # First profile event of a new thread: replace this Python hook by the probe's C one.
+    lib = session().lib
+    if lib is not None:
+        lib.memscope_py_trace_thread()
+
+
+class Tracer:
+    """``tracer.start()`` / ``tracer.stop()`` (msMemScope's Python tracing; rows are written
+    while a collection window is open)."""
+
+    def start(self):
+        """Starts tracing every thread. Warns (and does nothing) when it cannot run here."""
+        s = session()
+        if sysconfig.get_config_var("Py_GIL_DISABLED"):
+            warnings.warn("memscope.tracer.start(): free-threaded Python builds are not supported",
+                          RuntimeWarning, stacklevel=2)
+            return
+        lib = s.require()
+        rc = lib.memscope_py_trace_start()
+        if rc < 0:
+            warnings.warn("memscope.tracer.start(): %s" % s.last_error(), RuntimeWarning,
+                          stacklevel=2)
+            return
+        if rc == 1:
+            warnings.warn("memscope.tracer.start(): the tracer is already running",
+                          RuntimeWarning, stacklevel=2)
+        threading.setprofile(_thread_hook)
+
+    def stop(self):
+        """Stops tracing; calls still open are written with EndTime N/A."""
+        s = session()
+        lib = s.require()
+        threading.setprofile(None)
+        rc = lib.memscope_py_trace_stop()
+        if rc == 1:
+            warnings.warn("memscope.tracer.stop(): the tracer is not running", RuntimeWarning,
+                          stacklevel=2)
+        elif rc < 0:
+            warnings.warn("memscope.tracer.stop(): %s" % s.last_error(), RuntimeWarning,
+                          stacklevel=2)
+
+
+tracer = Tracer()

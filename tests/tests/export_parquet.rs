@@ -1,0 +1,270 @@
+//! Issue 15: `memscope export --to parquet` — a hive-partitioned dataset of a 16-rank job,
+//! queried with the documented DuckDB and DataFusion queries of `docs/export.md`
+//! (`tests/export/query_parquet.py`), giving the per-rank peaks of memscope's own analysis.
+
+mod export_common;
+
+use export_common::*;
+use memscope_tests::*;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+const RANKS: u32 = 16;
+
+/// Rank `r` of a synthetic job: pid 3000+r on NPU r, steps of PTA blocks with a peak that
+/// grows with the rank, `r % 3` blocks leaked per rank (closed by msMemScope's shadow FREEs),
+/// HAL reservations, and on even ranks a host (device_cpu) file too.
+fn rank(r: u32, root: &Path) -> (u64, u64) {
+    let mut p = Proc::new(3000 + r, 1_767_225_600_000_000_000 + u64::from(r) * 7);
+    let dev = r.to_string();
+    p.row("SYSTEM", "ACL_INIT", "", "N/A", None, "", "", "");
+    let seg = 0x1_0000_0000 + u64::from(r) * 0x1000_0000;
+    let hal = p.malloc("HAL", &dev, seg, 256 << 20, None, "CANN@RUNTIME", "", "");
+    if r.is_multiple_of(2) {
+        let h = p.malloc("HOST", "cpu", 0x7000_0000, 4096, None, "", "", "");
+        p.free("HOST", "cpu", h, 0x7000_0000, 4096, None, false);
+    }
+    let mut leaked = Vec::new();
+    let mut addr = seg;
+    for step in 1..=5u64 {
+        p.row(
+            "MSTX",
+            "Range_start",
+            "step start",
+            &dev,
+            None,
+            &format!("{{range_id:{step}}}"),
+            "",
+            "",
+        );
+        let mut live = Vec::new();
+        for k in 0..(20 + u64::from(r)) {
+            let size = 4096 * (1 + (k % 7)) + u64::from(r) * 512;
+            let owner = if k % 2 == 0 {
+                "PTA@model@layer"
+            } else {
+                "PTA@optimizer"
+            };
+            let id = p.malloc("PTA", &dev, addr, size, Some(256 << 20), owner, "", "");
+            live.push((id, addr, size));
+            addr += size;
+            if k % 3 == 2 {
+                let (id, a, s) = live.remove(0);
+                p.free("PTA", &dev, id, a, s, Some(256 << 20), false);
+            }
+        }
+        if step <= u64::from(r % 3) {
+            leaked.push(live.pop().unwrap());
+        }
+        for (id, a, s) in live {
+            p.free("PTA", &dev, id, a, s, Some(256 << 20), false);
+        }
+        p.row(
+            "MSTX",
+            "Range_end",
+            "step start",
+            &dev,
+            None,
+            &format!("{{range_id:{step}}}"),
+            "",
+            "",
+        );
+    }
+    let bytes = leaked.iter().map(|l| l.2).sum();
+    let count = leaked.len() as u64;
+    for (id, a, s) in leaked {
+        p.free("PTA", &dev, id, a, s, Some(256 << 20), true);
+    }
+    p.free("HAL", &dev, hal, seg, 256 << 20, None, true);
+    p.row("SYSTEM", "ACL_FINI", "", "N/A", None, "", "", "");
+    p.write_layout(root);
+    (count, bytes)
+}
+
+/// PTA peak of each rank's dump as `memscope analyze decompose` reports it (sum of the owners'
+/// bytes at the pool's peak).
+fn decompose_peaks(root: &Path, out: &Path) -> BTreeMap<i64, i64> {
+    let mut peaks = BTreeMap::new();
+    for r in 0..RANKS {
+        let dump = root
+            .join(format!("msmemscope_{}_20260101000000_ascend", 3000 + r))
+            .join(format!("device_{r}/dump/memscope_dump_20260101000000.csv"));
+        let dir = out.join(format!("dec{r}"));
+        let o = memscope(&[
+            "analyze",
+            "decompose",
+            dump.to_str().unwrap(),
+            "-o",
+            dir.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let csv = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .next()
+            .unwrap()
+            .path();
+        let mut peak = 0i64;
+        for row in csv::Reader::from_path(&csv).unwrap().records() {
+            let row = row.unwrap();
+            if &row[1] == r.to_string().as_str() && &row[2] == "PTA" {
+                peak += row[4].parse::<i64>().unwrap();
+            }
+        }
+        peaks.insert(i64::from(r), peak);
+    }
+    peaks
+}
+
+fn column(rows: &serde_json::Value, key: usize, val: usize) -> BTreeMap<i64, i64> {
+    rows.as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r[key].as_i64().unwrap(), r[val].as_i64().unwrap()))
+        .collect()
+}
+
+#[test]
+fn parquet_per_rank_peaks_of_a_16_rank_job_match_memscope_analysis_on_duckdb_and_datafusion() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("job");
+    let mut leaks = BTreeMap::new();
+    for r in 0..RANKS {
+        let (n, bytes) = rank(r, &root);
+        if n > 0 {
+            leaks.insert(i64::from(r), (n as i64, bytes as i64));
+        }
+    }
+    let ds = d.path().join("dataset");
+    let stdout = export("parquet", &[&root], &ds);
+    assert!(stdout.contains("16 process(es)"), "{stdout}");
+    let v = py_check(
+        "query_parquet.py",
+        &[
+            repo_root().join("docs/export.md").to_str().unwrap(),
+            ds.to_str().unwrap(),
+        ],
+    );
+    let want = decompose_peaks(&root, d.path());
+    assert_eq!(want.len(), 16);
+    assert!(
+        want.values()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+            > 8,
+        "peaks differ by rank: {want:?}"
+    );
+    let duck = column(&v["duckdb"]["peak_per_rank"], 0, 2);
+    let fusion = column(&v["datafusion"]["peak_per_rank"], 0, 2);
+    assert_eq!(duck, want, "DuckDB's peaks are memscope's");
+    assert_eq!(fusion, want, "DataFusion's peaks are memscope's");
+    // device_id = rank: ranks come from the device directories
+    for row in v["duckdb"]["peak_per_rank"].as_array().unwrap() {
+        assert_eq!(row[0], row[1], "{row}");
+    }
+    let imb = &v["duckdb"]["imbalance"][0];
+    assert_eq!(imb[0], 16, "{imb}");
+    let heaviest = want
+        .iter()
+        .max_by_key(|(_, p)| **p)
+        .map(|(r, _)| *r)
+        .unwrap();
+    assert_eq!(imb[5], heaviest, "the rank with the largest peak: {imb}");
+    assert_eq!(imb[3], *want.values().max().unwrap(), "{imb}");
+    assert_eq!(imb[1], *want.values().min().unwrap(), "{imb}");
+    let want_leaks: BTreeMap<i64, i64> = leaks.iter().map(|(r, (n, _))| (*r, *n)).collect();
+    assert_eq!(column(&v["duckdb"]["leaks_per_rank"], 0, 1), want_leaks);
+    assert_eq!(column(&v["datafusion"]["leaks_per_rank"], 0, 1), want_leaks);
+    let bytes: BTreeMap<i64, i64> = leaks.iter().map(|(r, (_, b))| (*r, *b)).collect();
+    assert_eq!(column(&v["duckdb"]["leaks_per_rank"], 0, 2), bytes);
+    let owners = v["duckdb"]["top_owners"].as_array().unwrap();
+    let names: Vec<&str> = owners.iter().map(|o| o[0].as_str().unwrap_or("")).collect();
+    assert!(
+        names.contains(&"PTA@model@layer") && names.contains(&"PTA@optimizer"),
+        "{names:?}"
+    );
+    assert_eq!(
+        owners[0][1], 16,
+        "the top owner is on every rank: {owners:?}"
+    );
+    // every row of every dump, once (device-less rows copied into each device file once)
+    let rows: u64 = (0..RANKS)
+        .map(|r| {
+            let dir = root.join(format!("msmemscope_{}_20260101000000_ascend", 3000 + r));
+            let mut ids = std::collections::BTreeSet::new();
+            walk(&dir, &mut |p| {
+                for row in read_csv(p) {
+                    ids.insert(row["ID"].clone());
+                }
+            });
+            ids.len() as u64
+        })
+        .sum();
+    assert_eq!(v["rows"], rows, "{v}");
+    assert_eq!(v["files"], 16);
+}
+
+#[test]
+fn parquet_refuses_a_non_empty_output_and_takes_loose_files_rank_from_their_rows() {
+    let d = tempfile::tempdir().unwrap();
+    let mut p = Proc::new(61, 1_767_225_600_000_000_000);
+    let id = p.malloc("PTA", "5", 0x1000, 4096, Some(1 << 20), "PTA", "", "");
+    p.free("PTA", "5", id, 0x1000, 4096, Some(1 << 20), false);
+    let loose = d.path().join("rank5.csv");
+    p.write_file(&loose);
+    let ds = d.path().join("ds");
+    std::fs::create_dir(&ds).unwrap();
+    std::fs::write(ds.join("keep.txt"), b"x").unwrap();
+    let err = fails(&memscope(&[
+        "export",
+        "--to",
+        "parquet",
+        loose.to_str().unwrap(),
+        "-o",
+        ds.to_str().unwrap(),
+    ]));
+    assert!(err.contains("not empty"), "{err}");
+    let ds2 = d.path().join("ds2");
+    export("parquet", &[&loose], &ds2);
+    assert!(
+        ds2.join("events/rank=5/pid=61/part-00000.parquet")
+            .is_file(),
+        "rank from the Device Id of a loose file's rows"
+    );
+    let mut tmp = Vec::new();
+    walk(&ds2, &mut |f| {
+        if f.to_string_lossy().ends_with(".tmp") {
+            tmp.push(f.to_path_buf());
+        }
+    });
+    assert!(tmp.is_empty(), "{tmp:?}");
+}
+
+#[test]
+fn parquet_splits_a_dump_file_holding_several_processes_by_pid() {
+    let d = tempfile::tempdir().unwrap();
+    let mut text = format!("{HEADER}\n");
+    for (pid, dev) in [(71u32, "2"), (72, "3")] {
+        let mut p = Proc::new(pid, 1_767_225_600_000_000_000);
+        let id = p.malloc("PTA", dev, 0x1000, 4096, Some(1 << 20), "PTA", "", "");
+        p.free("PTA", dev, id, 0x1000, 4096, Some(1 << 20), false);
+        for r in &p.rows {
+            text.push_str(&r.line());
+            text.push('\n');
+        }
+    }
+    let f = d.path().join("two.csv");
+    std::fs::write(&f, text).unwrap();
+    let ds = d.path().join("ds");
+    let stdout = export("parquet", &[&f], &ds);
+    assert!(stdout.contains("4 event(s) of 2 process(es)"), "{stdout}");
+    for part in ["rank=2/pid=71", "rank=3/pid=72"] {
+        assert!(
+            ds.join("events")
+                .join(part)
+                .join("part-00000.parquet")
+                .is_file(),
+            "{part}"
+        );
+    }
+}

@@ -1,0 +1,182 @@
+//! Issue 12, the CLI side of the Python features (no wheel needed): msMemScope's config.json
+//! as `--config` and the config.json memscope writes, and `--events traceback` on a job that
+//! runs no Python.
+
+use memscope_tests::{sim_npu_dir, walk};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn check(out: &Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what} failed ({:?})\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn files(dir: &Path, name: &str) -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    walk(dir, &mut |p| {
+        if p.file_name().is_some_and(|n| n == name) {
+            v.push(p.to_path_buf());
+        }
+    });
+    v
+}
+
+#[test]
+fn msmemscope_config_json_is_accepted_by_run_config() {
+    // Behaviour spec §4's example, as msMemScope writes it (outputDir pointed at a tempdir).
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("out");
+    let text = format!(
+        r#"{{
+    "SelectedStepList": {{ "stepCount": 0, "stepIdList": [0, 0, 0, 0, 0] }},
+    "analysisType": 1, "cStackDepth": 0, "collectAllNpu": true, "collectCpu": false,
+    "collectMode": 0, "dataFormat": 0, "dumpEventType": 7, "enableCStack": false,
+    "enableCompare": false, "enablePyStack": false, "eventType": 7, "isEffective": true,
+    "levelType": 1, "logLevel": 1, "npuSlots": 0, "oomTopK": 10, "outputDir": "{}",
+    "pyStackDepth": 0,
+    "watchConfig": {{ "end": "", "fullContent": false, "isWatched": false, "outputId": 4294967295, "start": "" }}
+}}"#,
+        out.display()
+    );
+    let cfg = d.path().join("config.json");
+    std::fs::write(&cfg, text).unwrap();
+    let prog = memscope_tests::program("mstx_basic");
+    let o = Command::new(memscope_tests::memscope_bin())
+        .arg("run")
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--")
+        .arg(&prog)
+        .env("SIM_NPU_DIR", sim_npu_dir())
+        .output()
+        .unwrap();
+    check(&o, "memscope run --config <msMemScope config.json>");
+    let written = files(&out, "config.json");
+    assert_eq!(written.len(), 1, "the dump went to outputDir: {written:?}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&written[0]).unwrap()).unwrap();
+    let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+    let mut sorted = keys.clone();
+    sorted.sort();
+    assert_eq!(keys, sorted, "sorted keys");
+    for k in memscope_core::config::msmemscope::KEYS {
+        assert!(v.get(k).is_some(), "written config.json lacks {k}");
+    }
+    assert_eq!(v["outputDir"], out.display().to_string());
+    // And memscope's own reading of the file it wrote gives the same run again.
+    let o = Command::new(memscope_tests::memscope_bin())
+        .arg("run")
+        .arg("--config")
+        .arg(&written[0])
+        .arg("-o")
+        .arg(d.path().join("again"))
+        .arg("--")
+        .arg(&prog)
+        .output()
+        .unwrap();
+    check(&o, "memscope run --config <written config.json>");
+}
+
+#[test]
+fn events_traceback_on_a_job_without_python_warns_instead_of_writing_nothing() {
+    let prog = memscope_tests::program("mstx_basic");
+    let p = prog.to_string_lossy().into_owned();
+    let r = memscope_tests::memscope_run(
+        &["--events", "alloc,free,traceback"],
+        &[&p],
+        &[("SIM_NPU_DIR", &sim_npu_dir().to_string_lossy())],
+    );
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    assert!(
+        r.stderr().contains("--events traceback: no Python process"),
+        "{}",
+        r.stderr()
+    );
+}
+
+#[test]
+fn format_db_puts_python_trace_rows_into_the_dump_database() {
+    let d = tempfile::tempdir().unwrap();
+    let root = memscope_tests::repo_root();
+    let o = Command::new(memscope_tests::memscope_bin())
+        .args([
+            "run",
+            "-q",
+            "--format",
+            "db",
+            "--events",
+            "alloc,free,launch,traceback",
+        ])
+        .arg("-o")
+        .arg(d.path())
+        .arg("--")
+        .arg("python3")
+        .arg(root.join("tests/python/api_job.py"))
+        .arg(root.join("examples/sim-npu"))
+        .arg("--trace")
+        .env("PYTHONPATH", root.join("python"))
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("MEMSCOPE_CLI", memscope_tests::memscope_bin())
+        .env("SIM_NPU_DIR", sim_npu_dir())
+        .output()
+        .unwrap();
+    check(&o, "memscope run --format db --events ...traceback");
+    let mut dbs = Vec::new();
+    let mut csvs = Vec::new();
+    walk(d.path(), &mut |p| {
+        let n = p.file_name().unwrap().to_string_lossy().into_owned();
+        if n.starts_with("memscope_dump_") && n.ends_with(".db") {
+            dbs.push(p.to_path_buf());
+        }
+        if n.starts_with("python_trace_") {
+            csvs.push(p.to_path_buf());
+        }
+    });
+    assert!(csvs.is_empty(), "moved into the .db: {csvs:?}");
+    assert_eq!(dbs.len(), 1, "{dbs:?}");
+    let conn = rusqlite::Connection::open(&dbs[0]).unwrap();
+    let table: String = conn
+        .query_row(
+            "SELECT name FROM sqlite_master WHERE name LIKE 'python_trace_%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let script = root.join("tests/python/api_job.py");
+    let line = std::fs::read_to_string(&script)
+        .unwrap()
+        .lines()
+        .position(|l| l.starts_with("def forward_block("))
+        .unwrap()
+        + 1;
+    let n: i64 = conn
+        .query_row(
+            &format!("SELECT count(*) FROM {table} WHERE FuncInfo = ?1"),
+            [format!("{}({line}): forward_block", script.display())],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(n, 3);
+    let cols: Vec<String> = conn
+        .prepare(&format!("SELECT * FROM {table}"))
+        .unwrap()
+        .column_names()
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(
+        cols,
+        [
+            "FuncInfo",
+            "StartTime(ns)",
+            "EndTime(ns)",
+            "Thread Id",
+            "Process Id"
+        ]
+    );
+}

@@ -1,0 +1,526 @@
+//! Issue 14: `memscope report` and `memscope run --report` write one self-contained HTML file;
+//! it is checked in headless Chromium (ready marker, no console line, no network request, the
+//! leaked blocks, the step table and non-empty charts in the DOM, a screenshot), for the full
+//! sim-npu demo, a two-run compare and a multi-process run; bad input gives one line, exit 2
+//! and no file.
+
+mod report_browser;
+
+use memscope_tests::*;
+use report_browser::*;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The real interpreter (a pyenv shim would add a shell process per run).
+fn python() -> String {
+    let o = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .expect("python3");
+    String::from_utf8_lossy(&o.stdout).trim().to_owned()
+}
+
+fn train() -> String {
+    repo_root()
+        .join("examples/sim-npu/train.py")
+        .display()
+        .to_string()
+}
+
+/// The README's full demo (HAL, pinned host memory, kernels, ATB with accesses, pools, marks)
+/// plus host tracing with C stacks; `extra` goes to the program.
+fn full_demo(report: bool, extra: &[&str]) -> Run {
+    let sim = sim_npu_dir();
+    let atb = sim.join("atb/cxx_abi_1");
+    let mut args = vec![
+        "--level",
+        "op,kernel",
+        "--events",
+        "alloc,free,launch,access",
+        "--device",
+        "npu,cpu",
+        "--adapters",
+        "mstx,pta,atb,hal,acl,host",
+        "--call-stack",
+        "c:16",
+        // HOST rows in the dumps too (issue 9 keeps them in the capture by default)
+        "--host-rows",
+    ];
+    if report {
+        args.push("--report");
+    }
+    let py = python();
+    let t = train();
+    let mut prog = vec![py.as_str(), t.as_str()];
+    prog.extend_from_slice(extra);
+    let run = memscope_run(
+        &args,
+        &prog,
+        &[
+            ("ATB_HOME_PATH", atb.to_str().unwrap()),
+            ("SIM_NPU_DIR", sim.to_str().unwrap()),
+        ],
+    );
+    assert_eq!(run.code(), 0, "stderr: {}", run.stderr());
+    run
+}
+
+fn report(args: &[&Path], out: &Path) -> Output {
+    let o = Command::new(memscope_bin())
+        .arg("report")
+        .args(args)
+        .arg("-o")
+        .arg(out)
+        .output()
+        .expect("run memscope report");
+    assert!(
+        o.status.success(),
+        "memscope report failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
+fn reports_in(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("read dir")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "html"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn the_network_check_sees_a_page_that_makes_a_request() {
+    // the check below would pass vacuously if the NetLog did not show page requests
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("fetch.html");
+    std::fs::write(
+        &p,
+        "<html><body><script>fetch('http://example.invalid/x').catch(()=>{}); document.body.setAttribute('data-ready','1');</script></body></html>",
+    )
+    .unwrap();
+    let page = load(&p);
+    assert_eq!(page.requests, vec!["http://example.invalid/x".to_owned()]);
+}
+
+#[test]
+fn the_demo_report_renders_offline_with_the_leaked_blocks_the_step_table_and_charts() {
+    let run = full_demo(true, &[]);
+    let html = reports_in(run.out.path());
+    assert_eq!(html.len(), 1, "one report in the output folder: {html:?}");
+    let html = &html[0];
+    assert!(
+        run.stderr()
+            .contains(&format!("memscope: report: {}", html.display())),
+        "{}",
+        run.stderr()
+    );
+    let page = load(html);
+    assert_clean(&page);
+
+    // the leaked blocks the run's own leak report names
+    let leaked: Vec<String> = run
+        .stderr()
+        .lines()
+        .filter(|l| l.contains("Direct Pytorch Caching memory pool leak"))
+        .filter_map(|l| l.split(" at ").nth(1).map(|s| s[..18].to_owned()))
+        .collect();
+    assert_eq!(leaked.len(), 7, "{}", run.stderr());
+    let leaks = page.section("leaks");
+    for addr in &leaked {
+        assert!(leaks.contains(addr.as_str()), "leak {addr} not shown");
+    }
+    assert!(leaks.contains("7 leaked block(s), 28.00 MiB"));
+
+    // the step table: ten steps, with the gap figures
+    let steps = page.section("steps");
+    for h in ["Step", "Peak", "End", "Δ in step", "Gap min", "Min/Max %"] {
+        assert!(
+            steps.contains(&format!(">{h}</th>")),
+            "step table header {h}"
+        );
+    }
+    let data = report_data(html);
+    let proc = data["runs"][0]["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["steps"].as_array().is_some_and(|s| !s.is_empty()))
+        .expect("the training process")
+        .clone();
+    assert_eq!(proc["steps"].as_array().unwrap().len(), 10);
+    assert!(steps.contains(">10</td>"), "step 10 in the table");
+
+    // non-empty charts: memory over time per device, and the step chart
+    let mem = page.section("memory");
+    assert!(mem.contains("<canvas"), "no chart canvas");
+    let points: Vec<u64> = mem
+        .split("data-points=\"")
+        .skip(1)
+        .filter_map(|s| s.split('"').next()?.parse().ok())
+        .collect();
+    assert!(points.len() >= 3, "charts: {points:?}");
+    assert!(points.iter().all(|&n| n > 0), "an empty chart: {points:?}");
+    assert!(steps.contains("data-points=\""));
+
+    // where memory goes: a flame graph by C stack (HOST is traced with stacks)
+    let peak = page.section("peak");
+    assert!(peak.contains("<canvas"), "no flame graph");
+    assert!(peak.contains("By C stack"));
+    assert!(proc["has_c_stacks"].as_bool().unwrap());
+
+    let png = screenshot_dir().join("demo.png");
+    screenshot(html, &png, 1400, 2600);
+    eprintln!("screenshot: {}", png.display());
+}
+
+#[test]
+fn the_demo_report_sorts_zooms_and_pans_in_the_browser() {
+    let run = full_demo(true, &["--steps", "4"]);
+    let html = &reports_in(run.out.path())[0];
+    let dir = tempfile::tempdir().unwrap();
+    let script = r##"
+        const sec = (id) => document.getElementById(id);
+        // sorting: the step table by Peak, largest first
+        const heads = () => [...sec("steps").querySelectorAll(".tablewrap th")];
+        heads().find((t) => t.textContent === "Peak").click();
+        const col = heads().findIndex((t) => t.textContent === "Peak");
+        const peaks = [...sec("steps").querySelectorAll(".tablewrap tbody tr")].map((tr) => tr.children[col].textContent);
+        r.firstPeak = peaks[0];
+        r.sortedDesc = heads()[col].className.includes("sorted") && !heads()[col].className.includes("asc");
+        // zoom: wheel over the first memory chart; the others follow
+        const charts = MS.state.charts.filter((u) => u.syncGroup === "mem");
+        r.charts = charts.length;
+        const u = charts[0];
+        const full = u.scales.x.max - u.scales.x.min;
+        const box = u.over.getBoundingClientRect();
+        u.over.dispatchEvent(new WheelEvent("wheel", { deltaY: -100, clientX: box.left + box.width / 2, clientY: box.top + 5, bubbles: true, cancelable: true }));
+        await tick();
+        r.zoomRatio = (u.scales.x.max - u.scales.x.min) / full;
+        r.synced = charts.every((o) => o.scales.x.min === u.scales.x.min && o.scales.x.max === u.scales.x.max);
+        // pan: shift+wheel moves the window, same width
+        const w0 = u.scales.x.max - u.scales.x.min, m0 = u.scales.x.min;
+        u.over.dispatchEvent(new WheelEvent("wheel", { deltaY: -100, shiftKey: true, clientX: box.left + 10, clientY: box.top + 5, bubbles: true, cancelable: true }));
+        await tick();
+        r.panned = u.scales.x.min < m0 && Math.abs((u.scales.x.max - u.scales.x.min) - w0) < 1;
+        // zoom to the steps
+        [...sec("memory").querySelectorAll("button")].find((b) => b.textContent === "Zoom to the steps").click();
+        await tick();
+        r.stepsWindow = [u.scales.x.min, u.scales.x.max];
+        // the flame graph: clicking a frame zooms into it
+        const cv = sec("peak").querySelector(".icicle canvas");
+        const c = cv.getBoundingClientRect();
+        cv.dispatchEvent(new MouseEvent("click", { clientX: c.left + 3, clientY: c.top + 18 + 9, bubbles: true }));
+        r.crumbs = sec("peak").querySelector(".crumbs").textContent;
+        // the moment toggle shows what was live at the end
+        [...sec("peak").querySelectorAll("button")].find((b) => b.textContent === "At the end").click();
+        r.endNote = sec("peak").querySelector(".note").textContent;
+    "##;
+    let page = load(&with_script(html, script, dir.path()));
+    assert_clean(&page);
+    let r = selftest(&page);
+    assert_eq!(r["firstPeak"], "1.08 GiB", "{r}");
+    assert_eq!(r["sortedDesc"], true, "{r}");
+    assert!(r["charts"].as_u64().unwrap() >= 3, "{r}");
+    let ratio = r["zoomRatio"].as_f64().unwrap();
+    assert!((0.7..0.8).contains(&ratio), "wheel zoom ratio {ratio}");
+    assert_eq!(r["synced"], true, "{r}");
+    assert_eq!(r["panned"], true, "{r}");
+    let data = report_data(html);
+    let p = data["runs"][0]["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| !p["steps"].as_array().unwrap().is_empty())
+        .unwrap()
+        .clone();
+    let (s0, s1) = (
+        p["steps"][0]["start"].as_f64().unwrap(),
+        p["steps"][3]["end"].as_f64().unwrap(),
+    );
+    let w = &r["stepsWindow"];
+    assert!(
+        w[0].as_f64().unwrap() <= s0 && w[1].as_f64().unwrap() >= s1,
+        "{w} vs {s0}..{s1}"
+    );
+    assert!(r["crumbs"].as_str().unwrap().contains("all ›"), "{r}");
+    assert!(
+        r["endNote"]
+            .as_str()
+            .unwrap()
+            .contains("at the end of the run"),
+        "{r}"
+    );
+}
+
+#[test]
+fn a_two_run_report_compares_the_leaking_kernel() {
+    let base = full_demo(false, &["--steps", "4"]);
+    let cmp = full_demo(false, &["--steps", "4", "--no-leak"]);
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("compare.html");
+    report(&[base.out.path(), cmp.out.path()], &html);
+    let data = report_data(&html);
+    assert_eq!(data["runs"].as_array().unwrap().len(), 2);
+    let levels = data["compare"]["levels"].as_array().unwrap();
+    let kernel = levels
+        .iter()
+        .find(|l| l["level"] == "kernel")
+        .expect("kernel level");
+    let lin = kernel["by_name"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "LinearOperationKernel")
+        .expect("LinearOperationKernel");
+    // steps 3 and 4 leak 4 MiB each in the base run only
+    assert_eq!(lin["diff"].as_i64(), Some(-2 * 4194304), "{lin}");
+    let script = r##"
+        const sec = document.getElementById("compare");
+        r.hidden = sec.hidden;
+        r.level = sec.querySelector(".seg button.on").textContent;
+        r.kernelTable = sec.textContent.includes("LinearOperationKernel");
+        [...sec.querySelectorAll(".seg button")].find((b) => b.textContent === "op").click();
+        r.opLevel = document.getElementById("compare").querySelector(".seg button.on").textContent;
+        r.opTable = document.getElementById("compare").textContent.includes("LinearOperation");
+        // the run picker switches the per-run sections to the compared run
+        const pick = document.querySelector("#picks select");
+        pick.value = "1"; pick.dispatchEvent(new Event("change"));
+        r.leaksAfter = document.getElementById("leaks").textContent;
+    "##;
+    let page = load(&with_script(&html, script, dir.path()));
+    assert_clean(&page);
+    let r = selftest(&page);
+    assert_eq!(r["hidden"], false);
+    assert_eq!(
+        r["level"], "kernel",
+        "the level that differs is shown first"
+    );
+    assert_eq!(r["kernelTable"], true);
+    assert_eq!(
+        (r["opLevel"].as_str(), r["opTable"].as_bool()),
+        (Some("op"), Some(true))
+    );
+    assert!(
+        r["leaksAfter"]
+            .as_str()
+            .unwrap()
+            .contains("No memory pool leaks detected"),
+        "{r}"
+    );
+    screenshot(&html, &screenshot_dir().join("compare.png"), 1400, 1800);
+}
+
+#[test]
+fn a_multi_process_run_shows_one_line_per_process_and_their_imbalance() {
+    let py = python();
+    let t = train();
+    let script =
+        format!("{py} {t} --steps 2 & {py} {t} --steps 3 --no-leak & {py} {t} --steps 4; wait");
+    let sim = sim_npu_dir();
+    let run = memscope_run(
+        &["--report"],
+        &["/bin/sh", "-c", &script],
+        &[("SIM_NPU_DIR", sim.to_str().unwrap())],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let html = &reports_in(run.out.path())[0];
+    let data = report_data(html);
+    let procs = data["runs"][0]["processes"].as_array().unwrap();
+    assert_eq!(
+        procs.len(),
+        3,
+        "the three training processes (sh records nothing)"
+    );
+    let ov = &data["runs"][0]["overview"];
+    assert_eq!(ov["rows"].as_array().unwrap().len(), 3);
+    assert_eq!(ov["metric"], "HAL device memory");
+    assert!(ov["imbalance"]["spread_pct"].as_f64().is_some(), "{ov}");
+    let leaks: Vec<u64> = ov["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["leaks"].as_u64().unwrap())
+        .collect();
+    let mut sorted = leaks.clone();
+    sorted.sort();
+    assert_eq!(
+        sorted,
+        vec![0, 0, 1],
+        "step 3 of the 4-step run is the only judged leak"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let script = r##"
+        const sec = document.getElementById("processes");
+        r.hidden = sec.hidden;
+        r.series = sec.querySelector("[data-series]").getAttribute("data-series");
+        r.rows = sec.querySelectorAll(".tablewrap tbody tr").length;
+        const pick = document.querySelector("#picks select");
+        r.options = pick.options.length;
+        pick.value = "1"; pick.dispatchEvent(new Event("change"));
+        r.events = document.querySelector("#summary .card:nth-child(2) .s").textContent;
+        r.label = pick.options[1].textContent;
+    "##;
+    let page = load(&with_script(html, script, dir.path()));
+    assert_clean(&page);
+    let r = selftest(&page);
+    assert_eq!(r["hidden"], false);
+    assert_eq!(r["series"], "3");
+    assert_eq!(r["rows"], 3);
+    assert_eq!(r["options"], 3);
+    let pid = r["label"].as_str().unwrap().split(" · ").next().unwrap();
+    assert!(r["events"].as_str().unwrap().starts_with(pid), "{r}");
+    screenshot(
+        html,
+        &screenshot_dir().join("multi-process.png"),
+        1400,
+        1600,
+    );
+}
+
+fn bad(args: &[&str], cwd: &Path) -> (i32, String) {
+    let o = Command::new(memscope_bin())
+        .arg("report")
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .expect("run memscope report");
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn listing(dir: &Path) -> Vec<String> {
+    let mut v = Vec::new();
+    walk(dir, &mut |p| v.push(p.display().to_string()));
+    v.sort();
+    v
+}
+
+#[test]
+fn bad_input_gives_one_line_exit_2_and_no_file() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    let header = "ID,Event,Event Type,Name,Timestamp(ns),Process Id,Thread Id,Device Id,Ptr,Attr,Call Stack(Python),Call Stack(C)\n";
+    std::fs::write(d.join("notes.txt"), "this is no dump\n").unwrap();
+    std::fs::create_dir_all(d.join("nodumps/sub")).unwrap();
+    std::fs::write(d.join("nodumps/sub/readme.md"), "x").unwrap();
+    let empty = d.join("empty/msmemscope_1_x_ascend/device_0/dump");
+    std::fs::create_dir_all(&empty).unwrap();
+    std::fs::write(empty.join("memscope_dump_1.csv"), header).unwrap();
+    // good rows, then a bad one: the error comes after reading began
+    std::fs::write(
+        d.join("late.csv"),
+        format!("{header}0,SYSTEM,ACL_INIT,N/A,100,7,7,N/A,N/A,,,\n1,MALLOC,HAL,N/A,abc,7,7,0,0x10,\"{{size:8}}\",,\n"),
+    )
+    .unwrap();
+    std::fs::write(d.join("taken.html"), "keep me").unwrap();
+    // a dump that gives a report, and a folder link pointing elsewhere (issue 17, M1)
+    std::fs::write(
+        d.join("good.csv"),
+        format!("{header}0,SYSTEM,ACL_INIT,N/A,100,7,7,N/A,N/A,,,\n1,MALLOC,HAL,N/A,200,7,7,0,0x10,\"{{size:8}}\",,\n"),
+    )
+    .unwrap();
+    let victim = t.path().join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    std::os::unix::fs::symlink(&victim, d.join("dlink")).unwrap();
+    // a run whose only process recorded nothing
+    let idle = memscope_run(&[], &["/bin/true"], &[]);
+    assert_eq!(idle.code(), 0, "{}", idle.stderr());
+    let idle_dir = idle.out.path().to_str().unwrap().to_owned();
+
+    let before = listing(d);
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["missing_dir"],
+            "missing_dir: No such file or directory",
+        ),
+        (vec!["notes.txt"], "notes.txt:1:"),
+        (vec!["nodumps"], "nodumps: no dump files"),
+        (vec!["empty"], "empty: the run recorded no events"),
+        (vec!["late.csv"], "late.csv:3: bad Timestamp(ns)"),
+        (vec![&idle_dir], "no dump files"),
+        (
+            vec!["late.csv", "notes.txt", "empty"],
+            "unexpected value 'empty'",
+        ),
+        (
+            vec!["empty", "-o", "taken.html"],
+            "taken.html: exists; not replaced",
+        ),
+        (
+            vec!["empty", "-o", "no/such/dir/r.html"],
+            "no such directory",
+        ),
+        (
+            vec!["good.csv", "-o", "dlink/r.html"],
+            "dlink is a symbolic link",
+        ),
+    ];
+    for (args, want) in cases {
+        let (code, err) = bad(&args, d);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: not one line: {err}");
+        assert!(err.starts_with("memscope: "), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err:?} lacks {want:?}");
+    }
+    assert_eq!(listing(d), before, "a file was written or left behind");
+    assert_eq!(
+        std::fs::read_to_string(d.join("taken.html")).unwrap(),
+        "keep me"
+    );
+    assert_eq!(std::fs::read_dir(&victim).unwrap().count(), 0);
+}
+
+#[test]
+fn a_torn_last_row_is_left_out_of_the_report_with_a_warning() {
+    // issue 17: a writer killed mid-row; the rows before it make the report
+    let t = tempfile::tempdir().unwrap();
+    let header = "ID,Event,Event Type,Name,Timestamp(ns),Process Id,Thread Id,Device Id,Ptr,Attr,Call Stack(Python),Call Stack(C)\n";
+    let dump = t.path().join("torn.csv");
+    std::fs::write(
+        &dump,
+        format!("{header}0,SYSTEM,ACL_INIT,N/A,100,7,7,N/A,N/A,,,\n1,MALLOC,HAL,N/A,200,7,7,0,0x10,\"{{size:8}}\",,\n2,FREE,HAL,N/A,30"),
+    )
+    .unwrap();
+    let out = t.path().join("r.html");
+    let o = report(&[&dump], &out);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let warnings: Vec<&str> = err.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warnings.len(), 1, "{err}");
+    assert!(
+        warnings[0].contains("torn.csv:4: the last row is incomplete")
+            && warnings[0].contains("the 2 row(s) before it were read"),
+        "{err}"
+    );
+    assert!(out.is_file());
+}
+
+#[test]
+fn msmemscope_dumps_give_a_report() {
+    let fx = repo_root().join("../shared/fixtures/msmemscope");
+    if !fx.is_dir() {
+        eprintln!("SKIP: {} not present", fx.display());
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let a = fx.join("memscope_dump_20250428113810.csv");
+    let b = fx.join("memscope_dump_20250428113811.csv");
+    let html = dir.path().join("fx.html");
+    report(&[&a, &b], &html);
+    let data = report_data(&html);
+    let p = &data["runs"][0]["processes"];
+    assert!(!p.as_array().unwrap().is_empty());
+    assert!(
+        p.as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["leaks"]["hal_count"].as_u64().unwrap_or(0) > 0),
+        "HAL blocks live at exit"
+    );
+    assert!(!data["compare"]["levels"].as_array().unwrap().is_empty());
+}
