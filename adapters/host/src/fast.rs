@@ -93,11 +93,10 @@ impl HostFast {
         first_id: u64,
     ) -> Option<Typed> {
         let mut t = Typed::default();
-        if ctx.image() != self.image && !matches!(rec, Record::Module { .. }) {
-            if is_host_record(rec) {
-                self.exec_boundary(&mut t);
-                self.image = ctx.image();
-            }
+        if ctx.image() != self.image && !matches!(rec, Record::Module { .. }) && is_host_record(rec)
+        {
+            self.exec_boundary(&mut t);
+            self.image = ctx.image();
         }
         match *rec {
             Record::HostMalloc {

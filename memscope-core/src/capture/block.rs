@@ -8,6 +8,9 @@ use crate::wire::{self, unzigzag, ChunkState, Record};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+/// A record of a block: (image, thread, record).
+pub(super) type BlockRecord = (usize, u32, Record<Box<[u8]>>);
+
 /// LEB128 reader over a byte slice.
 pub(super) struct Cur<'a> {
     pub(super) b: &'a [u8],
@@ -316,11 +319,11 @@ impl Block {
         })
     }
 
-    /// The next record (image, thread, record); `Ok(None)` at the end of the block.
+    /// The next record; `Ok(None)` at the end of the block.
     ///
     /// # Errors
     /// The block's contents are inconsistent.
-    pub(super) fn next(&mut self) -> Result<Option<(usize, u32, Record<Box<[u8]>>)>, ()> {
+    pub(super) fn next(&mut self) -> Result<Option<BlockRecord>, ()> {
         if self.pos >= self.records {
             return Ok(None);
         }

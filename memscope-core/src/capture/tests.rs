@@ -240,7 +240,7 @@ fn a_damaged_block_gives_records_or_an_error_never_a_panic() {
     let count = |raw: Vec<u8>| -> Option<u32> {
         let mut b = super::block::Block::parse(raw, records, &mut Vec::new())?;
         let mut n = 0;
-        while let Some(_) = b.next().ok()? {
+        while b.next().ok()?.is_some() {
             n += 1;
         }
         Some(n)

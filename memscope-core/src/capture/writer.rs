@@ -261,7 +261,7 @@ impl CaptureWriter {
         self.sources[si].cols[col::TAG].push(c | tag);
         self.block_records += 1;
         self.stats.records += 1;
-        if self.block_records % 4096 == 0 && self.raw_len() >= BLOCK_RAW {
+        if self.block_records & 4095 == 0 && self.raw_len() >= BLOCK_RAW {
             self.close_block()?;
         }
         Ok(())
