@@ -21,6 +21,8 @@ pub mod wire;
 #[cfg(feature = "collector")]
 pub mod access_blocks;
 #[cfg(feature = "collector")]
+pub mod addr_hash;
+#[cfg(feature = "collector")]
 pub mod analysis;
 #[cfg(feature = "collector")]
 pub mod attr_text;

@@ -205,7 +205,8 @@ mod record;
 
 pub use cann::{decode_dims, encode_dims, AccessKind, MAX_DIMS};
 pub use codec::{decode, encode_frames, ChunkState, StackFrames, WireError};
-pub(crate) use codec::{tag, unzigzag, zigzag, In, Out};
+pub(crate) use codec::{tag, In, Out};
+pub use codec::{unzigzag, zigzag};
 pub use python::{snapshot_known, PyCodeKind, PyTraceEvent};
 pub use record::{drop_slot_of, Record};
 

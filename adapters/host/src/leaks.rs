@@ -34,6 +34,8 @@ pub struct HostLeaks {
     peak: Peak,
     /// Index of the empty stack (events without a call stack), once seen.
     no_stack: Option<u32>,
+    /// Live heap blocks accounted outside `live` (the HOST fast path, [`crate::fast`]).
+    other_blocks: u64,
 }
 
 /// The highest number of live HOST heap bytes the process reached (mappings are not counted).
@@ -90,7 +92,8 @@ impl HostLeaks {
         }
     }
 
-    fn stack_index(&mut self, text: Option<&str>) -> u32 {
+    /// The group index of stack text `text` (`None`: no call stack).
+    pub(crate) fn stack_index(&mut self, text: Option<&str>) -> u32 {
         if text.is_none() {
             if let Some(i) = self.no_stack {
                 return i;
@@ -109,16 +112,80 @@ impl HostLeaks {
         i
     }
 
+    /// A heap block of `size` bytes accounted outside this layer's map became live as event
+    /// `id` stamped `ts_ns` (the HOST fast path): moves the live figures and the peak.
+    pub(crate) fn other_alloc(&mut self, size: u64, id: u64, ts_ns: u64) {
+        self.other_blocks += 1;
+        self.grow(size, id, ts_ns);
+    }
+
+    /// A heap block accounted outside this layer's map was freed.
+    pub(crate) fn other_free(&mut self, size: u64) {
+        self.other_blocks -= 1;
+        self.live_bytes -= size;
+    }
+
+    fn grow(&mut self, size: u64, id: u64, ts_ns: u64) {
+        self.live_bytes += size;
+        if self.live_bytes > self.peak.bytes {
+            self.peak = Peak {
+                bytes: self.live_bytes,
+                blocks: self.live.len() as u64 + self.other_blocks,
+                id,
+                ts_ns,
+            };
+        }
+    }
+
+    /// Accounts one event (a host block's or mapping's MALLOC or FREE; others are ignored).
+    pub fn observe(&mut self, ev: &Event) {
+        let (Some(mapped), Some(m)) = (host_table(ev), ev.memory()) else {
+            return;
+        };
+        self.saw_maps |= mapped;
+        match ev.kind {
+            EventKind::Malloc => {
+                let s = self.stack_index(ev.c_stack.as_deref());
+                if mapped {
+                    self.maps.insert(m.allocation_id, (m.size, s));
+                } else {
+                    if let Some((old, _)) = self.live.insert(m.allocation_id, (m.size, s)) {
+                        self.live_bytes -= old;
+                    }
+                    self.grow(m.size, ev.id, ev.ts_ns);
+                }
+            }
+            EventKind::Free => {
+                if mapped {
+                    self.maps.remove(&m.allocation_id);
+                } else if let Some((size, _)) = self.live.remove(&m.allocation_id) {
+                    self.live_bytes -= size;
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// The heap report (also used by tests).
     pub fn report(&self, pid: Option<u32>) -> ReportSection {
-        self.section(&self.live, "HOST memory live at exit", "block(s)", pid)
+        self.report_with(pid, std::iter::empty())
+    }
+
+    /// The heap report over this layer's blocks and `other` (size, stack group) blocks.
+    pub(crate) fn report_with(
+        &self,
+        pid: Option<u32>,
+        other: impl Iterator<Item = (u64, u32)>,
+    ) -> ReportSection {
+        let all = self.live.values().copied().chain(other);
+        self.section(all, "HOST memory live at exit", "block(s)", pid)
     }
 
     /// The mapped-memory report, when any mapping was seen.
     pub fn maps_report(&self, pid: Option<u32>) -> Option<ReportSection> {
         self.saw_maps.then(|| {
             self.section(
-                &self.maps,
+                self.maps.values().copied(),
                 "HOST_MMAP memory mapped at exit",
                 "mapping(s)",
                 pid,
@@ -128,13 +195,13 @@ impl HostLeaks {
 
     fn section(
         &self,
-        live: &crate::addr_hash::AddrMap<(u64, u32)>,
+        live: impl Iterator<Item = (u64, u32)>,
         what: &str,
         unit: &str,
         pid: Option<u32>,
     ) -> ReportSection {
         let mut groups: HashMap<u32, (u64, u64)> = HashMap::new();
-        for &(size, s) in live.values() {
+        for (size, s) in live {
             let g = groups.entry(s).or_default();
             g.0 += 1;
             g.1 += size;
@@ -179,38 +246,7 @@ impl Layer for HostLeaks {
     }
 
     fn on_event(&mut self, ev: Event, _ctx: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError> {
-        if let (Some(mapped), Some(m)) = (host_table(&ev), ev.memory()) {
-            self.saw_maps |= mapped;
-            match ev.kind {
-                EventKind::Malloc => {
-                    let s = self.stack_index(ev.c_stack.as_deref());
-                    if mapped {
-                        self.maps.insert(m.allocation_id, (m.size, s));
-                    } else {
-                        if let Some((old, _)) = self.live.insert(m.allocation_id, (m.size, s)) {
-                            self.live_bytes -= old;
-                        }
-                        self.live_bytes += m.size;
-                        if self.live_bytes > self.peak.bytes {
-                            self.peak = Peak {
-                                bytes: self.live_bytes,
-                                blocks: self.live.len() as u64,
-                                id: ev.id,
-                                ts_ns: ev.ts_ns,
-                            };
-                        }
-                    }
-                }
-                EventKind::Free => {
-                    if mapped {
-                        self.maps.remove(&m.allocation_id);
-                    } else if let Some((size, _)) = self.live.remove(&m.allocation_id) {
-                        self.live_bytes -= size;
-                    }
-                }
-                _ => {}
-            }
-        }
+        self.observe(&ev);
         out.push(ev);
         Ok(())
     }

@@ -30,6 +30,8 @@
 //!   - `symbolize` — return address → function, file:line, inlined frames (`addr2line`), with
 //!     the ELF symbol table as fallback, cached per address and per stack.
 //!   - `leaks` — the end-of-run leak summary layer (live blocks by allocation stack).
+//!   - `fast` — the same typing and leak/peak accounting straight from the records, without
+//!     events, for runs that write no HOST rows (the default).
 //!   - `preflight` — the statically-linked-program check made before launch.
 //!
 //! # Recorded semantics (glibc's documented behaviour)
@@ -80,6 +82,8 @@ pub mod unwind;
 
 #[cfg(feature = "collector")]
 pub mod addr_hash;
+#[cfg(feature = "collector")]
+pub mod fast;
 #[cfg(feature = "collector")]
 pub mod leaks;
 #[cfg(feature = "collector")]

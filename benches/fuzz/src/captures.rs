@@ -111,7 +111,7 @@ pub fn capture_seed() -> Vec<u8> {
         if matches!(r, Record::Thread { .. }) {
             continue;
         }
-        w.record(0, (i % 2) as u32, 42, &r).expect("record");
+        w.record(0, (i % 2) as u32, &r).expect("record");
         if i % 90 == 0 {
             w.close_block().expect("block");
         }

@@ -259,9 +259,10 @@ impl PipelineFactory<'_> {
             h.pid, h.ppid, h.exe
         ));
         let collect = layers::CollectFilter::new(cfg);
-        // HOST rows that are neither written nor analysed need only the leak/peak layer: it is
-        // fed beside the bus (issue 9: the bus would move each malloc through every layer).
-        let host_side = cfg.has_adapter(memscope_core::adapter::AdapterId::Host)
+        // HOST rows that are neither written nor analysed take the HOST fast path (typed and
+        // accounted without events; issue 9: the bus would move each malloc through every
+        // layer only to drop it), which also makes the leak and peak summaries.
+        let host_fast = cfg.has_adapter(memscope_core::adapter::AdapterId::Host)
             && !cfg.host_rows
             && collect.keeps_memory()
             && !cfg.analysis.decompose
@@ -271,13 +272,9 @@ impl PipelineFactory<'_> {
             // ACCESS rows get the allocation_id of the block they touch (issue 10)
             Box::new(memscope_core::access_blocks::AccessBlocks::new()),
         ];
-        let leak = memscope_adapter_host::leak_layer(cfg); // HOST leak summary (issue 4)
-        let side = if host_side {
-            leak
-        } else {
-            layers.extend(leak);
-            None
-        };
+        if !host_fast {
+            layers.extend(memscope_adapter_host::leak_layer(cfg)); // HOST leak summary (issue 4)
+        }
         layers.push(Box::new(memscope_adapter_hal::oom::OomLayer::new(cfg))); // OOM (issue 5)
         layers.extend((self.analyses)(cfg, &project));
         layers.push(Box::new(layers::WriteFilter::new(cfg)));
@@ -338,7 +335,7 @@ impl PipelineFactory<'_> {
             capture,
             host_rows_off: cfg.has_adapter(memscope_core::adapter::AdapterId::Host)
                 && !cfg.host_rows,
-            host_side: side,
+            host_fast: host_fast.then(|| Box::new(memscope_adapter_host::fast::HostFast::new())),
             py_depth: cfg.call_stack.python,
         })
     }

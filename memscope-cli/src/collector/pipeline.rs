@@ -5,6 +5,7 @@
 //! write the same rows.
 
 use crate::logfile::LogFile;
+use memscope_adapter_host::fast::{is_host_record, HostFast};
 use memscope_core::adapter::{TypeCtx, Typer};
 use memscope_core::bus::{Bus, ReportSection};
 use memscope_core::capture::{CaptureEnd, CaptureStats, CaptureWriter, ImageHeader, ImageInfo};
@@ -16,6 +17,22 @@ use std::path::PathBuf;
 
 /// Receives every typed event of a pipeline (the replay API).
 pub type Observer = Box<dyn FnMut(&Event)>;
+
+/// Index of MALLOC in `EventKind::ALL` (the per-kind counters).
+const MALLOC_SLOT: usize = kind_slot(EventKind::Malloc);
+/// Index of FREE in `EventKind::ALL`.
+const FREE_SLOT: usize = kind_slot(EventKind::Free);
+
+const fn kind_slot(k: EventKind) -> usize {
+    let mut i = 0;
+    while i < EventKind::ALL.len() {
+        if EventKind::ALL[i] as u8 == k as u8 {
+            return i;
+        }
+        i += 1;
+    }
+    0
+}
 
 /// File in a process's output directory while its outputs are being written.
 pub const INCOMPLETE_MARKER: &str = ".memscope_incomplete";
@@ -79,9 +96,10 @@ pub struct PipelineSetup {
     pub capture: Option<CaptureOut>,
     /// HOST rows are not written (summary note).
     pub host_rows_off: bool,
-    /// When HOST rows are neither written nor analysed: the HOST leak/peak layer, fed directly
-    /// (HOST adapter events skip the bus, which would only drop them).
-    pub host_side: Option<Box<dyn memscope_core::bus::Layer>>,
+    /// When HOST rows are neither written nor analysed: the HOST fast path, which types and
+    /// accounts HOST records without events (they would only be dropped by the bus), and
+    /// takes the leak/peak summaries of the other host blocks.
+    pub host_fast: Option<Box<HostFast>>,
     /// Python stack frames per row (`--call-stack python:N`; `None`: off).
     pub py_depth: Option<u32>,
 }
@@ -105,9 +123,7 @@ pub struct Pipeline {
     observer: Option<Observer>,
     /// Nothing is written (no directory, log or config.json).
     dry: bool,
-    host_side: Option<Box<dyn memscope_core::bus::Layer>>,
-    side_ctx: memscope_core::bus::BusCtx,
-    side_out: Vec<Event>,
+    host_fast: Option<Box<HostFast>>,
     /// Typed events per kind (index in `EventKind::ALL`).
     typed: [u64; EventKind::ALL.len()],
     /// python_trace files and snapshots (issue 12).
@@ -143,12 +159,7 @@ impl Pipeline {
             out: Vec::new(),
             observer: None,
             dry: false,
-            host_side: p.host_side,
-            side_ctx: memscope_core::bus::BusCtx {
-                pid: Some(p.pid),
-                ..Default::default()
-            },
-            side_out: Vec::new(),
+            host_fast: p.host_fast,
             typed: [0; EventKind::ALL.len()],
             python: Default::default(),
             pystacks: super::pystacks::PyStacks::new(p.py_depth),
@@ -176,9 +187,11 @@ impl Pipeline {
     }
 
     #[allow(dead_code)] // used by the replay API (TEAM contract 3)
-    /// Hands every typed event (with its ID) to `f` as well.
+    /// Hands every typed event (with its ID) to `f` as well (HOST records are then typed
+    /// into events too: no fast path).
     pub fn observe(&mut self, f: Observer) {
         self.observer = Some(f);
+        self.host_fast = None;
     }
 
     /// The process's log.
@@ -198,16 +211,16 @@ impl Pipeline {
         }
     }
 
-    /// Handles one record of image `image` (chunk `chunk`, thread `tid`), in emission order.
-    pub fn record(&mut self, image: usize, chunk: u32, tid: u32, rec: Record<Box<[u8]>>) {
+    /// Handles one record of image `image`, thread `tid`, in emission order.
+    pub fn record(&mut self, image: usize, tid: u32, rec: &Record<Box<[u8]>>) {
         if let Some(c) = &mut self.capture {
             if let Some(w) = &mut c.writer {
-                if let Err(e) = w.record(image, chunk, tid, &rec) {
+                if let Err(e) = w.record(image, tid, rec) {
                     self.capture_failed(e);
                 }
             }
         }
-        match &rec {
+        match rec {
             Record::StackDef { id, raw, .. } => {
                 self.ctx
                     .define_stack(image, *id, StackFrames::new(raw).collect());
@@ -228,9 +241,14 @@ impl Pipeline {
             }
             _ => {}
         }
-        let rec = self.resolve_text(image, rec);
         self.ctx.set_image(image);
-        match &rec {
+        if self.host_fast.is_some() && is_host_record(rec) {
+            self.host_record(rec);
+            return;
+        }
+        let resolved = self.resolve_text(image, rec);
+        let rec = resolved.as_ref().unwrap_or(rec);
+        match rec {
             Record::OwnerPush { label, .. } => {
                 self.ctx
                     .push_owner(tid, String::from_utf8_lossy(label).into_owned());
@@ -242,7 +260,7 @@ impl Pipeline {
             }
             _ => {}
         }
-        if self.pystacks.on_record(image, tid, &rec) {
+        if self.pystacks.on_record(image, tid, rec) {
             return;
         }
         let mut out = std::mem::take(&mut self.out);
@@ -253,7 +271,7 @@ impl Pipeline {
             &self.summary.project_dir,
             image,
             tid,
-            &rec,
+            rec,
             &mut out,
         );
         if !handled
@@ -261,13 +279,13 @@ impl Pipeline {
                 &mut self.ctx,
                 &self.summary.project_dir,
                 tid,
-                &rec,
+                rec,
                 &mut out,
             )
             && !self
                 .typers
                 .iter_mut()
-                .any(|t| t.type_record(&mut self.ctx, tid, &rec, &mut out))
+                .any(|t| t.type_record(&mut self.ctx, tid, rec, &mut out))
         {
             if let Record::OwnerTag { addr, .. } = rec {
                 self.ctx.warn(format!(
@@ -284,6 +302,29 @@ impl Pipeline {
             self.emit(ev);
         }
         self.out = out;
+    }
+
+    /// A HOST record on the fast path: accounted without events; the IDs and per-kind counts
+    /// move as if its events had been emitted.
+    fn host_record(&mut self, rec: &Record<Box<[u8]>>) {
+        if self.failed.is_some() {
+            return;
+        }
+        if self.next_id == 0 && !self.dry {
+            if let Err(e) = self.materialize() {
+                eprintln!("memscope: pid {}: {e}", self.summary.pid);
+                self.failed = Some(e);
+                return;
+            }
+        }
+        let Some(fast) = &mut self.host_fast else {
+            return;
+        };
+        if let Some(t) = fast.record(&mut self.ctx, rec, self.next_id) {
+            self.next_id += t.frees + t.mallocs;
+            self.typed[FREE_SLOT] += t.frees;
+            self.typed[MALLOC_SLOT] += t.mallocs;
+        }
     }
 
     fn capture_failed(&mut self, e: std::io::Error) {
@@ -341,39 +382,40 @@ impl Pipeline {
         Ok(())
     }
 
-    /// Replaces an interned-text reference of image `image` by the record with its text
-    /// inline, so typers see one form. An unknown id (definition lost) gives `<text #id>`.
-    fn resolve_text(&self, image: usize, rec: Record<Box<[u8]>>) -> Record<Box<[u8]>> {
+    /// The record with its text inline for an interned-text reference of image `image`
+    /// (so typers see one form); `None` for other records. An unknown id (definition lost)
+    /// gives `<text #id>`.
+    fn resolve_text(&self, image: usize, rec: &Record<Box<[u8]>>) -> Option<Record<Box<[u8]>>> {
         let text = |id: u32| -> Box<[u8]> {
             self.texts
                 .get(&(image, id))
                 .cloned()
                 .unwrap_or_else(|| format!("<text #{id}>").into_bytes().into())
         };
-        match rec {
+        match *rec {
             Record::MarkRef {
                 ts,
                 stream,
                 text: id,
-            } => Record::Mark {
+            } => Some(Record::Mark {
                 ts,
                 stream,
                 msg: text(id),
                 null: false,
-            },
+            }),
             Record::RangeStartRef {
                 ts,
                 id,
                 stream,
                 text: t,
-            } => Record::RangeStart {
+            } => Some(Record::RangeStart {
                 ts,
                 id,
                 stream,
                 msg: text(t),
                 null: false,
-            },
-            other => other,
+            }),
+            _ => None,
         }
     }
 
@@ -398,30 +440,14 @@ impl Pipeline {
         if let Some(f) = &mut self.observer {
             f(&ev);
         }
-        if let Some(side) = &mut self.host_side {
-            let res = if super::layers::is_host_adapter_row(&ev) {
-                let r = side.on_event(ev, &self.side_ctx, &mut self.side_out);
-                self.side_out.clear();
-                return self.side_result(r);
-            } else if memscope_adapter_host::leaks::is_host_block(&ev) {
-                side.on_event(ev.clone(), &self.side_ctx, &mut self.side_out)
-            } else {
-                Ok(())
-            };
-            self.side_out.clear();
-            self.side_result(res);
+        if let Some(fast) = &mut self.host_fast {
+            // Host blocks of other sources (HAL, ACL) share the leak/peak summaries.
+            fast.observe(&ev);
         }
         if let Err(e) = self.bus.push(ev) {
             self.log.error(&e.to_string());
             eprintln!("memscope: pid {}: {e}", self.summary.pid);
             self.failed = Some(e.to_string());
-        }
-    }
-
-    fn side_result(&mut self, r: Result<(), memscope_core::bus::BusError>) {
-        if let Err(e) = r {
-            self.log.error(&e.to_string());
-            self.host_side = None;
         }
     }
 
@@ -478,13 +504,10 @@ impl Pipeline {
                 self.untyped
             ));
         }
-        let mut side_report = Vec::new();
-        if let Some(side) = &mut self.host_side {
-            let mut out = Vec::new();
-            if let Err(e) = side.finish(&self.side_ctx, &mut out, &mut side_report) {
-                self.log.error(&e.to_string());
-            }
-        }
+        let mut side_report = match &self.host_fast {
+            Some(f) => f.report(Some(self.summary.pid)),
+            None => Vec::new(),
+        };
         for (i, n) in self.typed.iter().enumerate() {
             if *n > 0 {
                 self.summary.typed.insert(EventKind::ALL[i], *n);

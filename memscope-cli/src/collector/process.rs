@@ -86,13 +86,13 @@ impl ProcessState {
     pub fn release(&mut self, watermark_ns: u64, budget: usize) -> usize {
         let mut n = 0;
         while n < budget {
-            match self.merge.next(watermark_ns) {
-                Ok(Some(m)) => {
-                    self.pipeline
-                        .record(m.image, m.src.chunk, m.src.tid, m.src.rec);
-                    n += 1;
-                }
-                Ok(None) => break,
+            let pipeline = &mut self.pipeline;
+            let got = self.merge.next_with(watermark_ns, |image, src| {
+                pipeline.record(image, src.tid, &src.rec)
+            });
+            match got {
+                Ok(true) => n += 1,
+                Ok(false) => break,
                 Err(e) => {
                     if !self.failed_read {
                         self.pipeline.log().error(&format!("reading streams: {e}"));

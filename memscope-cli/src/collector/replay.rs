@@ -97,7 +97,7 @@ pub fn feed(r: &mut CaptureReader, p: &mut Pipeline) -> Result<Vec<ImageInfo>, C
             }
             last_image = c.image;
         }
-        p.record(c.image, 0, c.tid, c.rec);
+        p.record(c.image, c.tid, &c.rec);
     }
     Ok(r.end().map(|e| e.images.clone()).unwrap_or_default())
 }
@@ -184,7 +184,7 @@ pub fn replay_capture(
         config_json: String::new(),
         capture: None,
         host_rows_off: false,
-        host_side: None,
+        host_fast: None,
         py_depth: capture_config(info, Path::new("."))
             .ok()
             .and_then(|c| c.call_stack.python),
@@ -192,7 +192,7 @@ pub fn replay_capture(
     p.set_dry();
     p.observe(Box::new(move |ev| sink.borrow_mut().push(ev.clone())));
     while let Some(c) = r.next_record()? {
-        p.record(c.image, 0, c.tid, c.rec);
+        p.record(c.image, c.tid, &c.rec);
         for ev in events.borrow_mut().drain(..) {
             visit(&proc_, ev)?;
         }
@@ -223,7 +223,7 @@ mod tests {
             CaptureWriter::new(std::fs::File::create(&path).unwrap(), path.clone(), &info).unwrap();
         w.set_image(0, ImageHeader::default());
         for i in 0..100u64 {
-            let rec = if i % 2 == 0 {
+            let rec: Record<Box<[u8]>> = if i % 2 == 0 {
                 Record::HostMalloc {
                     ts: 10 + i,
                     addr: 0x1000 + i * 16,
@@ -236,7 +236,7 @@ mod tests {
                     addr: 0x1000 + (i - 1) * 16,
                 }
             };
-            w.record(0, 0, 9, &rec).unwrap();
+            w.record(0, 9, &rec).unwrap();
         }
         w.finish(CaptureEnd::default()).unwrap();
         let mut seen = Vec::new();

@@ -7,20 +7,25 @@
 //! header  = "MSCAPTUR" version:u32le json_len:u32le json(CaptureInfo)
 //! block   = "MSCB" comp_len:u32le raw_len:u32le records:u32le first_ts:u64le last_ts:u64le
 //!           zstd(raw)                               (BLOCK_HEADER bytes, then comp_len bytes)
-//! raw     = n_images  (image pid ppid start_ns zigzag(clock_offset) exe)*
-//!           n_sources (image tid len)*
-//!           n_runs    (source count)*
-//!           source bytes, concatenated in source order
+//! raw     = n_images   (image pid ppid start_ns zigzag(clock_offset) exe)*
+//!           n_sources  (image tid records col_len[NCOL])*
+//!           n_deferred (position_delta source)*
+//!           column 0 of every source, column 1 of every source, … (source order)
 //! trailer = "MSCT" json_len:u32le json(CaptureEnd)
 //! footer  = trailer_offset:u64le "MSCAPEND"
 //! ```
-//! All numbers in `raw` are LEB128 varints. A *source* is one stream chunk's records written
-//! by one thread; its bytes are [`crate::wire`] records encoded with their own delta state
-//! (fresh per block), so they compress like the stream itself. The *runs* give the emission
-//! order: `count` records from `source`, then the next run. Blocks are independent (the index
-//! in the trailer lets a reader start at any block). A capture whose collector was killed has
+//! All numbers in `raw` are LEB128 varints. A *source* is one thread of one process image;
+//! its records are split into byte columns ([`columns`]: record codes, time-stamp deltas,
+//! address deltas, sizes, stacks, frees as references to their allocation, other records in
+//! the stream's own encoding), each with its own delta state (fresh per block), so zstd sees
+//! like bytes together. The emission order is the merge of the sources by time stamp, with
+//! the few records the collector emitted out of that order listed (deferred) with their
+//! positions. Blocks are independent (the index in the trailer lets a reader start at any
+//! block). A capture whose collector was killed has
 //! no trailer: readers scan its blocks up to the first incomplete one.
 
+mod block;
+pub mod columns;
 mod reader;
 mod writer;
 
@@ -32,7 +37,7 @@ use serde::{Deserialize, Serialize};
 /// First 8 bytes of a capture file.
 pub const MAGIC: [u8; 8] = *b"MSCAPTUR";
 /// Capture format version.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// Magic of a block header.
 pub const BLOCK_MAGIC: [u8; 4] = *b"MSCB";
 /// Magic of the trailer.
@@ -42,7 +47,7 @@ pub const FOOTER_MAGIC: [u8; 8] = *b"MSCAPEND";
 /// Bytes of a block header.
 pub const BLOCK_HEADER: usize = 32;
 /// Uncompressed bytes after which the writer closes a block.
-pub const BLOCK_RAW: usize = 1 << 20;
+pub const BLOCK_RAW: usize = 2 << 20;
 /// Largest block (compressed or not) a reader accepts.
 pub const MAX_BLOCK: usize = 64 << 20;
 /// Largest header or trailer JSON a reader accepts.
@@ -125,18 +130,6 @@ pub struct ImageHeader {
     pub clock_offset: i64,
     /// Executable.
     pub exe: String,
-}
-
-pub(crate) fn put_var(out: &mut Vec<u8>, mut v: u64) {
-    loop {
-        let b = (v & 0x7f) as u8;
-        v >>= 7;
-        if v == 0 {
-            out.push(b);
-            return;
-        }
-        out.push(b | 0x80);
-    }
 }
 
 #[cfg(test)]

@@ -2,11 +2,12 @@
 //! its records in emission order. Every length is checked before it is used: a damaged or
 //! foreign file gives a [`CaptureError`], never a panic or an unbounded allocation.
 
+use super::block::Block;
 use super::{
     BlockIndex, CaptureEnd, CaptureInfo, ImageHeader, BLOCK_HEADER, BLOCK_MAGIC, FOOTER_MAGIC,
     MAGIC, MAX_BLOCK, MAX_JSON, TRAILER_MAGIC, VERSION,
 };
-use crate::wire::{self, unzigzag, ChunkState, Record};
+use crate::wire::Record;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -42,50 +43,6 @@ pub struct CapturedRecord {
     pub tid: u32,
     /// The record.
     pub rec: Record<Box<[u8]>>,
-}
-
-struct Cur<'a> {
-    b: &'a [u8],
-    pos: usize,
-}
-
-impl Cur<'_> {
-    fn var(&mut self) -> Option<u64> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let byte = *self.b.get(self.pos)?;
-            self.pos += 1;
-            v |= ((byte & 0x7f) as u64) << shift;
-            if byte & 0x80 == 0 {
-                return Some(v);
-            }
-        }
-        None
-    }
-    fn bytes(&mut self, n: u64) -> Option<&[u8]> {
-        let n = usize::try_from(n).ok()?;
-        let end = self.pos.checked_add(n)?;
-        let s = self.b.get(self.pos..end)?;
-        self.pos = end;
-        Some(s)
-    }
-}
-
-struct SourceCur {
-    image: usize,
-    tid: u32,
-    end: usize,
-    pos: usize,
-    state: ChunkState,
-}
-
-/// A decoded block being handed out.
-struct Block {
-    raw: Vec<u8>,
-    sources: Vec<SourceCur>,
-    runs: Vec<(u32, u32)>,
-    run: usize,
-    left: u32,
 }
 
 /// Reads one capture file.
@@ -257,7 +214,7 @@ impl CaptureReader {
             Ok(r) if r.len() == raw_len => r,
             _ => return self.damaged(at, "block does not decompress"),
         };
-        let Some(block) = self.parse_block(raw, records) else {
+        let Some(block) = Block::parse(raw, records, &mut self.images) else {
             return self.damaged(at, "block contents malformed");
         };
         self.next_offset = at + BLOCK_HEADER as u64 + comp_len;
@@ -275,87 +232,6 @@ impl CaptureReader {
         Ok(false)
     }
 
-    fn parse_block(&mut self, raw: Vec<u8>, records: u32) -> Option<Block> {
-        let mut c = Cur { b: &raw, pos: 0 };
-        let n_images = c.var()?;
-        for _ in 0..n_images {
-            let image = usize::try_from(c.var()?).ok()?;
-            let pid = u32::try_from(c.var()?).ok()?;
-            let ppid = u32::try_from(c.var()?).ok()?;
-            let start_ns = c.var()?;
-            let clock_offset = unzigzag(c.var()?);
-            let n = c.var()?;
-            let exe = String::from_utf8_lossy(c.bytes(n)?).into_owned();
-            let h = ImageHeader {
-                pid,
-                ppid,
-                start_ns,
-                clock_offset,
-                exe,
-            };
-            match self.images.iter_mut().find(|(i, _)| *i == image) {
-                Some(slot) => slot.1 = h,
-                None => self.images.push((image, h)),
-            }
-        }
-        let n_sources = c.var()?;
-        if n_sources > raw.len() as u64 {
-            return None;
-        }
-        let mut sources = Vec::with_capacity(n_sources as usize);
-        let mut lens = Vec::with_capacity(n_sources as usize);
-        for _ in 0..n_sources {
-            let image = usize::try_from(c.var()?).ok()?;
-            let tid = u32::try_from(c.var()?).ok()?;
-            lens.push(c.var()?);
-            sources.push((image, tid));
-        }
-        let n_runs = c.var()?;
-        if n_runs > raw.len() as u64 {
-            return None;
-        }
-        let mut runs = Vec::with_capacity(n_runs as usize);
-        let mut total = 0u64;
-        for _ in 0..n_runs {
-            let s = u32::try_from(c.var()?).ok()?;
-            let n = u32::try_from(c.var()?).ok()?;
-            if s as u64 >= n_sources || n == 0 {
-                return None;
-            }
-            total += n as u64;
-            runs.push((s, n));
-        }
-        if total != records as u64 {
-            return None;
-        }
-        let mut pos = c.pos;
-        let mut curs = Vec::with_capacity(sources.len());
-        for ((image, tid), len) in sources.into_iter().zip(lens) {
-            let end = pos.checked_add(usize::try_from(len).ok()?)?;
-            if end > raw.len() {
-                return None;
-            }
-            curs.push(SourceCur {
-                image,
-                tid,
-                end,
-                pos,
-                state: ChunkState::default(),
-            });
-            pos = end;
-        }
-        if pos != raw.len() {
-            return None;
-        }
-        Some(Block {
-            raw,
-            sources: curs,
-            runs,
-            run: 0,
-            left: 0,
-        })
-    }
-
     /// The next record, or `None` at the end. A damaged block of a capture without trailer
     /// ends the read (see [`CaptureReader::truncated`]).
     ///
@@ -364,31 +240,13 @@ impl CaptureReader {
     pub fn next_record(&mut self) -> Result<Option<CapturedRecord>, CaptureError> {
         loop {
             if let Some(b) = &mut self.block {
-                if b.left == 0 {
-                    if b.run < b.runs.len() {
-                        b.left = b.runs[b.run].1;
-                    } else {
-                        self.block = None;
-                        continue;
+                match b.next() {
+                    Ok(Some((image, tid, rec))) => {
+                        return Ok(Some(CapturedRecord { image, tid, rec }));
                     }
-                }
-                let s = &mut b.sources[b.runs[b.run].0 as usize];
-                let decoded = wire::decode(&b.raw[s.pos..s.end], &mut s.state);
-                match decoded {
-                    Ok((rec, used)) => {
-                        s.pos += used;
-                        b.left -= 1;
-                        if b.left == 0 {
-                            b.run += 1;
-                        }
-                        return Ok(Some(CapturedRecord {
-                            image: s.image,
-                            tid: s.tid,
-                            rec: rec.to_owned(),
-                        }));
-                    }
-                    Err(e) => {
-                        let msg = format!("record does not decode: {e}");
+                    Ok(None) => self.block = None,
+                    Err(()) => {
+                        let msg = "record does not decode".to_owned();
                         self.block = None;
                         if self.end.is_some() {
                             return Err(self.fmt(msg));
@@ -398,6 +256,7 @@ impl CaptureReader {
                         return Ok(None);
                     }
                 }
+                continue;
             }
             if !self.load_block()? {
                 return Ok(None);

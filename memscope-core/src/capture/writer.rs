@@ -1,10 +1,13 @@
-//! Writes a capture: records in emission order, grouped per source (chunk × thread) within a
-//! block, each block zstd-compressed as it closes, the index in a trailer at the end.
+//! Writes a capture: records in emission order, split per source (image × thread) into the
+//! byte columns of [`super::columns`], each block zstd-compressed as it closes, the index in a
+//! trailer at the end.
 
+use super::columns::{self as col, code, put_addr, put_lo_hi, put_var, NCOL};
 use super::{
-    put_var, BlockIndex, CaptureEnd, CaptureInfo, ImageHeader, BLOCK_MAGIC, BLOCK_RAW,
-    FOOTER_MAGIC, MAGIC, TRAILER_MAGIC, VERSION, ZSTD_LEVEL,
+    BlockIndex, CaptureEnd, CaptureInfo, ImageHeader, BLOCK_MAGIC, BLOCK_RAW, FOOTER_MAGIC, MAGIC,
+    TRAILER_MAGIC, VERSION, ZSTD_LEVEL,
 };
+use crate::addr_hash::AddrMap;
 use crate::wire::{zigzag, ChunkState, Record};
 use std::collections::HashMap;
 use std::fs::File;
@@ -14,8 +17,15 @@ use std::path::{Path, PathBuf};
 struct Source {
     image: usize,
     tid: u32,
-    state: ChunkState,
-    bytes: Vec<u8>,
+    /// Records of this source in the block.
+    n: u32,
+    /// Allocations of this source in the block.
+    mallocs: u32,
+    last_ts: u64,
+    last_addr: u64,
+    /// Delta state of the wire-encoded (generic) records.
+    generic: ChunkState,
+    cols: Box<[Vec<u8>; NCOL]>,
 }
 
 /// Figures of a finished capture.
@@ -36,11 +46,15 @@ pub struct CaptureWriter {
     offset: u64,
     images: HashMap<usize, ImageHeader>,
     sources: Vec<Source>,
-    by_key: HashMap<(usize, u32, u32), u32>,
+    by_key: HashMap<(usize, u32), u32>,
     /// The source of the previous record (most records continue the same source).
-    last: Option<((usize, u32, u32), u32)>,
-    runs: Vec<(u32, u32)>,
-    raw_len: usize,
+    last: Option<((usize, u32), u32)>,
+    /// Allocations of this block not yet freed: address → (source, allocation index).
+    allocs: AddrMap<(u32, u32)>,
+    /// Largest key emitted in this block: (time stamp, source, record index in source).
+    max_key: Option<(u64, u32, u32)>,
+    /// Records emitted out of key order: (position in the block, source).
+    deferred: Vec<(u32, u32)>,
     block_records: u32,
     first_ts: u64,
     last_ts: u64,
@@ -72,8 +86,9 @@ impl CaptureWriter {
             sources: Vec::new(),
             by_key: HashMap::new(),
             last: None,
-            runs: Vec::new(),
-            raw_len: 0,
+            allocs: AddrMap::default(),
+            max_key: None,
+            deferred: Vec::new(),
             block_records: 0,
             first_ts: 0,
             last_ts: 0,
@@ -102,71 +117,161 @@ impl CaptureWriter {
         self.images.insert(image, h);
     }
 
-    /// Appends one record of image `image`, chunk `chunk`, thread `tid`.
+    fn source(&mut self, image: usize, tid: u32) -> usize {
+        let key = (image, tid);
+        if let Some((k, s)) = self.last {
+            if k == key {
+                return s as usize;
+            }
+        }
+        let s = match self.by_key.get(&key) {
+            Some(&s) => s,
+            None => {
+                let s = self.sources.len() as u32;
+                self.sources.push(Source {
+                    image,
+                    tid,
+                    n: 0,
+                    mallocs: 0,
+                    last_ts: 0,
+                    last_addr: 0,
+                    generic: ChunkState::default(),
+                    cols: Box::default(),
+                });
+                self.by_key.insert(key, s);
+                s
+            }
+        };
+        self.last = Some((key, s));
+        s as usize
+    }
+
+    /// Appends one record of image `image`, thread `tid` (the next in emission order).
     ///
     /// # Errors
     /// Writing a full block failed.
-    pub fn record(
+    pub fn record<B: AsRef<[u8]>>(
         &mut self,
         image: usize,
-        chunk: u32,
         tid: u32,
-        rec: &Record<Box<[u8]>>,
+        rec: &Record<B>,
     ) -> std::io::Result<()> {
-        let key = (image, chunk, tid);
-        let src = match self.last {
-            Some((k, s)) if k == key => s,
-            _ => match self.by_key.get(&key) {
-                Some(&s) => s,
-                None => {
-                    let s = self.sources.len() as u32;
-                    self.sources.push(Source {
-                        image,
-                        tid,
-                        state: ChunkState::default(),
-                        bytes: Vec::with_capacity(4096),
-                    });
-                    self.by_key.insert(key, s);
-                    s
-                }
-            },
-        };
-        self.last = Some((key, src));
-        let s = &mut self.sources[src as usize];
-        let old = s.bytes.len();
-        let mut room = 64;
-        loop {
-            s.bytes.resize(old + room, 0);
-            match rec.encode(&mut s.state, &mut s.bytes[old..]) {
-                Some(n) => {
-                    s.bytes.truncate(old + n);
-                    self.raw_len += n;
-                    break;
-                }
-                None if room < (1 << 24) => room *= 8,
-                None => {
-                    s.bytes.truncate(old);
-                    return Err(std::io::Error::other("record too large for the capture"));
-                }
-            }
+        let si = self.source(image, tid);
+        let ts = rec.ts();
+        let s = &mut self.sources[si];
+        let key = (ts.unwrap_or(s.last_ts), si as u32, s.n);
+        s.n += 1;
+        let mut tag = 0u8;
+        if self.max_key.is_some_and(|m| key < m) {
+            tag |= col::DEFERRED;
+            self.deferred.push((self.block_records, si as u32));
+        } else {
+            self.max_key = Some(key);
         }
-        match self.runs.last_mut() {
-            Some((last, n)) if *last == src => *n += 1,
-            _ => self.runs.push((src, 1)),
-        }
-        if let Some(ts) = rec.ts() {
-            if self.first_ts == 0 {
+        if let Some(ts) = ts {
+            let d = if ts >= s.last_ts {
+                ts - s.last_ts
+            } else {
+                tag |= col::NEG_TS;
+                s.last_ts - ts
+            };
+            put_lo_hi(&mut s.cols, col::TS_LO, col::TS_HI, d);
+            s.last_ts = ts;
+            if self.first_ts == 0 || ts < self.first_ts {
                 self.first_ts = ts;
             }
-            self.first_ts = self.first_ts.min(ts);
             self.last_ts = self.last_ts.max(ts);
         }
+        let c = match *rec {
+            Record::HostMalloc {
+                addr, size, stack, ..
+            } => {
+                let d = addr.wrapping_sub(s.last_addr) as i64;
+                let a16 = d % 16 == 0;
+                put_addr(&mut s.cols, zigzag(if a16 { d / 16 } else { d }));
+                put_var(&mut s.cols[col::SIZE], size);
+                s.last_addr = addr;
+                self.allocs.insert(addr, (si as u32, s.mallocs));
+                s.mallocs += 1;
+                match (stack != 0, a16) {
+                    (false, false) => code::MALLOC,
+                    (false, true) => code::MALLOC_A16,
+                    (true, a16) => {
+                        put_var(&mut s.cols[col::STACK], stack as u64);
+                        if a16 {
+                            code::MALLOC_STACK_A16
+                        } else {
+                            code::MALLOC_STACK
+                        }
+                    }
+                }
+            }
+            Record::HostFree { addr, .. } => match self.allocs.remove(&addr) {
+                Some((src, idx)) => {
+                    let dist = (self.sources[src as usize].mallocs - idx) as u64;
+                    let s = &mut self.sources[si];
+                    if src as usize == si {
+                        put_lo_hi(&mut s.cols, col::REF_LO, col::REF_HI, dist << 1);
+                    } else {
+                        put_lo_hi(&mut s.cols, col::REF_LO, col::REF_HI, (dist << 1) | 1);
+                        put_var(&mut s.cols[col::XSRC], src as u64);
+                    }
+                    code::FREE_REF
+                }
+                None => {
+                    let d = addr.wrapping_sub(s.last_addr) as i64;
+                    if d % 16 == 0 {
+                        put_addr(&mut s.cols, zigzag(d / 16));
+                        code::FREE_A16
+                    } else {
+                        put_addr(&mut s.cols, zigzag(d));
+                        code::FREE
+                    }
+                }
+            },
+            _ => {
+                if let Some(ts) = ts {
+                    // Its time stamp is in the time-stamp columns: the wire delta is 0.
+                    s.generic.last_ts = ts;
+                }
+                let g = &mut s.cols[col::GENERIC];
+                let old = g.len();
+                let mut room = 64;
+                loop {
+                    g.resize(old + room, 0);
+                    match rec.encode(&mut s.generic, &mut g[old..]) {
+                        Some(n) => {
+                            g.truncate(old + n);
+                            break;
+                        }
+                        None if room < (1 << 24) => room *= 8,
+                        None => {
+                            g.truncate(old);
+                            return Err(std::io::Error::other("record too large for the capture"));
+                        }
+                    }
+                }
+                if ts.is_some() {
+                    code::GENERIC_TS
+                } else {
+                    code::GENERIC
+                }
+            }
+        };
+        self.sources[si].cols[col::TAG].push(c | tag);
         self.block_records += 1;
         self.stats.records += 1;
-        if self.raw_len >= BLOCK_RAW {
+        if self.block_records & 4095 == 0 && self.raw_len() >= BLOCK_RAW {
             self.close_block()?;
         }
         Ok(())
+    }
+
+    fn raw_len(&self) -> usize {
+        self.sources
+            .iter()
+            .map(|s| s.cols.iter().map(Vec::len).sum::<usize>())
+            .sum()
     }
 
     /// Compresses and writes the open block (no-op when empty).
@@ -197,15 +302,22 @@ impl CaptureWriter {
         for s in &self.sources {
             put_var(raw, s.image as u64);
             put_var(raw, s.tid as u64);
-            put_var(raw, s.bytes.len() as u64);
+            put_var(raw, s.n as u64);
+            for c in s.cols.iter() {
+                put_var(raw, c.len() as u64);
+            }
         }
-        put_var(raw, self.runs.len() as u64);
-        for (s, n) in &self.runs {
-            put_var(raw, *s as u64);
-            put_var(raw, *n as u64);
+        put_var(raw, self.deferred.len() as u64);
+        let mut prev = 0;
+        for &(pos, src) in &self.deferred {
+            put_var(raw, (pos - prev) as u64);
+            put_var(raw, src as u64);
+            prev = pos;
         }
-        for s in &self.sources {
-            raw.extend_from_slice(&s.bytes);
+        for c in 0..NCOL {
+            for s in &self.sources {
+                raw.extend_from_slice(&s.cols[c]);
+            }
         }
         let comp = self.zstd.compress(raw)?;
         let mut head = [0u8; super::BLOCK_HEADER];
@@ -230,8 +342,9 @@ impl CaptureWriter {
         self.sources.clear();
         self.by_key.clear();
         self.last = None;
-        self.runs.clear();
-        self.raw_len = 0;
+        self.allocs.clear();
+        self.max_key = None;
+        self.deferred.clear();
         self.block_records = 0;
         self.first_ts = 0;
         self.last_ts = 0;

@@ -18,18 +18,16 @@ pub struct Merged {
     pub src: Sourced,
 }
 
-/// A head in the heap, ordered by (ts, image, seq).
+/// A chunk's next record in the heap, ordered by (ts, image, seq); the record itself waits in
+/// its cursor, so heap moves are small.
+#[derive(Clone, Copy, PartialEq, Eq)]
 struct Head {
-    key: (u64, usize, u64),
-    src: Sourced,
+    ts: u64,
+    image: u32,
+    /// (chunk << 32) | offset, as [`Sourced::seq`].
+    seq: u64,
 }
 
-impl PartialEq for Head {
-    fn eq(&self, o: &Self) -> bool {
-        self.key == o.key
-    }
-}
-impl Eq for Head {}
 impl PartialOrd for Head {
     fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
         Some(self.cmp(o))
@@ -37,7 +35,7 @@ impl PartialOrd for Head {
 }
 impl Ord for Head {
     fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        self.key.cmp(&o.key)
+        (self.ts, self.image, self.seq).cmp(&(o.ts, o.image, o.seq))
     }
 }
 
@@ -52,6 +50,43 @@ pub struct ProcessMerge {
     defs: VecDeque<Merged>,
     /// Everything is final (the writers are gone): unfinished chunks are finished as read.
     final_pass: bool,
+}
+
+/// Decodes the next record of chunk `chunk` of `images[image]` into the chunk's head slot;
+/// definitions met on the way go to `defs`. Returns the new head's heap entry (`None`: the
+/// chunk has nothing decoded now; it is noted in `starved` unless it is finished).
+fn advance(
+    images: &mut [StreamFile],
+    defs: &mut VecDeque<Merged>,
+    starved: &mut Vec<(usize, usize)>,
+    final_pass: bool,
+    image: usize,
+    chunk: usize,
+) -> std::io::Result<Option<Head>> {
+    while images[image].next_record(chunk, final_pass)? {
+        let c = &mut images[image].chunks[chunk];
+        let Some(src) = &c.head else {
+            break;
+        };
+        match src.rec.ts() {
+            Some(ts) => {
+                return Ok(Some(Head {
+                    ts,
+                    image: image as u32,
+                    seq: src.seq,
+                }))
+            }
+            None => {
+                if let Some(src) = c.head.take() {
+                    defs.push_back(Merged { image, src });
+                }
+            }
+        }
+    }
+    if !images[image].chunks[chunk].done {
+        starved.push((image, chunk));
+    }
+    Ok(None)
 }
 
 impl ProcessMerge {
@@ -85,31 +120,6 @@ impl ProcessMerge {
         self.heap.len() + self.defs.len()
     }
 
-    fn advance(&mut self, image: usize, chunk: usize) -> std::io::Result<()> {
-        loop {
-            let gone = self.final_pass;
-            match self.images[image].next_record(chunk, gone)? {
-                Some(src) => {
-                    if src.rec.ts().is_none() {
-                        self.defs.push_back(Merged { image, src });
-                        continue;
-                    }
-                    let ts = src.rec.ts().unwrap_or(0);
-                    self.heap.push(Reverse(Head {
-                        key: (ts, image, src.seq),
-                        src,
-                    }));
-                }
-                None => {
-                    if !self.images[image].chunks[chunk].done {
-                        self.starved.push((image, chunk));
-                    }
-                }
-            }
-            return Ok(());
-        }
-    }
-
     /// Looks for new chunks and for new records in chunks that had none. Returns whether
     /// anything new was decoded.
     ///
@@ -130,34 +140,83 @@ impl ProcessMerge {
         starved.sort_unstable();
         starved.dedup();
         for (image, chunk) in starved {
-            self.advance(image, chunk)?;
+            let head = advance(
+                &mut self.images,
+                &mut self.defs,
+                &mut self.starved,
+                self.final_pass,
+                image,
+                chunk,
+            )?;
+            if let Some(h) = head {
+                self.heap.push(Reverse(h));
+            }
         }
         Ok(self.pending() > before)
     }
 
-    /// The next record to emit: a pending definition, else the earliest head stamped at or
-    /// before `watermark`.
+    /// Hands the next record to emit to `f` (by reference: it stays in its cursor): a pending
+    /// definition, else the earliest head stamped at or before `watermark`. Returns whether
+    /// there was one.
+    ///
+    /// # Errors
+    /// Read failure of a stream file.
+    pub fn next_with(
+        &mut self,
+        watermark: u64,
+        f: impl FnOnce(usize, &Sourced),
+    ) -> std::io::Result<bool> {
+        if let Some(d) = self.defs.pop_front() {
+            f(d.image, &d.src);
+            return Ok(true);
+        }
+        let Some(mut top) = self.heap.peek_mut() else {
+            return Ok(false);
+        };
+        if top.0.ts > watermark {
+            return Ok(false);
+        }
+        let (image, chunk) = (top.0.image as usize, (top.0.seq >> 32) as usize);
+        match &self.images[image].chunks[chunk].head {
+            Some(src) => f(image, src),
+            None => {
+                // Not reached: every heap entry has its record in its cursor.
+                std::collections::binary_heap::PeekMut::pop(top);
+                return Ok(false);
+            }
+        }
+        self.images[image].chunks[chunk].head = None;
+        // The chunk's next record replaces this one in place (one sift instead of a pop and
+        // a push); definitions decoded meanwhile come out on the next calls, after this record.
+        match advance(
+            &mut self.images,
+            &mut self.defs,
+            &mut self.starved,
+            self.final_pass,
+            image,
+            chunk,
+        )? {
+            Some(h) => top.0 = h,
+            None => {
+                std::collections::binary_heap::PeekMut::pop(top);
+            }
+        }
+        Ok(true)
+    }
+
+    /// The next record to emit (as [`ProcessMerge::next_with`], by value).
     ///
     /// # Errors
     /// Read failure of a stream file.
     pub fn next(&mut self, watermark: u64) -> std::io::Result<Option<Merged>> {
-        if let Some(d) = self.defs.pop_front() {
-            return Ok(Some(d));
-        }
-        match self.heap.peek() {
-            Some(Reverse(h)) if h.key.0 <= watermark => {}
-            _ => return Ok(None),
-        }
-        let Some(Reverse(Head {
-            key: (_, image, _),
-            src,
-        })) = self.heap.pop()
-        else {
-            return Ok(None);
-        };
-        // Definitions decoded while advancing come out on the next calls, after this record.
-        self.advance(image, src.chunk as usize)?;
-        Ok(Some(Merged { image, src }))
+        let mut out = None;
+        self.next_with(watermark, |image, src| {
+            out = Some(Merged {
+                image,
+                src: src.clone(),
+            })
+        })?;
+        Ok(out)
     }
 
     /// Whether every chunk of every image is finished and nothing is pending.

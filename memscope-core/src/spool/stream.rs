@@ -95,6 +95,8 @@ pub(crate) struct Cursor {
     pub(crate) done: bool,
     /// The chunk did not decode; the rest of it is skipped.
     pub(crate) corrupt: bool,
+    /// The decoded record waiting in the merge (`ProcessMerge`).
+    pub(crate) head: Option<Sourced>,
 }
 
 impl Cursor {
@@ -230,22 +232,19 @@ impl StreamFile {
         Ok(())
     }
 
-    /// Decodes the next record of chunk `idx`, reading more of the chunk as needed. `Thread`
-    /// records are absorbed (they set the writer). `writer_gone`: a chunk that is not sealed and
-    /// has nothing more committed will never get more, so it is done.
+    /// Decodes the next record of chunk `idx` into the chunk's head slot, reading more of the
+    /// chunk as needed; returns whether there was one. `Thread` records are absorbed (they set
+    /// the writer). `writer_gone`: a chunk that is not sealed and has nothing more committed
+    /// will never get more, so it is done.
     ///
     /// # Errors
     /// Read failure of the file.
-    pub(crate) fn next_record(
-        &mut self,
-        idx: usize,
-        writer_gone: bool,
-    ) -> std::io::Result<Option<Sourced>> {
+    pub(crate) fn next_record(&mut self, idx: usize, writer_gone: bool) -> std::io::Result<bool> {
         loop {
-            if self.chunks[idx].done {
-                return Ok(None);
+            let c = &mut self.chunks[idx];
+            if c.done {
+                return Ok(false);
             }
-            let c = &self.chunks[idx];
             if c.pos >= c.buf.len() && c.consumed() >= c.committed {
                 self.refresh(idx)?;
                 let c = &mut self.chunks[idx];
@@ -254,24 +253,25 @@ impl StreamFile {
                         c.done = true;
                         c.buf = Vec::new();
                     }
-                    return Ok(None);
+                    return Ok(false);
                 }
             }
             let c = &mut self.chunks[idx];
             match wire::decode(&c.buf[c.pos..], &mut c.state) {
+                Ok((Record::Thread { tid }, used)) => {
+                    c.pos += used;
+                    c.tid = tid;
+                }
                 Ok((rec, used)) => {
                     let at = c.consumed();
                     c.pos += used;
-                    if let Record::Thread { tid } = rec {
-                        c.tid = tid;
-                        continue;
-                    }
-                    return Ok(Some(Sourced {
+                    c.head = Some(Sourced {
                         tid: c.tid,
                         chunk: idx as u32,
                         seq: ((idx as u64) << 32) | at as u64,
                         rec: rec.to_owned(),
-                    }));
+                    });
+                    return Ok(true);
                 }
                 Err(wire::WireError::Truncated)
                     if c.consumed() + (c.buf.len() - c.pos) as u32 >= c.committed =>
@@ -287,7 +287,7 @@ impl StreamFile {
                             c.done = true;
                             c.buf = Vec::new();
                         }
-                        return Ok(None);
+                        return Ok(false);
                     }
                     self.fill(idx)?;
                 }
@@ -296,7 +296,7 @@ impl StreamFile {
                     c.corrupt = true;
                     c.done = true;
                     c.buf = Vec::new();
-                    return Ok(None);
+                    return Ok(false);
                 }
             }
         }

@@ -112,13 +112,15 @@ impl Out<'_> {
     }
 }
 
+/// Zig-zag mapping of a signed difference to an unsigned varint value.
 #[inline]
-pub(crate) fn zigzag(v: i64) -> u64 {
+pub fn zigzag(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)) as u64
 }
 
+/// Inverse of [`zigzag`].
 #[inline]
-pub(crate) fn unzigzag(v: u64) -> i64 {
+pub fn unzigzag(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
@@ -133,7 +135,39 @@ impl<'a> In<'a> {
         self.pos += 1;
         Ok(b)
     }
+    #[inline]
     pub(crate) fn var(&mut self) -> Result<u64, WireError> {
+        // Fast path (the collector decodes tens of millions of these): 1- and 2-byte values,
+        // then any value when 10 bytes are left, without a bounds check per byte.
+        if let Some(w) = self.buf.get(self.pos..self.pos + 2) {
+            if w[0] < 0x80 {
+                self.pos += 1;
+                return Ok(w[0] as u64);
+            }
+            if w[1] < 0x80 {
+                self.pos += 2;
+                return Ok((w[0] & 0x7f) as u64 | (w[1] as u64) << 7);
+            }
+            if let Some(w) = self.buf.get(self.pos..self.pos + 10) {
+                let w: &[u8; 10] = w.try_into().expect("10 bytes");
+                let mut v = 0u64;
+                for (i, &b) in w.iter().enumerate() {
+                    if i == 9 && b > 1 {
+                        return Err(WireError::Malformed);
+                    }
+                    v |= ((b & 0x7f) as u64) << (7 * i);
+                    if b & 0x80 == 0 {
+                        self.pos += i + 1;
+                        return Ok(v);
+                    }
+                }
+                return Err(WireError::Malformed);
+            }
+        }
+        self.var_slow()
+    }
+
+    fn var_slow(&mut self) -> Result<u64, WireError> {
         let mut v = 0u64;
         for shift in (0..70).step_by(7) {
             let b = self.u8()?;

@@ -1,0 +1,338 @@
+//! The HOST fast path of the collector: when HOST rows are neither written nor analysed, the
+//! HOST heap records (`HostMalloc`, `HostFree`, `Module`) are accounted
+//! here straight from the decoded record — no `Event` is built — with exactly the effects
+//! the HOST typer followed by the leak layer ([`crate::leaks`]) would have: the same event
+//! IDs and `allocation_id`s consumed, the same warnings, the same peak and live-at-exit
+//! summaries. One address-keyed map holds each live block's size and stack group. Mappings
+//! (`HostMmap`, `HostMunmap`: rare, and typed as ranges) go through the HOST typer as events;
+//! [`HostFast::observe`] accounts them in the same leak layer.
+#![forbid(unsafe_code)]
+
+use crate::addr_hash::AddrMap;
+use crate::leaks::HostLeaks;
+use crate::symbolize::Symbolizer;
+use memscope_core::adapter::TypeCtx;
+use memscope_core::bus::ReportSection;
+use memscope_core::event::Event;
+use memscope_core::wire::Record;
+use std::collections::HashMap;
+
+#[derive(Clone, Copy)]
+struct Live {
+    size: u64,
+    /// Stack group (index of the symbolised stack text in the leak layer).
+    group: u32,
+}
+
+/// The events one record stood for: `frees` FREE events, then `mallocs` MALLOC events (0 or
+/// 1), numbered from the ID passed in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Typed {
+    /// FREE events (real frees, synthetic ones of a reused address or of an exec).
+    pub frees: u64,
+    /// MALLOC events.
+    pub mallocs: u64,
+}
+
+/// HOST typer and leak/peak accounting of one process, without events.
+#[derive(Default)]
+pub struct HostFast {
+    leaks: HostLeaks,
+    live: AddrMap<Live>,
+    syms: HashMap<usize, Symbolizer>,
+    /// Stack group by (image << 32 | stack id); emptied for an image when it gets a module.
+    groups: AddrMap<u32>,
+    image: usize,
+    unknown_frees: u64,
+}
+
+/// Whether `rec` is one the fast path handles.
+pub fn is_host_record<B>(rec: &Record<B>) -> bool {
+    matches!(
+        rec,
+        Record::HostMalloc { .. } | Record::HostFree { .. } | Record::Module { .. }
+    )
+}
+
+impl HostFast {
+    /// No live blocks.
+    pub fn new() -> HostFast {
+        HostFast::default()
+    }
+
+    /// Frees of addresses that were not live (ignored, as the typer ignores them).
+    pub fn unknown_frees(&self) -> u64 {
+        self.unknown_frees
+    }
+
+    fn group(&mut self, ctx: &TypeCtx, stack: u32) -> u32 {
+        if stack == 0 {
+            return self.leaks.stack_index(None);
+        }
+        let key = ((ctx.image() as u64) << 32) | stack as u64;
+        if let Some(&g) = self.groups.get(&key) {
+            return g;
+        }
+        let Some(frames) = ctx.stack(stack) else {
+            // Not defined (yet): no text, and nothing cached (as the typer does).
+            return self.leaks.stack_index(None);
+        };
+        let text = self.syms.entry(ctx.image()).or_default().stack_text(frames);
+        let g = self.leaks.stack_index(Some(&text));
+        self.groups.insert(key, g);
+        g
+    }
+
+    /// Accounts HOST record `rec` (of the image `ctx` is set to) whose first event, if any,
+    /// gets ID `first_id`. Returns the events it stood for, or `None` when `rec` is not a
+    /// HOST record.
+    pub fn record<B: AsRef<[u8]>>(
+        &mut self,
+        ctx: &mut TypeCtx,
+        rec: &Record<B>,
+        first_id: u64,
+    ) -> Option<Typed> {
+        let mut t = Typed::default();
+        if ctx.image() != self.image && !matches!(rec, Record::Module { .. }) && is_host_record(rec)
+        {
+            self.exec_boundary(&mut t);
+            self.image = ctx.image();
+        }
+        match *rec {
+            Record::HostMalloc {
+                ts,
+                addr,
+                size,
+                stack,
+            } => self.malloc(ctx, ts, addr, size, stack, first_id, &mut t),
+            Record::HostFree { addr, .. } => match self.live.remove(&addr) {
+                Some(b) => {
+                    self.leaks.other_free(b.size);
+                    t.frees += 1;
+                }
+                None => self.unknown_frees += 1,
+            },
+            Record::Module {
+                base,
+                start,
+                size,
+                ref build_id,
+                ref path,
+                ..
+            } => {
+                let image = ctx.image();
+                self.syms.entry(image).or_default().add_module(
+                    base,
+                    start,
+                    size,
+                    path.as_ref(),
+                    build_id.as_ref(),
+                );
+                // Stacks grouped before this module was known are symbolised again on next use.
+                self.groups.retain(|k, _| (k >> 32) as usize != image);
+            }
+            _ => return None,
+        }
+        Some(t)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn malloc(
+        &mut self,
+        ctx: &mut TypeCtx,
+        ts: u64,
+        addr: u64,
+        size: u64,
+        stack: u32,
+        first_id: u64,
+        t: &mut Typed,
+    ) {
+        if let Some(old) = self.live.remove(&addr) {
+            self.leaks.other_free(old.size);
+            ctx.warn(format!("HOST: block 0x{addr:x} allocated again before its free was seen; closed with a synthetic FREE"));
+            t.frees += 1;
+        }
+        // Consumed as the typer does: allocation ids are shared with the other pools.
+        ctx.next_allocation_id();
+        let b = Live {
+            size,
+            group: self.group(ctx, stack),
+        };
+        self.live.insert(addr, b);
+        self.leaks.other_alloc(size, first_id + t.frees, ts);
+        t.mallocs += 1;
+    }
+
+    /// `exec` replaced the process image: every live block gets a synthetic FREE.
+    fn exec_boundary(&mut self, t: &mut Typed) {
+        for (_, b) in self.live.drain() {
+            self.leaks.other_free(b.size);
+            t.frees += 1;
+        }
+    }
+
+    /// Accounts an event of another source (a host block the HAL or ACL adapter typed, a
+    /// mapping the HOST typer typed).
+    pub fn observe(&mut self, ev: &Event) {
+        self.leaks.observe(ev);
+    }
+
+    /// The peak and live-at-exit report sections (as the leak layer's).
+    pub fn report(&self, pid: Option<u32>) -> Vec<ReportSection> {
+        let other = self.live.values().map(|b| (b.size, b.group));
+        let mut v = vec![
+            self.leaks.peak_report(pid),
+            self.leaks.report_with(pid, other),
+        ];
+        v.extend(self.leaks.maps_report(pid));
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::leaks::Peak;
+
+    fn malloc(ts: u64, addr: u64, size: u64) -> Record {
+        Record::HostMalloc {
+            ts,
+            addr,
+            size,
+            stack: 0,
+        }
+    }
+
+    #[test]
+    fn fast_path_counts_events_and_peak_like_the_typer_and_leak_layer() {
+        let mut f = HostFast::new();
+        let mut ctx = TypeCtx::new(7, vec![]);
+        let mut id = 0;
+        let mut feed = |f: &mut HostFast, ctx: &mut TypeCtx, r: Record| {
+            let t = f.record(ctx, &r, id).unwrap();
+            id += t.frees + t.mallocs;
+            t
+        };
+        assert_eq!(feed(&mut f, &mut ctx, malloc(1, 0x10, 100)).mallocs, 1);
+        assert_eq!(feed(&mut f, &mut ctx, malloc(2, 0x20, 50)).mallocs, 1);
+        // Unknown free: no event.
+        let t = feed(&mut f, &mut ctx, Record::HostFree { ts: 3, addr: 0x99 });
+        assert_eq!(t, Typed::default());
+        assert_eq!(f.unknown_frees(), 1);
+        // Reused address: synthetic FREE, then the MALLOC.
+        let t = feed(&mut f, &mut ctx, malloc(4, 0x10, 10));
+        assert_eq!(
+            t,
+            Typed {
+                frees: 1,
+                mallocs: 1
+            }
+        );
+        assert_eq!(ctx.take_warnings().len(), 1);
+        let t = feed(&mut f, &mut ctx, Record::HostFree { ts: 5, addr: 0x20 });
+        assert_eq!(t.frees, 1);
+        assert_eq!(ctx.next_allocation_id(), 4, "three allocation ids consumed");
+        assert_eq!(
+            f.leaks.peak(),
+            Peak {
+                bytes: 150,
+                blocks: 2,
+                id: 1,
+                ts_ns: 2
+            }
+        );
+        let r = f.report(Some(7));
+        assert_eq!(r[0].title, "HOST peak (pid 7): 150 bytes in 2 block(s)");
+        assert_eq!(
+            r[1].title,
+            "HOST memory live at exit (pid 7): 1 block(s), 10 bytes"
+        );
+        // An exec: the live block gets a synthetic FREE before the new image's first record.
+        ctx.set_image(1);
+        let t = feed(&mut f, &mut ctx, Record::HostFree { ts: 6, addr: 0x10 });
+        assert_eq!(t.frees, 1);
+        assert_eq!(
+            f.report(None)[1].title,
+            "HOST memory live at exit: 0 block(s), 0 bytes"
+        );
+    }
+
+    #[test]
+    fn fast_path_matches_the_typer_and_leak_layer_on_a_random_sequence() {
+        use crate::typer::HostTyper;
+        use memscope_core::adapter::Typer;
+        use memscope_core::bus::{BusCtx, Layer};
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let mut rnd = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let (mut typer, mut leaks, mut fast) =
+            (HostTyper::new(), HostLeaks::default(), HostFast::new());
+        // Beside the fast path, mappings go through a typer as events (as in the collector).
+        let mut ftyper = HostTyper::new();
+        let (mut tctx, mut fctx) = (TypeCtx::new(3, vec![]), TypeCtx::new(3, vec![]));
+        let (mut id_t, mut id_f) = (0u64, 0u64);
+        let bctx = BusCtx::default();
+        for i in 0..20_000u64 {
+            let addr = 0x1000 + 16 * rnd(300);
+            let rec: Record = match rnd(10) {
+                0..=3 => malloc(i, addr, rnd(5000)),
+                4..=7 => Record::HostFree { ts: i, addr },
+                8 => Record::HostMmap {
+                    ts: i,
+                    addr: addr << 12,
+                    size: 4096 * (1 + rnd(3)),
+                    stack: 0,
+                },
+                _ => Record::HostMunmap {
+                    ts: i,
+                    addr: addr << 12,
+                    size: 8192,
+                },
+            };
+            if i == 15_000 {
+                tctx.set_image(1);
+                fctx.set_image(1);
+            }
+            let mut out = Vec::new();
+            assert!(typer.type_record(&mut tctx, 1, &rec, &mut out));
+            for mut ev in out {
+                ev.id = id_t;
+                id_t += 1;
+                leaks.on_event(ev, &bctx, &mut Vec::new()).unwrap();
+            }
+            if is_host_record(&rec) {
+                let t = fast.record(&mut fctx, &rec, id_f).unwrap();
+                id_f += t.frees + t.mallocs;
+            } else {
+                let mut out = Vec::new();
+                assert!(ftyper.type_record(&mut fctx, 1, &rec, &mut out));
+                for mut ev in out {
+                    ev.id = id_f;
+                    id_f += 1;
+                    fast.observe(&ev);
+                }
+            }
+            // Across the exec the synthetic FREEs of the old image's heap blocks come at the new
+            // image's first heap record, those of its mappings at its first mapping record (the
+            // typer alone emits both at the first of either): the IDs agree again once both
+            // kinds were seen.
+            if !(15_000..15_100).contains(&i) {
+                assert_eq!(id_t, id_f, "event {i}");
+            }
+        }
+        assert_eq!(tctx.next_allocation_id(), fctx.next_allocation_id());
+        assert_eq!(tctx.take_warnings(), fctx.take_warnings());
+        assert_eq!(leaks.peak(), fast.leaks.peak());
+        let mut want = vec![leaks.peak_report(Some(3)), leaks.report(Some(3))];
+        want.extend(leaks.maps_report(Some(3)));
+        assert_eq!(want, fast.report(Some(3)));
+        assert_eq!(
+            typer.unknown_frees(),
+            fast.unknown_frees() + ftyper.unknown_frees()
+        );
+    }
+}
