@@ -78,7 +78,7 @@ pub use clock::{now_ns, now_ns_before};
 pub use device::note_thread_device;
 pub use guard::{enter, internal, internal_unmasked, Guard};
 pub use intern::{record_mark, record_range_start};
-pub use plugin::safe_point;
+pub use plugin::{safe_point, start_at_load};
 pub use scratch::{on_stack, Scratch, ALT_STACK, MAX_FRAMES};
 pub use state::{
     active, adapters_mask, c_stack_depth, defer, enabled, ensure_init, host_mmap, init_state,
