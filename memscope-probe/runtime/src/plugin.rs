@@ -98,7 +98,7 @@ unsafe extern "C" fn host_emit(ev: *const PluginEvent) -> c_int {
         // Plugins emit from init, which the loader calls with this thread's guard held: take
         // the guard when free (so nothing emit does is recorded twice) but never require it;
         // `writer::record` has its own re-entry check.
-        let _g = guard::enter();
+        let mut g = guard::enter();
         // SAFETY: ABI contract: the texts are NULL or NUL-terminated, valid during the call.
         let (t, n, a) = unsafe {
             (
@@ -107,8 +107,15 @@ unsafe extern "C" fn host_emit(ev: *const PluginEvent) -> c_int {
                 cstr_bytes(ev.attrs, MAX_TEXT).unwrap_or(b""),
             )
         };
+        let ts = clock::now_ns();
+        // ABI 1.1: the C stack of the code that called into the plugin, on request.
+        if ev.flags & EVENT_C_STACK != 0 {
+            if let Some(g) = g.as_mut() {
+                crate::stack::record_call_stack(g, ts, crate::stack::Skip::ProbeAndCaller);
+            }
+        }
         let rec = Record::Plugin {
-            ts: clock::now_ns(),
+            ts,
             kind: ev.kind as u8,
             device: ev.device,
             ptr: ev.ptr,
