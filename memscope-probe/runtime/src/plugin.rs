@@ -16,7 +16,7 @@ use crate::sys::{cstr_bytes, stderr_write, FixedBuf};
 use crate::{clock, guard, settings, state, writer};
 use core::ffi::{c_char, c_int};
 use core::fmt::Write;
-use core::sync::atomic::{AtomicU8, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use memscope_core::wire::{Record, MAX_TEXT};
 
 pub use memscope_adapter_sdk::sys::{
@@ -172,7 +172,35 @@ static PLUGINS: AtomicU8 = AtomicU8::new(PENDING);
 /// (not launched by memscope) stops at the first check. Later [`safe_point`]s retry when the
 /// load could not run here (the runtime was busy on this thread).
 pub fn start_at_load() {
+    if state::init_state() == state::InitState::Initializing && guard::in_internal() {
+        // This thread is initialising the runtime and the loader ran our constructor inside
+        // it: the init starts the plugins when it is done ([`start_deferred`]).
+        DEFERRED.store(true, Ordering::Release);
+        return;
+    }
     safe_point();
+}
+
+/// Set by [`start_at_load`] when the constructor ran inside the runtime's init.
+static DEFERRED: AtomicBool = AtomicBool::new(false);
+
+/// Called at the end of the runtime's init: starts the plugins if the constructor asked for it
+/// (see [`start_at_load`]), even inside the hook whose call initialised the runtime — the
+/// constructor would have run them at that very point.
+pub(crate) fn start_deferred() {
+    if !DEFERRED.swap(false, Ordering::AcqRel) {
+        return;
+    }
+    if PLUGINS.load(Ordering::Acquire) != PENDING || settings::plugins().is_empty() {
+        return;
+    }
+    if PLUGINS
+        .compare_exchange(PENDING, LOADING, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        return;
+    }
+    load_all();
 }
 
 /// A point where the probe may run plugin code: called by non-allocator entry points on an
@@ -208,6 +236,11 @@ fn safe_point_slow() {
         PLUGINS.store(PENDING, Ordering::Release);
         return;
     }
+    load_all();
+}
+
+/// Loads every plugin of `MEMSCOPE_PLUGINS` (the caller won the `PENDING → LOADING` step).
+fn load_all() {
     // Internal (the plugins' allocations are the probe's doing), signals as they are (a
     // plugin's init may start threads, which inherit the mask).
     let _internal = guard::Internal::begin(false);
