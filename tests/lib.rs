@@ -5,6 +5,8 @@
 //! The binaries come from `cargo build --workspace` (the README's test command runs it first).
 #![forbid(unsafe_code)]
 
+pub mod compliance;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

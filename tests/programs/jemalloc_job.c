@@ -6,9 +6,11 @@
  *   c = mallocx(256, MALLOCX_ZERO | MALLOCX_LG_ALIGN(6))
  *   xallocx(c, 256, 0, 0)                                  no size change: no rows
  *   sdallocx(a, 4096, 0); dallocx(c, 0); b is leaked.
- * Prints "arena <n>" (the arena mallctl created) and "b <old> <new>".
+ * Then argv[1] (default 0) more mallocx/dallocx pairs. Prints "arena <n>" (the arena mallctl
+ * created) and "b <old> <new>".
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <jemalloc/jemalloc.h>
 
 __attribute__((noinline)) static void *kv_cache_alloc(unsigned arena, size_t n)
@@ -16,8 +18,9 @@ __attribute__((noinline)) static void *kv_cache_alloc(unsigned arena, size_t n)
     return mallocx(n, MALLOCX_ARENA(arena) | MALLOCX_TCACHE_NONE);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    long more = argc > 1 ? atol(argv[1]) : 0;
     unsigned arena = 0;
     size_t sz = sizeof arena;
     if (mallctl("arenas.create", &arena, &sz, NULL, 0) != 0)
@@ -29,6 +32,8 @@ int main(void)
     xallocx(c, 256, 0, 0);
     sdallocx(a, 4096, 0);
     dallocx(c, 0);
+    for (long i = 0; i < more; i++)
+        dallocx(mallocx(64 + (size_t)(i % 16) * 16, 0), 0);
     printf("arena %u\nb %p %p\n", arena, b, b2);
     return a && b2 && c ? 0 : 4;
 }

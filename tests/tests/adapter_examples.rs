@@ -134,3 +134,50 @@ fn a_wrong_abi_adapter_in_config_json_is_refused_with_one_line_before_launch() {
     );
     assert!(!touched.exists());
 }
+
+fn s(v: &[&str]) -> Vec<String> {
+    v.iter().map(|x| x.to_string()).collect()
+}
+
+fn demo_case(
+    name: &str,
+    lib: &std::path::Path,
+    event_type: &str,
+    own_code: &str,
+) -> compliance::Case {
+    let job = demo_job().display().to_string();
+    let lib = lib.display().to_string();
+    compliance::Case {
+        name: name.into(),
+        on: s(&["--device", "npu,cpu", "--adapter-path", &lib]),
+        off: s(&["--device", "npu,cpu"]),
+        program: s(&[&job, "3"]),
+        event_types: s(&[event_type]),
+        own_code: Some(own_code.into()),
+        fork_program: Some(s(&[&job, "3", "fork"])),
+        flood: Some((s(&[&job, "100000"]), 200_001)),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn the_c_example_adapter_is_compliant() {
+    let lib = c_adapter();
+    compliance::assert_adapter_compliance(&demo_case(
+        "demo_pool_c",
+        &lib,
+        "DEMO_POOL",
+        "demo_pool_adapter.c",
+    ));
+}
+
+#[test]
+fn the_rust_sdk_example_adapter_is_compliant() {
+    let lib = build_adapter_example("adapter-rust", "demo_pool_adapter");
+    compliance::assert_adapter_compliance(&demo_case(
+        "demo_pool_rs",
+        &lib,
+        "DEMO_POOL_RS",
+        "adapter-rust/src/lib.rs",
+    ));
+}

@@ -79,3 +79,22 @@ fn the_jemalloc_adapter_writes_rows_with_arena_owners_attrs_and_c_stacks() {
     let freed: Vec<&str> = fa.iter().map(|x| x["allocation_id"].as_str()).collect();
     assert!(!freed.contains(&a[2]["allocation_id"].as_str()));
 }
+
+#[test]
+fn the_jemalloc_adapter_is_compliant() {
+    let job = jemalloc_job().display().to_string();
+    let lib = build_adapter_example("adapter-jemalloc", "memscope_jemalloc_adapter")
+        .display()
+        .to_string();
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    compliance::assert_adapter_compliance(&compliance::Case {
+        name: "jemalloc".into(),
+        on: s(&["--device", "npu,cpu", "--adapter-path", &lib]),
+        off: s(&["--device", "npu,cpu"]),
+        program: s(&[&job]),
+        event_types: s(&["JEMALLOC"]),
+        own_code: Some("adapter-jemalloc/src/lib.rs".into()),
+        flood: Some((s(&[&job, "200000"]), 400_007)),
+        ..Default::default()
+    });
+}
