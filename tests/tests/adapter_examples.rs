@@ -181,3 +181,54 @@ fn the_rust_sdk_example_adapter_is_compliant() {
         "adapter-rust/src/lib.rs",
     ));
 }
+
+#[test]
+fn adapters_list_prints_the_built_ins_and_every_plugin_given_with_adapter_path() {
+    let c = c_adapter();
+    let rs = build_adapter_example("adapter-rust", "demo_pool_adapter");
+    let o = std::process::Command::new(memscope_bin())
+        .args(["adapters", "list", "--adapter-path"])
+        .arg(&c)
+        .arg("--adapter-path")
+        .arg(&rs)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for name in ["mstx", "pta", "mindspore", "atb", "hal", "acl", "host"] {
+        assert!(
+            out.lines().any(|l| l.starts_with(&format!("{name} "))),
+            "{out}"
+        );
+    }
+    for (name, lib) in [("demo_pool_c", &c), ("demo_pool_rs", &rs)] {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("{name} missing: {out}"));
+        assert!(
+            line.contains("ABI 1.1") && line.contains(lib.to_str().unwrap()),
+            "{line}"
+        );
+    }
+    assert!(
+        out.contains("symbols: demo_pool_alloc, demo_pool_free"),
+        "{out}"
+    );
+    // a refused plugin: one line, exit 2
+    let bad = compile(
+        &[&repo_root().join("tests/plugins/bad_magic_plugin.c")],
+        "libbad_magic_plugin.so",
+        &[],
+        true,
+    );
+    let o = std::process::Command::new(memscope_bin())
+        .args(["adapters", "list", "--adapter-path"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("bad magic"), "{err}");
+}
