@@ -1,11 +1,11 @@
 //! The one registry of adapters the CLI knows: the built-in descriptors
-//! (`memscope_core::adapter::descriptors`) and the third-party plugins given with
+//! (`crate::builtin`, the CLI's registration list) and the third-party plugins given with
 //! `--adapter-path` (their headers read from the file). `memscope adapters list` prints it;
 //! the `adapters` part of `schemas/config.schema.json` is generated from it ([`adapters_schema`],
 //! checked against the file by a test).
 
+use crate::builtin::descriptors;
 use crate::plugin_check::{self, PluginInfo};
-use memscope_core::adapter::descriptors;
 use memscope_core::config::DEFAULT_ADAPTERS;
 use std::path::{Path, PathBuf};
 

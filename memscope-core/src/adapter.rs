@@ -2,8 +2,10 @@
 //!
 //! A built-in adapter is one crate under `adapters/` with two halves: hooks that the probe
 //! exports inside the traced process, and a collector-side [`Typer`] that turns the adapter's
-//! stream records into typed [`Event`]s. Each crate registers an [`AdapterDescriptor`] with
-//! `inventory::submit!`; the CLI lists and instantiates them from [`descriptors`]. Selection is a
+//! stream records into typed [`Event`]s. Each crate declares one `pub static DESCRIPTOR:`
+//! [`AdapterDescriptor`]; the CLI's explicit registration list (`memscope-cli/src/builtin.rs`)
+//! lists and instantiates them — no constructor registers anything, so nothing of the collector
+//! half runs or is linked in the traced process. Selection is a
 //! bit mask ([`AdapterId::bit`]) handed to the probe, so an unselected adapter costs one atomic
 //! load per intercepted call.
 
@@ -268,16 +270,6 @@ impl std::fmt::Debug for AdapterDescriptor {
             .field("id", &self.id)
             .finish_non_exhaustive()
     }
-}
-
-inventory::collect!(AdapterDescriptor);
-
-/// Every registered built-in adapter, in [`AdapterId`] order. Complete only after `main` starts
-/// (inventory runs its constructors before `main`); never call it from a preload constructor.
-pub fn descriptors() -> Vec<&'static AdapterDescriptor> {
-    let mut v: Vec<_> = inventory::iter::<AdapterDescriptor>.into_iter().collect();
-    v.sort_by_key(|d| d.id);
-    v
 }
 
 #[cfg(test)]

@@ -27,18 +27,19 @@ use memscope_core::adapter::{AdapterDescriptor, AdapterId};
 /// C symbols the probe exports for this adapter.
 pub const SYMBOLS: &[&str] = &["halMemAlloc", "halMemFree", "halMemCreate", "halMemRelease"];
 
-inventory::submit! {
-    AdapterDescriptor {
-        id: AdapterId::Hal,
-        summary: "driver memory (halMemAlloc/Free, halMemCreate/Release) as HAL blocks with \
-                  used, owner CANN@<MODULE>, page_type and alloc_type; host-type memory as HOST \
-                  on cpu; out-of-memory snapshot and --analysis oom[:K] detail rows",
-        symbols: SYMBOLS,
-        events: typer::EVENTS,
-        config_keys: &[],
-        new_typer: typer::new_typer,
-    }
-}
+/// This adapter's descriptor: listed once, in the CLI's registration list
+/// (`memscope-cli/src/builtin.rs`); nothing registers it at load time, so the probe,
+/// which never names it, links none of the collector code it points to.
+pub static DESCRIPTOR: AdapterDescriptor = AdapterDescriptor {
+    id: AdapterId::Hal,
+    summary: "driver memory (halMemAlloc/Free, halMemCreate/Release) as HAL blocks with \
+              used, owner CANN@<MODULE>, page_type and alloc_type; host-type memory as HOST \
+              on cpu; out-of-memory snapshot and --analysis oom[:K] detail rows",
+    symbols: SYMBOLS,
+    events: typer::EVENTS,
+    config_keys: &[],
+    new_typer: typer::new_typer,
+};
 
 /// Defines this adapter's exported C symbols in the invoking crate (the probe cdylib only),
 /// each forwarding to [`hooks`].

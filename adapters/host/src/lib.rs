@@ -90,6 +90,8 @@ pub mod preflight;
 pub mod typer;
 
 #[cfg(feature = "collector")]
+pub use descriptor::DESCRIPTOR;
+#[cfg(feature = "collector")]
 pub use leaks::leak_layer;
 
 /// Defines this adapter's exported C symbols in the invoking crate (the probe cdylib only).
@@ -223,21 +225,39 @@ macro_rules! __host_stub {
 mod descriptor {
     use memscope_core::adapter::{AdapterDescriptor, AdapterId, ConfigKey};
 
-    inventory::submit! {
-        AdapterDescriptor {
-            id: AdapterId::Host,
-            summary: "libc allocator (malloc & co., optional mmap) with C call stacks; opt-in",
-            symbols: &[
-                "malloc", "calloc", "realloc", "reallocarray", "free", "posix_memalign",
-                "aligned_alloc", "memalign", "valloc", "pvalloc", "mmap", "mmap64", "munmap",
-                "mremap",
-            ],
-            events: &["MALLOC/HOST", "FREE/HOST", "MALLOC/HOST_MMAP", "FREE/HOST_MMAP"],
-            config_keys: &[ConfigKey {
-                name: "MEMSCOPE_HOST_MMAP (environment)",
-                summary: "1: also record mmap/munmap/mremap as HOST_MMAP mappings (page ranges; default off)",
-            }],
-            new_typer: || Box::new(crate::typer::HostTyper::new()),
-        }
-    }
+    /// This adapter's descriptor: listed once, in the CLI's registration list
+    /// (`memscope-cli/src/builtin.rs`); nothing registers it at load time, so the probe,
+    /// which never names it, links none of the collector code it points to.
+    pub static DESCRIPTOR: AdapterDescriptor = AdapterDescriptor {
+        id: AdapterId::Host,
+        summary: "libc allocator (malloc & co., optional mmap) with C call stacks; opt-in",
+        symbols: &[
+            "malloc",
+            "calloc",
+            "realloc",
+            "reallocarray",
+            "free",
+            "posix_memalign",
+            "aligned_alloc",
+            "memalign",
+            "valloc",
+            "pvalloc",
+            "mmap",
+            "mmap64",
+            "munmap",
+            "mremap",
+        ],
+        events: &[
+            "MALLOC/HOST",
+            "FREE/HOST",
+            "MALLOC/HOST_MMAP",
+            "FREE/HOST_MMAP",
+        ],
+        config_keys: &[ConfigKey {
+            name: "MEMSCOPE_HOST_MMAP (environment)",
+            summary:
+                "1: also record mmap/munmap/mremap as HOST_MMAP mappings (page ranges; default off)",
+        }],
+        new_typer: || Box::new(crate::typer::HostTyper::new()),
+    };
 }

@@ -8,8 +8,9 @@ pub mod process;
 pub mod python;
 pub mod replay;
 
+use crate::builtin::descriptors;
 use crate::logfile::LogFile;
-use memscope_core::adapter::{descriptors, TypeCtx};
+use memscope_core::adapter::TypeCtx;
 use memscope_core::bus::{Bus, BusError, Layer};
 use memscope_core::capture::{CaptureInfo, CaptureWriter};
 use memscope_core::config::{Format, RunConfig};
