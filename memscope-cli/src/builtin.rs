@@ -30,3 +30,33 @@ mod tests {
         assert_eq!(ids, memscope_core::adapter::AdapterId::ALL);
     }
 }
+
+/// Collector-side pieces of built-in adapters the collector still wires by hand (a descriptor
+/// field for layers, preflight and side paths is the remaining step of issue 11); named here,
+/// in the registration list, so no other CLI file names an adapter crate.
+pub mod wiring {
+    use memscope_core::bus::Layer;
+    use memscope_core::config::RunConfig;
+    use memscope_core::event::Event;
+    use std::path::Path;
+
+    /// HOST's end-of-run leak summary layer (`None` when HOST is not selected).
+    pub fn host_leak_layer(cfg: &RunConfig) -> Option<Box<dyn Layer>> {
+        memscope_adapter_host::leak_layer(cfg)
+    }
+
+    /// Whether `ev` is a block HOST's leak layer keeps (pinned memory and the like).
+    pub fn is_host_block(ev: &Event) -> bool {
+        memscope_adapter_host::leaks::is_host_block(ev)
+    }
+
+    /// HAL's out-of-memory layer (`OOM_Snapshot`, `--analysis oom[:K]`).
+    pub fn oom_layer(cfg: &RunConfig) -> Box<dyn Layer> {
+        Box::new(memscope_adapter_hal::oom::OomLayer::new(cfg))
+    }
+
+    /// HOST's pre-launch warnings about `program` (statically linked, own allocator).
+    pub fn preflight_warnings(program: &Path, host: bool) -> Vec<String> {
+        memscope_adapter_host::preflight::warnings(program, host)
+    }
+}

@@ -21,12 +21,12 @@
 use core::cell::Cell;
 use core::ffi::{c_char, c_int, c_void, CStr};
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
-use memscope_adapter_hal::real::{Real, Step};
 use memscope_core::adapter::AdapterId;
 #[cfg(test)]
 use memscope_core::probe_env::ENV_KERNEL_LAUNCH;
 use memscope_core::wire::Record;
 use memscope_runtime as rt;
+use memscope_runtime::real::{Real, Step};
 
 /// `ACL_ERROR_RT_FAILURE`: what an `aclrt…` launch hook answers when no real function exists.
 pub const ACL_ERROR_RT_FAILURE: c_int = 500_003;

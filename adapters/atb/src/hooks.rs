@@ -22,10 +22,10 @@
 
 use crate::abi::{self, StringDtor, StringGetter, TensorInfo};
 use core::ffi::{c_void, CStr};
-use memscope_adapter_hal::real::{object_of, Real, Step};
 use memscope_core::adapter::AdapterId;
 use memscope_core::wire::{encode_dims, AccessKind, Record};
 use memscope_runtime as rt;
+use memscope_runtime::real::{object_of, Real, Step};
 use std::sync::OnceLock;
 
 /// The status the `Runner::Execute` hook answers when libatb's original cannot be found.
@@ -168,7 +168,7 @@ unsafe fn tensors_fn(p: *mut c_void) -> Option<TensorsFn> {
 
 /// The calling thread's device (logical), `u32::MAX` when the runtime cannot tell.
 fn current_device() -> u32 {
-    memscope_adapter_hal::device::current_logical(rt::now_ns())
+    memscope_runtime::current_device::current_logical(rt::now_ns())
 }
 
 fn tensor(kind: AccessKind, kernel: bool, t: TensorInfo) {

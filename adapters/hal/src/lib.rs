@@ -9,17 +9,15 @@
 //! * [`flags`] — decoding of the flag word and module ids.
 //! * [`oom`] (feature `collector`) — the bus layer that fills the OOM snapshot and, with
 //!   `--analysis oom[:K]`, the `OOM_DETAIL` rows from the live blocks of every pool.
-//! * [`real`] — the real-function resolver shared with the `acl` and `atb` adapters.
-//! * [`device`] — the runtime's current device of the calling thread (a query, used by the
-//!   `mstx` and `atb` hooks).
+//!
+//! The real-function resolver and the current-device query it uses are runtime services
+//! (`memscope_runtime::real`, `memscope_runtime::current_device`), shared by every adapter.
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-pub mod device;
 pub mod flags;
 pub mod hooks;
 #[cfg(feature = "collector")]
 pub mod oom;
-pub mod real;
 pub mod typer;
 
 use memscope_core::adapter::{AdapterDescriptor, AdapterId};

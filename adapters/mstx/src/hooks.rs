@@ -138,7 +138,7 @@ pub unsafe extern "C" fn init_injection(get: Option<GetModuleFuncTable>) -> c_in
 /// whatever adapters are selected). Called under the reentrancy guard, so driver memory the
 /// runtime might touch meanwhile is not reported.
 fn note_device(ts: u64) {
-    rt::note_thread_device(ts, memscope_adapter_hal::device::current_logical(ts));
+    rt::note_thread_device(ts, memscope_runtime::current_device::current_logical(ts));
 }
 
 /// Message bytes and the NULL flag of a C message.

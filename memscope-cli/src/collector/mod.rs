@@ -270,14 +270,14 @@ impl PipelineFactory<'_> {
             // ACCESS rows get the allocation_id of the block they touch (issue 10)
             Box::new(memscope_core::access_blocks::AccessBlocks::new()),
         ];
-        let leak = memscope_adapter_host::leak_layer(cfg); // HOST leak summary (issue 4)
+        let leak = crate::builtin::wiring::host_leak_layer(cfg); // HOST leak summary (issue 4)
         let side = if host_side {
             leak
         } else {
             layers.extend(leak);
             None
         };
-        layers.push(Box::new(memscope_adapter_hal::oom::OomLayer::new(cfg))); // OOM (issue 5)
+        layers.push(crate::builtin::wiring::oom_layer(cfg)); // OOM (issue 5)
         layers.extend((self.analyses)(cfg, &project));
         layers.push(Box::new(layers::WriteFilter::new(cfg)));
         let (sink, sink_stats) = sink(cfg, &project, &ts);

@@ -397,7 +397,7 @@ impl Pipeline {
                 let r = side.on_event(ev, &self.side_ctx, &mut self.side_out);
                 self.side_out.clear();
                 return self.side_result(r);
-            } else if memscope_adapter_host::leaks::is_host_block(&ev) {
+            } else if crate::builtin::wiring::is_host_block(&ev) {
                 side.on_event(ev.clone(), &self.side_ctx, &mut self.side_out)
             } else {
                 Ok(())

@@ -58,6 +58,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod clock;
+pub mod current_device;
 mod device;
 mod drops;
 mod freelist;
@@ -65,6 +66,7 @@ mod guard;
 mod intern;
 mod liveness;
 pub mod plugin;
+pub mod real;
 mod scratch;
 mod settings;
 pub mod stack;
