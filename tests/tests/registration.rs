@@ -21,7 +21,7 @@ fn adapter_crates_are_named_only_in_the_two_registration_lists() {
         "memscope-cli/src",
         "memscope-core/src",
         "memscope-probe/src",
-        "memscope-probe/runtime/src",
+        "memscope-runtime/src",
         "memscope-adapter-sdk/src",
     ] {
         sources(&root.join(d), &mut files);
