@@ -93,3 +93,29 @@ fn the_acl_adapter_is_compliant() {
         ..Default::default()
     });
 }
+
+#[test]
+fn the_atb_adapter_is_compliant() {
+    let p = prog("pool_atb_ms.c", &["-lascend_hal"]);
+    assert_adapter_compliance(&Case {
+        name: "atb".into(),
+        on: s(&["--adapters", "atb,mindspore,mstx"]),
+        off: s(&["--adapters", "mindspore,mstx"]),
+        program: s(&[&p]),
+        event_types: s(&["ATB"]),
+        ..Default::default()
+    });
+}
+
+#[test]
+fn the_mindspore_adapter_is_compliant() {
+    let p = prog("pool_atb_ms.c", &["-lascend_hal"]);
+    assert_adapter_compliance(&Case {
+        name: "mindspore".into(),
+        on: s(&["--adapters", "atb,mindspore,mstx"]),
+        off: s(&["--adapters", "atb,mstx"]),
+        program: s(&[&p]),
+        event_types: s(&["MindSpore"]),
+        ..Default::default()
+    });
+}
