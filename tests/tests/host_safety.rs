@@ -184,8 +184,7 @@ fn a_foreign_allocator_preloaded_after_the_probe_is_traced_through() {
     for name in ["host_leak", "host_realloc", "host_safety"] {
         let p = prog(name);
         let run = memscope_run(
-            // (--host-rows: HOST rows stay in the capture by default since issue 9; this test
-            // was skipped where jemalloc was not installed and had not been updated)
+            // HOST rows in the dumps (issue 9 keeps them in the capture by default)
             &["--adapters", "host", "--host-rows", "--call-stack", "c:8"],
             &[p.to_str().unwrap()],
             &[("LD_PRELOAD", je)],
