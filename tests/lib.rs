@@ -5,6 +5,8 @@
 //! The binaries come from `cargo build --workspace` (the README's test command runs it first).
 #![forbid(unsafe_code)]
 
+pub mod compliance;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -263,6 +265,38 @@ pub fn select<'a>(rows: &'a [Row], event: &str, event_type: &str) -> Vec<&'a Row
     rows.iter()
         .filter(|r| r["Event"] == event && r["Event Type"] == event_type)
         .collect()
+}
+
+/// Builds the standalone Cargo project `examples/<dir>` (an example third-party adapter, outside
+/// the workspace) with the cargo running the tests, offline and `--locked` (its `Cargo.lock` is
+/// checked in, so nothing is written into the source tree), into `target/<profile>/adapter-examples`.
+/// Returns the path of the cdylib `lib<lib_name>.so`. Panics with cargo's output on failure.
+pub fn build_adapter_example(dir: &str, lib_name: &str) -> PathBuf {
+    let target = profile_dir().join("adapter-examples");
+    let manifest = repo_root().join("examples").join(dir).join("Cargo.toml");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let o = Command::new(cargo)
+        .args([
+            "build",
+            "--offline",
+            "--locked",
+            "--quiet",
+            "--manifest-path",
+        ])
+        .arg(&manifest)
+        .arg("--target-dir")
+        .arg(&target)
+        .output()
+        .expect("run cargo");
+    assert!(
+        o.status.success(),
+        "building {} failed:\n{}",
+        manifest.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let lib = target.join("debug").join(format!("lib{lib_name}.so"));
+    assert!(lib.is_file(), "{} is missing", lib.display());
+    lib
 }
 
 /// The real CPython interpreter behind `python3` (`sys.executable`; a version-manager shim

@@ -206,7 +206,7 @@ pub fn run(a: RunArgs) -> ExitCode {
     }
     // Statically linked programs (and, with HOST, programs with their own malloc) (issue 4).
     let host = cfg.has_adapter(memscope_core::adapter::AdapterId::Host);
-    for w in memscope_adapter_host::preflight::warnings(&program_path, host) {
+    for w in crate::builtin::wiring::preflight_warnings(&program_path, host) {
         eprintln!("{w}");
     }
     let probe = match find_probe() {

@@ -2,8 +2,10 @@
 //!
 //! A built-in adapter is one crate under `adapters/` with two halves: hooks that the probe
 //! exports inside the traced process, and a collector-side [`Typer`] that turns the adapter's
-//! stream records into typed [`Event`]s. Each crate registers an [`AdapterDescriptor`] with
-//! `inventory::submit!`; the CLI lists and instantiates them from [`descriptors`]. Selection is a
+//! stream records into typed [`Event`]s. Each crate declares one `pub static DESCRIPTOR:`
+//! [`AdapterDescriptor`]; the CLI's explicit registration list (`memscope-cli/src/builtin.rs`)
+//! lists and instantiates them — no constructor registers anything, so nothing of the collector
+//! half runs or is linked in the traced process. Selection is a
 //! bit mask ([`AdapterId::bit`]) handed to the probe, so an unselected adapter costs one atomic
 //! load per intercepted call.
 
@@ -100,6 +102,10 @@ pub struct TypeCtx {
     stacks: std::collections::HashMap<(usize, u32), Vec<u64>>,
     /// Image (stream index within the pid) of the record being typed.
     image: usize,
+    /// The C stack service: module maps, symbolised stacks, `CallStack`s waiting for their
+    /// record.
+    #[cfg(feature = "collector")]
+    c_stacks: crate::symbolize::CStacks,
 }
 
 impl TypeCtx {
@@ -188,6 +194,37 @@ impl TypeCtx {
         self.image
     }
 
+    /// Adds a loaded module (a `Module` record) to the current image's map.
+    #[cfg(feature = "collector")]
+    pub fn add_module(&mut self, module: (u64, u64, u64), path: &[u8], build_id: &[u8]) {
+        self.c_stacks.add_module(self.image, module, path, build_id);
+    }
+
+    /// `Call Stack(C)` text of stack `id` of the current image (one frame per line, innermost
+    /// first); `None` for 0 or a stack whose `StackDef` was not seen.
+    #[cfg(feature = "collector")]
+    pub fn c_stack_text(&mut self, id: u32) -> Option<String> {
+        if id == 0 {
+            return None;
+        }
+        let frames = self.stacks.get(&(self.image, id))?;
+        Some(self.c_stacks.text(self.image, id, frames).to_string())
+    }
+
+    /// A `CallStack { ts, stack }` record of thread `tid`: its stack goes on the rows of the
+    /// thread's next record stamped `ts` ([`TypeCtx::take_call_stack`]).
+    #[cfg(feature = "collector")]
+    pub fn set_call_stack(&mut self, tid: u32, ts: u64, stack: u32) {
+        self.c_stacks.set_pending(self.image, tid, ts, stack);
+    }
+
+    /// The `Call Stack(C)` text waiting for thread `tid`'s record stamped `ts`, if any.
+    #[cfg(feature = "collector")]
+    pub fn take_call_stack(&mut self, tid: u32, ts: Option<u64>) -> Option<String> {
+        let id = self.c_stacks.take_pending(self.image, tid, ts)?;
+        self.c_stack_text(id)
+    }
+
     /// Thread `tid`'s current (physical) device, if one was set.
     pub fn current_device(&self, tid: u32) -> Option<u32> {
         self.current_device.get(&tid).copied()
@@ -233,16 +270,6 @@ impl std::fmt::Debug for AdapterDescriptor {
             .field("id", &self.id)
             .finish_non_exhaustive()
     }
-}
-
-inventory::collect!(AdapterDescriptor);
-
-/// Every registered built-in adapter, in [`AdapterId`] order. Complete only after `main` starts
-/// (inventory runs its constructors before `main`); never call it from a preload constructor.
-pub fn descriptors() -> Vec<&'static AdapterDescriptor> {
-    let mut v: Vec<_> = inventory::iter::<AdapterDescriptor>.into_iter().collect();
-    v.sort_by_key(|d| d.id);
-    v
 }
 
 #[cfg(test)]

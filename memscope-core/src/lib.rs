@@ -44,3 +44,5 @@ pub mod sanitize;
 pub mod sink;
 #[cfg(feature = "collector")]
 pub mod spool;
+#[cfg(feature = "collector")]
+pub mod symbolize;

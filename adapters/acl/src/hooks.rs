@@ -17,10 +17,10 @@
 
 use crate::launch::ensure_callbacks;
 use core::ffi::{c_char, c_int, c_void, CStr};
-use memscope_adapter_hal::real::{Real, Step};
 use memscope_core::adapter::AdapterId;
 use memscope_core::wire::{Record, SystemCode};
 use memscope_runtime as rt;
+use memscope_runtime::real::{Real, Step};
 
 /// `ACL_ERROR_INTERNAL_ERROR`: answered only when the real function does not exist.
 pub const ACL_ERROR_INTERNAL_ERROR: c_int = 500_000;
@@ -56,8 +56,14 @@ static HOST_UNREGISTER: Real = acl!(c"aclrtHostUnregister");
 /// Records `make()` when `on` and the thread is not inside the probe.
 fn record_if(on: bool, make: impl FnOnce() -> Record<&'static [u8]>) {
     if on {
-        if let Some(_g) = rt::enter() {
-            rt::record(&make());
+        if let Some(mut g) = rt::enter() {
+            let rec = make();
+            // registrations carry the caller's C stack (`--call-stack c:N`)
+            if matches!(rec, Record::PinnedRegister { .. }) {
+                rt::record_with_stack(&mut g, &rec);
+            } else {
+                g.record(&rec);
+            }
         }
     }
 }

@@ -21,12 +21,12 @@
 use core::cell::Cell;
 use core::ffi::{c_char, c_int, c_void, CStr};
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
-use memscope_adapter_hal::real::{Real, Step};
 use memscope_core::adapter::AdapterId;
 #[cfg(test)]
 use memscope_core::probe_env::ENV_KERNEL_LAUNCH;
 use memscope_core::wire::Record;
 use memscope_runtime as rt;
+use memscope_runtime::real::{Real, Step};
 
 /// `ACL_ERROR_RT_FAILURE`: what an `aclrt…` launch hook answers when no real function exists.
 pub const ACL_ERROR_RT_FAILURE: c_int = 500_003;
@@ -244,7 +244,7 @@ fn record_launch(ts: u64, p: Option<Pending>) {
     if !rt::enabled(AdapterId::Acl) || !wanted() {
         return;
     }
-    let Some(_g) = rt::enter() else { return };
+    let Some(mut g) = rt::enter() else { return };
     let p = p.unwrap_or(Pending {
         filled: false,
         hash: 0,
@@ -252,13 +252,16 @@ fn record_launch(ts: u64, p: Option<Pending>) {
         stream: u32::MAX,
         task: u32::MAX,
     });
-    rt::record(&Record::KernelLaunch {
-        ts,
-        hash: p.hash,
-        device: p.device,
-        stream: p.stream,
-        task: p.task,
-    });
+    rt::record_with_stack(
+        &mut g,
+        &Record::KernelLaunch {
+            ts,
+            hash: p.hash,
+            device: p.device,
+            stream: p.stream,
+            task: p.task,
+        },
+    );
 }
 
 /// Runs one launch hook: `call` gets the real function's address (from `real`) and calls it.

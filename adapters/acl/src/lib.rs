@@ -36,19 +36,20 @@ pub const SYMBOLS: &[&str] = &[
     "aclrtLaunchKernelWithHostArgs",
 ];
 
-inventory::submit! {
-    AdapterDescriptor {
-        id: AdapterId::Acl,
-        summary: "ACL runtime: aclInit/aclFinalize as SYSTEM rows, aclrtSetDevice as the thread's \
-                  device, pinned aclrtHostRegisterV2 memory as HOST on cpu, kernel launches \
-                  (named through the profiling callbacks; with --level kernel and --events launch) as \
-                  KERNEL_LAUNCH",
-        symbols: SYMBOLS,
-        events: typer::EVENTS,
-        config_keys: &[],
-        new_typer: typer::new_typer,
-    }
-}
+/// This adapter's descriptor: listed once, in the CLI's registration list
+/// (`memscope-cli/src/builtin.rs`); nothing registers it at load time, so the probe,
+/// which never names it, links none of the collector code it points to.
+pub static DESCRIPTOR: AdapterDescriptor = AdapterDescriptor {
+    id: AdapterId::Acl,
+    summary: "ACL runtime: aclInit/aclFinalize as SYSTEM rows, aclrtSetDevice as the thread's \
+              device, pinned aclrtHostRegisterV2 memory as HOST on cpu, kernel launches \
+              (named through the profiling callbacks; with --level kernel and --events launch) as \
+              KERNEL_LAUNCH",
+    symbols: SYMBOLS,
+    events: typer::EVENTS,
+    config_keys: &[],
+    new_typer: typer::new_typer,
+};
 
 /// Defines one exported hook forwarding to `$crate::$path` (used by [`export_hooks!`]).
 #[doc(hidden)]

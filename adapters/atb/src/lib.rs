@@ -50,18 +50,19 @@ pub const EVENTS: &[&str] = &[
     "ACCESS/UNKNOWN",
 ];
 
-inventory::submit! {
-    AdapterDescriptor {
-        id: AdapterId::Atb,
-        summary: "ATB pool (msTX domain atb): blocks as ATB with used, total and owner; \
-                  operators (Runner::Execute, both C++ ABIs) as OP_LAUNCH ATB_START/ATB_END with \
-                  their tensors as ACCESS, kernels (SaveLaunchParam) as KERNEL_START/KERNEL_END",
-        symbols: SYMBOLS,
-        events: EVENTS,
-        config_keys: &[],
-        new_typer: ops::new_typer,
-    }
-}
+/// This adapter's descriptor: listed once, in the CLI's registration list
+/// (`memscope-cli/src/builtin.rs`); nothing registers it at load time, so the probe,
+/// which never names it, links none of the collector code it points to.
+pub static DESCRIPTOR: AdapterDescriptor = AdapterDescriptor {
+    id: AdapterId::Atb,
+    summary: "ATB pool (msTX domain atb): blocks as ATB with used, total and owner; \
+              operators (Runner::Execute, both C++ ABIs) as OP_LAUNCH ATB_START/ATB_END with \
+              their tensors as ACCESS, kernels (SaveLaunchParam) as KERNEL_START/KERNEL_END",
+    symbols: SYMBOLS,
+    events: EVENTS,
+    config_keys: &[],
+    new_typer: ops::new_typer,
+};
 
 /// Defines this adapter's exported C++ symbols in the invoking crate (the probe cdylib only),
 /// under both `_GLIBCXX_USE_CXX11_ABI` spellings where they differ, each forwarding to

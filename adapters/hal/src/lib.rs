@@ -9,17 +9,15 @@
 //! * [`flags`] — decoding of the flag word and module ids.
 //! * [`oom`] (feature `collector`) — the bus layer that fills the OOM snapshot and, with
 //!   `--analysis oom[:K]`, the `OOM_DETAIL` rows from the live blocks of every pool.
-//! * [`real`] — the real-function resolver shared with the `acl` and `atb` adapters.
-//! * [`device`] — the runtime's current device of the calling thread (a query, used by the
-//!   `mstx` and `atb` hooks).
+//!
+//! The real-function resolver and the current-device query it uses are runtime services
+//! (`memscope_runtime::real`, `memscope_runtime::current_device`), shared by every adapter.
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-pub mod device;
 pub mod flags;
 pub mod hooks;
 #[cfg(feature = "collector")]
 pub mod oom;
-pub mod real;
 pub mod typer;
 
 use memscope_core::adapter::{AdapterDescriptor, AdapterId};
@@ -27,18 +25,19 @@ use memscope_core::adapter::{AdapterDescriptor, AdapterId};
 /// C symbols the probe exports for this adapter.
 pub const SYMBOLS: &[&str] = &["halMemAlloc", "halMemFree", "halMemCreate", "halMemRelease"];
 
-inventory::submit! {
-    AdapterDescriptor {
-        id: AdapterId::Hal,
-        summary: "driver memory (halMemAlloc/Free, halMemCreate/Release) as HAL blocks with \
-                  used, owner CANN@<MODULE>, page_type and alloc_type; host-type memory as HOST \
-                  on cpu; out-of-memory snapshot and --analysis oom[:K] detail rows",
-        symbols: SYMBOLS,
-        events: typer::EVENTS,
-        config_keys: &[],
-        new_typer: typer::new_typer,
-    }
-}
+/// This adapter's descriptor: listed once, in the CLI's registration list
+/// (`memscope-cli/src/builtin.rs`); nothing registers it at load time, so the probe,
+/// which never names it, links none of the collector code it points to.
+pub static DESCRIPTOR: AdapterDescriptor = AdapterDescriptor {
+    id: AdapterId::Hal,
+    summary: "driver memory (halMemAlloc/Free, halMemCreate/Release) as HAL blocks with \
+              used, owner CANN@<MODULE>, page_type and alloc_type; host-type memory as HOST \
+              on cpu; out-of-memory snapshot and --analysis oom[:K] detail rows",
+    symbols: SYMBOLS,
+    events: typer::EVENTS,
+    config_keys: &[],
+    new_typer: typer::new_typer,
+};
 
 /// Defines this adapter's exported C symbols in the invoking crate (the probe cdylib only),
 /// each forwarding to [`hooks`].

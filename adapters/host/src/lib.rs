@@ -23,12 +23,12 @@
 //!     announced for each object the first time a captured stack runs through it (found with
 //!     `_dl_find_object`), so libraries loaded after start are symbolised too.
 //! * In the collector (feature `collector`, safe code):
-//!   - `typer` — `HostMalloc`/`HostFree`/`Module` records into `MALLOC`/`FREE` events of
+//!   - `typer` — `HostMalloc`/`HostFree` records into `MALLOC`/`FREE` events of
 //!     type `HOST` on device `cpu` (`allocation_id`, `addr`, `size`, `total` = live heap
 //!     bytes), with the symbolised `Call Stack(C)`; `HostMmap`/`HostMunmap`/`HostMremap` into
 //!     the page ranges of type `HOST_MMAP` (`total` = live mapped bytes).
-//!   - `symbolize` — return address → function, file:line, inlined frames (`addr2line`), with
-//!     the ELF symbol table as fallback, cached per address and per stack.
+//!   - symbolisation is the collector's shared C stack service (`memscope_core::symbolize`,
+//!     through `TypeCtx::c_stack_text`), as stack capture is the runtime's.
 //!   - `leaks` — the end-of-run leak summary layer (live blocks by allocation stack).
 //!   - `fast` — the same typing and leak/peak accounting straight from the records, without
 //!     events, for runs that write no HOST rows (the default).
@@ -73,12 +73,12 @@
 //! * C stacks are captured on x86_64 only.
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-pub mod cfi;
 pub mod hooks;
-pub mod intern;
-pub mod modules;
 pub mod real;
-pub mod unwind;
+
+/// The runtime's C stack service (walk, CFI rules, interning, module map), shared with every
+/// adapter since issue 11; re-exported under the names this crate used.
+pub use memscope_runtime::stack::{cfi, intern, modules, unwind};
 
 #[cfg(feature = "collector")]
 pub mod addr_hash;
@@ -91,10 +91,10 @@ pub mod maps;
 #[cfg(feature = "collector")]
 pub mod preflight;
 #[cfg(feature = "collector")]
-pub mod symbolize;
-#[cfg(feature = "collector")]
 pub mod typer;
 
+#[cfg(feature = "collector")]
+pub use descriptor::DESCRIPTOR;
 #[cfg(feature = "collector")]
 pub use leaks::leak_layer;
 
@@ -229,21 +229,39 @@ macro_rules! __host_stub {
 mod descriptor {
     use memscope_core::adapter::{AdapterDescriptor, AdapterId, ConfigKey};
 
-    inventory::submit! {
-        AdapterDescriptor {
-            id: AdapterId::Host,
-            summary: "libc allocator (malloc & co., optional mmap) with C call stacks; opt-in",
-            symbols: &[
-                "malloc", "calloc", "realloc", "reallocarray", "free", "posix_memalign",
-                "aligned_alloc", "memalign", "valloc", "pvalloc", "mmap", "mmap64", "munmap",
-                "mremap",
-            ],
-            events: &["MALLOC/HOST", "FREE/HOST", "MALLOC/HOST_MMAP", "FREE/HOST_MMAP"],
-            config_keys: &[ConfigKey {
-                name: "MEMSCOPE_HOST_MMAP (environment)",
-                summary: "1: also record mmap/munmap/mremap as HOST_MMAP mappings (page ranges; default off)",
-            }],
-            new_typer: || Box::new(crate::typer::HostTyper::new()),
-        }
-    }
+    /// This adapter's descriptor: listed once, in the CLI's registration list
+    /// (`memscope-cli/src/builtin.rs`); nothing registers it at load time, so the probe,
+    /// which never names it, links none of the collector code it points to.
+    pub static DESCRIPTOR: AdapterDescriptor = AdapterDescriptor {
+        id: AdapterId::Host,
+        summary: "libc allocator (malloc & co., optional mmap) with C call stacks; opt-in",
+        symbols: &[
+            "malloc",
+            "calloc",
+            "realloc",
+            "reallocarray",
+            "free",
+            "posix_memalign",
+            "aligned_alloc",
+            "memalign",
+            "valloc",
+            "pvalloc",
+            "mmap",
+            "mmap64",
+            "munmap",
+            "mremap",
+        ],
+        events: &[
+            "MALLOC/HOST",
+            "FREE/HOST",
+            "MALLOC/HOST_MMAP",
+            "FREE/HOST_MMAP",
+        ],
+        config_keys: &[ConfigKey {
+            name: "MEMSCOPE_HOST_MMAP (environment)",
+            summary:
+                "1: also record mmap/munmap/mremap as HOST_MMAP mappings (page ranges; default off)",
+        }],
+        new_typer: || Box::new(crate::typer::HostTyper::new()),
+    };
 }

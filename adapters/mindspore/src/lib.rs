@@ -19,34 +19,30 @@ pub fn new_typer() -> Box<dyn Typer> {
     Box::new(PoolTyper::new(POOLS))
 }
 
-inventory::submit! {
-    AdapterDescriptor {
-        id: AdapterId::MindSpore,
-        summary: "MindSpore memory pool (msTX domain mindsporeMemPool): blocks as MindSpore \
-                  with used, total and owner",
-        symbols: MSTX_POOL_SYMBOLS,
-        events: &["MALLOC/MindSpore", "FREE/MindSpore"],
-        config_keys: &[],
-        new_typer,
-    }
-}
+/// This adapter's descriptor: listed once, in the CLI's registration list
+/// (`memscope-cli/src/builtin.rs`); nothing registers it at load time, so the probe,
+/// which never names it, links none of the collector code it points to.
+pub static DESCRIPTOR: AdapterDescriptor = AdapterDescriptor {
+    id: AdapterId::MindSpore,
+    summary: "MindSpore memory pool (msTX domain mindsporeMemPool): blocks as MindSpore \
+              with used, total and owner",
+    symbols: MSTX_POOL_SYMBOLS,
+    events: &["MALLOC/MindSpore", "FREE/MindSpore"],
+    config_keys: &[],
+    new_typer,
+};
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use memscope_core::adapter::{descriptors, TypeCtx};
+    use memscope_core::adapter::TypeCtx;
     use memscope_core::event::EventType;
     use memscope_core::wire::Record;
 
     #[test]
     fn mindspore_descriptor_is_registered() {
-        let d = descriptors()
-            .into_iter()
-            .find(|d| d.id == AdapterId::MindSpore);
-        assert_eq!(
-            d.expect("registered").events,
-            ["MALLOC/MindSpore", "FREE/MindSpore"]
-        );
+        assert_eq!(DESCRIPTOR.id, AdapterId::MindSpore);
+        assert_eq!(DESCRIPTOR.events, ["MALLOC/MindSpore", "FREE/MindSpore"]);
     }
 
     #[test]

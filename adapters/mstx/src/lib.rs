@@ -18,6 +18,8 @@ pub mod ffi;
 pub mod hooks;
 pub mod typer;
 
+pub use typer::DESCRIPTOR;
+
 /// Defines this adapter's exported C symbols in the invoking crate (the probe cdylib only):
 /// `int InitInjectionMstx(mstxGetModuleFuncTableFunc)`, forwarding to
 /// [`hooks::init_injection`].

@@ -18,17 +18,18 @@ pub fn new_typer() -> Box<dyn Typer> {
     Box::<MstxTyper>::default()
 }
 
-inventory::submit! {
-    AdapterDescriptor {
-        id: AdapterId::Mstx,
-        summary: "msTX marks and ranges (mstxMarkA, mstxRangeStartA/End) via InitInjectionMstx; \
-                  also routes msTX memory-domain calls to the pta/mindspore/atb adapters",
-        symbols: SYMBOLS,
-        events: EVENTS,
-        config_keys: &[],
-        new_typer,
-    }
-}
+/// This adapter's descriptor: listed once, in the CLI's registration list
+/// (`memscope-cli/src/builtin.rs`); nothing registers it at load time, so the probe,
+/// which never names it, links none of the collector code it points to.
+pub static DESCRIPTOR: AdapterDescriptor = AdapterDescriptor {
+    id: AdapterId::Mstx,
+    summary: "msTX marks and ranges (mstxMarkA, mstxRangeStartA/End) via InitInjectionMstx; \
+              also routes msTX memory-domain calls to the pta/mindspore/atb adapters",
+    symbols: SYMBOLS,
+    events: EVENTS,
+    config_keys: &[],
+    new_typer,
+};
 
 /// The `Name` of a mark or range: the message as lossy UTF-8. A message starting with `=`,
 /// `+`, `-` or `@` gets a leading `'` so spreadsheet programs opening the CSV do not evaluate
@@ -426,11 +427,8 @@ mod tests {
 
     #[test]
     fn descriptor_is_registered() {
-        let d = memscope_core::adapter::descriptors();
-        let m = d
-            .iter()
-            .find(|d| d.id == AdapterId::Mstx)
-            .expect("mstx registered");
+        let m = &DESCRIPTOR;
+        assert_eq!(m.id, AdapterId::Mstx);
         assert_eq!(m.events, EVENTS);
         assert!(m.config_keys.is_empty());
         let _ = (m.new_typer)();

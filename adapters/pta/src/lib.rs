@@ -22,31 +22,35 @@ pub fn new_typer() -> Box<dyn Typer> {
     Box::new(PoolTyper::new(POOLS))
 }
 
-inventory::submit! {
-    AdapterDescriptor {
-        id: AdapterId::Pta,
-        summary: "torch_npu caching and workspace pools (msTX domains ptaCaching/msleaks, \
-                  ptaWorkspace): blocks as PTA / PTA_WORKSPACE with used, total and owner",
-        symbols: MSTX_POOL_SYMBOLS,
-        events: &["MALLOC/PTA", "FREE/PTA", "MALLOC/PTA_WORKSPACE", "FREE/PTA_WORKSPACE"],
-        config_keys: &[],
-        new_typer,
-    }
-}
+/// This adapter's descriptor: listed once, in the CLI's registration list
+/// (`memscope-cli/src/builtin.rs`); nothing registers it at load time, so the probe,
+/// which never names it, links none of the collector code it points to.
+pub static DESCRIPTOR: AdapterDescriptor = AdapterDescriptor {
+    id: AdapterId::Pta,
+    summary: "torch_npu caching and workspace pools (msTX domains ptaCaching/msleaks, \
+              ptaWorkspace): blocks as PTA / PTA_WORKSPACE with used, total and owner",
+    symbols: MSTX_POOL_SYMBOLS,
+    events: &[
+        "MALLOC/PTA",
+        "FREE/PTA",
+        "MALLOC/PTA_WORKSPACE",
+        "FREE/PTA_WORKSPACE",
+    ],
+    config_keys: &[],
+    new_typer,
+};
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use memscope_core::adapter::{descriptors, TypeCtx};
+    use memscope_core::adapter::TypeCtx;
     use memscope_core::event::{EventKind, EventType};
     use memscope_core::wire::Record;
 
     #[test]
     fn pta_descriptor_is_registered_with_its_events() {
-        let d = descriptors()
-            .into_iter()
-            .find(|d| d.id == AdapterId::Pta)
-            .expect("registered");
+        let d = &DESCRIPTOR;
+        assert_eq!(d.id, AdapterId::Pta);
         assert!(d.events.contains(&"MALLOC/PTA_WORKSPACE"));
         assert!(d.symbols.contains(&"mstxMemRegionsRegister"));
     }

@@ -10,8 +10,9 @@ pub mod python;
 pub mod replay;
 pub mod torch;
 
+use crate::builtin::descriptors;
 use crate::logfile::LogFile;
-use memscope_core::adapter::{descriptors, TypeCtx};
+use memscope_core::adapter::TypeCtx;
 use memscope_core::bus::{Bus, BusError, Layer};
 use memscope_core::capture::{CaptureInfo, CaptureWriter};
 use memscope_core::config::{Format, RunConfig};
@@ -273,9 +274,9 @@ impl PipelineFactory<'_> {
             Box::new(memscope_core::access_blocks::AccessBlocks::new()),
         ];
         if !host_fast {
-            layers.extend(memscope_adapter_host::leak_layer(cfg)); // HOST leak summary (issue 4)
+            layers.extend(crate::builtin::wiring::host_leak_layer(cfg)); // HOST leak summary (issue 4)
         }
-        layers.push(Box::new(memscope_adapter_hal::oom::OomLayer::new(cfg))); // OOM (issue 5)
+        layers.push(crate::builtin::wiring::oom_layer(cfg)); // OOM (issue 5)
         layers.extend((self.analyses)(cfg, &project));
         layers.push(Box::new(layers::WriteFilter::new(cfg)));
         let (sink, sink_stats) = sink(cfg, &project, &ts);
@@ -335,7 +336,7 @@ impl PipelineFactory<'_> {
             capture,
             host_rows_off: cfg.has_adapter(memscope_core::adapter::AdapterId::Host)
                 && !cfg.host_rows,
-            host_fast: host_fast.then(|| Box::new(memscope_adapter_host::fast::HostFast::new())),
+            host_fast: host_fast.then(crate::builtin::wiring::host_fast),
             py_depth: cfg.call_stack.python,
         })
     }

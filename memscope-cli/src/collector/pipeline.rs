@@ -5,7 +5,7 @@
 //! write the same rows.
 
 use crate::logfile::LogFile;
-use memscope_adapter_host::fast::{is_host_record, HostFast};
+use crate::builtin::wiring::{is_host_record, HostFast};
 use memscope_core::adapter::{TypeCtx, Typer};
 use memscope_core::bus::{Bus, ReportSection};
 use memscope_core::capture::{CaptureEnd, CaptureStats, CaptureWriter, ImageHeader, ImageInfo};
@@ -242,7 +242,10 @@ impl Pipeline {
             _ => {}
         }
         self.ctx.set_image(image);
-        if self.host_fast.is_some() && is_host_record(rec) {
+        if self.host_fast.is_some()
+            && is_host_record(rec)
+            && !matches!(rec, Record::Module { .. })
+        {
             self.host_record(rec);
             return;
         }
@@ -256,6 +259,27 @@ impl Pipeline {
             }
             Record::OwnerPop { .. } => {
                 self.ctx.pop_owner(tid);
+                return;
+            }
+            // The C stack service, for every adapter: the module map, and stacks the runtime
+            // captured for the thread's next record.
+            Record::Module {
+                base,
+                start,
+                size,
+                build_id,
+                path,
+                ..
+            } => {
+                self.ctx.add_module((*base, *start, *size), path, build_id);
+                if let Some(fast) = &mut self.host_fast {
+                    // the fast path symbolises the stacks of its leak/peak summaries itself
+                    fast.record(&mut self.ctx, rec, self.next_id);
+                }
+                return;
+            }
+            Record::CallStack { ts, stack } => {
+                self.ctx.set_call_stack(tid, *ts, *stack);
                 return;
             }
             _ => {}
@@ -294,8 +318,12 @@ impl Pipeline {
             }
             self.untyped += 1;
         }
+        let c_stack = self.ctx.take_call_stack(tid, rec.ts());
         for mut ev in out.drain(..) {
             self.pystacks.attach(image, tid, &mut ev);
+            if ev.c_stack.is_none() {
+                ev.c_stack.clone_from(&c_stack);
+            }
             if !handled {
                 self.python.observe(&ev);
             }

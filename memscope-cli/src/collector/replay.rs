@@ -13,8 +13,9 @@
 
 use super::pipeline::{Pipeline, PipelineSetup};
 use super::plugin_typer::PluginTyper;
+use crate::builtin::descriptors;
 use crate::logfile::LogFile;
-use memscope_core::adapter::{descriptors, TypeCtx};
+use memscope_core::adapter::TypeCtx;
 use memscope_core::bus::Bus;
 use memscope_core::capture::{CaptureError, CaptureInfo, CaptureReader, ImageInfo};
 use memscope_core::config::{ConfigFile, LogLevel, RawOptions, RunConfig};

@@ -59,6 +59,7 @@
 
 mod clock;
 mod context;
+pub mod current_device;
 mod device;
 mod drops;
 mod freelist;
@@ -66,8 +67,10 @@ mod guard;
 mod intern;
 mod liveness;
 pub mod plugin;
+pub mod real;
 mod scratch;
 mod settings;
+pub mod stack;
 mod state;
 mod stop;
 mod stream;
@@ -80,8 +83,9 @@ pub use context::{set_context_hook, ContextFn};
 pub use device::note_thread_device;
 pub use guard::{enter, internal, internal_unmasked, Guard};
 pub use intern::{record_mark, record_range_start};
-pub use plugin::safe_point;
+pub use plugin::{safe_point, start_at_load};
 pub use scratch::{on_stack, Scratch, ALT_STACK, MAX_FRAMES};
+pub use stack::{record_call_stack, record_with_stack, Skip};
 pub use state::{
     active, adapters_mask, c_stack_depth, defer, enabled, ensure_init, host_mmap, init_state,
     owner_pop, owner_push, plugins_enabled, recording, selected, start, step, stop, warn,

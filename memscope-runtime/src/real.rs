@@ -1,4 +1,5 @@
-//! Finding the real functions behind the probe's hooks (abi.md §2.5, §3 "Real from", §4.1).
+//! A runtime service of every adapter (moved from the HAL adapter in issue 11, so no adapter
+//! imports another): finding the real functions behind the probe's hooks (abi.md §2.5, §3 "Real from", §4.1).
 //!
 //! A [`Real`] is a static, lazily resolved function pointer with an ordered list of lookup
 //! [`Step`]s. The first step that yields a pointer wins and is cached; a failed lookup is *not*
@@ -95,8 +96,8 @@ impl Real {
             .steps
             .iter()
             .map(|s| match s {
-                Step::Load { .. } => memscope_runtime::internal_unmasked(|| lookup(*s)),
-                _ => memscope_runtime::internal(|| lookup(*s)),
+                Step::Load { .. } => crate::internal_unmasked(|| lookup(*s)),
+                _ => crate::internal(|| lookup(*s)),
             })
             .find(|p| !p.is_null())?;
         self.cache.store(p, Ordering::Release);

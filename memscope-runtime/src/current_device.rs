@@ -1,4 +1,5 @@
-//! The calling thread's current device as the Ascend runtime knows it (abi.md §3.4, behaviour
+//! A runtime service of every adapter (moved from the HAL adapter in issue 11): the calling
+//! thread's current device as the Ascend runtime knows it (abi.md §3.4, behaviour
 //! spec §8): msMemScope asks `aclrtGetDeviceImpl` (ACL impl), or `rtGetDevice` when that is
 //! missing, whenever it reports an event. A query, not a hook: it works whatever adapters are
 //! selected, and answers "unknown" in a process that loaded no runtime.
