@@ -32,6 +32,7 @@ mod collector;
 mod compare_alias;
 mod export;
 mod export_cmd;
+mod job;
 mod logfile;
 mod plugin_check;
 mod recover_cmd;

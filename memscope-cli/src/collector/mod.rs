@@ -44,6 +44,8 @@ pub struct Collector {
     procs: BTreeMap<u32, (ProcessState, i64)>,
     done: Vec<ProcessSummary>,
     skip: HashSet<u32>,
+    /// How processes reaped by `memscope run` ended (its direct child and reparented ranks).
+    ended: BTreeMap<u32, crate::job::Ended>,
 }
 
 fn monotonic_ns() -> u64 {
@@ -83,6 +85,7 @@ impl Collector {
             procs: BTreeMap::new(),
             done: Vec::new(),
             skip: HashSet::new(),
+            ended: BTreeMap::new(),
         }
     }
 
@@ -94,6 +97,26 @@ impl Collector {
     /// Processes still being followed.
     pub fn live_processes(&self) -> usize {
         self.procs.len() + self.unready.len()
+    }
+
+    /// Pids of every traced process being followed (streams found in the spool).
+    pub fn traced_pids(&self) -> Vec<u32> {
+        let mut v: Vec<u32> = self.procs.keys().copied().collect();
+        v.extend(self.unready.iter().filter_map(|r| {
+            let name = r.path().file_name()?.to_str()?;
+            memscope_core::spool::pid_of_stream_name(name)
+        }));
+        v
+    }
+
+    /// Records how process `pid` ended (its parent, `memscope run`, reaped it).
+    pub fn note_ended(&mut self, pid: u32, how: crate::job::Ended) {
+        self.ended.insert(pid, how);
+    }
+
+    /// How the processes `memscope run` reaped ended ([`Collector::note_ended`]).
+    pub fn ended(&self) -> &BTreeMap<u32, crate::job::Ended> {
+        &self.ended
     }
 
     fn discover(&mut self) {
