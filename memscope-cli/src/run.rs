@@ -176,9 +176,11 @@ fn resolve_program(p: &str) -> Option<PathBuf> {
         .unwrap_or(None)
 }
 
+/// The collector's own `ASCEND_RT_VISIBLE_DEVICES`: the mapping of processes whose probe did
+/// not record one of their own.
 fn visible_devices() -> Vec<u32> {
     std::env::var("ASCEND_RT_VISIBLE_DEVICES")
-        .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .map(|v| memscope_core::probe_env::parse_visible_devices(&v))
         .unwrap_or_default()
 }
 

@@ -264,3 +264,98 @@ fn spool_a_live_process_still_writes_is_kept() {
         "the rank's stream is in the kept spool\n{stderr}"
     );
 }
+
+/// Runs the 8-rank launcher (3 steps per rank) under `memscope run` with `args`, launcher
+/// flags `lflags` and worker mode `mode` ("" or "visible"); asserts exit 0.
+fn run_ranks(args: &[&str], lflags: &[&str], mode: &str) -> Run {
+    let launcher = launcher();
+    let worker = worker();
+    let mut prog: Vec<String> = vec![launcher.display().to_string()];
+    prog.extend(lflags.iter().map(|s| s.to_string()));
+    prog.push(RANKS.to_string());
+    prog.push(worker.display().to_string());
+    prog.extend(["3", "0"].map(String::from));
+    if !mode.is_empty() {
+        prog.push(mode.into());
+    }
+    let p: Vec<&str> = prog.iter().map(String::as_str).collect();
+    let run = memscope_run(args, &p, &[]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    run
+}
+
+/// `device_<n>` directories under each `msmemscope_<pid>_*` directory, by pid.
+fn device_dirs(out: &Path) -> std::collections::BTreeMap<u32, Vec<String>> {
+    dumps_by_pid(out)
+        .into_iter()
+        .map(|(pid, files)| {
+            let mut d: Vec<String> = files
+                .iter()
+                .map(|(p, _)| {
+                    p.parent()
+                        .unwrap()
+                        .parent()
+                        .unwrap()
+                        .file_name()
+                        .unwrap()
+                        .to_string_lossy()
+                        .into_owned()
+                })
+                .collect();
+            d.sort();
+            (pid, d)
+        })
+        .collect()
+}
+
+#[test]
+fn per_rank_visible_devices_map_each_rank_to_its_own_device() {
+    // every rank sets logical device 0 with ASCEND_RT_VISIBLE_DEVICES=<rank> of its own
+    let run = run_ranks(&["--adapters", "acl,hal,mstx"], &["-v"], "visible");
+    let mut devices: Vec<String> = device_dirs(run.out.path())
+        .into_values()
+        .flatten()
+        .collect();
+    devices.sort();
+    let want: Vec<String> = (0..RANKS).map(|r| format!("device_{r}")).collect();
+    assert_eq!(devices, want, "{}", run.stderr());
+    // the Device Id column is the physical device too
+    for (_, files) in dumps_by_pid(run.out.path()) {
+        for (p, rows) in files {
+            let dir = p
+                .parent()
+                .unwrap()
+                .parent()
+                .unwrap()
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            let dev = dir.strip_prefix("device_").unwrap();
+            for r in rows.iter().filter(|r| r["Event"] == "MALLOC") {
+                assert_eq!(r["Device Id"], dev, "{}", p.display());
+            }
+        }
+    }
+}
+
+#[test]
+fn visible_devices_set_inside_the_job_are_the_processs_own() {
+    let w = worker();
+    let run = memscope_run(
+        &["--adapters", "acl,hal,mstx"],
+        &[
+            "sh",
+            "-c",
+            "ASCEND_RT_VISIBLE_DEVICES=3 exec \"$0\" 2 0 visible",
+            w.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let dirs: Vec<String> = device_dirs(run.out.path())
+        .into_values()
+        .flatten()
+        .collect();
+    assert_eq!(dirs, vec!["device_3".to_string()], "{}", run.stderr());
+}

@@ -307,7 +307,11 @@ impl PipelineFactory<'_> {
         let mut typers: Vec<Box<dyn memscope_core::adapter::Typer>> =
             descriptors().into_iter().map(|d| (d.new_typer)()).collect();
         typers.push(Box::new(plugin_typer::PluginTyper::default()));
-        let ctx = TypeCtx::new(h.pid, self.visible_devices.to_vec());
+        // The process's own ASCEND_RT_VISIBLE_DEVICES (issue 18, B3), else the run's.
+        let visible = h
+            .visible_devices()
+            .unwrap_or_else(|| self.visible_devices.to_vec());
+        let ctx = TypeCtx::new(h.pid, visible.clone());
         // msMemScope's config.json key set (issue 12); `memscopeOptions` keeps memscope's own
         let config_json = memscope_core::config::msmemscope::to_text(cfg);
         let capture = capture_dir.and_then(|dir| {
@@ -318,7 +322,8 @@ impl PipelineFactory<'_> {
                 start_ns: h.start_ns,
                 memscope: env!("CARGO_PKG_VERSION").to_owned(),
                 config: serde_json::to_value(cfg.to_config_file()).unwrap_or_default(),
-                visible_devices: self.visible_devices.to_vec(),
+                visible_devices: visible.clone(),
+                rank_env: h.rank_env.clone(),
             };
             let tmp = dir.join(format!(
                 "{}-{}.{}",
@@ -346,7 +351,7 @@ impl PipelineFactory<'_> {
                 }
             }
         });
-        Pipeline::new(PipelineSetup {
+        let mut p = Pipeline::new(PipelineSetup {
             pid: h.pid,
             project_dir: project,
             exe: h.exe.clone(),
@@ -360,7 +365,9 @@ impl PipelineFactory<'_> {
             host_rows_off: cfg.has_adapter(memscope_core::adapter::AdapterId::Host)
                 && !cfg.host_rows,
             host_side: side,
-        })
+        });
+        p.set_rank_env(&h.rank_env);
+        p
     }
 }
 
