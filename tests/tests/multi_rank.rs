@@ -359,3 +359,54 @@ fn visible_devices_set_inside_the_job_are_the_processs_own() {
         .collect();
     assert_eq!(dirs, vec!["device_3".to_string()], "{}", run.stderr());
 }
+
+#[test]
+fn c_api_only_program_dump_holds_start_trace_step_and_stop_trace_rows() {
+    let src = repo_root().join("tests/programs/capi_steps.c");
+    let prog = compile(
+        &[&src],
+        "capi_steps",
+        &["-lascendcl", "-lascendcl_impl", "-lruntime", "-lascend_hal"],
+        false,
+    );
+    let run = memscope_run(
+        &["--collect-mode", "deferred", "--adapters", "acl,hal,mstx"],
+        &[prog.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert!(run.stdout().contains("api 0 0 0 0 0 0"), "{}", run.stdout());
+    let rows = run.rows();
+    let system: Vec<(String, String, String)> = rows
+        .iter()
+        .filter(|r| {
+            r["Event"] == "SYSTEM" && r["Event Type"] != "ACL_INIT" && r["Event Type"] != "ACL_FINI"
+        })
+        .map(|r| {
+            (
+                r["Event Type"].clone(),
+                r["Name"].clone(),
+                r["Device Id"].clone(),
+            )
+        })
+        .collect();
+    let s = |t: &str, n: &str, d: &str| (t.to_string(), n.to_string(), d.to_string());
+    assert_eq!(
+        system,
+        vec![
+            s("START_TRACE", "N/A", "N/A"),
+            s("STEP", "1", "2"),
+            s("STEP", "2", "2"),
+            s("STEP", "3", "2"),
+            s("STEP", "4", "2"),
+            s("STOP_TRACE", "N/A", "N/A"),
+        ],
+        "{}",
+        run.stderr()
+    );
+    // the rows of the window only: 4 HAL allocations of 1 MiB (the shadow block's are not rows)
+    let mallocs = rows.iter().filter(|r| r["Event"] == "MALLOC").count();
+    assert_eq!(mallocs, 4, "{}", run.stderr());
+    // step() drives the analyses' step numbering
+    assert!(run.stderr().contains("4 step(s) ended"), "{}", run.stderr());
+}
