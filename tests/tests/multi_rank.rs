@@ -410,3 +410,38 @@ fn c_api_only_program_dump_holds_start_trace_step_and_stop_trace_rows() {
     // step() drives the analyses' step numbering
     assert!(run.stderr().contains("4 step(s) ended"), "{}", run.stderr());
 }
+
+#[test]
+fn device_npu_3_writes_no_device_cpu_file_for_other_ranks() {
+    let run = run_ranks(
+        &["--adapters", "acl,hal,mstx", "--device", "npu:3"],
+        &[],
+        "",
+    );
+    let dirs = device_dirs(run.out.path());
+    let all: Vec<String> = dirs.values().flatten().cloned().collect();
+    assert_eq!(all, vec!["device_3".to_string()], "{}", run.stderr());
+    // the summary's counts match the files: rank 3's rows, 0 for every other rank
+    let summary = summary_rows(&run.stderr());
+    let with_rows: Vec<u32> = summary
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(p, _)| *p)
+        .collect();
+    assert_eq!(
+        with_rows,
+        dirs.keys().copied().collect::<Vec<_>>(),
+        "{}",
+        run.stderr()
+    );
+    let files = dumps_by_pid(run.out.path());
+    for (pid, f) in files {
+        let rows: usize = f.iter().map(|(_, r)| r.len()).sum();
+        assert_eq!(
+            summary.get(&pid).copied(),
+            Some(rows as u64),
+            "{}",
+            run.stderr()
+        );
+    }
+}

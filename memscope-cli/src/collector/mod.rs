@@ -397,14 +397,18 @@ fn sink(cfg: &RunConfig, project: &Path, ts: &str) -> (Box<dyn Layer>, SharedSta
             })
         },
     );
+    // `--device npu:<n>` without `cpu` (issue 18, B8): no device_cpu file of device-less rows
+    let fallback = cfg.device.cpu || cfg.device.all_npu;
     match cfg.format {
         Format::Csv => {
-            let s = CsvSink::new(open);
+            let mut s = CsvSink::new(open);
+            s.set_device_less_fallback(fallback);
             let st = s.stats();
             (Box::new(s), st)
         }
         Format::Db => {
-            let s = DbSink::new(open);
+            let mut s = DbSink::new(open);
+            s.set_device_less_fallback(fallback);
             let st = s.stats();
             (Box::new(s), st)
         }
