@@ -38,6 +38,7 @@ mod plugin_check;
 mod recover_cmd;
 mod report_cmd;
 mod run;
+mod run_index;
 mod summary;
 
 use clap::{Parser, Subcommand};

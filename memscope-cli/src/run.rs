@@ -499,6 +499,7 @@ fn launch_and_collect(
         Err(e) => return usage_error(e),
     };
     crate::job::become_subreaper();
+    let start_ns = crate::run_index::now_ns();
     let mut child = match spawn_job(cfg, probe, spool, argv) {
         Ok(c) => c,
         Err(e) => return usage_error(e),
@@ -565,6 +566,7 @@ fn launch_and_collect(
             std::thread::sleep(Duration::from_millis(5));
         }
     }
+    let reaped = collector.ended().clone();
     let summaries = collector.finish();
     crate::collect::finish_python(cfg, &summaries);
     let code = match status {
@@ -578,6 +580,17 @@ fn launch_and_collect(
         }
         None => 1,
     };
+    crate::run_index::write(
+        &cfg.output_path,
+        &summaries,
+        &crate::run_index::RunFacts {
+            command: argv,
+            exit_code: code,
+            interrupted_by: teardown.signal().map(|s| s.as_str().to_owned()),
+            start_ns,
+            reaped: &reaped,
+        },
+    );
     if !opts.quiet {
         crate::summary::print(&summaries, code);
         if let Some(sig) = teardown.signal() {

@@ -1,6 +1,8 @@
 //! Issue 18: multi-rank jobs — an 8-rank launcher (`tests/programs/rank_launcher.c`) over the
 //! sim-npu stand-ins, each rank `tests/programs/rank_worker.c`, under one `memscope run`.
 
+mod export_common;
+
 use memscope_tests::*;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -150,6 +152,25 @@ fn signal_to_memscope_ends_every_rank(sig: i32) {
     assert!(spools.is_empty(), "spool left: {spools:?}\n{stderr}");
     let summary = summary_rows(&stderr);
     let dumps = dumps_by_pid(out.path());
+    // the run index says how the run and its processes ended
+    let idx = run_index(out.path());
+    let run = &idx["runs"][0];
+    let name = if sig == libc::SIGINT {
+        "SIGINT"
+    } else {
+        "SIGTERM"
+    };
+    assert_eq!(run["interrupted_by"], name);
+    assert_eq!(run["exit_code"], 128 + sig);
+    for p in run["processes"].as_array().unwrap() {
+        let how = p["ended"]["how"].as_str().unwrap();
+        // ranks are the launcher's children: memscope sees their status when it reaps them
+        // (the launcher died first), else "unknown" (they did not end through exit())
+        assert!(
+            (how == "signal" && p["ended"]["signal"] == sig) || how == "unknown",
+            "{p}"
+        );
+    }
     for pid in &ranks {
         let files = dumps
             .get(pid)
@@ -444,4 +465,69 @@ fn device_npu_3_writes_no_device_cpu_file_for_other_ranks() {
             run.stderr()
         );
     }
+}
+
+/// `memscope_run.json` of `out`, validated against `schemas/memscope_run.schema.json`.
+fn run_index(out: &Path) -> serde_json::Value {
+    let path = out.join("memscope_run.json");
+    let schema = repo_root().join("schemas/memscope_run.schema.json");
+    let v = export_common::py_check(
+        "check_schema.py",
+        &[schema.to_str().unwrap(), path.to_str().unwrap()],
+    );
+    assert_eq!(v["valid"], true);
+    serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
+}
+
+#[test]
+fn run_index_lists_eight_ranks_with_rank_devices_exit_status_and_files() {
+    let run = run_ranks(&["--adapters", "acl,hal,mstx"], &[], "");
+    let idx = run_index(run.out.path());
+    assert_eq!(idx["runs"].as_array().unwrap().len(), 1);
+    let r = &idx["runs"][0];
+    assert_eq!(r["exit_code"], 0);
+    assert!(r["interrupted_by"].is_null());
+    let procs = r["processes"].as_array().unwrap();
+    // the launcher and 8 ranks
+    assert_eq!(procs.len(), RANKS + 1, "{r}");
+    let mut ranks: Vec<u64> = Vec::new();
+    for p in procs {
+        assert_eq!(p["ended"]["how"], "exit", "{p}");
+        assert_eq!(p["ended"]["code"], 0, "{p}");
+        let Some(rank) = p["rank"].as_u64() else {
+            assert!(p["exe"].as_str().unwrap().ends_with("rank_launcher"), "{p}");
+            assert!(p["files"].as_array().unwrap().is_empty());
+            continue;
+        };
+        ranks.push(rank);
+        assert_eq!(p["local_rank"], rank);
+        assert_eq!(p["world_size"], RANKS as u64);
+        assert_eq!(p["env"]["RANK"], rank.to_string());
+        assert_eq!(p["devices"], serde_json::json!([rank.to_string()]), "{p}");
+        let files = p["files"].as_array().unwrap();
+        assert_eq!(files.len(), 1, "{p}");
+        let path = run.out.path().join(files[0]["path"].as_str().unwrap());
+        assert_eq!(
+            read_csv(&path).len() as u64,
+            files[0]["rows"].as_u64().unwrap()
+        );
+        assert_eq!(p["rows"], files[0]["rows"]);
+        assert!(run.out.path().join(p["dir"].as_str().unwrap()).is_dir());
+    }
+    ranks.sort();
+    assert_eq!(ranks, (0..RANKS as u64).collect::<Vec<_>>());
+    // a second run into the same directory is added, the first kept
+    let again = Command::new(memscope_bin())
+        .args(["run", "-q", "--adapters", "acl,hal,mstx", "-o"])
+        .arg(run.out.path())
+        .arg("--")
+        .arg(worker())
+        .args(["1", "0"])
+        .output()
+        .unwrap();
+    assert!(again.status.success(), "{again:?}");
+    assert_eq!(
+        run_index(run.out.path())["runs"].as_array().unwrap().len(),
+        2
+    );
 }

@@ -367,6 +367,7 @@ impl PipelineFactory<'_> {
             host_side: side,
         });
         p.set_rank_env(&h.rank_env);
+        p.set_ppid(h.ppid);
         p
     }
 }

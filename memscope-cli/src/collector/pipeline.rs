@@ -52,6 +52,8 @@ pub struct ProcessSummary {
     pub visible_devices: Vec<u32>,
     /// The status its last image passed to `exit`, if it exited through `exit`.
     pub exit_status: Option<i32>,
+    /// Parent process id (of its first image).
+    pub ppid: u32,
 }
 
 /// The capture of a process while it is written.
@@ -203,6 +205,11 @@ impl Pipeline {
         self.log
             .info(&format!("rank environment: {}", text.join(" ")));
         self.summary.rank_env = env.to_vec();
+    }
+
+    /// Sets the parent pid shown in the run index.
+    pub fn set_ppid(&mut self, ppid: u32) {
+        self.summary.ppid = ppid;
     }
 
     /// Declares image `image`'s header to the capture.

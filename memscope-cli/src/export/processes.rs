@@ -13,8 +13,13 @@ use crate::export_cmd::ExportArgs;
 /// # Errors
 /// A missing or unreadable input, a directory without dumps, a malformed file.
 pub fn resolve(a: &ExportArgs, bar: &mut Bar) -> anyhow::Result<Vec<ProcessInput>> {
+    // ranks from the run index of `memscope run` when the inputs have one (issue 18)
+    let index =
+        memscope_export::rank::RunIndexFiles::load(&a.inputs).map_err(|e| anyhow!("{e}"))?;
+    let index_ref: Option<&dyn memscope_export::rank::RunIndex> =
+        (!index.is_empty()).then_some(&index as _);
     let (procs, notes) =
-        memscope_export::resolve(&a.inputs, None, bar).map_err(|e| anyhow!("{e}"))?;
+        memscope_export::resolve(&a.inputs, index_ref, bar).map_err(|e| anyhow!("{e}"))?;
     for n in notes {
         eprintln!("memscope: note: {n}");
     }
