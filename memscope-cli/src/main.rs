@@ -35,6 +35,7 @@ mod export_cmd;
 mod job;
 mod logfile;
 mod plugin_check;
+mod rank_table;
 mod recover_cmd;
 mod report_cmd;
 mod run;

@@ -580,19 +580,23 @@ fn launch_and_collect(
         }
         None => 1,
     };
+    let entries = crate::run_index::entries(&cfg.output_path, &summaries, &reaped);
     crate::run_index::write(
         &cfg.output_path,
-        &summaries,
+        entries.clone(),
         &crate::run_index::RunFacts {
             command: argv,
             exit_code: code,
             interrupted_by: teardown.signal().map(|s| s.as_str().to_owned()),
             start_ns,
-            reaped: &reaped,
         },
     );
     if !opts.quiet {
-        crate::summary::print(&summaries, code);
+        if crate::rank_table::wanted(&summaries) {
+            crate::rank_table::print(&summaries, &entries, code, &cfg.output_path);
+        } else {
+            crate::summary::print(&summaries, code);
+        }
         if let Some(sig) = teardown.signal() {
             eprintln!("memscope: the job was interrupted by {sig}; everything it recorded until it ended is written");
         }

@@ -81,18 +81,23 @@ pub struct RunFacts<'a> {
     pub interrupted_by: Option<String>,
     /// Start of the run, ns since the epoch.
     pub start_ns: u64,
-    /// How the processes `memscope` reaped ended.
-    pub reaped: &'a BTreeMap<u32, Ended>,
 }
 
-/// Appends this run to `<root>/memscope_run.json`; a failure is said on one line, never
-/// fatal (the dumps are written).
-pub fn write(root: &Path, procs: &[ProcessSummary], facts: &RunFacts<'_>) {
-    // every traced process, those that recorded nothing (a launcher) too
-    let processes = procs
+/// The index entries of every traced process, those that recorded nothing (a launcher) too.
+pub fn entries(
+    root: &Path,
+    procs: &[ProcessSummary],
+    reaped: &BTreeMap<u32, Ended>,
+) -> Vec<ProcessEntry> {
+    procs
         .iter()
-        .map(|p| process_entry(root, p, facts.reaped))
-        .collect();
+        .map(|p| process_entry(root, p, reaped))
+        .collect()
+}
+
+/// Appends this run (its processes: [`entries`]) to `<root>/memscope_run.json`; a failure is
+/// said on one line, never fatal (the dumps are written).
+pub fn write(root: &Path, processes: Vec<ProcessEntry>, facts: &RunFacts<'_>) {
     let entry = RunEntry {
         memscope: env!("CARGO_PKG_VERSION").to_owned(),
         memscope_pid: std::process::id(),

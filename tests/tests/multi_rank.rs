@@ -531,3 +531,44 @@ fn run_index_lists_eight_ranks_with_rank_devices_exit_status_and_files() {
         2
     );
 }
+
+#[test]
+fn per_rank_summary_is_one_line_per_rank_and_names_the_rank_with_the_largest_peak() {
+    // rank r allocates (1 + r) MiB per step: rank 7 has the largest HAL peak, rank 0 the least
+    let run = run_ranks(&["--adapters", "acl,hal,mstx"], &[], "");
+    let err = run.stderr();
+    assert!(
+        err.contains("memscope: largest peak (HAL): rank 7 (pid ")
+            && err.contains("device 7): 8.0 MiB; smallest: rank 0 (pid ")
+            && err.contains("imbalance 7.0 MiB"),
+        "{err}"
+    );
+    let head = err
+        .lines()
+        .position(|l| l.starts_with("  rank  pid"))
+        .unwrap_or_else(|| panic!("no table: {err}"));
+    let table: Vec<&str> = err.lines().skip(head + 1).take(RANKS).collect();
+    for (r, l) in table.iter().enumerate() {
+        let cells: Vec<&str> = l.split_whitespace().collect();
+        assert_eq!(cells[0], r.to_string(), "{l}");
+        assert_eq!(cells[2], r.to_string(), "device of rank {r}: {l}");
+        assert_eq!(&cells[cells.len() - 2..], ["exit", "0"], "{l}");
+    }
+    // the per-process sections are in the full summary file, not on the console
+    assert!(!err.contains("Memory gap"), "{err}");
+    let full: Vec<PathBuf> = std::fs::read_dir(run.out.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("memscope_summary_")
+        })
+        .collect();
+    assert_eq!(full.len(), 1);
+    let text = std::fs::read_to_string(&full[0]).unwrap();
+    assert_eq!(text.matches("Memory gap").count(), RANKS, "{text}");
+    assert!(err.contains(&full[0].display().to_string()), "{err}");
+}

@@ -54,6 +54,9 @@ pub struct ProcessSummary {
     pub exit_status: Option<i32>,
     /// Parent process id (of its first image).
     pub ppid: u32,
+    /// Peak `used` bytes per device-memory pool (`Event Type`: PTA, HAL, …; the highest of its
+    /// devices), over every MALLOC typed (the per-rank table, issue 18).
+    pub peaks: BTreeMap<String, u64>,
 }
 
 /// The capture of a process while it is written.
@@ -397,6 +400,17 @@ impl Pipeline {
             .position(|k| *k == ev.kind)
             .unwrap_or(0);
         self.typed[k] += 1;
+        if ev.kind == EventKind::Malloc && matches!(ev.device, memscope_core::event::Device::Npu(_))
+        {
+            if let Some(used) = ev.memory().and_then(|m| m.used) {
+                let peak = self
+                    .summary
+                    .peaks
+                    .entry(ev.event_type.as_str().to_owned())
+                    .or_default();
+                *peak = (*peak).max(used.max(0) as u64);
+            }
+        }
         if let Some(f) = &mut self.observer {
             f(&ev);
         }
