@@ -28,6 +28,8 @@ use memscope_core::sanitize::escape_controls;
 mod annotate;
 #[path = "analyze/progress.rs"]
 mod progress;
+#[path = "analyze/run_dir.rs"]
+mod run_dir;
 
 /// `--level` of `memscope compare`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -75,11 +77,14 @@ pub struct CompareArgs {
     pub output: PathBuf,
 }
 
-/// `memscope analyze leaks FILE [--mstx-info MSG [--start-index N]]`.
+/// `memscope analyze leaks FILE|RUN_DIR [--mstx-info MSG [--start-index N]] [--full]`.
 #[derive(Clone, Debug, Args)]
 pub struct LeaksArgs {
-    /// Dump to analyse.
+    /// Dump to analyse, or an output directory: every process in it, one line per rank.
     pub file: PathBuf,
+    /// With a directory: print every process's own report before the per-rank table.
+    #[arg(long)]
+    pub full: bool,
     /// HAL leak check in the range given by the msTX marks with this exact message
     /// (msMemScope's check_leaks) instead of the step-based check.
     #[arg(long = "mstx-info", value_name = "MSG")]
@@ -131,11 +136,15 @@ pub struct InefficientArgs {
     pub replay: ReplayArgs,
 }
 
-/// `memscope analyze decompose FILE [-o DIR]`.
+/// `memscope analyze decompose FILE|RUN_DIR [-o DIR] [--full]`.
 #[derive(Clone, Debug, Args)]
 pub struct DecomposeArgs {
-    /// Dump to analyse.
+    /// Dump to analyse, or an output directory: every process in it (one CSV each), one line
+    /// per rank.
     pub file: PathBuf,
+    /// With a directory: print every process's own report before the per-rank table.
+    #[arg(long)]
+    pub full: bool,
     /// Output folder of decompose_{ts}.csv.
     #[arg(
         short = 'o',
@@ -149,11 +158,14 @@ pub struct DecomposeArgs {
     pub replay: ReplayArgs,
 }
 
-/// `memscope analyze gap FILE`.
+/// `memscope analyze gap FILE|RUN_DIR [--full]`.
 #[derive(Clone, Debug, Args)]
 pub struct GapArgs {
-    /// Dump to analyse.
+    /// Dump to analyse, or an output directory: every process in it, one line per rank.
     pub file: PathBuf,
+    /// With a directory: print every process's own report before the per-rank table.
+    #[arg(long)]
+    pub full: bool,
     /// Replay order.
     #[command(flatten)]
     pub replay: ReplayArgs,
@@ -296,6 +308,44 @@ pub fn run_compare(args: &CompareArgs) -> Result<()> {
 /// # Errors
 /// An unreadable or malformed input, or an output that cannot be written.
 pub fn run_analyze(cmd: &AnalyzeCmd) -> Result<()> {
+    let here = Path::new(".");
+    let dir = match cmd {
+        AnalyzeCmd::Leaks(a) if a.file.is_dir() => {
+            if a.mstx_info.is_some() {
+                return Err(anyhow!(
+                    "{}: --mstx-info takes one dump file, not a directory",
+                    a.file.display()
+                ));
+            }
+            Some((&a.file, run_dir::Which::Leaks, a.replay, a.full, here))
+        }
+        AnalyzeCmd::Gap(a) if a.file.is_dir() => {
+            Some((&a.file, run_dir::Which::Gap, a.replay, a.full, here))
+        }
+        AnalyzeCmd::Decompose(a) if a.file.is_dir() => Some((
+            &a.file,
+            run_dir::Which::Decompose,
+            a.replay,
+            a.full,
+            a.output.as_path(),
+        )),
+        _ => None,
+    };
+    if let Some((d, which, replay, full, out)) = dir {
+        return run_dir::run(d, which, replay, full, out);
+    }
+    let file_full = match cmd {
+        AnalyzeCmd::Leaks(a) => a.full.then_some(&a.file),
+        AnalyzeCmd::Gap(a) => a.full.then_some(&a.file),
+        AnalyzeCmd::Decompose(a) => a.full.then_some(&a.file),
+        AnalyzeCmd::Inefficient(_) => None,
+    };
+    if let Some(f) = file_full {
+        return Err(anyhow!(
+            "{}: --full goes with an output directory (a single dump prints its whole report)",
+            f.display()
+        ));
+    }
     match cmd {
         AnalyzeCmd::Leaks(a) => {
             let file = open(&a.file)?;

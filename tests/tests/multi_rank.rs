@@ -572,3 +572,77 @@ fn per_rank_summary_is_one_line_per_rank_and_names_the_rank_with_the_largest_pea
     assert_eq!(text.matches("Memory gap").count(), RANKS, "{text}");
     assert!(err.contains(&full[0].display().to_string()), "{err}");
 }
+
+#[test]
+fn analyze_over_a_run_dir_prints_one_line_per_rank_sorted_by_peak_with_the_imbalance() {
+    let run = run_ranks(&["--adapters", "acl,hal,mstx"], &[], "");
+    let dir = run.out.path().to_str().unwrap().to_owned();
+    let dec = run.out.path().join("decompose-out");
+    for (what, extra) in [
+        ("leaks", vec![]),
+        ("gap", vec![]),
+        (
+            "decompose",
+            vec!["-o".to_owned(), dec.display().to_string()],
+        ),
+    ] {
+        let o = Command::new(memscope_bin())
+            .args(["analyze", what, &dir])
+            .args(&extra)
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "analyze {what}: {err}");
+        let lines: Vec<&str> = out.lines().collect();
+        let head = lines
+            .iter()
+            .position(|l| l.starts_with("rank  pid"))
+            .unwrap_or_else(|| panic!("analyze {what}: no table: {out}"));
+        assert!(
+            lines[head - 1].contains(&format!("{RANKS} process(es), sorted by peak (HAL)")),
+            "{out}"
+        );
+        // ranks 7..0: rank r's HAL peak is (1 + r) MiB
+        let ranks: Vec<&str> = lines[head + 1..head + 1 + RANKS]
+            .iter()
+            .map(|l| l.split_whitespace().next().unwrap())
+            .collect();
+        let want: Vec<String> = (0..RANKS).rev().map(|r| r.to_string()).collect();
+        assert_eq!(ranks, want, "analyze {what}: {out}");
+        for l in &lines[head + 1..head + 1 + RANKS] {
+            let c: Vec<&str> = l.split_whitespace().collect();
+            assert_eq!(c[2], c[0], "device of rank: {l}");
+            assert_eq!(
+                format!("{} {}", c[4], c[5]),
+                format!("{}.0 MiB", c[0].parse::<u32>().unwrap() + 1),
+                "{l}"
+            );
+        }
+        let imb = lines[head + 1 + RANKS];
+        assert!(
+            imb.starts_with("imbalance: largest peak rank 7 (pid ")
+                && imb.contains(") 8.0 MiB, smallest rank 0 (pid ")
+                && imb.ends_with(") 1.0 MiB: 7.0 MiB more (8.00x)"),
+            "{imb}"
+        );
+        match what {
+            "leaks" => assert!(lines[head + 1].ends_with("  0"), "{out}"),
+            "decompose" => {
+                let csvs = std::fs::read_dir(&dec).unwrap().count();
+                assert_eq!(csvs, RANKS, "one decompose CSV per rank");
+            }
+            _ => {}
+        }
+    }
+    // --full goes with a directory only
+    let one = dumps_by_pid(run.out.path()).into_values().next().unwrap()[0]
+        .0
+        .clone();
+    let o = Command::new(memscope_bin())
+        .args(["analyze", "leaks", "--full"])
+        .arg(&one)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}
