@@ -26,6 +26,8 @@ use memscope_core::sanitize::escape_controls;
 
 #[path = "analyze/annotate.rs"]
 mod annotate;
+#[path = "analyze/compare_runs.rs"]
+mod compare_runs;
 #[path = "analyze/progress.rs"]
 mod progress;
 #[path = "analyze/run_dir.rs"]
@@ -57,13 +59,22 @@ pub struct ReplayArgs {
     pub order: OrderArg,
 }
 
-/// `memscope compare BASE COMPARE [--level op|kernel] [-o DIR]`.
+/// `memscope compare BASE COMPARE [--level op|kernel] [--ignore-device | --map-device C=B,..]
+/// [-o DIR]`.
 #[derive(Clone, Debug, Args)]
 pub struct CompareArgs {
-    /// Base dump (memscope_dump_*.csv or .db).
+    /// Base dump (memscope_dump_*.csv or .db), or a run's output directory: its ranks are
+    /// paired with the compare directory's by rank id.
     pub base: PathBuf,
-    /// Dump compared with the base.
+    /// Dump (or output directory) compared with the base.
     pub compare: PathBuf,
+    /// Align each side's only device with the other's (rank 0 on device 0 against rank 5 on
+    /// device 5); rows carry the base's Device Id.
+    #[arg(long = "ignore-device", conflicts_with = "map_device")]
+    pub ignore_device: bool,
+    /// Align compare-side device C with base-side device B (`5=0`, several comma-separated).
+    #[arg(long = "map-device", value_name = "C=B[,C=B...]")]
+    pub map_device: Option<String>,
     /// What is aligned: operators or kernels.
     #[arg(long, value_enum, default_value_t = LevelArg::Op)]
     pub level: LevelArg,
@@ -248,6 +259,18 @@ pub fn run_compare(args: &CompareArgs) -> Result<()> {
         LevelArg::Op => Level::Op,
         LevelArg::Kernel => Level::Kernel,
     };
+    let map = device_map(args)?;
+    match (args.base.is_dir(), args.compare.is_dir()) {
+        (true, true) => return compare_runs::run(args, level, &map),
+        (false, false) => {}
+        _ => {
+            return Err(anyhow!(
+                "{} and {}: give two dump files or two output directories",
+                args.base.display(),
+                args.compare.display()
+            ))
+        }
+    }
     let base = open(&args.base)?;
     let cmp = open(&args.compare)?;
     let mut bo = ReadOptions {
@@ -259,8 +282,12 @@ pub fn run_compare(args: &CompareArgs) -> Result<()> {
         progress: Some(progress::bar(cmp.name())),
         ..ReadOptions::default()
     };
-    let c = compare::collect(&cmp, level, &mut co).map_err(|e| anyhow!("{e}"))?;
+    let mut c = compare::collect(&cmp, level, &mut co).map_err(|e| anyhow!("{e}"))?;
+    let mapped = compare::map_devices(&b, &mut c, &map).map_err(|e| anyhow!("{e}"))?;
     let res = compare::compare(&b, &c, level);
+    if let Some(n) = mapped {
+        eprintln!("memscope: note: {n}");
+    }
     if res.rows.is_empty() {
         return Err(anyhow!(
             "{} and {}: no {} rows on any device; nothing to compare",
@@ -301,6 +328,17 @@ pub fn run_compare(args: &CompareArgs) -> Result<()> {
         path.display()
     ));
     Ok(())
+}
+
+/// The device alignment of `--ignore-device` / `--map-device`.
+fn device_map(args: &CompareArgs) -> Result<compare::DeviceMap> {
+    Ok(match (&args.map_device, args.ignore_device) {
+        (Some(m), _) => compare::DeviceMap::Map(
+            compare::parse_device_map(m).map_err(|e| anyhow!("--map-device {m}: {e}"))?,
+        ),
+        (None, true) => compare::DeviceMap::Ignore,
+        (None, false) => compare::DeviceMap::Same,
+    })
 }
 
 /// Runs `memscope analyze ...`.
