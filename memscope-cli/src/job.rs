@@ -132,16 +132,24 @@ pub fn reap_orphans(direct: u32) -> Vec<(u32, Ended)> {
 /// after the grace period, or at once on a second signal.
 pub struct Teardown {
     direct: u32,
+    /// `MEMSCOPE_SPOOL=<spool>`: what a traced process outside `memscope`'s tree must have in
+    /// its environment to be signalled (a pid reused by another program never is).
+    spool_env: Vec<u8>,
     grace: Duration,
     signalled: Option<(Instant, Signal)>,
     killed: bool,
 }
 
 impl Teardown {
-    /// For a job whose own process is `direct`, with grace period `grace`.
-    pub fn new(direct: u32, grace: Duration) -> Teardown {
+    /// For a job whose own process is `direct`, traced into `spool`, with grace period
+    /// `grace`.
+    pub fn new(direct: u32, spool: &std::path::Path, grace: Duration) -> Teardown {
+        use std::os::unix::ffi::OsStrExt;
+        let mut spool_env = format!("{}=", memscope_core::probe_env::ENV_SPOOL).into_bytes();
+        spool_env.extend_from_slice(spool.as_os_str().as_bytes());
         Teardown {
             direct,
+            spool_env,
             grace,
             signalled: None,
             killed: false,
@@ -149,17 +157,27 @@ impl Teardown {
     }
 
     /// Every process of the job: `memscope`'s descendants, the direct child, and every traced
-    /// process still alive.
+    /// process still alive whose environment names this run's spool.
     fn targets(&self, collector: &Collector) -> BTreeSet<u32> {
         let mut t = descendants(std::process::id());
         t.insert(self.direct);
-        t.extend(
-            collector
-                .traced_pids()
-                .into_iter()
-                .filter(|p| crate::collector::pid_alive(*p)),
-        );
+        let outside: Vec<u32> = collector
+            .traced_pids()
+            .into_iter()
+            .filter(|p| !t.contains(p) && crate::collector::pid_alive(*p))
+            .collect();
+        t.extend(outside.into_iter().filter(|p| self.is_ours(*p)));
         t
+    }
+
+    /// Whether process `pid` has this run's `MEMSCOPE_SPOOL` in its environment.
+    fn is_ours(&self, pid: u32) -> bool {
+        std::fs::read(format!("/proc/{pid}/environ"))
+            .map(|env| {
+                env.split(|&b| b == 0)
+                    .any(|e| e == self.spool_env.as_slice())
+            })
+            .unwrap_or(false)
     }
 
     /// `memscope` received `origin`: forwards it to the whole job (the processes a terminal's

@@ -513,14 +513,19 @@ fn launch_and_collect(
     let mut status = None;
     let mut last_flush = Instant::now();
     let mut exited_at: Option<Instant> = None;
-    let mut teardown = crate::job::Teardown::new(child.id(), grace);
+    let mut teardown = crate::job::Teardown::new(child.id(), spool, grace);
+    let mut last_reap = Instant::now();
     loop {
         let progressed = collector.poll();
         for origin in signals.pending() {
             teardown.on_signal(&origin, &collector);
         }
-        for (pid, how) in crate::job::reap_orphans(child.id()) {
-            collector.note_ended(pid, how);
+        // a /proc scan: a few times a second is enough to reap reparented ranks
+        if last_reap.elapsed() > Duration::from_millis(200) {
+            for (pid, how) in crate::job::reap_orphans(child.id()) {
+                collector.note_ended(pid, how);
+            }
+            last_reap = Instant::now();
         }
         teardown.check(&collector);
         if status.is_none() {
