@@ -7,7 +7,8 @@
 //! * `memory-viz`, `perfetto`, `parquet` ([`crate::export::memory_viz`],
 //!   [`crate::export::perfetto`], [`crate::export::parquet`]; the formats themselves are in
 //!   `memscope_export`): viewer and engine formats, over run output directories (any tree of
-//!   them), process directories, dump files and captures.
+//!   them), process directories, dump files and captures (replayed through
+//!   [`crate::capture_input`]; a process directory holding a capture is read from it).
 
 use std::path::PathBuf;
 
@@ -38,7 +39,9 @@ pub struct ExportArgs {
     pub to: ExportFormat,
     /// Run output directories, process directories (`msmemscope_<pid>_<ts>_ascend/`), captures
     /// (`*.mscap`) or, for the viewer formats, dump files (memscope_dump_*.csv or .db of
-    /// memscope or msMemScope).
+    /// memscope or msMemScope). The viewer formats read a process directory that holds a
+    /// capture from the capture, not from its dumps (the capture also holds the HOST rows
+    /// `memscope run` writes only with --host-rows).
     #[arg(required = true, value_name = "INPUT")]
     pub inputs: Vec<PathBuf>,
     /// Output: for csv|db the directory that gets the run's layout (created if missing); else

@@ -27,6 +27,7 @@ mod out;
 mod adapters_cmd;
 mod analyze_cmd;
 mod builtin;
+mod capture_input;
 mod collect;
 mod collector;
 mod compare_alias;

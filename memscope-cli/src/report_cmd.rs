@@ -10,14 +10,16 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, Result};
 use clap::Args;
 
-use memscope_report::input::{discover, RunInput};
+use memscope_report::input::{with_captures, CaptureInput, RunInput};
 use memscope_report::{build_report, html, Budget};
 
 /// `memscope report`.
 #[derive(Clone, Debug, Args)]
 pub struct ReportArgs {
-    /// A run output directory (every process under it), a process directory or a dump file
-    /// (.csv or .db); give two to compare them (base first).
+    /// A run output directory (every process under it), a process directory, a dump file
+    /// (.csv or .db) or a kept capture (.mscap); give two to compare them (base first). A
+    /// process directory holding a capture is read from the capture (HOST rows included, as
+    /// `memscope run` keeps them there without --host-rows), not from its dumps.
     #[arg(required = true, num_args = 1..=2, value_name = "RUN")]
     pub inputs: Vec<PathBuf>,
     /// The HTML file to write [default: ./memscope_report_<YYYYmmddHHMMSS>.html].
@@ -74,6 +76,17 @@ fn write(inputs: &[RunInput], out: &Path, force: bool) -> Result<(PathBuf, usize
     Ok((path, page.len()))
 }
 
+/// The run `path`: its dumps and its kept captures (a process directory with a capture is
+/// read from the capture).
+fn discover_run(path: &Path) -> Result<RunInput> {
+    let captures: Vec<CaptureInput> = crate::capture_input::find(path)
+        .map_err(|e| anyhow!("{e}"))?
+        .into_iter()
+        .map(|f| (f.dir, f.events as _))
+        .collect();
+    with_captures(path, captures).map_err(|e| anyhow!("{e}"))
+}
+
 /// Runs `memscope report`.
 ///
 /// # Errors
@@ -87,15 +100,21 @@ pub fn run(a: &ReportArgs) -> Result<()> {
     let inputs = a
         .inputs
         .iter()
-        .map(|p| discover(p).map_err(|e| anyhow!("{e}")))
+        .map(|p| discover_run(p))
         .collect::<Result<Vec<_>>>()?;
     let (path, size) = write(&inputs, &out, a.force)?;
     let files: usize = inputs.iter().map(|i| i.files().count()).sum();
+    let captures: usize = inputs.iter().map(|i| i.captures().count()).sum();
     println!(
-        "report: {} ({:.1} MiB, {} dump file(s){})",
+        "report: {} ({:.1} MiB, {} dump file(s){}{})",
         path.display(),
         size as f64 / 1_048_576.0,
         files,
+        if captures > 0 {
+            format!(", {captures} capture(s)")
+        } else {
+            String::new()
+        },
         if inputs.len() == 2 { ", compare" } else { "" }
     );
     Ok(())
@@ -113,7 +132,7 @@ pub fn run_report(output: &Path, process_dirs: &[PathBuf]) -> Result<PathBuf> {
     };
     for d in process_dirs {
         // processes that recorded nothing have no dump folder
-        if let Ok(r) = discover(d) {
+        if let Ok(r) = discover_run(d) {
             run.groups.extend(r.groups);
         }
     }

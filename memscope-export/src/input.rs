@@ -11,15 +11,21 @@
 //!   devices (a file holding several pids gives one process per pid).
 //! * The node of a process is the directory holding `<P>` (or the loose file): gathering each
 //!   node's output into its own directory keeps processes with equal pids apart.
+//! * A kept capture (`*.mscap`, found by the caller: [`resolve_with`]) is a process of its
+//!   own, replayed in place of dump files ([`crate::captured`]); the dumps of the process
+//!   directory holding it are not read (the capture holds every row they hold, and the HOST
+//!   rows `memscope run` writes only with `--host-rows`).
 //! * Processes are ordered by rank (unknown last), node, pid, and numbered from 1: the
 //!   synthetic pid that keeps processes of different nodes and ranks apart in merged views.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use memscope_core::event::Device;
-use memscope_core::reader::{DumpFile, DumpFormat, Order, ReadOptions};
+use memscope_core::reader::{DumpFile, DumpFormat, Order, ProcessEvents, ReadOptions};
 
+use crate::captured::{self, Captured};
 use crate::error::ExportError;
 use crate::progress::Progress;
 use crate::rank::{self, RankInfo, RankQuery, RunIndex};
@@ -57,8 +63,10 @@ pub struct ProcessInput {
     pub rank: RankInfo,
     /// The process's `msmemscope_*_ascend` directory (or other directory of device folders).
     pub dir: Option<PathBuf>,
-    /// Its dump files.
+    /// Its dump files (none for a capture).
     pub files: Vec<InputFile>,
+    /// Its kept capture, replayed in place of dump files.
+    pub capture: Option<Arc<dyn ProcessEvents>>,
     /// Which rows of `files` are this process's.
     pub pid_filter: PidFilter,
     /// Devices with rows or directories (NPU ids, `cpu`), sorted; `N/A` is not a device.
@@ -83,6 +91,9 @@ impl ProcessInput {
 
     /// Where the process came from, for messages: its directory or its first file.
     pub fn origin(&self) -> String {
+        if let Some(c) = &self.capture {
+            return c.origin().display().to_string();
+        }
         match (&self.dir, self.files.first()) {
             (Some(d), _) => d.display().to_string(),
             (None, Some(f)) => f.dump.name().to_owned(),
@@ -103,6 +114,9 @@ impl ProcessInput {
 
     /// Bytes a replay restricted to `device` reads.
     pub fn bytes_for(&self, device: Option<Device>) -> u64 {
+        if let Some(c) = &self.capture {
+            return c.size();
+        }
         self.files_for(device).iter().map(|f| f.dump.size()).sum()
     }
 
@@ -191,7 +205,7 @@ fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<(), ExportEr
     Ok(())
 }
 
-fn node_of(dir: Option<&Path>) -> String {
+pub(crate) fn node_of(dir: Option<&Path>) -> String {
     match dir {
         Some(d) if !d.as_os_str().is_empty() => d.display().to_string(),
         _ => String::new(),
@@ -236,16 +250,44 @@ pub fn resolve(
     index: Option<&dyn RunIndex>,
     progress: &mut dyn Progress,
 ) -> Result<(Vec<ProcessInput>, Vec<String>), ExportError> {
+    resolve_with(paths, &[], index, progress)
+}
+
+/// As [`resolve`], with the kept captures the caller found under `paths` (or was given):
+/// each is a process, and the dumps of a process directory holding one are not read. A
+/// directory of `paths` must hold dumps or one of the captures.
+///
+/// # Errors
+/// As [`resolve`], and a capture that cannot be read while it is scanned for its devices.
+pub fn resolve_with(
+    paths: &[PathBuf],
+    captures: &[Captured],
+    index: Option<&dyn RunIndex>,
+    progress: &mut dyn Progress,
+) -> Result<(Vec<ProcessInput>, Vec<String>), ExportError> {
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let captured_dirs: HashSet<PathBuf> = captures
+        .iter()
+        .filter_map(|c| c.dir.as_deref())
+        .map(canon)
+        .collect();
     let mut files: Vec<PathBuf> = Vec::new();
     for p in paths {
         let md = std::fs::metadata(p).map_err(|e| ExportError::input(p, e.to_string()))?;
         if md.is_dir() {
             let before = files.len();
             walk(p, 0, &mut files)?;
-            if files.len() == before {
+            let mut k = 0;
+            files.retain(|f| {
+                k += 1;
+                k <= before
+                    || !layout_of(f).is_some_and(|(d, _)| captured_dirs.contains(&canon(&d)))
+            });
+            let has_capture = captures.iter().any(|c| c.events.origin().starts_with(p));
+            if files.len() == before && !has_capture {
                 return Err(ExportError::input(
                     p,
-                    "holds no dump files (memscope_dump_<ts>.csv or .db)",
+                    "holds no dump files (memscope_dump_<ts>.csv or .db) and no capture (*.mscap)",
                 ));
             }
         } else {
@@ -310,6 +352,7 @@ pub fn resolve(
                 rank,
                 dir: g.dir,
                 files: g.files,
+                capture: None,
                 pid_filter: PidFilter::All,
                 devices: device_dirs,
                 synthetic_pid: 0,
@@ -340,6 +383,7 @@ pub fn resolve(
                 rank,
                 dir: g.dir.clone(),
                 files: g.files.clone(),
+                capture: None,
                 pid_filter: if several {
                     PidFilter::Only(pid)
                 } else {
@@ -349,6 +393,9 @@ pub fn resolve(
                 synthetic_pid: 0,
             });
         }
+    }
+    for c in captures {
+        procs.push(captured::process(c, index, progress)?);
     }
     procs.sort_by(|a, b| {
         (

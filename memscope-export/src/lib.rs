@@ -3,6 +3,8 @@
 //!
 //! * [`input`] finds the traced processes of the inputs (run output directories, dump files)
 //!   and what is known of each: pid, devices, rank ([`rank`]), node.
+//! * [`captured`]: kept captures as inputs, replayed by the caller's
+//!   [`memscope_core::reader::ProcessEvents`] (memscope-cli's capture replay).
 //! * [`replay`] feeds one process's [`memscope_core::event::Event`]s in ID order, merging the
 //!   process's per-device dump files (device-less rows, copied into every file, come once).
 //!   Exporters are consumers of these per-process streams, so a capture replay plugs in as one
@@ -19,6 +21,7 @@
 //! renamed when complete; an existing output is never overwritten.
 #![forbid(unsafe_code)]
 
+pub mod captured;
 pub mod error;
 pub mod frames;
 pub mod input;
@@ -31,8 +34,9 @@ pub mod progress;
 pub mod rank;
 pub mod replay;
 
+pub use captured::Captured;
 pub use error::ExportError;
-pub use input::{resolve, ProcessInput};
+pub use input::{resolve, resolve_with, ProcessInput};
 pub use progress::Progress;
 
 /// What an export wrote, for the command's summary line.

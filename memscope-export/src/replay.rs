@@ -6,8 +6,8 @@
 //! bounded-memory sort), merges the files by (pid, ID) — one reader thread per file, bounded
 //! channels, so memory stays flat — and passes a device-less row that several files hold once.
 //!
-//! The replay of a capture (the collector's kept event stream) is one more source of the same
-//! per-process events; exporters only see [`Event`]s.
+//! The replay of a capture (the collector's kept event stream, [`crate::captured`]) is one
+//! more source of the same per-process events; exporters only see [`Event`]s.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -57,7 +57,7 @@ const BATCH: usize = 1024;
 const IN_FLIGHT: usize = 4;
 
 #[derive(Debug)]
-struct Stopped;
+pub(crate) struct Stopped;
 
 impl std::fmt::Display for Stopped {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -67,14 +67,14 @@ impl std::fmt::Display for Stopped {
 
 impl std::error::Error for Stopped {}
 
-type Consumer<'a> = dyn FnMut(Item) -> Result<Flow, ExportError> + 'a;
+pub(crate) type Consumer<'a> = dyn FnMut(Item) -> Result<Flow, ExportError> + 'a;
 
 /// Sorting key of the reader's ID order: pid (`N/A` last), then ID.
 fn key(ev: &Event) -> (u64, u64) {
     (ev.pid.map_or(u64::MAX, u64::from), ev.id)
 }
 
-fn wanted(p: &ProcessInput, device: Option<Device>, ev: &Event) -> bool {
+pub(crate) fn wanted(p: &ProcessInput, device: Option<Device>, ev: &Event) -> bool {
     if let PidFilter::Only(pid) = p.pid_filter {
         if ev.pid != pid {
             return false;
@@ -125,7 +125,7 @@ fn counted_options(counter: &Arc<AtomicU64>) -> ReadOptions {
 }
 
 /// Turns the consumer's outcome into the reader's callback result.
-fn pass(r: Result<Flow, ExportError>) -> Result<(), ConsumerError> {
+pub(crate) fn pass(r: Result<Flow, ExportError>) -> Result<(), ConsumerError> {
     match r {
         Ok(Flow::Continue) => Ok(()),
         Ok(Flow::Stop) => Err(Box::new(Stopped)),
@@ -135,7 +135,10 @@ fn pass(r: Result<Flow, ExportError>) -> Result<(), ConsumerError> {
 
 /// The replay's outcome from the reader's: a stop is not an error, the consumer's own error
 /// comes back as it was.
-fn outcome(r: Result<(), ReadError>, stats: &mut ReplayStats) -> Result<(), ExportError> {
+pub(crate) fn outcome(
+    r: Result<(), ReadError>,
+    stats: &mut ReplayStats,
+) -> Result<(), ExportError> {
     match r {
         Ok(()) => Ok(()),
         Err(ReadError::Consumer(e)) => {
@@ -165,6 +168,9 @@ pub fn replay(
     progress: &mut dyn Progress,
     f: &mut Consumer<'_>,
 ) -> Result<ReplayStats, ExportError> {
+    if let Some(c) = &p.capture {
+        return crate::captured::replay(p, c.as_ref(), device, progress, f);
+    }
     let files: Vec<DumpFile> = p
         .files_for(device)
         .into_iter()

@@ -4,13 +4,19 @@
 //! files of one group hold one process's rows split by device and are merged back into ID
 //! order ([`crate::feed`]).
 //!
+//! A kept capture (`*.mscap`, the collector's event stream; found and replayed by the caller
+//! through [`ProcessEvents`]) is a group of its own ([`with_captures`]); the dumps of the
+//! process directory holding it are then not read (the capture holds every row they hold,
+//! and the HOST rows `memscope run` writes only with `--host-rows`).
+//!
 //! The walk does not follow symbolic links, stops at [`MAX_DEPTH`] levels and at
 //! [`MAX_FILES`] dump files, and skips the annotated copies `memscope analyze inefficient`
 //! writes (`*_inefficient*`).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use memscope_core::reader::DumpFile;
+use memscope_core::reader::{DumpFile, ProcessEvents};
 
 use crate::ReportError;
 
@@ -24,8 +30,10 @@ pub const MAX_FILES: usize = 10_000;
 pub struct Group {
     /// The process directory or the file, as shown in the report.
     pub source: String,
-    /// Its dump files, by path.
+    /// Its dump files, by path (none for a capture).
     pub files: Vec<DumpFile>,
+    /// Its kept capture, replayed in place of dump files.
+    pub capture: Option<Arc<dyn ProcessEvents>>,
 }
 
 /// One run to report on.
@@ -41,6 +49,11 @@ impl RunInput {
     /// Every dump file, in group order.
     pub fn files(&self) -> impl Iterator<Item = &DumpFile> {
         self.groups.iter().flat_map(|g| g.files.iter())
+    }
+
+    /// Every capture, in group order.
+    pub fn captures(&self) -> impl Iterator<Item = &Arc<dyn ProcessEvents>> {
+        self.groups.iter().filter_map(|g| g.capture.as_ref())
     }
 }
 
@@ -87,6 +100,62 @@ fn process_dir(file: &Path) -> PathBuf {
     }
 }
 
+const NO_DUMPS: &str = "no dump files (memscope_dump_*.csv or .db) under this directory";
+
+/// One kept capture of a run: the process directory holding it (`None` outside that layout)
+/// and its events.
+pub type CaptureInput = (Option<PathBuf>, Arc<dyn ProcessEvents>);
+
+/// The run `path` with its kept `captures` (found under it, or `path` itself): each capture
+/// is a group, and the dump files of a process directory holding one are not read. Without
+/// captures this is [`discover`].
+///
+/// # Errors
+/// As [`discover`]; a directory with captures need not hold dump files.
+pub fn with_captures(path: &Path, captures: Vec<CaptureInput>) -> Result<RunInput, ReportError> {
+    if captures.is_empty() {
+        return discover(path);
+    }
+    let label = path.display().to_string();
+    let mut run = if path.is_dir() {
+        let mut found = Vec::new();
+        walk(path, 0, &mut found)?;
+        if found.is_empty() {
+            RunInput {
+                label: label.clone(),
+                groups: Vec::new(),
+            }
+        } else {
+            discover(path)?
+        }
+    } else {
+        RunInput {
+            label: label.clone(),
+            groups: Vec::new(),
+        }
+    };
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let dirs: Vec<PathBuf> = captures
+        .iter()
+        .filter_map(|(d, _)| d.as_deref().map(canon))
+        .collect();
+    run.groups
+        .retain(|g| !dirs.contains(&canon(Path::new(&g.source))));
+    for (dir, events) in captures {
+        run.groups.push(Group {
+            source: dir
+                .as_deref()
+                .unwrap_or(events.origin())
+                .display()
+                .to_string(),
+            files: Vec::new(),
+            capture: Some(events),
+        });
+    }
+    run.groups.sort_by(|a, b| a.source.cmp(&b.source));
+    Ok(run)
+}
+
 /// Finds the dump files of `path` (a directory or a dump file).
 ///
 /// # Errors
@@ -102,6 +171,7 @@ pub fn discover(path: &Path) -> Result<RunInput, ReportError> {
             groups: vec![Group {
                 source: label,
                 files: vec![f],
+                capture: None,
             }],
         });
     }
@@ -111,10 +181,7 @@ pub fn discover(path: &Path) -> Result<RunInput, ReportError> {
     let mut found = Vec::new();
     walk(path, 0, &mut found)?;
     if found.is_empty() {
-        return Err(ReportError::input(
-            path,
-            "no dump files (memscope_dump_*.csv or .db) under this directory",
-        ));
+        return Err(ReportError::input(path, NO_DUMPS));
     }
     let mut groups: Vec<(PathBuf, Vec<DumpFile>)> = Vec::new();
     for p in found {
@@ -133,6 +200,7 @@ pub fn discover(path: &Path) -> Result<RunInput, ReportError> {
             .map(|(d, files)| Group {
                 source: d.display().to_string(),
                 files,
+                capture: None,
             })
             .collect(),
     })
@@ -141,6 +209,7 @@ pub fn discover(path: &Path) -> Result<RunInput, ReportError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use memscope_core::reader::ConsumerError;
 
     #[test]
     fn dump_files_group_by_process_directory_and_annotated_copies_are_skipped() {
@@ -174,5 +243,51 @@ mod tests {
         std::fs::create_dir_all(t.path().join("empty")).unwrap();
         let e = discover(&t.path().join("empty")).unwrap_err();
         assert!(e.to_string().contains("no dump files"), "{e}");
+    }
+
+    #[derive(Debug)]
+    struct Fake(PathBuf);
+
+    impl ProcessEvents for Fake {
+        fn pid(&self) -> Option<u32> {
+            Some(2)
+        }
+        fn origin(&self) -> &Path {
+            &self.0
+        }
+        fn size(&self) -> u64 {
+            0
+        }
+        fn replay(
+            &self,
+            _: &mut dyn FnMut(memscope_core::event::Event) -> Result<(), ConsumerError>,
+        ) -> Result<(), ConsumerError> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_process_dir_with_a_capture_is_one_capture_group_and_its_dumps_are_not_read() {
+        let t = tempfile::tempdir().unwrap();
+        let header = "ID,Event,Event Type,Name,Timestamp(ns),Process Id,Thread Id,Device Id,Ptr,Attr,Call Stack(Python),Call Stack(C)\n";
+        for dir in ["msmemscope_1_x_ascend", "msmemscope_2_x_ascend"] {
+            let d = t.path().join(dir).join("device_cpu/dump");
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("memscope_dump_1.csv"), header).unwrap();
+        }
+        let dir = t.path().join("msmemscope_2_x_ascend");
+        let cap: Arc<dyn ProcessEvents> = Arc::new(Fake(dir.join("c.mscap")));
+        let r = with_captures(t.path(), vec![(Some(dir.clone()), cap)]).unwrap();
+        assert_eq!(r.groups.len(), 2);
+        assert_eq!(r.groups[0].files.len(), 1);
+        assert!(r.groups[0].capture.is_none());
+        assert!(r.groups[1].files.is_empty() && r.groups[1].capture.is_some());
+        assert_eq!(r.groups[1].source, dir.display().to_string());
+        assert_eq!((r.files().count(), r.captures().count()), (1, 1));
+        // a directory holding only a capture is a run too
+        let only = tempfile::tempdir().unwrap();
+        let cap: Arc<dyn ProcessEvents> = Arc::new(Fake(only.path().join("c.mscap")));
+        let r = with_captures(only.path(), vec![(None, cap)]).unwrap();
+        assert_eq!(r.groups.len(), 1);
     }
 }

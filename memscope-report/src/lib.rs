@@ -27,7 +27,7 @@ use std::path::Path;
 
 use memscope_core::analysis::compare::{Level, Sequence, SequenceBuilder};
 use memscope_core::event::Event;
-use memscope_core::reader::ReadError;
+use memscope_core::reader::{ProcessEvents, ReadError};
 
 use model::*;
 use process::ProcessBuilder;
@@ -274,8 +274,16 @@ pub fn read_run(
     for f in input.files() {
         b.add_input(f.name());
     }
+    for c in input.captures() {
+        b.add_input(&c.origin().display().to_string());
+    }
     for g in &input.groups {
         b.begin_group(&g.source);
+        if let Some(c) = &g.capture {
+            feed_capture(&mut b, c.as_ref())?;
+            b.end_group()?;
+            continue;
+        }
         let cell = std::cell::RefCell::new(&mut b);
         let mut failed: Option<ReportError> = None;
         let res = feed::feed_group(
@@ -312,6 +320,19 @@ pub fn read_run(
         b.end_group()?;
     }
     b.finish()
+}
+
+/// Pushes the events of a kept capture into `b` (one group).
+fn feed_capture(b: &mut RunBuilder, c: &dyn ProcessEvents) -> Result<(), ReportError> {
+    c.replay(&mut |ev| {
+        b.push(ev)
+            .map_err(|e| Box::new(e) as memscope_core::reader::ConsumerError)
+    })
+    .map_err(|e| match e.downcast::<ReportError>() {
+        Ok(r) => *r,
+        // the source's own error names the capture
+        Err(e) => ReportError::Analysis(e.to_string()),
+    })
 }
 
 /// The page's data for one run, or two (base, then compare) with the compare view.

@@ -7,6 +7,8 @@
 //! * [`replay_events`] — typed [`Event`]s per process, in ID order, with the IDs the run gave
 //!   them: every typed event (before `memscope run`'s collect/write filters, HOST rows
 //!   included).
+//! * [`replay_capture`] — the same for one capture, with a visitor that may stop the replay
+//!   (`memscope report` and the viewer exports, through [`crate::capture_input`]).
 //! * [`feed`] — drives a [`Pipeline`] from a capture (used by `memscope export`).
 
 use super::pipeline::{Pipeline, PipelineSetup};
@@ -17,6 +19,7 @@ use memscope_core::bus::Bus;
 use memscope_core::capture::{CaptureError, CaptureInfo, CaptureReader, ImageInfo};
 use memscope_core::config::{ConfigFile, LogLevel, RawOptions, RunConfig};
 use memscope_core::event::Event;
+use memscope_core::reader::ConsumerError;
 #[cfg(test)]
 use memscope_core::wire::Record;
 use std::path::{Path, PathBuf};
@@ -100,7 +103,6 @@ pub fn feed(r: &mut CaptureReader, p: &mut Pipeline) -> Result<Vec<ImageInfo>, C
 }
 
 /// A process of a replayed capture.
-#[allow(dead_code)] // replay API (TEAM contract 3) for the report and export commands
 #[derive(Clone, Debug, PartialEq)]
 pub struct ReplayProcess {
     /// The capture it came from.
@@ -112,62 +114,91 @@ pub struct ReplayProcess {
     pub complete: bool,
 }
 
-#[allow(dead_code)] // replay API (TEAM contract 3) for the report and export commands
 /// Calls `visit` with every typed event of every process under `input` (see
 /// [`find_captures`]), process by process, in ID order, with the IDs `memscope run` gave
 /// them. Nothing is written.
 ///
 /// # Errors
 /// No capture under `input`, or one that cannot be read — one line naming it.
+#[allow(dead_code)] // replay API (TEAM contract 3); the commands use replay_capture
 pub fn replay_events(
     input: &Path,
     visit: &mut dyn FnMut(&ReplayProcess, &Event),
 ) -> Result<Vec<ReplayProcess>, String> {
     let mut done = Vec::new();
     for path in find_captures(input)? {
-        let mut r = CaptureReader::open(&path).map_err(|e| e.to_string())?;
-        let proc_ = ReplayProcess {
-            capture: path.clone(),
-            info: r.info().clone(),
-            complete: r.end().is_some(),
-        };
-        let mut typers: Vec<Box<dyn memscope_core::adapter::Typer>> =
-            descriptors().into_iter().map(|d| (d.new_typer)()).collect();
-        typers.push(Box::new(PluginTyper::default()));
-        let info = r.info();
-        let events = std::rc::Rc::new(std::cell::RefCell::new(Vec::<Event>::new()));
-        let sink = events.clone();
-        let mut p = Pipeline::new(PipelineSetup {
-            pid: info.pid,
-            project_dir: PathBuf::new(),
-            exe: info.exe.clone(),
-            typers,
-            ctx: TypeCtx::new(info.pid, info.visible_devices.clone()),
-            bus: Bus::new(Some(info.pid), Vec::new()),
-            sink_stats: Default::default(),
-            log: LogFile::new(Path::new("/dev/null"), LogLevel::Error),
-            config_json: String::new(),
-            capture: None,
-            host_rows_off: false,
-            host_side: None,
-        });
-        p.set_dry();
-        p.observe(Box::new(move |ev| sink.borrow_mut().push(ev.clone())));
-        loop {
-            let next = r.next_record().map_err(|e| e.to_string())?;
-            let Some(c) = next else { break };
-            p.record(c.image, 0, c.tid, c.rec);
-            for ev in events.borrow_mut().drain(..) {
-                visit(&proc_, &ev);
-            }
-        }
-        p.finish_typers();
-        for ev in events.borrow_mut().drain(..) {
-            visit(&proc_, &ev);
-        }
-        done.push(proc_);
+        let p = replay_capture(&path, &mut |p, ev| {
+            visit(p, &ev);
+            Ok(())
+        })
+        .map_err(|e| e.to_string())?;
+        done.push(p);
     }
     Ok(done)
+}
+
+/// The header of the capture at `path` (pid, exe, configuration) and whether it is complete.
+///
+/// # Errors
+/// The file cannot be opened or is not a capture — one line naming it.
+pub fn capture_process(path: &Path) -> Result<ReplayProcess, String> {
+    let r = CaptureReader::open(path).map_err(|e| e.to_string())?;
+    Ok(ReplayProcess {
+        capture: path.to_path_buf(),
+        info: r.info().clone(),
+        complete: r.end().is_some(),
+    })
+}
+
+/// Calls `visit` with every typed event of the capture at `path` (one process), in ID
+/// order, as [`replay_events`] does; an error from `visit` stops the replay and comes back
+/// as it was.
+///
+/// # Errors
+/// The capture cannot be read (one line naming it), or `visit`'s error.
+pub fn replay_capture(
+    path: &Path,
+    visit: &mut dyn FnMut(&ReplayProcess, Event) -> Result<(), ConsumerError>,
+) -> Result<ReplayProcess, ConsumerError> {
+    let mut r = CaptureReader::open(path)?;
+    let proc_ = ReplayProcess {
+        capture: path.to_path_buf(),
+        info: r.info().clone(),
+        complete: r.end().is_some(),
+    };
+    let mut typers: Vec<Box<dyn memscope_core::adapter::Typer>> =
+        descriptors().into_iter().map(|d| (d.new_typer)()).collect();
+    typers.push(Box::new(PluginTyper::default()));
+    let info = r.info();
+    let events = std::rc::Rc::new(std::cell::RefCell::new(Vec::<Event>::new()));
+    let sink = events.clone();
+    let mut p = Pipeline::new(PipelineSetup {
+        pid: info.pid,
+        project_dir: PathBuf::new(),
+        exe: info.exe.clone(),
+        typers,
+        ctx: TypeCtx::new(info.pid, info.visible_devices.clone()),
+        bus: Bus::new(Some(info.pid), Vec::new()),
+        sink_stats: Default::default(),
+        log: LogFile::new(Path::new("/dev/null"), LogLevel::Error),
+        config_json: String::new(),
+        capture: None,
+        host_rows_off: false,
+        host_side: None,
+    });
+    p.set_dry();
+    p.observe(Box::new(move |ev| sink.borrow_mut().push(ev.clone())));
+    while let Some(c) = r.next_record()? {
+        p.record(c.image, 0, c.tid, c.rec);
+        for ev in events.borrow_mut().drain(..) {
+            visit(&proc_, ev)?;
+        }
+    }
+    p.finish_typers();
+    for ev in events.borrow_mut().drain(..) {
+        visit(&proc_, ev)?;
+    }
+    Ok(proc_)
 }
 
 #[cfg(test)]

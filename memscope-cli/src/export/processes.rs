@@ -1,25 +1,40 @@
 //! What the viewer formats of `memscope export` share: the traced processes of the inputs
-//! (`memscope_export::resolve`) and the summary printed at the end.
+//! (`memscope_export::resolve_with`, kept captures included) and the summary printed at the end.
 
 use anyhow::anyhow;
 
-use memscope_export::{ProcessInput, Summary};
+use memscope_export::{Captured, ProcessInput, Summary};
 
 use super::bar::Bar;
 use crate::export_cmd::ExportArgs;
 
 /// The processes of `a.inputs`, sorted and numbered; notes about their ranks are printed.
+/// Kept captures under the inputs are processes replayed from the capture
+/// ([`crate::capture_input`]); the dumps of a process directory holding one are not read.
 ///
 /// # Errors
-/// A missing or unreadable input, a directory without dumps, a malformed file.
+/// A missing or unreadable input, a directory without dumps or captures, a malformed file.
 pub fn resolve(a: &ExportArgs, bar: &mut Bar) -> anyhow::Result<Vec<ProcessInput>> {
     // ranks from the run index of `memscope run` when the inputs have one (issue 18)
     let index =
         memscope_export::rank::RunIndexFiles::load(&a.inputs).map_err(|e| anyhow!("{e}"))?;
     let index_ref: Option<&dyn memscope_export::rank::RunIndex> =
         (!index.is_empty()).then_some(&index as _);
-    let (procs, notes) =
-        memscope_export::resolve(&a.inputs, index_ref, bar).map_err(|e| anyhow!("{e}"))?;
+    let mut captures = Vec::new();
+    let mut dumps = Vec::new();
+    for input in &a.inputs {
+        for f in crate::capture_input::find(input).map_err(|e| anyhow!("{e}"))? {
+            captures.push(Captured {
+                dir: f.dir,
+                events: f.events,
+            });
+        }
+        if !crate::capture_input::is_capture_file(input) {
+            dumps.push(input.clone());
+        }
+    }
+    let (procs, notes) = memscope_export::resolve_with(&dumps, &captures, index_ref, bar)
+        .map_err(|e| anyhow!("{e}"))?;
     for n in notes {
         eprintln!("memscope: note: {n}");
     }

@@ -24,6 +24,7 @@ mod error;
 pub mod limits;
 mod row;
 pub mod sort;
+pub mod source;
 
 use std::fs::File;
 use std::io::Read;
@@ -34,6 +35,7 @@ pub use csv_source::{CsvEvents, CsvSource};
 pub use error::{ConsumerError, Location, ReadError};
 pub use row::{parse_row, Columns, TimeUnit};
 pub use sort::SortOptions;
+pub use source::ProcessEvents;
 
 use crate::event::Event;
 

@@ -1,0 +1,210 @@
+//! TEAM contract 3: the viewer exports (`memscope export --to memory-viz|perfetto|parquet`) and
+//! `memscope report` read kept captures (`*.mscap`, a process directory holding one, a run
+//! output directory) through the capture replay. A process directory holding both dumps and a
+//! capture is read from the capture, so a run with HOST rows off (the default) still gives its
+//! HOST events — as many as `memscope export --to csv` writes from the same capture.
+
+mod export_common;
+
+use std::path::{Path, PathBuf};
+
+use export_common::*;
+use memscope_tests::*;
+
+/// The `exported N event(s)` of an export's summary line.
+fn exported_events(stdout: &str) -> u64 {
+    let l = stdout
+        .lines()
+        .find(|l| l.starts_with("exported "))
+        .unwrap_or_else(|| panic!("no summary line: {stdout}"));
+    l["exported ".len()..]
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// Every row of the CSV dumps under `dir`.
+fn csv_rows(dir: &Path) -> Vec<memscope_tests::Row> {
+    let mut rows = Vec::new();
+    walk(dir, &mut |p| {
+        let n = p.file_name().unwrap().to_str().unwrap();
+        if n.starts_with("memscope_dump_") && n.ends_with(".csv") {
+            rows.extend(read_csv(p));
+        }
+    });
+    rows
+}
+
+fn capture_of(dir: &Path) -> PathBuf {
+    let mut v = Vec::new();
+    walk(dir, &mut |p| {
+        if p.extension().is_some_and(|e| e == "mscap") {
+            v.push(p.to_path_buf());
+        }
+    });
+    assert_eq!(v.len(), 1, "one capture in {}", dir.display());
+    v.remove(0)
+}
+
+/// A host-only run with HOST rows off: the dumps have no HOST row, the capture has them all.
+fn host_run() -> Run {
+    let prog = program("host_mix");
+    let run = memscope_run(
+        &["--adapters", "host", "--call-stack", "c:4"],
+        &[prog.to_str().unwrap(), "2000"],
+        &[],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert!(run.rows().iter().all(|r| r["Event Type"] != "HOST"));
+    run
+}
+
+/// `(all rows, HOST rows)` that `memscope export --to csv` writes from the run's capture.
+fn csv_from_capture(run: &Run) -> (usize, usize) {
+    let out = tempfile::tempdir().unwrap();
+    export("csv", &[&capture_of(run.out.path())], out.path());
+    let rows = csv_rows(out.path());
+    let host = rows.iter().filter(|r| r["Event Type"] == "HOST").count();
+    assert!(host > 4000, "{host} HOST rows");
+    (rows.len(), host)
+}
+
+#[test]
+fn perfetto_of_a_run_with_host_rows_off_replays_the_host_events_of_the_capture() {
+    let run = host_run();
+    let (rows, _) = csv_from_capture(&run);
+    let out = run.out.path().join("host.pftrace");
+    let stdout = export("perfetto", &[run.out.path()], &out);
+    assert_eq!(exported_events(&stdout), rows as u64, "{stdout}");
+    assert!(stdout.contains("of 1 process(es)"), "{stdout}");
+    let v = py_check("check_perfetto.py", &[out.to_str().unwrap()]);
+    let counters = v["counters"].as_object().unwrap();
+    assert!(
+        counters.keys().any(|k| k.contains("host HOST")),
+        "a HOST counter track: {:?}",
+        counters.keys()
+    );
+    // the capture file itself as input gives the same events
+    let out2 = run.out.path().join("host2.pftrace");
+    let stdout = export("perfetto", &[&capture_of(run.out.path())], &out2);
+    assert_eq!(exported_events(&stdout), rows as u64, "{stdout}");
+}
+
+#[test]
+fn parquet_of_a_run_with_host_rows_off_holds_the_host_rows_of_the_capture() {
+    let run = host_run();
+    let (rows, host) = csv_from_capture(&run);
+    let ds = run.out.path().join("ds");
+    // a process directory (dumps beside the capture) as input
+    let proc_dir = capture_of(run.out.path()).parent().unwrap().to_path_buf();
+    let stdout = export("parquet", &[&proc_dir], &ds);
+    assert_eq!(exported_events(&stdout), rows as u64, "{stdout}");
+    let v = py_check("count_parquet.py", &[ds.to_str().unwrap()]);
+    assert_eq!(v["rows"].as_u64().unwrap(), rows as u64, "{v}");
+    assert_eq!(v["by_type"]["HOST"].as_u64().unwrap(), host as u64, "{v}");
+}
+
+#[test]
+fn report_of_a_run_with_host_rows_off_reads_the_capture() {
+    let run = host_run();
+    let (rows, _) = csv_from_capture(&run);
+    let html = run.out.path().join("r.html");
+    let o = memscope(&[
+        "report",
+        run.out.path().to_str().unwrap(),
+        "-o",
+        html.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("1 capture(s)"), "{stdout}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    let open = "<script type=\"application/json\" id=\"report-data\">";
+    let i = page.find(open).expect("data block") + open.len();
+    let j = i + page[i..].find("</script>").unwrap();
+    let data: serde_json::Value = serde_json::from_str(&page[i..j]).unwrap();
+    let r = &data["runs"][0];
+    assert_eq!(
+        r["events"].as_u64().unwrap(),
+        rows as u64,
+        "{}",
+        r["events"]
+    );
+    assert_eq!(r["processes"].as_array().unwrap().len(), 1);
+    let p = &r["processes"][0];
+    assert_eq!(p["events"].as_u64().unwrap(), rows as u64);
+    assert!(p["devices"].to_string().contains("cpu"), "{}", p["devices"]);
+}
+
+/// memory_viz draws NPU devices only (HOST memory has no place in a PyTorch snapshot): a
+/// host-only capture is refused with one line, and an NPU process's capture gives the snapshot
+/// its dumps give.
+#[test]
+fn memory_viz_of_a_capture_equals_that_of_its_dumps_and_host_only_runs_have_no_npu_trace() {
+    let run = host_run();
+    let o = memscope(&[
+        "export",
+        "--to",
+        "memory-viz",
+        run.out.path().to_str().unwrap(),
+        "-o",
+        run.out.path().join("h.pickle").to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("no process of the input has NPU memory rows"),
+        "{err}"
+    );
+
+    // a PTA + HOST run: the snapshot comes from the capture, NPU 0 and device-less events
+    let run = memscope_run(
+        &["--adapters", "pta,mstx,host", "--call-stack", "c:4"],
+        &[
+            "python3",
+            repo_root()
+                .join("examples/sim-npu/train.py")
+                .to_str()
+                .unwrap(),
+            "--steps",
+            "3",
+        ],
+        &[("SIM_NPU_DIR", sim_npu_dir().to_str().unwrap())],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    // the job's processes (the interpreter's children too), each with its capture; one uses
+    // NPU 0
+    let mut npu_proc = None;
+    walk(run.out.path(), &mut |p| {
+        let n = p.file_name().unwrap().to_str().unwrap();
+        if n.starts_with("memscope_dump_") && read_csv(p).iter().any(|r| r["Device Id"] == "0") {
+            npu_proc = Some(p.ancestors().nth(3).unwrap().to_path_buf());
+        }
+    });
+    let npu_proc = npu_proc.expect("a process with NPU rows");
+    let capture = capture_of(&npu_proc);
+    // the same process from its dumps alone (PTA rows are in the dumps whatever --host-rows)
+    let dumps = tempfile::tempdir().unwrap();
+    let copy = dumps.path().join(npu_proc.file_name().unwrap());
+    walk(&npu_proc, &mut |p| {
+        if p.extension().is_some_and(|e| e == "csv") {
+            let to = copy.join(p.strip_prefix(&npu_proc).unwrap());
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            std::fs::copy(p, to).unwrap();
+        }
+    });
+    let from_dumps = dumps.path().join("dumps.pickle");
+    export("memory-viz", &[&copy], &from_dumps);
+    let from_capture = dumps.path().join("capture.pickle");
+    let stdout = export("memory-viz", &[&capture], &from_capture);
+    assert!(stdout.contains("of 1 process(es)"), "{stdout}");
+    let from_run = dumps.path().join("run.pickle");
+    export("memory-viz", &[run.out.path()], &from_run);
+    let bytes = std::fs::read(&from_capture).unwrap();
+    assert_eq!(bytes, std::fs::read(&from_dumps).unwrap());
+    assert_eq!(bytes, std::fs::read(&from_run).unwrap());
+    let v = py_check("check_memory_viz.py", &[from_capture.to_str().unwrap()]);
+    assert!(v["entries"][0].as_u64().unwrap() > 10, "{v}");
+}
