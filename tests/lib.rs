@@ -264,3 +264,54 @@ pub fn select<'a>(rows: &'a [Row], event: &str, event_type: &str) -> Vec<&'a Row
         .filter(|r| r["Event"] == event && r["Event Type"] == event_type)
         .collect()
 }
+
+/// The real CPython interpreter behind `python3` (`sys.executable`; a version-manager shim
+/// would run, and be traced as, extra processes).
+pub fn python3() -> PathBuf {
+    static EXE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    EXE.get_or_init(|| {
+        let o = Command::new("python3")
+            .args(["-c", "import sys; print(sys.executable)"])
+            .output()
+            .expect("python3 must be installed for the Python tests");
+        PathBuf::from(String::from_utf8_lossy(&o.stdout).trim())
+    })
+    .clone()
+}
+
+/// The 1-based line of `script` (under `tests/python/`) that contains `needle`.
+pub fn script_line(script: &str, needle: &str) -> usize {
+    let p = repo_root().join("tests/python").join(script);
+    let text = std::fs::read_to_string(&p).expect("read script");
+    text.lines()
+        .position(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("{needle:?} not in {}", p.display()))
+        + 1
+}
+
+/// Every CPython 3.`minors` interpreter found (pyenv's versions, then `python3.X` on PATH), one
+/// per minor version.
+pub fn pythons(minors: std::ops::RangeInclusive<u32>) -> Vec<PathBuf> {
+    let pyenv = std::env::var_os("HOME")
+        .map(|h| PathBuf::from(h).join(".pyenv/versions"))
+        .unwrap_or_default();
+    let mut v = Vec::new();
+    for minor in minors {
+        let name = format!("python3.{minor}");
+        let mut found = std::fs::read_dir(&pyenv)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path().join("bin").join(&name))
+            .find(|p| p.is_file());
+        if found.is_none() {
+            found = std::env::var_os("PATH").and_then(|p| {
+                std::env::split_paths(&p)
+                    .map(|d| d.join(&name))
+                    .find(|c| c.is_file())
+            });
+        }
+        v.extend(found);
+    }
+    v
+}

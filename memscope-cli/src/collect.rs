@@ -72,6 +72,9 @@ pub struct CheckArgs {
     /// As `memscope run --adapters`.
     #[arg(long)]
     adapters: Option<String>,
+    /// As `memscope run --watch`.
+    #[arg(long)]
+    watch: Option<String>,
 }
 
 /// Runs `memscope config check`: prints the validated configuration (memscope's config.json
@@ -90,6 +93,7 @@ pub fn check(a: &CheckArgs) -> anyhow::Result<()> {
         format: a.format.clone(),
         collect_mode: a.collect_mode.clone(),
         adapters: a.adapters.clone(),
+        watch: a.watch.clone(),
         ..RawOptions::default()
     };
     let cwd = std::env::current_dir()?;
@@ -204,9 +208,10 @@ pub fn collect(a: &CollectArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// The bootstrap `sitecustomize.py` of `--events traceback`: starts the probe's tracer (and
-/// its hook for threads started later), then runs the job's own `sitecustomize`, if any.
-const SITECUSTOMIZE: &str = r#"# Written by `memscope run --events traceback`: starts memscope's Python tracer.
+/// The bootstrap `sitecustomize.py` of `--events traceback` and `--call-stack python`: starts
+/// the probe's tracer (`MEMSCOPE_PY_TRACE=1`) and Python stacks (`MEMSCOPE_PY_STACK=1`), and
+/// its hook for threads started later, after running the job's own `sitecustomize`, if any.
+const SITECUSTOMIZE: &str = r#"# Written by `memscope run`: starts memscope's Python tracer and/or Python stacks.
 import os as _os, sys as _sys
 _here = _os.path.dirname(_os.path.abspath(__file__))
 _sys.path[:] = [p for p in _sys.path if _os.path.abspath(p or ".") != _here]
@@ -221,17 +226,38 @@ def _memscope_start():
     import ctypes, threading
     try:
         lib = ctypes.PyDLL(None)
-        start, thread = lib.memscope_py_trace_start, lib.memscope_py_trace_thread
+        thread = lib.memscope_py_trace_thread
+        starts = []
+        if _os.environ.get("MEMSCOPE_PY_TRACE") == "1":
+            starts.append(lib.memscope_py_trace_start)
+        if _os.environ.get("MEMSCOPE_PY_STACK") == "1":
+            how = 1 if _os.environ.get("MEMSCOPE_PY_STACK_HOOK") == "profile" else 0
+            starts.append(lambda: lib.memscope_py_stacks_start_with(how))
     except (OSError, AttributeError):
         return
-    if start() < 0:
+    if not [s for s in starts if s() >= 0]:
         return
     def _hook(*_):
         thread()  # replaces this Python hook by the probe's C-level one
     threading.setprofile(_hook)
 _memscope_start()
 del _memscope_start
+if _os.environ.get("MEMSCOPE_PY_TORCH") == "1":
+    try:
+        import ctypes as _ct, json as _json, importlib.util as _iu
+        _spec = _iu.spec_from_file_location(
+            "memscope_torch_hooks", _os.path.join(_here, "memscope_torch_hooks.py"))
+        _th = _iu.module_from_spec(_spec)
+        _sys.modules["memscope_torch_hooks"] = _th
+        _spec.loader.exec_module(_th)
+        _th.enable(_ct.PyDLL(None), _json.loads(_os.environ.get("MEMSCOPE_RUN_CONFIG", "{}")))
+    except Exception as _e:  # noqa: BLE001 - never break the job's start
+        _sys.stderr.write("memscope: torch hooks not installed: %s\n" % _e)
 "#;
+
+/// The torch hooks (`python/memscope/_aten.py`), written into the bootstrap directory as
+/// `memscope_torch_hooks.py` so jobs without the `memscope` package get them too.
+const TORCH_HOOKS: &str = include_str!("../../python/memscope/_aten.py");
 
 /// Adds the Python-related environment of `memscope run` to the job's command.
 ///
@@ -241,13 +267,16 @@ pub fn python_env(cmd: &mut Command, cfg: &RunConfig, spool: &Path) -> Result<()
     if let Ok(j) = serde_json::to_string(&cfg.to_config_file()) {
         cmd.env("MEMSCOPE_RUN_CONFIG", j);
     }
-    if !cfg.events.traceback {
+    let stacks = cfg.call_stack.python.is_some_and(|n| n > 0);
+    let torch = torch_hooks_wanted(cfg);
+    if !cfg.events.traceback && !stacks && !torch {
         return Ok(());
     }
     let boot = spool.join("pyboot");
     memscope_core::layout::create_dir_0750(&boot)
         .and_then(|()| std::fs::write(boot.join("sitecustomize.py"), SITECUSTOMIZE))
-        .map_err(|e| format!("--events traceback: cannot write {}: {e}", boot.display()))?;
+        .and_then(|()| std::fs::write(boot.join("memscope_torch_hooks.py"), TORCH_HOOKS))
+        .map_err(|e| format!("cannot write the Python bootstrap {}: {e}", boot.display()))?;
     let mut path = boot.display().to_string();
     if let Some(old) = std::env::var_os("PYTHONPATH") {
         if !old.is_empty() {
@@ -255,8 +284,27 @@ pub fn python_env(cmd: &mut Command, cfg: &RunConfig, spool: &Path) -> Result<()
             path.push_str(&old.to_string_lossy());
         }
     }
-    cmd.env("PYTHONPATH", path).env("MEMSCOPE_PY_TRACE", "1");
+    cmd.env("PYTHONPATH", path);
+    if cfg.events.traceback {
+        cmd.env("MEMSCOPE_PY_TRACE", "1");
+    }
+    if stacks {
+        cmd.env("MEMSCOPE_PY_STACK", "1");
+    }
+    if torch {
+        cmd.env("MEMSCOPE_PY_TORCH", "1");
+    }
     Ok(())
+}
+
+/// Whether the job's torch (if it imports one) gets memscope's dispatch-mode hooks: Aten op
+/// launches (`--level op` with `launch`, or the inefficient analysis), ACCESS rows
+/// (`--events access`, or decompose/inefficient), CPU tensors (`--device cpu`), `--watch`
+/// (the conditions of `memscope/_aten.py`'s `wanted`).
+fn torch_hooks_wanted(cfg: &RunConfig) -> bool {
+    let ops = (cfg.events.launch || cfg.analysis.inefficient) && cfg.level.op;
+    let access = cfg.events.access || cfg.analysis.decompose || cfg.analysis.inefficient;
+    ops || access || cfg.device.cpu || cfg.watch.is_some()
 }
 
 /// After a run (`memscope run` or `memscope collect`): with `--format db`, moves every

@@ -70,6 +70,10 @@ pub struct RunArgs {
     /// [default: msmemscope].
     #[arg(long = "inefficient-rule")]
     inefficient_rule: Option<String>,
+    /// Memory watch: [start[:outid]],end[,full-content] (Aten operators of the Python package's
+    /// torch hooks).
+    #[arg(long)]
+    watch: Option<String>,
     /// At the end, write a self-contained HTML report of the run into the output directory.
     #[arg(long)]
     report: bool,
@@ -104,6 +108,7 @@ fn configure(a: &RunArgs) -> Result<RunConfig, String> {
         idle_threshold: a.idle_threshold,
         inefficient_rule: a.inefficient_rule.clone(),
         host_rows: a.host_rows.then_some(true),
+        watch: a.watch.clone(),
     };
     let cwd = std::env::current_dir().map_err(|e| format!("current directory: {e}"))?;
     let raw = match &a.config {

@@ -442,6 +442,96 @@ pub struct RunConfig {
     /// default: at malloc rates the capture plus the leak and peak summaries answer the usual
     /// questions, and `memscope export --to csv|db` writes the rows from the capture later.
     pub host_rows: bool,
+    /// `--watch`: memory watch between two operators (`None`: off).
+    #[serde(default)]
+    pub watch: Option<WatchConfig>,
+}
+
+/// `--watch [start[:outid]],end[,full-content]` (behaviour spec §2, §9.9): from the end of
+/// operator `start` (its outputs, or only output `outid`, become the watched set) to the end of
+/// operator `end`, the watched memory is dumped before and after each operator — its checksum,
+/// or its bytes with `full-content`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WatchConfig {
+    /// Operator whose outputs start the watch (empty: none).
+    pub start: String,
+    /// Only this output of `start` (`None`: all).
+    pub out_id: Option<u32>,
+    /// Operator whose end stops the watch.
+    pub end: String,
+    /// Dump the bytes rather than checksums.
+    pub full_content: bool,
+}
+
+impl WatchConfig {
+    /// Longest operator name kept (msMemScope truncates longer ones).
+    pub const MAX_NAME: usize = 254;
+
+    /// Parses `[start[:outid]],end[,full-content]`.
+    ///
+    /// # Errors
+    /// No comma, a `start:` without an id or with a leading zero, an empty `end`, or anything
+    /// but `full-content` after `end`.
+    pub fn parse(s: &str) -> Result<WatchConfig, ConfigError> {
+        let parts: Vec<&str> = s.split([',', '\u{ff0c}']).collect();
+        if parts.len() < 2 {
+            return Err(bad(
+                "--watch",
+                format!("{s:?}: expected [start[:outid]],end[,full-content]"),
+            ));
+        }
+        if parts.len() > 3 || (parts.len() == 3 && !matches!(parts[2], "full-content" | "")) {
+            return Err(bad(
+                "--watch",
+                format!("{s:?}: only full-content may follow the end operator"),
+            ));
+        }
+        let cut = |n: &str| n.chars().take(Self::MAX_NAME).collect::<String>();
+        let (start, out_id) = match parts[0].split_once(':') {
+            None => (cut(parts[0]), None),
+            Some((name, id)) => {
+                let ok = !name.is_empty()
+                    && !id.is_empty()
+                    && id.bytes().all(|b| b.is_ascii_digit())
+                    && (id == "0" || !id.starts_with('0'));
+                match (ok, id.parse::<u32>()) {
+                    (true, Ok(n)) => (cut(name), Some(n)),
+                    _ => {
+                        return Err(bad(
+                            "--watch",
+                            format!(
+                                "{:?}: expected start:outid with a number without leading zeros",
+                                parts[0]
+                            ),
+                        ))
+                    }
+                }
+            }
+        };
+        if parts[1].is_empty() {
+            return Err(bad("--watch", format!("{s:?}: the end operator is empty")));
+        }
+        Ok(WatchConfig {
+            start,
+            out_id,
+            end: cut(parts[1]),
+            full_content: parts.get(2) == Some(&"full-content"),
+        })
+    }
+
+    /// The flag syntax back.
+    pub fn to_text(&self) -> String {
+        let mut s = self.start.clone();
+        if let Some(id) = self.out_id {
+            s.push_str(&format!(":{id}"));
+        }
+        s.push(',');
+        s.push_str(&self.end);
+        if self.full_content {
+            s.push_str(",full-content");
+        }
+        s
+    }
 }
 
 /// Adapters selected when neither flags nor config.json name any: every built-in adapter but
@@ -476,6 +566,7 @@ impl Default for RunConfig {
             idle_threshold: 3000,
             inefficient_rule: crate::analysis::inefficient::IneffRule::MsMemScope,
             host_rows: false,
+            watch: None,
         }
     }
 }

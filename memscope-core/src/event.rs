@@ -388,6 +388,9 @@ pub struct MemoryAttrs {
     pub device_used: Option<i64>,
     /// Row made up for a block whose real event was not seen (synthetic FREE at exit).
     pub shadow: bool,
+    /// A torch CPU tensor storage (issue 13's CPU-tensor hooks), not a HOST adapter malloc:
+    /// written whether or not HOST adapter rows are (`--host-rows`).
+    pub cpu_tensor: bool,
     /// Owner chain, MALLOC rows only.
     pub owner: Option<OwnerChain>,
     /// Inefficient-memory classes, MALLOC rows only.

@@ -15,6 +15,7 @@ pub mod owner;
 pub mod pool;
 pub mod probe_env;
 pub mod snapshot;
+pub mod watch;
 pub mod wire;
 
 #[cfg(feature = "collector")]

@@ -19,7 +19,7 @@
 /// First 8 bytes of a stream file.
 pub const STREAM_MAGIC: [u8; 8] = *b"MSCOPEST";
 /// Stream format version; a collector refuses other versions.
-pub const STREAM_VERSION: u32 = 2;
+pub const STREAM_VERSION: u32 = 3;
 /// Bytes of the file header.
 pub const FILE_HEADER_SIZE: usize = 4096;
 /// Bytes of one chunk, header included.
@@ -256,6 +256,7 @@ mod encode;
 mod fast;
 mod owned;
 mod python;
+mod python_ctx;
 mod record;
 
 pub use cann::{decode_dims, encode_dims, AccessKind, MAX_DIMS};

@@ -301,3 +301,34 @@ fn offline_a_read_that_restarts_late_reports_each_block_once() {
     let found: usize = handles.iter().map(|h| h.lock().unwrap().len()).sum();
     assert_eq!(found, 3);
 }
+
+#[test]
+fn the_inefficient_report_names_the_python_frames_that_allocated_the_blocks() {
+    let mut layer = InefficientLayer::annotating(cfg(), 1 << 10);
+    let mut bus_out = Vec::new();
+    let ctx = BusCtx {
+        pid: Some(9),
+        ..BusCtx::default()
+    };
+    for mut e in events() {
+        if e.kind == memscope_core::event::EventKind::Malloc {
+            e.py_stack = Some(format!("/w/t.py({}): make\n/w/t.py(1): <module>\n", e.id));
+        }
+        layer.on_event(e, &ctx, &mut bus_out).unwrap();
+    }
+    let mut report = Vec::new();
+    layer.finish(&ctx, &mut bus_out, &mut report).unwrap();
+    let l = &report[0].lines;
+    // b1 (MALLOC ID 3) and b3 (16) are early allocations, b2 (12) a late deallocation
+    let at = |line: &str| {
+        l.iter()
+            .position(|x| x == line)
+            .unwrap_or_else(|| panic!("{line:?} in {l:?}"))
+    };
+    assert!(
+        at("    allocated at /w/t.py(3): make: 1 block(s)") > at("early_allocation: 2 block(s)")
+    );
+    assert!(
+        at("    allocated at /w/t.py(12): make: 1 block(s)") > at("late_deallocation: 1 block(s)")
+    );
+}

@@ -297,3 +297,33 @@ fn the_real_2025_dump_has_no_pool_leaks_without_ended_steps() {
     assert_eq!(r.len(), 4); // two processes, two sections each
     assert!(r[0].lines[0].starts_with("No memory pool leaks detected (0 step(s) ended"));
 }
+
+#[test]
+fn a_leak_outside_any_op_names_the_python_frame_of_its_allocation() {
+    let mut d = Dump::new();
+    for step in 1..=3 {
+        d.step_start();
+        if step == 2 {
+            d.push(
+                "MALLOC",
+                "PTA",
+                "N/A",
+                "0",
+                "0x0000000000007000",
+                "{addr:0x7000,size:1048576}",
+                "/w/train.py(305): main\n/w/train.py(330): <module>\n",
+            );
+        }
+        d.step_end();
+    }
+    let r = through_bus(&d.text(), vec![Box::new(LeakLayer::new())]);
+    let l = lines(&r, "Memory pool leaks");
+    assert!(
+        l[1].contains("in /w/train.py(305): main at step 2"),
+        "{l:?}"
+    );
+    assert!(
+        l.iter().any(|x| x == "        /w/train.py(330): <module>"),
+        "{l:?}"
+    );
+}

@@ -15,7 +15,7 @@ import sys as _sys
 if _sys.version_info < (3, 9):
     raise ImportError("memscope needs Python 3.9 or newer")
 
-from . import analyzer  # noqa: E402
+from . import analyzer, watcher  # noqa: E402
 from ._api import start, step, stop  # noqa: E402
 from ._config import config  # noqa: E402
 from ._session import session as _session  # noqa: E402
@@ -37,8 +37,11 @@ __version__ = "0.1.0"
 # at the probe before the framework loads (MSTX_INJECTION_PATH).
 _session()
 
-if __import__("os").environ.get("MEMSCOPE_PY_TRACE") == "1" and _session().mode != "unavailable":
-    # `memscope run --events traceback`: its bootstrap started the tracer already when the job
+_env = __import__("os").environ
+if "1" in (_env.get("MEMSCOPE_PY_TRACE"), _env.get("MEMSCOPE_PY_STACK")) \
+        and _session().mode != "unavailable":
+    # `memscope run --events traceback` / `--call-stack python`: its bootstrap started the
+    # tracer or the stacks already when the job
     # runs Python with site enabled; make sure threads of this process get it too.
     from ._tracer import _thread_hook as _h
 
@@ -46,4 +49,4 @@ if __import__("os").environ.get("MEMSCOPE_PY_TRACE") == "1" and _session().mode 
 
 __all__ = ["config", "start", "stop", "step", "take_snapshot", "TakeSnapshot", "describer",
            "RecordFunction", "tracer", "analyzer", "analyze", "list_analyzers",
-           "get_analyzer_config", "check_leaks", "check_inefficient"]
+           "get_analyzer_config", "check_leaks", "check_inefficient", "watcher"]

@@ -27,6 +27,11 @@ def start():
         s.window = True
         s.api_started = True
         print("[memscope] Info: Start tracing.")
+        if _tracer.stacks_wanted:
+            _tracer.start_stacks()
+        from . import _aten
+
+        _aten.hooks().enable(lib, s.run_config() if s.mode == "launcher" and s.run_config() else s.config)
         if _tracer.wanted and not lib.memscope_py_trace_active():
             _tracer.tracer.start()
 

@@ -44,6 +44,15 @@ def _check(values):
     return json.loads(r.stdout)
 
 
+def python_depth(cfg):
+    """Frames of ``python[:N]`` in a config.json dict's ``call_stack`` (0: none)."""
+    for item in cfg.get("call_stack") or []:
+        kind, _, n = item.partition(":")
+        if kind == "python":
+            return int(n) if n else 50
+    return 0
+
+
 def _differences(mine, run):
     keys = ("events", "level", "call_stack", "analysis", "device", "format", "output_path")
     return [k for k in keys if run is not None and mine.get(k) != run.get(k)]
@@ -62,13 +71,13 @@ def config(**kwargs):
     ``events`` containing ``traceback`` makes :func:`memscope.start` start the Python tracer
     (one without stops it).
 
-    Raises ``ValueError`` naming the key for an unknown key, a bad value, no arguments, or
-    ``watch`` (memscope has no tensor watch); ``TypeError`` for a value that is not a ``str``.
+    Raises ``ValueError`` naming the key for an unknown key, a bad value or no arguments;
+    ``TypeError`` for a value that is not a ``str``.
     Where memscope does better than msMemScope: the message names the key and the reason
     (msMemScope: "Set msmemscope trace config failed!"); under ``memscope run`` every key that
     differs from the launcher's flags is named in a warning (the launcher's flags are in force
-    there, its collector is already running); ``call_stack="python"`` warns that Python stacks
-    per event are not recorded yet.
+    there, its collector is already running). ``call_stack="python[:N]"`` makes
+    :func:`memscope.start` turn Python stacks on every row on (they stay on for the process).
     """
     if not kwargs:
         raise ValueError("memscope.config(): at least one keyword argument is required")
@@ -86,8 +95,6 @@ def config(**kwargs):
                           RuntimeWarning, stacklevel=2)
             continue
         values[key] = v
-    if "watch" in values:
-        raise ValueError("memscope.config(watch=%r): memscope has no tensor watch" % values["watch"])
     s = session()
     with s.lock:
         prev = s.config or {}
@@ -101,10 +108,6 @@ def config(**kwargs):
                 values[k] = prev[k] if isinstance(prev[k], str) else ",".join(prev[k])
         cfg = _check(values)
         s.config_set_once.update(k for k in ONCE if k in values)
-        if (cfg.get("call_stack") or []) and any(x.startswith("python") for x in cfg["call_stack"]):
-            warnings.warn("memscope.config(call_stack=...): Python stacks per event are not "
-                          "recorded yet; only C stacks (under memscope run) are",
-                          RuntimeWarning, stacklevel=2)
         s.config = cfg
         if s.mode in ("launcher", "attached"):
             diff = _differences(cfg, s.run_config())
@@ -120,6 +123,9 @@ def config(**kwargs):
                           "first start())", RuntimeWarning, stacklevel=2)
         from . import _tracer
 
+        _tracer.stacks_wanted = python_depth(cfg) > 0
+        if _tracer.stacks_wanted and s.window:
+            _tracer.start_stacks()
         if "traceback" in cfg.get("events", []):
             _tracer.wanted = True
             if s.window:

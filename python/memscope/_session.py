@@ -54,6 +54,8 @@ _FUNCS = {
     "memscope_py_last_error": ([], ctypes.c_char_p),
     "memscope_py_trace_start": ([], ctypes.c_int),
     "memscope_py_trace_thread": ([], ctypes.c_int),
+    "memscope_py_stacks_start": ([], ctypes.c_int),
+    "memscope_py_stacks_start_with": ([ctypes.c_int], ctypes.c_int),
     "memscope_py_trace_stop": ([], ctypes.c_int),
     "memscope_py_trace_active": ([], ctypes.c_int),
     "memscope_py_owner_addr": ([ctypes.c_uint64, ctypes.c_char_p], ctypes.c_int),

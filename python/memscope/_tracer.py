@@ -6,6 +6,7 @@ and C call and return into its stream, on the clock of the dump; threads started
 through ``threading.setprofile``. Rows are written by the collector.
 """
 
+import os
 import sysconfig
 import threading
 import warnings
@@ -14,6 +15,26 @@ from ._session import session
 
 #: config(events=...traceback) asked for the tracer (started by start()).
 wanted = False
+#: config(call_stack=...python) asked for Python stacks on every row (started by start()).
+stacks_wanted = False
+
+
+def start_stacks():
+    """Turns Python stacks on every row on (the probe's shadow stacks; they stay on for the
+    process). Warns when it cannot work here."""
+    s = session()
+    if sysconfig.get_config_var("Py_GIL_DISABLED"):
+        warnings.warn("memscope: Python stacks: free-threaded Python builds are not supported",
+                      RuntimeWarning, stacklevel=3)
+        return
+    lib = s.require()
+    how = 1 if os.environ.get("MEMSCOPE_PY_STACK_HOOK") == "profile" else 0
+    rc = lib.memscope_py_stacks_start_with(how)
+    if rc < 0:
+        warnings.warn("memscope: Python stacks: %s" % s.last_error(), RuntimeWarning,
+                      stacklevel=3)
+        return
+    threading.setprofile(_thread_hook)
 
 
 def _thread_hook(*_):
@@ -49,7 +70,8 @@ class Tracer:
         """Stops tracing; calls still open are written with EndTime N/A."""
         s = session()
         lib = s.require()
-        threading.setprofile(None)
+        if not stacks_wanted:
+            threading.setprofile(None)
         rc = lib.memscope_py_trace_stop()
         if rc == 1:
             warnings.warn("memscope.tracer.stop(): the tracer is not running", RuntimeWarning,

@@ -1,6 +1,6 @@
 """A job over the sim-npu stand-in that drives memscope's Python API (issue 12 tests).
 
-Usage: python api_job.py SIM_NPU_EXAMPLE_DIR [--trace]
+Usage: python api_job.py SIM_NPU_EXAMPLE_DIR [--trace] [--stacks]
 Prints one line `api_job: ok` at the end.
 """
 import sys
@@ -18,7 +18,9 @@ def forward_block(caching):
 
 def main():
     trace = "--trace" in sys.argv
-    memscope.config(events="alloc,free,launch" + (",traceback" if trace else ""), level="op")
+    extra = {"call_stack": "python:8"} if "--stacks" in sys.argv else {}
+    memscope.config(events="alloc,free,launch" + (",traceback" if trace else ""), level="op",
+                    **extra)
     npu = train.Npu(train.find_sim_npu_dir())
     c = train.Counters()
     train.check(npu.aclInit(None), "aclInit")

@@ -120,6 +120,7 @@ fn config_schema_is_valid_json_listing_every_option() {
         "collect_mode",
         "adapters",
         "adapter_paths",
+        "watch",
     ] {
         assert!(v["properties"][key].is_object(), "{key}");
     }

@@ -279,3 +279,47 @@ fn the_full_demo_gives_accesses_their_block_and_offline_inefficient_agrees_with_
         assert_eq!(a, b, "row ID {}", a["ID"]);
     }
 }
+
+#[test]
+fn the_demo_leak_report_names_the_leaking_line_of_train_py() {
+    let train = repo_root().join("examples/sim-npu/train.py");
+    let text = std::fs::read_to_string(&train).unwrap();
+    let line = text
+        .lines()
+        .position(|l| l.contains("leaked.extend(caching.alloc(dev, [LEAK_BYTES]))"))
+        .expect("the leaking line")
+        + 1;
+    let py = python3();
+    let run = memscope_run(
+        &["--adapters", "pta,mstx", "--call-stack", "python:8"],
+        &[
+            py.to_str().unwrap(),
+            train.to_str().unwrap(),
+            "--steps",
+            "4",
+        ],
+        &[("SIM_NPU_DIR", sim_npu_dir().to_str().unwrap())],
+    );
+    assert_eq!(run.code(), 0, "stderr: {}", run.stderr());
+    let err = run.stderr();
+    let report: Vec<&str> = err
+        .lines()
+        .skip_while(|l| !l.contains("Memory pool leaks"))
+        .take_while(|l| !l.contains("SUMMARY"))
+        .collect();
+    let leak = report
+        .iter()
+        .position(|l| l.contains("Direct Pytorch Caching memory pool leak of 4.000000 Mb(s)"))
+        .unwrap_or_else(|| panic!("a 4 MiB leak in the report:\n{err}"));
+    assert!(
+        report[leak].contains("train.py(") && !report[leak].contains(" in N/A "),
+        "the leak names its Python frame, not N/A: {}",
+        report[leak]
+    );
+    let want = format!("train.py({line}): main");
+    assert!(
+        report[leak..].iter().any(|l| l.trim_end().ends_with(&want)),
+        "the report names {want}:\n{}",
+        report.join("\n")
+    );
+}

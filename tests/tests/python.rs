@@ -318,7 +318,7 @@ fn bad_input_to_every_api_function_raises_naming_the_argument_and_loses_nothing(
     let out = plain(d.path(), &[job.as_os_str(), ex.as_os_str()]);
     check(&out, "api_bad_input.py");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("bad_input: 42 checks ok"), "{stdout}");
+    assert!(stdout.contains("bad_input: 45 checks ok"), "{stdout}");
     let rows = seed_layout_rows(&d.path().join("memscopeDumpResults"));
     let kinds: Vec<(&str, &str)> = rows
         .iter()
@@ -536,4 +536,32 @@ print("spool:", os.environ["MEMSCOPE_SPOOL"])
         .map(|r| r["Name"].as_str())
         .collect();
     assert_eq!(steps, ["1", "2", "3"], "{rows:?}");
+}
+
+#[test]
+fn plain_python_config_call_stack_python_puts_python_stacks_on_the_rows() {
+    let job = script("api_job.py");
+    let ex = example_dir();
+    let stacks = std::ffi::OsStr::new("--stacks");
+    let d = tempfile::tempdir().unwrap();
+    check(
+        &plain(d.path(), &[job.as_os_str(), ex.as_os_str(), stacks]),
+        "plain api_job.py --stacks",
+    );
+    let rows = seed_layout_rows(&d.path().join("memscopeDumpResults"));
+    let line = memscope_tests::script_line("api_job.py", "return caching.alloc(0, [2 * MiB])");
+    let want = format!("api_job.py({line}): forward_block\n");
+    let pta: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r["Event"] == "MALLOC" && r["Event Type"] == "PTA")
+        .filter(|r| attrs(r).get("size").map(String::as_str) == Some("2097152"))
+        .collect();
+    assert_eq!(pta.len(), 3, "one 2 MiB block per step");
+    for r in pta {
+        assert!(
+            r["Call Stack(Python)"].contains(&want),
+            "{want} in {:?}",
+            r["Call Stack(Python)"]
+        );
+    }
 }

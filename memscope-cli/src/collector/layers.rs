@@ -89,9 +89,12 @@ pub struct WriteFilter {
 
 /// Whether `ev` is a row of the HOST adapter (libc allocator blocks): Event Type HOST rows
 /// that are neither pinned memory (ACL) nor driver host memory (HAL) — those two always carry
-/// `used`, the HOST adapter never does.
+/// `used`, the HOST adapter never does — nor torch CPU tensor storages (issue 13).
 pub fn is_host_adapter_row(ev: &Event) -> bool {
-    ev.event_type == EventType::Host && ev.memory().is_some_and(|m| !m.pinned && m.used.is_none())
+    ev.event_type == EventType::Host
+        && ev
+            .memory()
+            .is_some_and(|m| !m.pinned && !m.cpu_tensor && m.used.is_none())
 }
 
 impl WriteFilter {

@@ -5,8 +5,10 @@ pub mod layers;
 pub mod pipeline;
 pub mod plugin_typer;
 pub mod process;
+pub mod pystacks;
 pub mod python;
 pub mod replay;
+pub mod torch;
 
 use crate::logfile::LogFile;
 use memscope_core::adapter::{descriptors, TypeCtx};
@@ -365,6 +367,7 @@ impl PipelineFactory<'_> {
             host_rows_off: cfg.has_adapter(memscope_core::adapter::AdapterId::Host)
                 && !cfg.host_rows,
             host_side: side,
+            py_depth: cfg.call_stack.python,
         });
         p.set_rank_env(&h.rank_env);
         p.set_ppid(h.ppid);

@@ -94,6 +94,8 @@ pub struct PipelineSetup {
     /// When HOST rows are neither written nor analysed: the HOST leak/peak layer, fed directly
     /// (HOST adapter events skip the bus, which would only drop them).
     pub host_side: Option<Box<dyn memscope_core::bus::Layer>>,
+    /// Python stack frames per row (`--call-stack python:N`; `None`: off).
+    pub py_depth: Option<u32>,
 }
 
 /// Typing, IDs and the bus of one process.
@@ -122,6 +124,10 @@ pub struct Pipeline {
     typed: [u64; EventKind::ALL.len()],
     /// python_trace files and snapshots (issue 12).
     python: super::python::PythonState,
+    /// Python stacks of the rows (issue 13).
+    pystacks: super::pystacks::PyStacks,
+    /// Rows of the package's torch hooks and watch files (issue 13).
+    torch: super::torch::TorchState,
 }
 
 impl Pipeline {
@@ -157,6 +163,8 @@ impl Pipeline {
             side_out: Vec::new(),
             typed: [0; EventKind::ALL.len()],
             python: Default::default(),
+            pystacks: super::pystacks::PyStacks::new(p.py_depth),
+            torch: Default::default(),
         }
     }
 
@@ -165,6 +173,7 @@ impl Pipeline {
     pub fn set_dry(&mut self) {
         self.dry = true;
         self.python.set_dry();
+        self.torch.set_dry();
     }
 
     /// Lets the typers emit what they hold at the end (without finishing the bus).
@@ -242,7 +251,12 @@ impl Pipeline {
                 return;
             }
             rec @ Record::PyCodeDef { .. } => {
+                self.pystacks.define(image, rec);
                 self.python.define(image, rec);
+                return;
+            }
+            rec @ Record::PyFrameDef { .. } => {
+                self.pystacks.define(image, rec);
                 return;
             }
             _ => {}
@@ -261,6 +275,9 @@ impl Pipeline {
             }
             _ => {}
         }
+        if self.pystacks.on_record(image, tid, &rec) {
+            return;
+        }
         let mut out = std::mem::take(&mut self.out);
         // python_trace rows (written as the calls end), SYSTEM rows of the Python API and
         // SNAPSHOT rows
@@ -273,6 +290,13 @@ impl Pipeline {
             &mut out,
         );
         if !handled
+            && !self.torch.on_record(
+                &mut self.ctx,
+                &self.summary.project_dir,
+                tid,
+                &rec,
+                &mut out,
+            )
             && !self
                 .typers
                 .iter_mut()
@@ -285,7 +309,8 @@ impl Pipeline {
             }
             self.untyped += 1;
         }
-        for ev in out.drain(..) {
+        for mut ev in out.drain(..) {
+            self.pystacks.attach(image, tid, &mut ev);
             if !handled {
                 self.python.observe(&ev);
             }
@@ -318,6 +343,9 @@ impl Pipeline {
         }
         for e in self.python.take_errors() {
             self.log.error(&format!("python trace: {e}"));
+        }
+        for e in self.torch.take_errors() {
+            self.log.error(&format!("memory watch: {e}"));
         }
         let lines = match self.sink_stats.lock() {
             Ok(mut s) => std::mem::take(&mut s.warnings),
@@ -444,6 +472,7 @@ impl Pipeline {
     /// Periodic flush of the sinks and the capture's open block.
     pub fn flush(&mut self) {
         self.python.flush();
+        self.torch.flush();
         if self.failed.is_none() {
             if let Err(e) = self.bus.flush() {
                 self.log.error(&e.to_string());
@@ -465,6 +494,7 @@ impl Pipeline {
     /// returns the summary.
     pub fn finish(mut self, images: Vec<ImageInfo>) -> ProcessSummary {
         self.finish_typers();
+        self.torch.flush();
         for line in self.python.finish(&self.ctx, &self.summary.project_dir) {
             self.log.info(&line);
         }

@@ -185,6 +185,9 @@ pub fn replay_capture(
         capture: None,
         host_rows_off: false,
         host_side: None,
+        py_depth: capture_config(info, Path::new("."))
+            .ok()
+            .and_then(|c| c.call_stack.python),
     });
     p.set_dry();
     p.observe(Box::new(move |ev| sink.borrow_mut().push(ev.clone())));

@@ -2,7 +2,8 @@
 //! peak and at the end of the run (issue 6 §5, behaviour spec §7).
 //!
 //! * The owner of a block is its MALLOC's `owner` attribute; a HAL block without one but with a
-//!   module id (2025 `MID:n`) is `CANN@<MODULE>`; otherwise `(no owner)`.
+//!   module id (2025 `MID:n`) is `CANN@<MODULE>`; otherwise `(no owner)`, or with a Python
+//!   stack on the row `(no owner) at file(line): function` (its innermost frame).
 //! * Allocators are kept apart (a pool's blocks live inside HAL memory, so adding them would
 //!   count bytes twice): the peak is the moment the allocator's live bytes on that device were
 //!   highest (the first such moment), and the table shows how those bytes split by owner.
@@ -75,6 +76,17 @@ pub fn owner_label(ev: &Event) -> String {
     }
 }
 
+/// The owner a decompose row counts a MALLOC under: [`owner_label`]; a block without an
+/// owner whose row has a Python stack is counted under its allocating frame instead,
+/// `(no owner) at file(line): function` (issue 13), so untagged memory still names its code.
+pub fn decompose_label(ev: &Event) -> String {
+    let label = owner_label(ev);
+    match super::py_frame(ev.py_stack.as_deref()) {
+        Some(frame) if label == "(no owner)" => format!("(no owner) at {frame}"),
+        _ => label,
+    }
+}
+
 /// One line of the result.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DecomposeRow {
@@ -141,7 +153,7 @@ impl DecomposeLayer {
         let key = (ev.event_type, addr);
         match ev.kind {
             EventKind::Malloc if ev.device != Device::NotApplicable => {
-                let oid = self.owner_id(owner_label(ev));
+                let oid = self.owner_id(decompose_label(ev));
                 if let Some((dev, old, size)) = self.live.insert(key, (ev.device, oid, m.size)) {
                     self.alloc
                         .entry((dev, ev.event_type))

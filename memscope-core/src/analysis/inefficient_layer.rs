@@ -44,7 +44,14 @@ pub struct InefficientLayer {
     forced: u64,
     max_len: usize,
     counts: [u64; 3],
+    /// Innermost Python frame of each tracked MALLOC row that has one (until classified).
+    frames: HashMap<Key, Arc<str>>,
+    /// Blocks per (type, allocating Python frame).
+    sites: HashMap<(Inefficiency, Arc<str>), u64>,
 }
+
+/// Allocation sites listed per type in the report.
+pub const MAX_SITES: usize = 5;
 
 impl InefficientLayer {
     /// Annotate mode with a queue of at most `cap` events (online).
@@ -62,6 +69,8 @@ impl InefficientLayer {
             forced: 0,
             max_len: 0,
             counts: [0; 3],
+            frames: HashMap::new(),
+            sites: HashMap::new(),
         }
     }
 
@@ -74,8 +83,12 @@ impl InefficientLayer {
     }
 
     fn apply(&mut self, f: Finding) {
+        let frame = self.frames.remove(&(f.pid, f.malloc_id));
         for t in &f.types {
             self.counts[*t as usize] += 1;
+            if let Some(fr) = &frame {
+                *self.sites.entry((*t, fr.clone())).or_default() += 1;
+            }
         }
         if self.collect.is_some() {
             if !f.types.is_empty() {
@@ -134,7 +147,27 @@ impl InefficientLayer {
             Inefficiency::TemporaryIdleness,
         ]
         .iter()
-        .map(|t| format!("{}: {} block(s)", t.as_str(), self.counts[*t as usize]))
+        .flat_map(|t| {
+            let mut v = vec![format!(
+                "{}: {} block(s)",
+                t.as_str(),
+                self.counts[*t as usize]
+            )];
+            let mut sites: Vec<(&Arc<str>, u64)> = self
+                .sites
+                .iter()
+                .filter(|((st, _), _)| st == t)
+                .map(|((_, fr), n)| (fr, *n))
+                .collect();
+            sites.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+            v.extend(
+                sites
+                    .iter()
+                    .take(MAX_SITES)
+                    .map(|(fr, n)| format!("    allocated at {fr}: {n} block(s)")),
+            );
+            v
+        })
         .collect();
         if self.collect.is_none() {
             lines.push(format!(
@@ -170,6 +203,11 @@ impl Layer for InefficientLayer {
 
     fn on_event(&mut self, ev: Event, _ctx: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError> {
         let obs = self.tracker.observe(&ev);
+        if obs.tracked_malloc {
+            if let Some(fr) = super::py_frame(ev.py_stack.as_deref()) {
+                self.frames.insert((ev.pid, ev.id), fr.into());
+            }
+        }
         if self.collect.is_some() {
             out.push(ev);
         } else {

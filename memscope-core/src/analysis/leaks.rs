@@ -47,7 +47,8 @@ pub struct PoolLeak {
     pub size: u64,
     /// Step the block was allocated in.
     pub step: u32,
-    /// The op or kernel it was allocated under (`N/A` when none), as the report prints it.
+    /// The op or kernel it was allocated under, as the report prints it; without one, the
+    /// innermost Python frame of its MALLOC row (`file(line): function`); else `N/A`.
     pub under: String,
     /// Owner chain, when the MALLOC row had one.
     pub owner: Option<String>,
@@ -81,6 +82,18 @@ struct PoolBlock {
     under: Under,
     owner: Option<String>,
     stacks: Option<(Option<String>, Option<String>)>,
+}
+
+impl PoolBlock {
+    /// Where the block was allocated: its op or kernel, else its Python frame, else `N/A`.
+    fn where_(&self) -> String {
+        match (&self.under, &self.stacks) {
+            (Under::Nothing, Some((py, _))) => {
+                super::py_frame(py.as_deref()).map_or_else(|| "N/A".to_owned(), str::to_owned)
+            }
+            (u, _) => u.to_string(),
+        }
+    }
 }
 
 struct HalBlock {
@@ -182,7 +195,7 @@ impl LeakLayer {
                 pool: b.pool,
                 size: b.size,
                 step: b.step,
-                under: b.under.to_string(),
+                under: b.where_(),
                 owner: b.owner.clone(),
                 py_stack: b.stacks.as_ref().and_then(|s| s.0.clone()),
                 c_stack: b.stacks.as_ref().and_then(|s| s.1.clone()),
@@ -242,13 +255,16 @@ impl LeakLayer {
                     pool_name(b.pool),
                     mib(b.size),
                     b.addr,
-                    b.under,
+                    b.where_(),
                     b.step,
                     b.owner.as_deref().unwrap_or("N/A"),
                 ));
                 if let Some((py, c)) = &b.stacks {
                     for (label, st) in [("Python", py), ("C", c)] {
-                        if let Some(st) = st.as_deref().filter(|s| !s.trim().is_empty()) {
+                        if let Some(st) = st
+                            .as_deref()
+                            .filter(|s| !s.trim().is_empty() && s.trim() != "NA")
+                        {
                             lines.push(format!("    Call Stack({label}):"));
                             lines.extend(
                                 st.lines()

@@ -152,6 +152,14 @@ pub fn mib(bytes: u64) -> f64 {
     bytes as f64 / 1_048_576.0
 }
 
+/// The innermost frame (`file(line): function`) of a `Call Stack(Python)` cell, if the row has
+/// a Python stack (not empty, not msMemScope's `NA` for non-Python threads). The reports name
+/// it as where a block was allocated (issue 13).
+pub fn py_frame(stack: Option<&str>) -> Option<&str> {
+    let first = stack?.lines().find(|l| !l.trim().is_empty())?.trim();
+    (first != "NA").then_some(first)
+}
+
 /// Parses a `--types` list (`early_allocation,late_deallocation,...`).
 ///
 /// # Errors

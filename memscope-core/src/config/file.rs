@@ -40,6 +40,8 @@ pub struct ConfigFile {
     /// the leak and peak summaries only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_rows: Option<bool>,
+    /// `--watch`.
+    pub watch: Option<String>,
 }
 
 /// A list given as `"a,b"` or `["a","b"]`.
@@ -115,6 +117,8 @@ pub struct RawOptions {
     pub inefficient_rule: Option<String>,
     /// `--host-rows`.
     pub host_rows: Option<bool>,
+    /// `--watch`.
+    pub watch: Option<String>,
 }
 
 impl RawOptions {
@@ -189,6 +193,7 @@ impl RawOptions {
             idle_threshold: f.idle_threshold,
             inefficient_rule: f.inefficient_rule,
             host_rows: f.host_rows,
+            watch: f.watch,
         }
     }
 
@@ -211,7 +216,8 @@ impl RawOptions {
             adapters,
             idle_threshold,
             inefficient_rule,
-            host_rows
+            host_rows,
+            watch
         );
         self.adapter_paths.extend(flags.adapter_paths);
         self
@@ -297,6 +303,9 @@ impl RawOptions {
                 return Err(bad("--idle-threshold", "must be greater than 0"));
             }
             c.idle_threshold = t;
+        }
+        if let Some(w) = &self.watch {
+            c.watch = Some(WatchConfig::parse(w)?);
         }
         if let Some(r) = &self.inefficient_rule {
             c.inefficient_rule =
@@ -406,6 +415,7 @@ impl RunConfig {
             idle_threshold: Some(self.idle_threshold),
             inefficient_rule: Some(self.inefficient_rule.as_str().to_owned()),
             host_rows: Some(self.host_rows),
+            watch: self.watch.as_ref().map(WatchConfig::to_text),
         }
     }
 }

@@ -7,9 +7,9 @@
 //! `idleThreshold`, `inefficientRule`, `hostRows`, `gap`, `traceback`) so the file also reads
 //! back into memscope unchanged.
 //! Read: missing keys take the defaults, depths are capped at 1000, `outputDir` is checked like
-//! `--output-path`; `eventType` and `isEffective` are derived values and ignored; a watch
-//! (`watchConfig.isWatched`) or compare (`enableCompare`) request is refused, memscope has none
-//! in `run` (use `memscope compare`).
+//! `--output-path`; `eventType` and `isEffective` are derived values and ignored;
+//! `watchConfig` (when `isWatched`) is `--watch`; a compare (`enableCompare`) request is
+//! refused, memscope has none in `run` (use `memscope compare`).
 
 use super::*;
 use serde_json::{json, Map, Value};
@@ -151,7 +151,19 @@ pub fn to_value(cfg: &RunConfig) -> Value {
     put("pyStackDepth", json!(cfg.call_stack.python.unwrap_or(0)));
     put(
         "watchConfig",
-        json!({"end": "", "fullContent": false, "isWatched": false, "outputId": 4294967295u64, "start": ""}),
+        match &cfg.watch {
+            Some(w) => json!({
+                "end": w.end,
+                "fullContent": w.full_content,
+                "isWatched": true,
+                "outputId": w.out_id.map_or(4294967295u64, u64::from),
+                "start": w.start,
+            }),
+            None => json!({
+                "end": "", "fullContent": false, "isWatched": false,
+                "outputId": 4294967295u64, "start": ""
+            }),
+        },
     );
     Value::Object(m)
 }
@@ -333,15 +345,23 @@ pub fn raw_options(v: &Value) -> Result<RawOptions, ConfigError> {
         Some(Value::String(s)) => r.output_path = Some(s.clone()),
         Some(v) => return Err(err("outputDir", format!("expected a string, got {v}"))),
     }
-    if o.get("watchConfig")
-        .and_then(|w| w.get("isWatched"))
-        .and_then(Value::as_bool)
-        == Some(true)
-    {
-        return Err(err(
-            "watchConfig",
-            "isWatched is true, but memscope has no tensor watch: remove it",
-        ));
+    if let Some(w) = o.get("watchConfig") {
+        if w.get("isWatched").and_then(Value::as_bool) == Some(true) {
+            let text = |k: &str| w.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+            let mut s = text("start");
+            match w.get("outputId").and_then(Value::as_u64) {
+                Some(id) if id < u64::from(u32::MAX) && !s.is_empty() => {
+                    s.push_str(&format!(":{id}"))
+                }
+                _ => {}
+            }
+            s.push(',');
+            s.push_str(&text("end"));
+            if w.get("fullContent").and_then(Value::as_bool) == Some(true) {
+                s.push_str(",full-content");
+            }
+            r.watch = Some(s);
+        }
     }
     if flag(o, "enableCompare")? == Some(true) {
         return Err(err(
@@ -525,10 +545,18 @@ mod tests {
     }
 
     #[test]
-    fn msmemscope_files_with_watch_compare_or_unknown_keys_are_refused() {
+    fn msmemscope_watch_config_is_the_watch_option_both_ways() {
         let mut v: Value = serde_json::from_str(SPEC_EXAMPLE).unwrap();
-        v["watchConfig"]["isWatched"] = json!(true);
-        assert!(raw_options(&v).unwrap_err().0.starts_with("watchConfig:"));
+        v["watchConfig"] = json!({"end": "e", "fullContent": true, "isWatched": true, "outputId": 1, "start": "s"});
+        let r = raw_options(&v).unwrap();
+        assert_eq!(r.watch.as_deref(), Some("s:1,e,full-content"));
+        let cfg = r.validate(std::path::Path::new("/")).unwrap();
+        let back: Value = serde_json::from_str(&to_text(&cfg)).unwrap();
+        assert_eq!(back["watchConfig"], v["watchConfig"]);
+    }
+
+    #[test]
+    fn msmemscope_files_with_compare_or_unknown_keys_are_refused() {
         let mut v: Value = serde_json::from_str(SPEC_EXAMPLE).unwrap();
         v["events"] = json!("alloc");
         assert!(raw_options(&v).unwrap_err().0.starts_with("events:"));

@@ -159,3 +159,36 @@ fn the_written_config_json_reads_back_to_the_same_configuration() {
         .unwrap();
     assert_eq!(back, cfg);
 }
+
+#[test]
+fn watch_parses_msmemscope_syntax_and_refuses_the_rest() {
+    let w = WatchConfig::parse("aten.add:0,aten.sum,full-content").unwrap();
+    assert_eq!(
+        (w.start.as_str(), w.out_id, w.end.as_str(), w.full_content),
+        ("aten.add", Some(0), "aten.sum", true)
+    );
+    let w = WatchConfig::parse(",end,").unwrap();
+    assert_eq!(
+        (w.start.as_str(), w.end.as_str(), w.full_content),
+        ("", "end", false)
+    );
+    assert_eq!(WatchConfig::parse("a:12,b").unwrap().to_text(), "a:12,b");
+    for bad in [
+        "end",
+        "a:,b",
+        "a:01,b",
+        ":1,b",
+        "a,b,more",
+        "a,",
+        "a,b,full-content,x",
+    ] {
+        assert!(WatchConfig::parse(bad).is_err(), "{bad}");
+    }
+    assert_eq!(
+        WatchConfig::parse(&format!("{},b", "x".repeat(300)))
+            .unwrap()
+            .start
+            .len(),
+        WatchConfig::MAX_NAME
+    );
+}

@@ -1,6 +1,6 @@
 //! Varint codec of the stream: tags, delta state, the byte writer and reader, and the decoder.
 
-use super::{cann, python, PoolId, Record, SystemCode, MAX_TEXT};
+use super::{cann, python, python_ctx, PoolId, Record, SystemCode, MAX_TEXT};
 
 pub(crate) mod tag {
     pub const THREAD: u8 = 1;
@@ -381,6 +381,9 @@ pub fn decode<'a>(
             attrs: i.text()?,
         },
         cann::tag::HAL_ALLOC..=cann::tag::LAST => cann::decode(t, &mut i, &mut next)?,
+        python_ctx::tag::PY_FRAME_DEF..=python::tag::LAST => {
+            python_ctx::decode(t, &mut i, &mut next)?
+        }
         python::tag::PY_CODE_DEF..=python::tag::LAST => python::decode(t, &mut i, &mut next)?,
         other => return Err(WireError::BadTag(other)),
     };

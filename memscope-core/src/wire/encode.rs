@@ -1,6 +1,6 @@
 //! Encoding of records into a chunk (allocation-free: the probe calls it inside hooks).
 
-use super::{cann, python, tag, zigzag, ChunkState, Out, Record};
+use super::{cann, python, python_ctx, tag, zigzag, ChunkState, Out, Record};
 
 impl<B: AsRef<[u8]>> Record<B> {
     /// Encodes into `out`, updating `st` only on success. Returns the bytes written, or `None`
@@ -299,6 +299,12 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::PyTrace { .. }
             | Record::Snapshot { .. }
             | Record::OwnerTag { .. } => python::encode(self, &mut o, &mut next),
+            Record::PyFrameDef { .. }
+            | Record::PyStack { .. }
+            | Record::AtenOp { .. }
+            | Record::AtenTensor { .. }
+            | Record::CpuTensor { .. }
+            | Record::WatchDump { .. } => python_ctx::encode(self, &mut o, &mut next),
         }
         if o.ok {
             *st = next;

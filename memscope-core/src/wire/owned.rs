@@ -1,6 +1,6 @@
 //! Owned copies of records (the collector keeps records past the stream buffer).
 
-use super::{cann, python, Record};
+use super::{cann, python, python_ctx, Record};
 
 impl<B: AsRef<[u8]>> Record<B> {
     /// Copies the borrowed texts so the record can outlive the stream buffer.
@@ -206,6 +206,12 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::PyTrace { .. }
             | Record::Snapshot { .. }
             | Record::OwnerTag { .. } => python::to_owned(self).expect("a Python record"),
+            Record::PyFrameDef { .. }
+            | Record::PyStack { .. }
+            | Record::AtenOp { .. }
+            | Record::AtenTensor { .. }
+            | Record::CpuTensor { .. }
+            | Record::WatchDump { .. } => python_ctx::to_owned(self).expect("an issue-13 record"),
         }
     }
 }

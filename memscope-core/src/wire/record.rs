@@ -1,7 +1,7 @@
 //! The records of the stream, and their encoding (the decoder is in `codec`).
 
 use super::{
-    cann, python, AccessKind, PoolId, PyCodeKind, PyTraceEvent, SystemCode, DROP_KINDS,
+    cann, python, python_ctx, AccessKind, PoolId, PyCodeKind, PyTraceEvent, SystemCode, DROP_KINDS,
     DROP_KIND_UNKNOWN,
 };
 use crate::event::EventKind;
@@ -477,6 +477,85 @@ pub enum Record<B = Box<[u8]>> {
         /// Owner label.
         label: B,
     },
+    // ---- Python stacks, Aten, CPU tensors, watch (issue 13; codec in `wire/python_ctx.rs`,
+    // tags 76–89 of the Python range) ----
+    /// Definition of a Python stack node: frame `code` (a `PyCodeDef` id of a function) at
+    /// `line`, called from the stack `parent` (0: outermost). A stack is named by its innermost
+    /// node; per process image, written by the thread that first uses it, before that use.
+    PyFrameDef {
+        /// Node id (per process image, from 1).
+        id: u32,
+        /// Node of the calling frame (0: none).
+        parent: u32,
+        /// Code id of the frame's function.
+        code: u32,
+        /// Line the frame is executing (or calling from).
+        line: u32,
+    },
+    /// The writing thread's Python stack is now node `node` (0: no Python frame): applies to
+    /// the thread's later rows. Written only when it changed, just before the row it applies
+    /// to, with that row's time stamp.
+    PyStack {
+        /// Time (that of the row it precedes).
+        ts: u64,
+        /// Innermost stack node.
+        node: u32,
+    },
+    /// An Aten operator starts (`end` false) or ends (a `TorchDispatchMode` of the Python
+    /// package): OP_LAUNCH `ATEN_START`/`ATEN_END`.
+    AtenOp {
+        /// Time.
+        ts: u64,
+        /// The operator returned.
+        end: bool,
+        /// Device of its tensors: logical NPU id, `u32::MAX - 1` cpu, `u32::MAX` unknown.
+        device: u32,
+        /// Operator name (`torch._ops.aten.add.Tensor`).
+        name: B,
+    },
+    /// A tensor the current Aten operator of the writing thread reads or writes (ACCESS row).
+    AtenTensor {
+        /// Time.
+        ts: u64,
+        /// How it is accessed.
+        access: AccessKind,
+        /// Device (as [`Record::AtenOp`]).
+        device: u32,
+        /// Data address.
+        addr: u64,
+        /// Bytes.
+        size: u64,
+        /// `dtype` and `shape` texts, separated by one `\n` (`torch.float32\ntorch.Size([2, 3])`).
+        meta: B,
+    },
+    /// A CPU tensor's storage was created (`free` false) or released: HOST MALLOC/FREE on
+    /// device `cpu` (msMemScope's CPU-tensor hooks, `--device cpu`).
+    CpuTensor {
+        /// Time.
+        ts: u64,
+        /// The storage was released.
+        free: bool,
+        /// Storage address.
+        addr: u64,
+        /// Storage bytes.
+        size: u64,
+    },
+    /// A memory-watch dump: the checksum (CRC-64, behaviour spec §9.9) of the watched memory
+    /// before or after an operator, or with `full` a piece of its bytes (`data`, at `offset`).
+    WatchDump {
+        /// Time.
+        ts: u64,
+        /// Device (as [`Record::AtenOp`]).
+        device: u32,
+        /// Checksum (hash mode), or the offset of `data` (full content).
+        value: u64,
+        /// `data` holds bytes of the dump (several records for one dump, in order).
+        full: bool,
+        /// Dump name (`<op>_<n>-<watched>_<idx>_<before|after>`); empty after the first piece.
+        name: B,
+        /// Bytes (full content); empty in hash mode.
+        data: B,
+    },
 }
 
 impl<B: AsRef<[u8]>> Record<B> {
@@ -521,6 +600,12 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::PyTrace { .. }
             | Record::Snapshot { .. }
             | Record::OwnerTag { .. } => python::ts_of(self),
+            Record::PyFrameDef { .. }
+            | Record::PyStack { .. }
+            | Record::AtenOp { .. }
+            | Record::AtenTensor { .. }
+            | Record::CpuTensor { .. }
+            | Record::WatchDump { .. } => python_ctx::ts_of(self),
         }
     }
 
@@ -553,6 +638,10 @@ impl<B: AsRef<[u8]>> Record<B> {
             Record::AtbOp { .. } => EventKind::OpLaunch,
             Record::AtbTensor { .. } => EventKind::Access,
             Record::HalOom { .. } | Record::Snapshot { .. } => EventKind::Snapshot,
+            Record::AtenOp { .. } => EventKind::OpLaunch,
+            Record::AtenTensor { .. } => EventKind::Access,
+            Record::CpuTensor { free: false, .. } => EventKind::Malloc,
+            Record::CpuTensor { free: true, .. } => EventKind::Free,
             Record::Plugin { kind, .. } => match kind {
                 1 => EventKind::Malloc,
                 2 => EventKind::Free,
@@ -574,7 +663,10 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::KernelName { .. }
             | Record::ThreadDevice { .. }
             | Record::PyCodeDef { .. }
-            | Record::OwnerTag { .. } => return None,
+            | Record::OwnerTag { .. }
+            | Record::PyFrameDef { .. }
+            | Record::PyStack { .. }
+            | Record::WatchDump { .. } => return None,
             // python_trace rows, not events: their own drop counter (`drop_slot`)
             Record::PyCall { .. } | Record::PyReturn { .. } | Record::PyTrace { .. } => {
                 return None

@@ -53,6 +53,7 @@ impl Guard {
     /// Records `rec` (as [`crate::record`], without another thread-local lookup).
     #[inline(always)]
     pub fn record(&self, rec: &Record<&[u8]>) -> bool {
+        crate::context::before_record(rec);
         writer::record_in(self.ts(), rec)
     }
 

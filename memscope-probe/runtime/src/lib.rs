@@ -58,6 +58,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod clock;
+mod context;
 mod device;
 mod drops;
 mod freelist;
@@ -75,6 +76,7 @@ mod sys;
 mod writer;
 
 pub use clock::{now_ns, now_ns_before};
+pub use context::{set_context_hook, ContextFn};
 pub use device::note_thread_device;
 pub use guard::{enter, internal, internal_unmasked, Guard};
 pub use intern::{record_mark, record_range_start};

@@ -180,6 +180,7 @@ fn tid_of(ts: &ThreadState) -> u32 {
 /// of its kind in the stream header and returns `false`. Records made in a fork child before
 /// the probe's child handler ran are counted as drops of the child's stream.
 pub fn record(rec: &Record<&[u8]>) -> bool {
+    crate::context::before_record(rec);
     match TS.try_with(|ts| record_in(ts, rec)) {
         Ok(ok) => ok,
         Err(_) => {

@@ -44,6 +44,8 @@ macro_rules! api {
             pub cfunction_type: Obj,
             /// `&PyModule_Type` (null when absent).
             pub module_type: Obj,
+            /// `Py_None` (`&_Py_NoneStruct`; null when absent).
+            pub none: Obj,
             $( pub $field: Option<unsafe extern "C" fn($($arg),*) $(-> $ret)?>, )*
         }
 
@@ -53,6 +55,7 @@ macro_rules! api {
                     version: (0, 0),
                     cfunction_type: sym(b"PyCFunction_Type\0"),
                     module_type: sym(b"PyModule_Type\0"),
+                    none: sym(b"_Py_NoneStruct\0"),
                     $( $field: {
                         let p = sym(concat!($name, "\0").as_bytes());
                         // SAFETY: a non-null `dlsym` result for this CPython symbol is a
@@ -78,6 +81,7 @@ api! {
     get_frame: "PyEval_GetFrame" => fn() -> Frame;
     frame_code: "PyFrame_GetCode" => fn(Frame) -> Obj;
     frame_back: "PyFrame_GetBack" => fn(Frame) -> Frame;
+    frame_line: "PyFrame_GetLineNumber" => fn(Frame) -> c_int;
     incref: "Py_IncRef" => fn(Obj);
     decref: "Py_DecRef" => fn(Obj);
     getattr: "PyObject_GetAttrString" => fn(Obj, *const c_char) -> Obj;
@@ -88,6 +92,13 @@ api! {
     err_fetch: "PyErr_Fetch" => fn(*mut Obj, *mut Obj, *mut Obj);
     err_restore: "PyErr_Restore" => fn(Obj, Obj, Obj);
     err_clear: "PyErr_Clear" => fn();
+    import_module: "PyImport_ImportModule" => fn(*const c_char) -> Obj;
+    call_object: "PyObject_CallObject" => fn(Obj, Obj) -> Obj;
+    tuple_new: "PyTuple_New" => fn(isize) -> Obj;
+    tuple_set: "PyTuple_SetItem" => fn(Obj, isize, Obj) -> c_int;
+    long_from: "PyLong_FromLong" => fn(c_long) -> Obj;
+    unicode_from: "PyUnicode_FromString" => fn(*const c_char) -> Obj;
+    cfunction_new: "PyCFunction_NewEx" => fn(*const c_void, Obj, Obj) -> Obj;
 }
 
 fn sym(name: &[u8]) -> Obj {

@@ -5,8 +5,10 @@
 //! Keys are addresses of long-lived objects. A code object is kept alive (one reference held by
 //! the table) so its address cannot be reused for another function while its id is in use. The
 //! table is touched only with the GIL held (profile hook, `ctypes.PyDLL` calls), and a spin
-//! flag covers the rest; Python stacks on every event (issue 13) will read ids from the
-//! per-thread shadow stack of `trace.rs`, never this table, so allocator hooks stay lock-free.
+//! flag covers the rest. Python stacks on every row (`stack.rs`) read code ids from the
+//! per-thread shadow stacks; allocator hooks touch this table only through
+//! [`ensure_defined`] when a thread defines a new stack node (bounded spin, never waiting on
+//! the GIL).
 
 use super::cpython::{Api, Frame, Obj};
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -66,7 +68,12 @@ struct Def {
     name: Box<[u8]>,
 }
 
-type Table = HashMap<Key, Entry, BuildHasherDefault<AddrHasher>>;
+#[derive(Default)]
+struct Table {
+    map: HashMap<Key, Entry, BuildHasherDefault<AddrHasher>>,
+    /// Key of each id.
+    keys: HashMap<u32, Key, BuildHasherDefault<AddrHasher>>,
+}
 
 static LOCK: AtomicBool = AtomicBool::new(false);
 static mut TABLE: Option<Table> = None;
@@ -93,12 +100,56 @@ fn with_table<R>(f: impl FnOnce(&mut Table) -> R) -> R {
     f(unsafe { (*core::ptr::addr_of_mut!(TABLE)).get_or_insert_with(Table::default) })
 }
 
+/// As [`with_table`], but gives up (`None`) after a bounded spin: for callers that may run
+/// inside a signal handler that interrupted the lock holder (allocator hooks).
+fn try_with_table<R>(f: impl FnOnce(&mut Table) -> R) -> Option<R> {
+    let mut spins = 0u32;
+    while LOCK
+        .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        spins += 1;
+        if spins > 20_000 {
+            return None;
+        }
+        core::hint::spin_loop();
+    }
+    let _unlock = Unlock;
+    // SAFETY: LOCK gives exclusive access to TABLE until `_unlock` drops.
+    Some(f(unsafe {
+        (*core::ptr::addr_of_mut!(TABLE)).get_or_insert_with(Table::default)
+    }))
+}
+
+/// Makes sure code id `id` is defined in the current stream generation (a fork child's stream
+/// needs the definitions of frames that were already running at the fork), writing its
+/// definition again if not. `false` when that could not be done (no stream, lock busy).
+/// Lock-bounded: callable from allocator hooks without the GIL.
+pub fn ensure_defined(id: u32) -> bool {
+    let Some(gen) = rt::stream_generation() else {
+        return false;
+    };
+    try_with_table(|t| {
+        let Some(key) = t.keys.get(&id) else {
+            return false;
+        };
+        let Some(e) = t.map.get_mut(key) else {
+            return false;
+        };
+        if e.gen != gen && write_def(e.id, &e.def) {
+            e.gen = gen;
+        }
+        e.gen == gen
+    })
+    .unwrap_or(false)
+}
+
 /// The id of `key` if it is defined in the current stream generation (the hot path), and
 /// whether it is a module-call code object.
 #[inline]
 pub fn lookup_flag(key: &Key) -> Option<(u32, bool)> {
     let gen = rt::stream_generation()?;
-    with_table(|t| match t.get_mut(key) {
+    with_table(|t| match t.map.get_mut(key) {
         Some(e) if e.gen == gen => Some((e.id, e.module_call)),
         Some(e) => {
             // A fork child (new stream): define it again in this image.
@@ -157,7 +208,7 @@ fn define_flag(
         name: name.into_boxed_slice(),
     };
     with_table(|t| {
-        if let Some(e) = t.get(&key) {
+        if let Some(e) = t.map.get(&key) {
             return Some(e.id);
         }
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
@@ -170,7 +221,8 @@ fn define_flag(
                 unsafe { inc(hold) };
             }
         }
-        t.insert(
+        t.keys.insert(id, key.clone());
+        t.map.insert(
             key,
             Entry {
                 id,

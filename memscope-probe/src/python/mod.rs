@@ -5,6 +5,9 @@
 
 mod cpython;
 mod intern;
+mod monitoring;
+mod ops;
+mod stack;
 mod trace;
 
 use core::ffi::{c_char, c_int};
@@ -84,8 +87,47 @@ pub unsafe extern "C" fn memscope_py_trace_start() -> c_int {
     })
 }
 
-/// `int memscope_py_trace_thread(void)`: installs the running tracer on the calling thread (a
-/// thread started after `memscope_py_trace_start`). 0 installed, -1 tracer not running.
+/// `int memscope_py_stacks_start(void)`: turns Python stacks on every row on for this process
+/// (issue 13): the profile hook keeps a shadow stack on every thread, and each row the probe
+/// records carries its thread's stack (the collector writes `--call-stack python:N` frames).
+/// 0 started, 1 already on, -1 cannot (see `memscope_py_last_error`).
+///
+/// # Safety
+/// The GIL must be held (`ctypes.PyDLL`).
+#[no_mangle]
+pub unsafe extern "C" fn memscope_py_stacks_start() -> c_int {
+    // SAFETY: same contract.
+    unsafe { memscope_py_stacks_start_with(0) }
+}
+
+/// `int memscope_py_stacks_start_with(int how)`: as `memscope_py_stacks_start`, choosing how
+/// the shadow stacks are kept: 0 `sys.monitoring` on CPython ≥ 3.12 (else, or when its
+/// profiler tool id is taken, the profile hook), 1 always the profile hook
+/// (`MEMSCOPE_PY_STACK_HOOK=profile` in the package and the launcher's bootstrap).
+///
+/// # Safety
+/// The GIL must be held (`ctypes.PyDLL`).
+#[no_mangle]
+pub unsafe extern "C" fn memscope_py_stacks_start_with(how: c_int) -> c_int {
+    guard(-1, || {
+        if !rt::ensure_init() {
+            set_error("the probe is passive in this process");
+            return -1;
+        }
+        match trace::start_stacks(how == 0) {
+            Ok(true) => 0,
+            Ok(false) => 1,
+            Err(e) => {
+                set_error(e);
+                -1
+            }
+        }
+    })
+}
+
+/// `int memscope_py_trace_thread(void)`: installs the running profile hook (tracer or stacks)
+/// on the calling thread (a thread started after `memscope_py_trace_start` or
+/// `memscope_py_stacks_start`). 0 installed, -1 neither is running.
 ///
 /// # Safety
 /// The GIL must be held.

@@ -6,11 +6,13 @@
 //! vector behind an 8-byte TLS slot; no TLS destructor, it is reclaimed only at process exit).
 //! A return pops the id it records, so returns cost no lookup. Frames that were already running
 //! when the tracer started return with an empty shadow stack: their id is looked up from the
-//! frame (the collector writes them with StartTime `N/A`). Issue 13 will read the same shadow
-//! stack from allocator hooks (lock-free, no GIL) to attach Python stacks to every event.
+//! frame (the collector writes them with StartTime `N/A`). The same hook keeps the shadow
+//! stacks of `stack.rs` (Python stacks on every row) while those are on, with or without the
+//! tracer.
 
 use super::cpython::{self, what, Api, Frame, Obj};
 use super::intern;
+use super::stack;
 use core::cell::{Cell, RefCell};
 use core::ffi::c_int;
 use core::mem::ManuallyDrop;
@@ -96,72 +98,129 @@ fn slow<R>(api: &Api, f: impl FnOnce() -> Option<R>) -> Option<R> {
     })
 }
 
-/// The `Py_tracefunc` installed on every thread while tracing.
+/// The (code id, is `_call_impl`) of code object `code`, defining it (GIL held; the slow path
+/// of a lookup miss, with the exception state saved).
+pub(super) fn slow_code_id(api: &Api, code: Obj) -> Option<(u32, bool)> {
+    slow(api, || intern::code_id(api, code))
+}
+
+/// The function code id of the Python function running in `frame` (GIL held; defines it on
+/// first sight). For the stacks of `stack.rs`.
+pub(super) fn func_id(api: &Api, frame: Frame) -> Option<u32> {
+    let code = {
+        let f = api.frame_code?;
+        // SAFETY: GIL held; `frame` is a live frame.
+        unsafe { f(frame) }
+    };
+    if code.is_null() {
+        return None;
+    }
+    let id = match intern::lookup_flag(&intern::Key::Code(code as usize)) {
+        Some((id, _)) => Some(id),
+        None => slow(api, || intern::code_id(api, code).map(|(id, _)| id)),
+    };
+    api.decref(code);
+    id
+}
+
+/// The `Py_tracefunc` installed on every thread while tracing or while Python stacks are on
+/// (`stack.rs`).
 ///
 /// # Safety
 /// Called by the interpreter with the GIL held and valid `frame`/`arg` for `what`.
 unsafe extern "C" fn profile(_obj: Obj, frame: Frame, what: c_int, arg: Obj) -> c_int {
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        if !ACTIVE.load(Ordering::Relaxed) {
+        let tracing = ACTIVE.load(Ordering::Relaxed);
+        // With sys.monitoring keeping the shadow stacks (3.12+), this hook only traces.
+        let stacks = stack::on() && !super::monitoring::on();
+        if !tracing && !stacks {
             return;
         }
         let Some(api) = cpython::api_checked() else {
             return;
         };
-        let recording = rt::recording();
         match what {
-            what::CALL | what::C_CALL if !recording => {
-                // Keep calls and returns balanced across closed windows: a placeholder.
-                with_stack(|s| s.push(0));
-            }
             what::CALL => {
                 let code = match api.frame_code {
                     // SAFETY: GIL held; `frame` is the frame being entered.
                     Some(f) => unsafe { f(frame) },
                     None => core::ptr::null_mut(),
                 };
-                let id = if code.is_null() {
+                let found = if code.is_null() {
                     None
                 } else {
-                    let id = match intern::lookup_flag(&intern::Key::Code(code as usize)) {
-                        Some((id, false)) => Some(id),
-                        _ => slow(api, || frame_id(api, frame, true)),
-                    };
-                    api.decref(code);
-                    id
+                    intern::lookup_flag(&intern::Key::Code(code as usize))
+                        .or_else(|| slow(api, || intern::code_id(api, code)))
                 };
-                // Unknown code: a placeholder keeps the shadow stack balanced.
-                call(id.unwrap_or(0));
+                api.decref(code);
+                if stacks {
+                    stack::push(api, found.map_or(0, |(id, _)| id), frame);
+                }
+                if tracing {
+                    trace_call(api, frame, found);
+                }
             }
-            what::C_CALL => {
+            what::RETURN => {
+                if stacks {
+                    stack::pop(api, frame);
+                }
+                if tracing {
+                    trace_return(api, frame, what, arg);
+                }
+            }
+            what::C_CALL if tracing => {
+                if !rt::recording() {
+                    with_stack(|s| s.push(0));
+                    return;
+                }
                 let id = intern::lookup(&intern::cfunc_key(api, arg))
                     .or_else(|| slow(api, || intern::cfunc_id(api, arg)));
                 call(id.unwrap_or(0));
             }
-            what::RETURN | what::C_RETURN | what::C_EXCEPTION => {
-                match with_stack(|s| s.pop()).flatten() {
-                    Some(0) => {}
-                    Some(id) if recording => ret(id),
-                    Some(_) => {}
-                    None if !recording => {}
-                    None => {
-                        let id = if what == what::RETURN {
-                            slow(api, || frame_id(api, frame, false))
-                        } else {
-                            intern::lookup(&intern::cfunc_key(api, arg))
-                                .or_else(|| slow(api, || intern::cfunc_id(api, arg)))
-                        };
-                        if let Some(id) = id {
-                            ret(id);
-                        }
-                    }
-                }
-            }
+            what::C_RETURN | what::C_EXCEPTION if tracing => trace_return(api, frame, what, arg),
             _ => {}
         }
     }));
     let _ = r;
     0
+}
+
+/// Tracer side of a Python call; `found` is the code's (function id, is `_call_impl`).
+fn trace_call(api: &Api, frame: Frame, found: Option<(u32, bool)>) {
+    if !rt::recording() {
+        // Keep calls and returns balanced across closed windows: a placeholder.
+        with_stack(|s| s.push(0));
+        return;
+    }
+    let id = match found {
+        Some((id, false)) => Some(id),
+        Some((_, true)) => slow(api, || frame_id(api, frame, true)),
+        None => None,
+    };
+    // Unknown code: a placeholder keeps the shadow stack balanced.
+    call(id.unwrap_or(0));
+}
+
+/// Tracer side of a Python or C return.
+fn trace_return(api: &Api, frame: Frame, what: c_int, arg: Obj) {
+    let recording = rt::recording();
+    match with_stack(|s| s.pop()).flatten() {
+        Some(0) => {}
+        Some(id) if recording => ret(id),
+        Some(_) => {}
+        None if !recording => {}
+        None => {
+            let id = if what == what::RETURN {
+                slow(api, || frame_id(api, frame, false))
+            } else {
+                intern::lookup(&intern::cfunc_key(api, arg))
+                    .or_else(|| slow(api, || intern::cfunc_id(api, arg)))
+            };
+            if let Some(id) = id {
+                ret(id);
+            }
+        }
+    }
 }
 
 /// Records one `PyTrace` frame record per frame of the calling thread's stack, outermost first.
@@ -243,7 +302,27 @@ pub fn start() -> Result<bool, &'static str> {
         code: 0,
     });
     record_stack(api, PyTraceEvent::FrameAtStart, ts);
-    install(api, Some(profile));
+    if !stack::on() || super::monitoring::on() {
+        install(api, Some(profile));
+    }
+    Ok(true)
+}
+
+/// Turns Python stacks on every row on (`stack.rs`): kept through `sys.monitoring` on 3.12+
+/// when `monitoring` (`monitoring.rs`), else by the profile hook, installed on every thread unless the tracer
+/// has it installed already. `Ok(false)`: already on.
+pub fn start_stacks(monitoring: bool) -> Result<bool, &'static str> {
+    let api = cpython::api()?;
+    if stack::on() {
+        return Ok(false);
+    }
+    let monitored = monitoring && super::monitoring::start(api);
+    if !stack::start(api) {
+        return Ok(false);
+    }
+    if !monitored && !active() {
+        install(api, Some(profile));
+    }
     Ok(true)
 }
 
@@ -253,7 +332,14 @@ pub fn start_thread() -> bool {
     let Ok(api) = cpython::api() else {
         return false;
     };
-    if !active() {
+    let hook_keeps_stacks = stack::on() && !super::monitoring::on();
+    if !active() && !hook_keeps_stacks {
+        // Nothing to install (e.g. sys.monitoring keeps the stacks): drop the Python-level
+        // `threading.setprofile` hook that called us, so the thread pays nothing per call.
+        if let Some(set) = api.set_profile {
+            // SAFETY: GIL held (caller contract).
+            unsafe { set(None, core::ptr::null_mut()) };
+        }
         return false;
     }
     if let Some(set) = api.set_profile {
@@ -269,7 +355,9 @@ pub fn stop() -> Result<bool, &'static str> {
     if !ACTIVE.swap(false, Ordering::AcqRel) {
         return Ok(false);
     }
-    install(api, None);
+    if !stack::on() || super::monitoring::on() {
+        install(api, None);
+    }
     let ts = rt::now_ns();
     record_stack(api, PyTraceEvent::FrameAtStop, ts);
     rt::record(&Record::PyTrace {
