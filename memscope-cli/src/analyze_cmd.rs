@@ -26,8 +26,12 @@ use memscope_core::sanitize::escape_controls;
 
 #[path = "analyze/annotate.rs"]
 mod annotate;
+#[path = "analyze/compare_runs.rs"]
+mod compare_runs;
 #[path = "analyze/progress.rs"]
 mod progress;
+#[path = "analyze/run_dir.rs"]
+mod run_dir;
 
 /// `--level` of `memscope compare`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -55,13 +59,22 @@ pub struct ReplayArgs {
     pub order: OrderArg,
 }
 
-/// `memscope compare BASE COMPARE [--level op|kernel] [-o DIR]`.
+/// `memscope compare BASE COMPARE [--level op|kernel] [--ignore-device | --map-device C=B,..]
+/// [-o DIR]`.
 #[derive(Clone, Debug, Args)]
 pub struct CompareArgs {
-    /// Base dump (memscope_dump_*.csv or .db).
+    /// Base dump (memscope_dump_*.csv or .db), or a run's output directory: its ranks are
+    /// paired with the compare directory's by rank id.
     pub base: PathBuf,
-    /// Dump compared with the base.
+    /// Dump (or output directory) compared with the base.
     pub compare: PathBuf,
+    /// Align each side's only device with the other's (rank 0 on device 0 against rank 5 on
+    /// device 5); rows carry the base's Device Id.
+    #[arg(long = "ignore-device", conflicts_with = "map_device")]
+    pub ignore_device: bool,
+    /// Align compare-side device C with base-side device B (`5=0`, several comma-separated).
+    #[arg(long = "map-device", value_name = "C=B[,C=B...]")]
+    pub map_device: Option<String>,
     /// What is aligned: operators or kernels.
     #[arg(long, value_enum, default_value_t = LevelArg::Op)]
     pub level: LevelArg,
@@ -75,11 +88,14 @@ pub struct CompareArgs {
     pub output: PathBuf,
 }
 
-/// `memscope analyze leaks FILE [--mstx-info MSG [--start-index N]]`.
+/// `memscope analyze leaks FILE|RUN_DIR [--mstx-info MSG [--start-index N]] [--full]`.
 #[derive(Clone, Debug, Args)]
 pub struct LeaksArgs {
-    /// Dump to analyse.
+    /// Dump to analyse, or an output directory: every process in it, one line per rank.
     pub file: PathBuf,
+    /// With a directory: print every process's own report before the per-rank table.
+    #[arg(long)]
+    pub full: bool,
     /// HAL leak check in the range given by the msTX marks with this exact message
     /// (msMemScope's check_leaks) instead of the step-based check.
     #[arg(long = "mstx-info", value_name = "MSG")]
@@ -131,11 +147,15 @@ pub struct InefficientArgs {
     pub replay: ReplayArgs,
 }
 
-/// `memscope analyze decompose FILE [-o DIR]`.
+/// `memscope analyze decompose FILE|RUN_DIR [-o DIR] [--full]`.
 #[derive(Clone, Debug, Args)]
 pub struct DecomposeArgs {
-    /// Dump to analyse.
+    /// Dump to analyse, or an output directory: every process in it (one CSV each), one line
+    /// per rank.
     pub file: PathBuf,
+    /// With a directory: print every process's own report before the per-rank table.
+    #[arg(long)]
+    pub full: bool,
     /// Output folder of decompose_{ts}.csv.
     #[arg(
         short = 'o',
@@ -149,11 +169,14 @@ pub struct DecomposeArgs {
     pub replay: ReplayArgs,
 }
 
-/// `memscope analyze gap FILE`.
+/// `memscope analyze gap FILE|RUN_DIR [--full]`.
 #[derive(Clone, Debug, Args)]
 pub struct GapArgs {
-    /// Dump to analyse.
+    /// Dump to analyse, or an output directory: every process in it, one line per rank.
     pub file: PathBuf,
+    /// With a directory: print every process's own report before the per-rank table.
+    #[arg(long)]
+    pub full: bool,
     /// Replay order.
     #[command(flatten)]
     pub replay: ReplayArgs,
@@ -236,6 +259,18 @@ pub fn run_compare(args: &CompareArgs) -> Result<()> {
         LevelArg::Op => Level::Op,
         LevelArg::Kernel => Level::Kernel,
     };
+    let map = device_map(args)?;
+    match (args.base.is_dir(), args.compare.is_dir()) {
+        (true, true) => return compare_runs::run(args, level, &map),
+        (false, false) => {}
+        _ => {
+            return Err(anyhow!(
+                "{} and {}: give two dump files or two output directories",
+                args.base.display(),
+                args.compare.display()
+            ))
+        }
+    }
     let base = open(&args.base)?;
     let cmp = open(&args.compare)?;
     let mut bo = ReadOptions {
@@ -247,8 +282,12 @@ pub fn run_compare(args: &CompareArgs) -> Result<()> {
         progress: Some(progress::bar(cmp.name())),
         ..ReadOptions::default()
     };
-    let c = compare::collect(&cmp, level, &mut co).map_err(|e| anyhow!("{e}"))?;
+    let mut c = compare::collect(&cmp, level, &mut co).map_err(|e| anyhow!("{e}"))?;
+    let mapped = compare::map_devices(&b, &mut c, &map).map_err(|e| anyhow!("{e}"))?;
     let res = compare::compare(&b, &c, level);
+    if let Some(n) = mapped {
+        eprintln!("memscope: note: {n}");
+    }
     if res.rows.is_empty() {
         return Err(anyhow!(
             "{} and {}: no {} rows on any device; nothing to compare",
@@ -291,11 +330,60 @@ pub fn run_compare(args: &CompareArgs) -> Result<()> {
     Ok(())
 }
 
+/// The device alignment of `--ignore-device` / `--map-device`.
+fn device_map(args: &CompareArgs) -> Result<compare::DeviceMap> {
+    Ok(match (&args.map_device, args.ignore_device) {
+        (Some(m), _) => compare::DeviceMap::Map(
+            compare::parse_device_map(m).map_err(|e| anyhow!("--map-device {m}: {e}"))?,
+        ),
+        (None, true) => compare::DeviceMap::Ignore,
+        (None, false) => compare::DeviceMap::Same,
+    })
+}
+
 /// Runs `memscope analyze ...`.
 ///
 /// # Errors
 /// An unreadable or malformed input, or an output that cannot be written.
 pub fn run_analyze(cmd: &AnalyzeCmd) -> Result<()> {
+    let here = Path::new(".");
+    let dir = match cmd {
+        AnalyzeCmd::Leaks(a) if a.file.is_dir() => {
+            if a.mstx_info.is_some() {
+                return Err(anyhow!(
+                    "{}: --mstx-info takes one dump file, not a directory",
+                    a.file.display()
+                ));
+            }
+            Some((&a.file, run_dir::Which::Leaks, a.replay, a.full, here))
+        }
+        AnalyzeCmd::Gap(a) if a.file.is_dir() => {
+            Some((&a.file, run_dir::Which::Gap, a.replay, a.full, here))
+        }
+        AnalyzeCmd::Decompose(a) if a.file.is_dir() => Some((
+            &a.file,
+            run_dir::Which::Decompose,
+            a.replay,
+            a.full,
+            a.output.as_path(),
+        )),
+        _ => None,
+    };
+    if let Some((d, which, replay, full, out)) = dir {
+        return run_dir::run(d, which, replay, full, out);
+    }
+    let file_full = match cmd {
+        AnalyzeCmd::Leaks(a) => a.full.then_some(&a.file),
+        AnalyzeCmd::Gap(a) => a.full.then_some(&a.file),
+        AnalyzeCmd::Decompose(a) => a.full.then_some(&a.file),
+        AnalyzeCmd::Inefficient(_) => None,
+    };
+    if let Some(f) = file_full {
+        return Err(anyhow!(
+            "{}: --full goes with an output directory (a single dump prints its whole report)",
+            f.display()
+        ));
+    }
     match cmd {
         AnalyzeCmd::Leaks(a) => {
             let file = open(&a.file)?;

@@ -33,12 +33,15 @@ mod collector;
 mod compare_alias;
 mod export;
 mod export_cmd;
+mod job;
 mod logfile;
 mod plugin_check;
+mod rank_table;
 mod recover_cmd;
 mod registry;
 mod report_cmd;
 mod run;
+mod run_index;
 mod summary;
 
 use clap::{Parser, Subcommand};

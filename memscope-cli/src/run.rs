@@ -7,9 +7,9 @@ use memscope_core::config::{LogLevel, RawOptions, RunConfig};
 use memscope_core::layout;
 use memscope_core::probe_env as env;
 use memscope_core::safe_fs::{Dir, DIR_MODE};
+use signal_hook::iterator::exfiltrator::WithOrigin;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -181,9 +181,11 @@ fn resolve_program(p: &str) -> Option<PathBuf> {
         .unwrap_or(None)
 }
 
+/// The collector's own `ASCEND_RT_VISIBLE_DEVICES`: the mapping of processes whose probe did
+/// not record one of their own.
 fn visible_devices() -> Vec<u32> {
     std::env::var("ASCEND_RT_VISIBLE_DEVICES")
-        .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .map(|v| memscope_core::probe_env::parse_visible_devices(&v))
         .unwrap_or_default()
 }
 
@@ -277,8 +279,45 @@ impl SpoolGuard {
     }
 }
 
+/// Pids of the processes that still write a stream of `spool`: the stream's lock is held
+/// (the probe holds `flock` on its stream while it lives) and the pid is alive.
+pub(crate) fn live_writers(spool: &Path) -> Vec<u32> {
+    let Ok(rd) = std::fs::read_dir(spool) else {
+        return Vec::new();
+    };
+    let mut pids: Vec<u32> = rd
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_str()?.to_owned();
+            let pid = memscope_core::spool::pid_of_stream_name(&name)?;
+            let f = std::fs::File::open(e.path()).ok()?;
+            let held = matches!(f.try_lock_shared(), Err(std::fs::TryLockError::WouldBlock));
+            (held && crate::collector::pid_alive(pid)).then_some(pid)
+        })
+        .collect();
+    pids.sort_unstable();
+    pids.dedup();
+    pids
+}
+
 impl Drop for SpoolGuard {
     fn drop(&mut self) {
+        // Never delete a spool a live process still writes (issue 18, B2): its stream would go
+        // on into a deleted file. It stays for `memscope recover`; the probes see the collector
+        // gone once the lock below is released and stop after a bounded number of chunks.
+        let live = live_writers(&self.path);
+        if !live.is_empty() {
+            eprintln!(
+                "{}: spool {} kept: {} process(es) still write to it (pid {}); `memscope recover {}` collects it once they end",
+                self.who,
+                self.path.display(),
+                live.len(),
+                live.iter().map(u32::to_string).collect::<Vec<_>>().join(", "),
+                self.path.display()
+            );
+            drop(self.lock.take());
+            return;
+        }
         match std::fs::remove_dir_all(&self.path) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -450,20 +489,26 @@ fn launch_and_collect(
     opts: Finish,
     analyses: AnalysisFactory,
 ) -> ExitCode {
-    let signals = Arc::new(AtomicUsize::new(0));
-    for sig in [
+    // Signals for the job (issue 18, B2): read with their origin, so a terminal's Ctrl-C
+    // (sent by the kernel to the whole foreground group) is not delivered a second time.
+    let mut signals = match signal_hook::iterator::SignalsInfo::<WithOrigin>::new([
         signal_hook::consts::SIGINT,
         signal_hook::consts::SIGTERM,
         signal_hook::consts::SIGHUP,
-    ] {
-        let flag = signals.clone();
-        let _ = signal_hook::flag::register_usize(sig, flag, sig as usize);
-    }
+    ]) {
+        Ok(s) => s,
+        Err(e) => return usage_error(format!("cannot install signal handlers: {e}")),
+    };
+    let grace = match crate::job::grace() {
+        Ok(g) => g,
+        Err(e) => return usage_error(e),
+    };
+    crate::job::become_subreaper();
+    let start_ns = crate::run_index::now_ns();
     let mut child = match spawn_job(cfg, probe, spool, argv) {
         Ok(c) => c,
         Err(e) => return usage_error(e),
     };
-    let child_pid = nix::unistd::Pid::from_raw(child.id() as i32);
     let mut collector = Collector::new(
         spool.to_path_buf(),
         Arc::new(cfg.clone()),
@@ -473,17 +518,30 @@ fn launch_and_collect(
     let mut status = None;
     let mut last_flush = Instant::now();
     let mut exited_at: Option<Instant> = None;
+    let mut teardown = crate::job::Teardown::new(child.id(), spool, grace);
+    let mut last_reap = Instant::now();
     loop {
         let progressed = collector.poll();
-        let sig = signals.swap(0, Ordering::Relaxed);
-        if sig != 0 && status.is_none() {
-            if let Ok(s) = nix::sys::signal::Signal::try_from(sig as i32) {
-                let _ = nix::sys::signal::kill(child_pid, s);
-            }
+        for origin in signals.pending() {
+            teardown.on_signal(&origin, &collector);
         }
+        // a /proc scan: a few times a second is enough to reap reparented ranks
+        if last_reap.elapsed() > Duration::from_millis(200) {
+            for (pid, how) in crate::job::reap_orphans(child.id()) {
+                collector.note_ended(pid, how);
+            }
+            last_reap = Instant::now();
+        }
+        teardown.check(&collector);
         if status.is_none() {
             match child.try_wait() {
                 Ok(Some(s)) => {
+                    use std::os::unix::process::ExitStatusExt;
+                    let how = match s.signal() {
+                        Some(sig) => crate::job::Ended::Signaled(sig),
+                        None => crate::job::Ended::Exited(s.code().unwrap_or(0)),
+                    };
+                    collector.note_ended(child.id(), how);
                     status = Some(s);
                     exited_at = Some(Instant::now());
                 }
@@ -498,10 +556,14 @@ fn launch_and_collect(
             if collector.live_processes() == 0 {
                 break;
             }
-            if t.elapsed() > Duration::from_secs(5) {
+            // After a forwarded signal the job has its grace period (then SIGKILL) to end;
+            // otherwise processes left behind by a job that exited get 5 s.
+            let wait = teardown.wait_after_exit();
+            if t.elapsed() > wait {
                 eprintln!(
-                    "memscope: {} process(es) of the job still running 5 s after it exited; writing what they recorded so far",
-                    collector.live_processes()
+                    "memscope: {} process(es) of the job still running {} s after it exited; writing what they recorded so far",
+                    collector.live_processes(),
+                    wait.as_secs()
                 );
                 break;
             }
@@ -514,6 +576,7 @@ fn launch_and_collect(
             std::thread::sleep(Duration::from_millis(5));
         }
     }
+    let reaped = collector.ended().clone();
     let summaries = collector.finish();
     crate::collect::finish_python(cfg, &summaries);
     let code = match status {
@@ -527,8 +590,26 @@ fn launch_and_collect(
         }
         None => 1,
     };
+    let entries = crate::run_index::entries(&cfg.output_path, &summaries, &reaped);
+    crate::run_index::write(
+        &cfg.output_path,
+        entries.clone(),
+        &crate::run_index::RunFacts {
+            command: argv,
+            exit_code: code,
+            interrupted_by: teardown.signal().map(|s| s.as_str().to_owned()),
+            start_ns,
+        },
+    );
     if !opts.quiet {
-        crate::summary::print(&summaries, code);
+        if crate::rank_table::wanted(&summaries) {
+            crate::rank_table::print(&summaries, &entries, code, &cfg.output_path);
+        } else {
+            crate::summary::print(&summaries, code);
+        }
+        if let Some(sig) = teardown.signal() {
+            eprintln!("memscope: the job was interrupted by {sig}; everything it recorded until it ended is written");
+        }
     }
     if opts.report {
         // the job's exit code stays the run's; a report that cannot be made is said, not fatal

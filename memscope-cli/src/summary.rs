@@ -28,6 +28,32 @@ pub fn print(procs: &[ProcessSummary], code: i32) {
 
 /// Prints the per-process part of the summary (processes that recorded nothing are skipped).
 pub fn print_processes(procs: &[ProcessSummary]) {
+    let mut err = std::io::stderr().lock();
+    let _ = write_processes(&mut err, procs);
+}
+
+/// Writes the per-process part of the summary to `w` (the console, or the full summary file
+/// of a multi-process run).
+///
+/// # Errors
+/// Writing to `w` failed.
+pub fn write_processes(
+    w: &mut dyn std::io::Write,
+    procs: &[ProcessSummary],
+) -> std::io::Result<()> {
+    write_sections(w, procs, true)
+}
+
+/// Writes each process's line `memscope: pid P (exe): N rows (per kind), D dropped`, and with
+/// `full` the sections after it (output, capture, analyses, dump files).
+///
+/// # Errors
+/// Writing to `w` failed.
+pub fn write_sections(
+    w: &mut dyn std::io::Write,
+    procs: &[ProcessSummary],
+    full: bool,
+) -> std::io::Result<()> {
     for p in procs
         .iter()
         .filter(|p| !p.counts.is_empty() || !p.typed.is_empty())
@@ -38,7 +64,8 @@ pub fn print_processes(procs: &[ProcessSummary]) {
             .iter()
             .map(|(k, n)| format!("{} {n}", k.as_str()))
             .collect();
-        eprintln!(
+        writeln!(
+            w,
             "memscope: pid {} ({}): {total} rows{}{}",
             p.pid,
             if p.exe.is_empty() { "?" } else { &p.exe },
@@ -52,22 +79,27 @@ pub fn print_processes(procs: &[ProcessSummary]) {
             } else {
                 ", 0 dropped".into()
             },
-        );
-        eprintln!("  output: {}", p.project_dir.display());
+        )?;
+        if !full {
+            continue;
+        }
+        writeln!(w, "  output: {}", p.project_dir.display())?;
         let files = p.files.len() as u64;
         if p.device_less > 0 && files > 1 {
-            eprintln!(
+            writeln!(
+            w,
                 "  device-less rows (N/A device: marks, SYSTEM) are counted once above; each is copied into all {files} dump files ({} rows in all)",
                 p.files.iter().map(|f| f.1).sum::<u64>()
-            );
+            )?;
         }
         if let Some((path, st)) = &p.capture {
-            eprintln!(
+            writeln!(
+                w,
                 "  capture: {} ({} records, {} bytes)",
                 path.display(),
                 st.records,
                 st.bytes
-            );
+            )?;
         }
         if p.host_rows_off {
             let host: Vec<String> = p
@@ -81,18 +113,20 @@ pub fn print_processes(procs: &[ProcessSummary]) {
                 .filter(|t| !t.ends_with(" 0"))
                 .collect();
             if !host.is_empty() {
-                eprintln!(
+                writeln!(
+            w,
                     "  HOST events kept in the capture, not written as rows: {} (use --host-rows, or memscope export --to csv|db)",
                     host.join(", ")
-                );
+                )?;
             }
         }
         for sec in &p.report {
             // one line each: text from the job (op names, marks) is escaped whole
-            eprintln!("  {}:", escape_controls(&sec.title));
+            writeln!(w, "  {}:", escape_controls(&sec.title))?;
             for l in &sec.lines {
-                eprintln!("    {}", escape_controls(l));
+                writeln!(w, "    {}", escape_controls(l))?;
             }
         }
     }
+    Ok(())
 }

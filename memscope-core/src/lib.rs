@@ -37,6 +37,8 @@ pub mod layout;
 #[cfg(feature = "collector")]
 pub mod reader;
 #[cfg(feature = "collector")]
+pub mod run_index;
+#[cfg(feature = "collector")]
 pub mod safe_fs;
 #[cfg(feature = "collector")]
 pub mod sanitize;

@@ -81,6 +81,12 @@ pub fn parse_u32(s: &[u8]) -> Option<u32> {
     u32::try_from(v).ok()
 }
 
+/// Parses an `ASCEND_RT_VISIBLE_DEVICES` value (`"3"`, `"4,5,6"`): the physical id of each
+/// logical device index; entries that are not numbers are skipped.
+pub fn parse_visible_devices(v: &str) -> Vec<u32> {
+    v.split(',').filter_map(|x| x.trim().parse().ok()).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -96,6 +96,62 @@ pub const COLLECTOR_LOCK: &str = "collector.lock";
 pub const FH_EXE: usize = 256;
 /// Room for the executable path.
 pub const FH_EXE_LEN: usize = 1024;
+/// File header: the status the process passed to `exit` (`i32`, written by the probe's
+/// `on_exit` handler before it sets [`FLAG_EXITED`]; meaningless without that flag).
+pub const FH_EXIT_STATUS: usize = 192;
+/// File header: the process's own rank environment, read from `environ` when the probe
+/// started (issue 18): `NAME=value` entries, each NUL-terminated, for the names of
+/// [`RANK_ENV_NAMES`] only, up to [`FH_RANK_ENV_LEN`] bytes; a value is cut at
+/// [`RANK_ENV_VALUE_MAX`] bytes. All zero when the process had none of them (or an older probe
+/// wrote the stream).
+pub const FH_RANK_ENV: usize = FH_EXE + FH_EXE_LEN;
+/// Room for [`FH_RANK_ENV`].
+pub const FH_RANK_ENV_LEN: usize = 1024;
+/// Longest value kept in [`FH_RANK_ENV`], bytes.
+pub const RANK_ENV_VALUE_MAX: usize = 96;
+/// The environment variables the probe records in [`FH_RANK_ENV`]: the device mapping and
+/// the rank identity of torchrun/torch_npu, Open MPI, PMI/Slurm and MindSpore launchers.
+pub const RANK_ENV_NAMES: [&str; 16] = [
+    "ASCEND_RT_VISIBLE_DEVICES",
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "PMI_RANK",
+    "PMI_SIZE",
+    "SLURM_PROCID",
+    "SLURM_LOCALID",
+    "SLURM_NTASKS",
+    "MS_NODE_ID",
+    "RANK_ID",
+    "RANK_SIZE",
+];
+
+/// Whether an `environ` entry (`NAME=value`) is one of [`RANK_ENV_NAMES`]; allocation-free.
+pub fn is_rank_env(entry: &[u8]) -> bool {
+    let Some(eq) = entry.iter().position(|&b| b == b'=') else {
+        return false;
+    };
+    RANK_ENV_NAMES.iter().any(|n| n.as_bytes() == &entry[..eq])
+}
+
+/// Decodes [`FH_RANK_ENV`] (the field's bytes) into `(name, value)` pairs, in the order the
+/// probe found them; entries of names outside [`RANK_ENV_NAMES`] are left out.
+pub fn parse_rank_env(field: &[u8]) -> Vec<(String, String)> {
+    field
+        .split(|&b| b == 0)
+        .filter(|e| !e.is_empty() && is_rank_env(e))
+        .filter_map(|e| {
+            let t = std::str::from_utf8(e).ok()?;
+            let (k, v) = t.split_once('=')?;
+            Some((k.to_owned(), v.to_owned()))
+        })
+        .collect()
+}
+
 /// Flag: the process ended through `exit`/`_exit` (the probe saw it).
 pub const FLAG_EXITED: u32 = 1;
 /// Flag: host tracing was requested but is unavailable (static binary, foreign allocator).

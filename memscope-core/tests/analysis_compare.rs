@@ -70,6 +70,7 @@ fn row(name: &str, device: u32, base: Option<i64>, cmp: Option<i64>, level: Leve
         device,
         base,
         compare: cmp,
+        step: None,
     }
 }
 
@@ -287,7 +288,7 @@ fn the_output_file_has_two_header_lines_private_mode_and_never_replaces_a_file()
         vec![
             COMPARE_HEADER_1,
             COMPARE_HEADER_2,
-            "OP_LAUNCH,\"a,b\",0,1,N/A,-1"
+            "OP_LAUNCH,\"a,b\",0,1,N/A,-1,"
         ]
     );
     assert_eq!(
@@ -330,4 +331,75 @@ fn the_two_2025_dumps_at_kernel_level_give_five_matches_and_one_base_only_kernel
     assert_eq!(res.rows[0].base, Some(35_328));
     // device 0, third kernel (325 → 332): 3584 + 512 + 512 + 18944 + 18944 − 18944
     assert_eq!(res.rows[2].base, Some(23_552));
+}
+
+#[test]
+fn rows_carry_the_step_their_entry_started_in() {
+    let t = tempfile::tempdir().unwrap();
+    // two steps (msTX "step start" ranges), one kernel launch in each, 10 then 20 bytes
+    let rows = [
+        "0,MSTX,Range_start,\"step start\",10,7,7,0,N/A,,,",
+        "1,KERNEL_LAUNCH,KERNEL_LAUNCH,K,11,7,7,0,N/A,,,",
+        "2,MALLOC,PTA,N/A,12,7,7,0,0x0000000000000010,\"{allocation_id:1,addr:0x10,size:10,used:10,total:10}\",,",
+        "3,MSTX,Range_end,\"step start\",13,7,7,0,N/A,,,",
+        "4,MSTX,Range_start,\"step start\",20,7,7,0,N/A,,,",
+        "5,KERNEL_LAUNCH,KERNEL_LAUNCH,K,21,7,7,0,N/A,,,",
+        "6,MALLOC,PTA,N/A,22,7,7,0,0x0000000000000020,\"{allocation_id:2,addr:0x20,size:20,used:30,total:30}\",,",
+        "7,MSTX,Range_end,\"step start\",23,7,7,0,N/A,,,",
+    ];
+    let p = t.path().join("a.csv");
+    std::fs::write(&p, format!("{HEADER}\n{}\n", rows.join("\n"))).unwrap();
+    let res = compare_files(
+        &p,
+        &p,
+        Level::Kernel,
+        &mut ReadOptions::default(),
+        &mut ReadOptions::default(),
+    )
+    .unwrap();
+    let steps: Vec<(Option<u32>, Option<i64>)> =
+        res.rows.iter().map(|r| (r.step, r.base)).collect();
+    assert_eq!(steps, vec![(Some(1), Some(10)), (Some(2), Some(20))]);
+    assert!(String::from_utf8(compare_csv(&res.rows))
+        .unwrap()
+        .contains("KERNEL_LAUNCH,K,0,20,20,0,2\n"));
+}
+
+#[test]
+fn ignore_device_and_device_maps_align_other_devices() {
+    use memscope_core::analysis::compare::{map_devices, parse_device_map, DeviceMap};
+    let seq = |d: u32| {
+        let mut s = memscope_core::analysis::compare::Sequence::default();
+        s.names.push("K".into());
+        s.devices.insert(
+            d,
+            vec![memscope_core::analysis::compare::Entry {
+                name: 0,
+                delta: 4,
+                step: 1,
+            }],
+        );
+        s
+    };
+    let base = seq(0);
+    assert_eq!(compare(&base, &seq(5), Level::Kernel).rows.len(), 2);
+    let mut c = seq(5);
+    assert!(map_devices(&base, &mut c, &DeviceMap::Ignore)
+        .unwrap()
+        .is_some());
+    let r = compare(&base, &c, Level::Kernel).rows;
+    assert_eq!(r.len(), 1);
+    assert_eq!(
+        (r[0].device, r[0].base, r[0].compare),
+        (0, Some(4), Some(4))
+    );
+    let mut c = seq(5);
+    let m = parse_device_map("5=0").unwrap();
+    map_devices(&base, &mut c, &DeviceMap::Map(m)).unwrap();
+    assert_eq!(compare(&base, &c, Level::Kernel).rows.len(), 1);
+    assert!(parse_device_map("5").is_err());
+    assert!(parse_device_map("5=0,5=1").is_err());
+    let mut two = seq(5);
+    two.devices.insert(6, vec![]);
+    assert!(map_devices(&base, &mut two, &DeviceMap::Ignore).is_err());
 }

@@ -1,12 +1,11 @@
 //! The rank of a traced process, for per-rank outputs (Parquet's `rank=R` directories,
 //! Perfetto's process names and order, memory_viz file names).
 //!
-//! The probe does not record `RANK`/`LOCAL_RANK` yet, so the rank comes from the first of these
-//! that answers:
+//! The rank comes from the first of these that answers:
 //!
 //! 1. a [`RunIndex`]: the collector's record of each process's rank identity (`RANK`,
-//!    `LOCAL_RANK`, …). None is written today; the resolver takes one so that such an index
-//!    plugs in without touching the exporters.
+//!    `LOCAL_RANK`, … as each process's probe recorded them): [`RunIndexFiles`] reads the
+//!    `memscope_run.json` that `memscope run` writes at the output root (issue 18).
 //! 2. the process's NPU device, msMemScope's layout: the `device_<n>` directories of its
 //!    `msmemscope_<pid>_<ts>_ascend/` directory, else the `Device Id` of its rows. With one
 //!    process per NPU and the device set from `LOCAL_RANK` (torchrun's layout) this is the
@@ -61,8 +60,8 @@ impl RankInfo {
     }
 }
 
-/// A record of each process's rank identity, kept by the collector (to come). Implementations
-/// answer for the processes they know and `None` for the others.
+/// A record of each process's rank identity, kept by the collector ([`RunIndexFiles`]).
+/// Implementations answer for the processes they know and `None` for the others.
 pub trait RunIndex {
     /// The rank of the process `pid` whose output directory is `dir` (`None` for loose dump
     /// files), found under `node`.
@@ -156,6 +155,85 @@ pub fn collisions(procs: &[(String, RankInfo, Option<u32>)]) -> Vec<String> {
     notes
 }
 
+/// The [`RunIndex`] of `memscope run`'s `memscope_run.json` ([`memscope_core::run_index`]):
+/// the rank of each process its runs list, found by its output directory (or, for loose
+/// files, by a pid that names one process only).
+#[derive(Debug, Default)]
+pub struct RunIndexFiles {
+    by_dir: std::collections::HashMap<std::path::PathBuf, u32>,
+    by_pid: std::collections::HashMap<u32, Option<u32>>,
+    /// Index files read.
+    pub files: Vec<std::path::PathBuf>,
+}
+
+impl RunIndexFiles {
+    /// Reads the `memscope_run.json` of every directory among `inputs` and of their parents
+    /// (an input may be one process's directory).
+    ///
+    /// # Errors
+    /// An index file that exists but cannot be read or is not a run index (one line).
+    pub fn load(inputs: &[std::path::PathBuf]) -> Result<RunIndexFiles, String> {
+        let mut idx = RunIndexFiles::default();
+        let mut roots: Vec<std::path::PathBuf> = Vec::new();
+        for p in inputs.iter().filter(|p| p.is_dir()) {
+            roots.push(p.clone());
+            if let Some(parent) = p.parent() {
+                roots.push(if parent.as_os_str().is_empty() {
+                    ".".into()
+                } else {
+                    parent.to_path_buf()
+                });
+            }
+        }
+        roots.sort();
+        roots.dedup();
+        for root in roots {
+            let Some(file) = memscope_core::run_index::read(&root).map_err(|e| e.to_string())?
+            else {
+                continue;
+            };
+            idx.files
+                .push(root.join(memscope_core::run_index::FILE_NAME));
+            for p in file.runs.iter().flat_map(|r| &r.processes) {
+                let Some(rank) = p.rank else {
+                    continue;
+                };
+                if let Some(d) = &p.dir {
+                    let dir = root.join(d);
+                    let key = std::fs::canonicalize(&dir).unwrap_or(dir);
+                    idx.by_dir.insert(key, rank);
+                }
+                idx.by_pid
+                    .entry(p.pid)
+                    .and_modify(|r| {
+                        if *r != Some(rank) {
+                            *r = None
+                        }
+                    })
+                    .or_insert(Some(rank));
+            }
+        }
+        Ok(idx)
+    }
+
+    /// Whether no process with a rank was found.
+    pub fn is_empty(&self) -> bool {
+        self.by_dir.is_empty() && self.by_pid.is_empty()
+    }
+}
+
+impl RunIndex for RunIndexFiles {
+    fn rank_of(&self, _node: &str, dir: Option<&Path>, pid: Option<u32>) -> Option<u32> {
+        if let Some(d) = dir {
+            let key = std::fs::canonicalize(d).unwrap_or_else(|_| d.to_path_buf());
+            if let Some(r) = self.by_dir.get(&key) {
+                return Some(*r);
+            }
+        }
+        pid.and_then(|p| self.by_pid.get(&p).copied().flatten())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,5 +306,34 @@ mod tests {
         ];
         assert!(collisions(&nodes)[0].contains("repeat across"));
         assert!(collisions(&procs[2..]).is_empty());
+    }
+
+    #[test]
+    fn run_index_files_give_the_rank_of_each_process_directory_and_unique_pid() {
+        use memscope_core::run_index::{append, ProcessEntry, RunEntry};
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("msmemscope_11_20261201000000_ascend");
+        std::fs::create_dir(&dir).unwrap();
+        let p = |pid, rank| ProcessEntry {
+            pid,
+            rank: Some(rank),
+            dir: Some(format!("msmemscope_{pid}_20261201000000_ascend")),
+            ..ProcessEntry::default()
+        };
+        append(
+            d.path(),
+            RunEntry {
+                processes: vec![p(11, 5), p(12, 6)],
+                ..RunEntry::default()
+            },
+        )
+        .unwrap();
+        let idx = RunIndexFiles::load(&[d.path().to_path_buf()]).unwrap();
+        assert_eq!(idx.rank_of("", Some(&dir), Some(11)), Some(5));
+        assert_eq!(idx.rank_of("", None, Some(12)), Some(6));
+        assert_eq!(idx.rank_of("", None, Some(13)), None);
+        // a process directory given alone finds the index of its parent
+        let one = RunIndexFiles::load(std::slice::from_ref(&dir)).unwrap();
+        assert_eq!(one.rank_of("", Some(&dir), None), Some(5));
     }
 }

@@ -7,6 +7,7 @@ use core::ffi::c_char;
 use core::fmt::Write;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use memscope_core::probe_env::ProbeSettings;
+use memscope_core::wire::{is_rank_env, FH_RANK_ENV_LEN, RANK_ENV_VALUE_MAX};
 
 /// Longest spool directory accepted (bytes); longer ones leave the probe passive.
 pub(crate) const SPOOL_MAX: usize = memscope_core::probe_env::SPOOL_MAX;
@@ -21,6 +22,9 @@ static ADAPTERS: AtomicU32 = AtomicU32::new(0);
 static DEFERRED: AtomicBool = AtomicBool::new(false);
 static C_STACK: AtomicU32 = AtomicU32::new(0);
 static HOST_MMAP: AtomicBool = AtomicBool::new(false);
+/// The rank environment (`wire::FH_RANK_ENV` layout) found in `environ` at init.
+static RANK_ENV: RacyCell<[u8; FH_RANK_ENV_LEN]> = RacyCell::new([0; FH_RANK_ENV_LEN]);
+static RANK_ENV_LEN: AtomicUsize = AtomicUsize::new(0);
 
 extern "C" {
     static environ: *const *const c_char;
@@ -30,6 +34,11 @@ extern "C" {
 /// (no `MEMSCOPE_SPOOL`, or an unusable one). Called only by the thread that owns init.
 pub(crate) fn load() -> bool {
     let mut s = ProbeSettings::default();
+    // SAFETY: only the initializing thread writes (fork re-init runs on the child's only
+    // thread); the stream header copies it after this returns, on the same thread.
+    let rank_env = unsafe { &mut *RANK_ENV.get() };
+    rank_env.fill(0);
+    let mut rank_len = 0usize;
     // SAFETY: `environ` is the C library's NULL-terminated array of NUL-terminated strings; we
     // read it once, on the initializing thread, before any `setenv` of the program can race
     // with a hook that has not returned yet (the same assumption `getenv` makes).
@@ -44,10 +53,20 @@ pub(crate) fn load() -> bool {
             // SAFETY: each entry is a NUL-terminated string owned by the C library.
             let bytes = unsafe { core::ffi::CStr::from_ptr(entry) }.to_bytes();
             s.apply(bytes);
+            if is_rank_env(bytes) {
+                let eq = bytes.iter().position(|&b| b == b'=').unwrap_or(0);
+                let keep = bytes.len().min(eq + 1 + RANK_ENV_VALUE_MAX);
+                // entry + its NUL terminator, whole entries only
+                if rank_len + keep < FH_RANK_ENV_LEN {
+                    rank_env[rank_len..rank_len + keep].copy_from_slice(&bytes[..keep]);
+                    rank_len += keep + 1;
+                }
+            }
             // SAFETY: the terminator has not been reached, so the next element exists.
             p = unsafe { p.add(1) };
         }
     }
+    RANK_ENV_LEN.store(rank_len, Ordering::Relaxed);
     ADAPTERS.store(s.adapters, Ordering::Relaxed);
     DEFERRED.store(s.deferred, Ordering::Relaxed);
     C_STACK.store(s.c_stack_depth, Ordering::Relaxed);
@@ -124,4 +143,11 @@ pub(crate) fn c_stack_depth() -> u32 {
 /// `MEMSCOPE_HOST_MMAP=1`.
 pub(crate) fn host_mmap() -> bool {
     HOST_MMAP.load(Ordering::Relaxed)
+}
+
+/// The rank environment found at init, in the `wire::FH_RANK_ENV` layout (`NAME=value\0`…).
+pub(crate) fn rank_env() -> &'static [u8] {
+    let n = RANK_ENV_LEN.load(Ordering::Relaxed);
+    // SAFETY: written once by the initializing thread before READY; as for `spool`.
+    unsafe { &(&*RANK_ENV.get())[..n] }
 }

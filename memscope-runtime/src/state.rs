@@ -141,16 +141,23 @@ fn register_once() {
             Some(writer::fork_child),
         );
     }
-    // SAFETY: `on_exit_flag` is an `extern "C" fn()` living as long as the (pinned) library.
-    unsafe { atexit(on_exit_flag) };
+    // SAFETY: `on_exit_status` has the handler signature of glibc's `on_exit` and lives as
+    // long as the (pinned) library; the argument is unused.
+    unsafe { on_exit(on_exit_status, core::ptr::null_mut()) };
     pin_library();
 }
 
 extern "C" {
-    fn atexit(f: extern "C" fn()) -> libc::c_int;
+    /// glibc's `on_exit(3)`: like `atexit`, and the handler gets the status given to `exit`.
+    fn on_exit(
+        f: extern "C" fn(libc::c_int, *mut libc::c_void),
+        arg: *mut libc::c_void,
+    ) -> libc::c_int;
 }
 
-extern "C" fn on_exit_flag() {
+/// Records the exit status (for the run index, issue 18), then `FLAG_EXITED`.
+extern "C" fn on_exit_status(status: libc::c_int, _arg: *mut libc::c_void) {
+    stream::set_exit_status(status);
     stream::set_flag(FLAG_EXITED);
 }
 

@@ -328,6 +328,10 @@ fn create() -> bool {
         put_u32(h, FH_FLAGS, 0);
         put_u64(h, FH_CLOCK_OFFSET, offset as u64);
         libc::readlink(c"/proc/self/exe".as_ptr(), h.add(FH_EXE).cast(), EXE_MAX);
+        // the rank environment (issue 18): shorter than its field by construction
+        let env = crate::settings::rank_env();
+        let n = env.len().min(memscope_core::wire::FH_RANK_ENV_LEN);
+        core::ptr::copy_nonoverlapping(env.as_ptr(), h.add(memscope_core::wire::FH_RANK_ENV), n);
     }
     fence(Ordering::Release);
     // SAFETY: FH_MAGIC (0) is 8-aligned in a page-aligned mapping; the magic is published last,
@@ -342,6 +346,20 @@ fn create() -> bool {
     HEADER.store(h, Ordering::Release);
     drops::flush_pending();
     true
+}
+
+/// Stores the status the process passes to `exit` in `FH_EXIT_STATUS` (no-op without a
+/// stream); the caller sets `FLAG_EXITED` after it.
+pub(crate) fn set_exit_status(status: i32) {
+    let h = HEADER.load(Ordering::Acquire);
+    if !h.is_null() {
+        // SAFETY: as for `set_flag`; FH_EXIT_STATUS is 4-aligned and inside the header.
+        unsafe {
+            (*h.add(memscope_core::wire::FH_EXIT_STATUS)
+                .cast::<AtomicU32>())
+            .store(status as u32, Ordering::Relaxed);
+        }
+    }
 }
 
 /// Sets `flag` in the header's `FH_FLAGS` (no-op without a stream).

@@ -47,6 +47,8 @@ pub struct Collector {
     procs: BTreeMap<u32, (ProcessState, i64)>,
     done: Vec<ProcessSummary>,
     skip: HashSet<u32>,
+    /// How processes reaped by `memscope run` ended (its direct child and reparented ranks).
+    ended: BTreeMap<u32, crate::job::Ended>,
 }
 
 fn monotonic_ns() -> u64 {
@@ -86,6 +88,7 @@ impl Collector {
             procs: BTreeMap::new(),
             done: Vec::new(),
             skip: HashSet::new(),
+            ended: BTreeMap::new(),
         }
     }
 
@@ -97,6 +100,26 @@ impl Collector {
     /// Processes still being followed.
     pub fn live_processes(&self) -> usize {
         self.procs.len() + self.unready.len()
+    }
+
+    /// Pids of every traced process being followed (streams found in the spool).
+    pub fn traced_pids(&self) -> Vec<u32> {
+        let mut v: Vec<u32> = self.procs.keys().copied().collect();
+        v.extend(self.unready.iter().filter_map(|r| {
+            let name = r.path().file_name()?.to_str()?;
+            memscope_core::spool::pid_of_stream_name(name)
+        }));
+        v
+    }
+
+    /// Records how process `pid` ended (its parent, `memscope run`, reaped it).
+    pub fn note_ended(&mut self, pid: u32, how: crate::job::Ended) {
+        self.ended.insert(pid, how);
+    }
+
+    /// How the processes `memscope run` reaped ended ([`Collector::note_ended`]).
+    pub fn ended(&self) -> &BTreeMap<u32, crate::job::Ended> {
+        &self.ended
     }
 
     fn discover(&mut self) {
@@ -284,7 +307,11 @@ impl PipelineFactory<'_> {
         let mut typers: Vec<Box<dyn memscope_core::adapter::Typer>> =
             descriptors().into_iter().map(|d| (d.new_typer)()).collect();
         typers.push(Box::new(plugin_typer::PluginTyper::default()));
-        let ctx = TypeCtx::new(h.pid, self.visible_devices.to_vec());
+        // The process's own ASCEND_RT_VISIBLE_DEVICES (issue 18, B3), else the run's.
+        let visible = h
+            .visible_devices()
+            .unwrap_or_else(|| self.visible_devices.to_vec());
+        let ctx = TypeCtx::new(h.pid, visible.clone());
         // msMemScope's config.json key set (issue 12); `memscopeOptions` keeps memscope's own
         let config_json = memscope_core::config::msmemscope::to_text(cfg);
         let capture = capture_dir.and_then(|dir| {
@@ -295,7 +322,8 @@ impl PipelineFactory<'_> {
                 start_ns: h.start_ns,
                 memscope: env!("CARGO_PKG_VERSION").to_owned(),
                 config: serde_json::to_value(cfg.to_config_file()).unwrap_or_default(),
-                visible_devices: self.visible_devices.to_vec(),
+                visible_devices: visible.clone(),
+                rank_env: h.rank_env.clone(),
             };
             let tmp = dir.join(format!(
                 "{}-{}.{}",
@@ -323,7 +351,7 @@ impl PipelineFactory<'_> {
                 }
             }
         });
-        Pipeline::new(PipelineSetup {
+        let mut p = Pipeline::new(PipelineSetup {
             pid: h.pid,
             project_dir: project,
             exe: h.exe.clone(),
@@ -338,7 +366,10 @@ impl PipelineFactory<'_> {
                 && !cfg.host_rows,
             host_fast: host_fast.then(crate::builtin::wiring::host_fast),
             py_depth: cfg.call_stack.python,
-        })
+        });
+        p.set_rank_env(&h.rank_env);
+        p.set_ppid(h.ppid);
+        p
     }
 }
 
@@ -368,14 +399,18 @@ fn sink(cfg: &RunConfig, project: &Path, ts: &str) -> (Box<dyn Layer>, SharedSta
             })
         },
     );
+    // `--device npu:<n>` without `cpu` (issue 18, B8): no device_cpu file of device-less rows
+    let fallback = cfg.device.cpu || cfg.device.all_npu;
     match cfg.format {
         Format::Csv => {
-            let s = CsvSink::new(open);
+            let mut s = CsvSink::new(open);
+            s.set_device_less_fallback(fallback);
             let st = s.stats();
             (Box::new(s), st)
         }
         Format::Db => {
-            let s = DbSink::new(open);
+            let mut s = DbSink::new(open);
+            s.set_device_less_fallback(fallback);
             let st = s.stats();
             (Box::new(s), st)
         }

@@ -62,6 +62,18 @@ pub struct ProcessSummary {
     pub capture: Option<(PathBuf, CaptureStats)>,
     /// Whether HOST rows were left out of the dumps (`host_rows` off).
     pub host_rows_off: bool,
+    /// The process's rank environment as its probe recorded it (`RANK`, `LOCAL_RANK`,
+    /// `WORLD_SIZE`, `ASCEND_RT_VISIBLE_DEVICES`, …; the latest image's; issue 18).
+    pub rank_env: Vec<(String, String)>,
+    /// The device mapping used for its rows (logical index → physical id).
+    pub visible_devices: Vec<u32>,
+    /// The status its last image passed to `exit`, if it exited through `exit`.
+    pub exit_status: Option<i32>,
+    /// Parent process id (of its first image).
+    pub ppid: u32,
+    /// Peak `used` bytes per device-memory pool (`Event Type`: PTA, HAL, …; the highest of its
+    /// devices), over every MALLOC typed (the per-rank table, issue 18).
+    pub peaks: BTreeMap<String, u64>,
 }
 
 /// The capture of a process while it is written.
@@ -202,6 +214,27 @@ impl Pipeline {
     /// Sets the executable shown in the summary (a later image's).
     pub fn set_exe(&mut self, exe: String) {
         self.summary.exe = exe;
+    }
+
+    /// Takes a (new) image's rank environment: its `ASCEND_RT_VISIBLE_DEVICES`, when set,
+    /// maps the devices of the rows from now on (issue 18, B3: `sh -c 'ASCEND_RT_VISIBLE_DEVICES=3
+    /// exec python3 train.py'`).
+    pub fn set_rank_env(&mut self, env: &[(String, String)]) {
+        if env.is_empty() {
+            return;
+        }
+        if let Some((_, v)) = env.iter().find(|(k, _)| k == "ASCEND_RT_VISIBLE_DEVICES") {
+            self.ctx.visible_devices = memscope_core::probe_env::parse_visible_devices(v);
+        }
+        let text: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        self.log
+            .info(&format!("rank environment: {}", text.join(" ")));
+        self.summary.rank_env = env.to_vec();
+    }
+
+    /// Sets the parent pid shown in the run index.
+    pub fn set_ppid(&mut self, ppid: u32) {
+        self.summary.ppid = ppid;
     }
 
     /// Declares image `image`'s header to the capture.
@@ -465,6 +498,17 @@ impl Pipeline {
             .position(|k| *k == ev.kind)
             .unwrap_or(0);
         self.typed[k] += 1;
+        if ev.kind == EventKind::Malloc && matches!(ev.device, memscope_core::event::Device::Npu(_))
+        {
+            if let Some(used) = ev.memory().and_then(|m| m.used) {
+                let peak = self
+                    .summary
+                    .peaks
+                    .entry(ev.event_type.as_str().to_owned())
+                    .or_default();
+                *peak = (*peak).max(used.max(0) as u64);
+            }
+        }
         if let Some(f) = &mut self.observer {
             f(&ev);
         }
@@ -508,6 +552,8 @@ impl Pipeline {
         for line in self.python.finish(&self.ctx, &self.summary.project_dir) {
             self.log.info(&line);
         }
+        self.summary.visible_devices = self.ctx.visible_devices.clone();
+        self.summary.exit_status = images.last().and_then(|i| i.exit_status);
         for img in &images {
             self.summary.dropped += img.dropped;
             if img.flags & memscope_core::wire::FLAG_HOST_UNAVAILABLE != 0 {

@@ -42,6 +42,7 @@ impl ProcessState {
             let h = h.clone();
             if image > 0 {
                 self.pipeline.set_exe(h.exe.clone());
+                self.pipeline.set_rank_env(&h.rank_env);
                 self.pipeline
                     .log()
                     .info(&format!("new process image: {}", s.path().display()));
@@ -136,6 +137,7 @@ impl ProcessState {
                 dropped: s.dropped().unwrap_or(0),
                 flags: s.flags().unwrap_or(0),
                 corrupt_chunks: s.corrupt_chunks(),
+                exit_status: s.exit_status().ok().flatten(),
             })
             .collect();
         self.pipeline.finish(images)

@@ -46,6 +46,7 @@ pub fn export(a: &ExportArgs, format: Format) -> anyhow::Result<()> {
             start_ns: info.start_ns,
             clock_offset: 0,
             exe: info.exe.clone(),
+            rank_env: info.rank_env.clone(),
         };
         let mut p = factory.build(&h, None);
         let images = feed(&mut r, &mut p).map_err(anyhow::Error::msg)?;

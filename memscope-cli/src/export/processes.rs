@@ -15,6 +15,11 @@ use crate::export_cmd::ExportArgs;
 /// # Errors
 /// A missing or unreadable input, a directory without dumps or captures, a malformed file.
 pub fn resolve(a: &ExportArgs, bar: &mut Bar) -> anyhow::Result<Vec<ProcessInput>> {
+    // ranks from the run index of `memscope run` when the inputs have one (issue 18)
+    let index =
+        memscope_export::rank::RunIndexFiles::load(&a.inputs).map_err(|e| anyhow!("{e}"))?;
+    let index_ref: Option<&dyn memscope_export::rank::RunIndex> =
+        (!index.is_empty()).then_some(&index as _);
     let mut captures = Vec::new();
     let mut dumps = Vec::new();
     for input in &a.inputs {
@@ -28,8 +33,8 @@ pub fn resolve(a: &ExportArgs, bar: &mut Bar) -> anyhow::Result<Vec<ProcessInput
             dumps.push(input.clone());
         }
     }
-    let (procs, notes) =
-        memscope_export::resolve_with(&dumps, &captures, None, bar).map_err(|e| anyhow!("{e}"))?;
+    let (procs, notes) = memscope_export::resolve_with(&dumps, &captures, index_ref, bar)
+        .map_err(|e| anyhow!("{e}"))?;
     for n in notes {
         eprintln!("memscope: note: {n}");
     }

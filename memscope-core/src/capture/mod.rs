@@ -72,8 +72,13 @@ pub struct CaptureInfo {
     pub memscope: String,
     /// The run's configuration (config.json keys), so views are made as the run made them.
     pub config: serde_json::Value,
-    /// `ASCEND_RT_VISIBLE_DEVICES` of the run (logical index → physical id).
+    /// `ASCEND_RT_VISIBLE_DEVICES` of the process (its own value when the probe recorded
+    /// it, else the run's): logical index → physical id.
     pub visible_devices: Vec<u32>,
+    /// The process's own rank environment (`RANK`, `LOCAL_RANK`, `WORLD_SIZE`, …; issue 18),
+    /// `(name, value)` pairs as the probe recorded them; empty in older captures.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rank_env: Vec<(String, String)>,
 }
 
 /// One process image as the trailer describes it.
@@ -91,6 +96,9 @@ pub struct ImageInfo {
     pub flags: u32,
     /// Chunks that did not decode.
     pub corrupt_chunks: u64,
+    /// The status the image passed to `exit` (the probe's `on_exit`), when it exited so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_status: Option<i32>,
 }
 
 /// Where a block is (the trailer's index).

@@ -230,6 +230,11 @@ impl<W: DeviceWriter> DumpSink<W> {
         }
     }
 
+    /// See [`DeviceRouter::set_device_less_fallback`].
+    pub fn set_device_less_fallback(&mut self, on: bool) {
+        self.router.set_device_less_fallback(on);
+    }
+
     /// The sink's figures (rows per kind, files, warnings), shared.
     pub fn stats(&self) -> SharedStats {
         self.stats.clone()
@@ -303,6 +308,9 @@ pub struct DeviceRouter<W: DeviceWriter> {
     closed: Vec<(PathBuf, u64, KindRows)>,
     /// Lines for files that stopped early, for the owner to take.
     pub warnings: Vec<String>,
+    /// Device-less events of a process that opened no device file go to `device_cpu`'s file
+    /// (off when the device selection names NPUs and leaves `cpu` out: issue 18, B8).
+    device_less_fallback: bool,
 }
 
 impl<W: DeviceWriter> DeviceRouter<W> {
@@ -316,7 +324,15 @@ impl<W: DeviceWriter> DeviceRouter<W> {
             open,
             closed: Vec::new(),
             warnings: Vec::new(),
+            device_less_fallback: true,
         }
+    }
+
+    /// Whether a process with device-less events only gets a `device_cpu` file for them
+    /// (default yes). Off for `--device npu:<n>` without `cpu`: a rank that never touched a
+    /// selected device writes no file at all (issue 18, B8).
+    pub fn set_device_less_fallback(&mut self, on: bool) {
+        self.device_less_fallback = on;
     }
 
     fn fail(&mut self, path: &Path, e: &BusError) {
@@ -461,7 +477,11 @@ impl<W: DeviceWriter> DeviceRouter<W> {
     /// rows) of every file and the distinct events they hold per kind (a device-less event
     /// copied into several files counts once).
     pub fn finish(&mut self) -> (Vec<(PathBuf, u64)>, BTreeMap<EventKind, u64>, u64) {
-        if self.files.is_empty() && self.closed.is_empty() && self.backlog.is_some() {
+        if self.device_less_fallback
+            && self.files.is_empty()
+            && self.closed.is_empty()
+            && self.backlog.is_some()
+        {
             self.ensure(Device::Cpu);
         }
         self.flush();

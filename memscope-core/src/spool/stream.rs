@@ -24,6 +24,24 @@ pub struct StreamHeader {
     pub clock_offset: i64,
     /// Executable path.
     pub exe: String,
+    /// The process's own rank environment ([`wire::FH_RANK_ENV`]): `(name, value)` pairs.
+    pub rank_env: Vec<(String, String)>,
+}
+
+impl StreamHeader {
+    /// The value of rank environment variable `name`, if the process had it.
+    pub fn env(&self, name: &str) -> Option<&str> {
+        self.rank_env
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The process's own `ASCEND_RT_VISIBLE_DEVICES` (logical index → physical id), if set.
+    pub fn visible_devices(&self) -> Option<Vec<u32>> {
+        self.env("ASCEND_RT_VISIBLE_DEVICES")
+            .map(crate::probe_env::parse_visible_devices)
+    }
 }
 
 fn u32_at(b: &[u8], off: usize) -> u32 {
@@ -60,6 +78,9 @@ pub fn parse_header(h: &[u8]) -> Result<Option<StreamHeader>, String> {
         start_ns: u64_at(h, wire::FH_START_NS),
         clock_offset: u64_at(h, wire::FH_CLOCK_OFFSET) as i64,
         exe: String::from_utf8_lossy(&exe[..end]).into_owned(),
+        rank_env: wire::parse_rank_env(
+            &h[wire::FH_RANK_ENV..wire::FH_RANK_ENV + wire::FH_RANK_ENV_LEN],
+        ),
     }))
 }
 
@@ -174,6 +195,22 @@ impl StreamFile {
         let mut b = [0u8; 4];
         self.file.read_exact_at(&mut b, wire::FH_FLAGS as u64)?;
         Ok(u32::from_le_bytes(b))
+    }
+
+    /// The status the process passed to `exit`, once the probe saw it exit
+    /// ([`wire::FLAG_EXITED`], [`wire::FH_EXIT_STATUS`]); `None` while it runs or when it
+    /// ended otherwise (a signal, `_exit` past the C library).
+    ///
+    /// # Errors
+    /// Read failure.
+    pub fn exit_status(&self) -> std::io::Result<Option<i32>> {
+        if self.flags()? & wire::FLAG_EXITED == 0 {
+            return Ok(None);
+        }
+        let mut b = [0u8; 4];
+        self.file
+            .read_exact_at(&mut b, wire::FH_EXIT_STATUS as u64)?;
+        Ok(Some(i32::from_le_bytes(b)))
     }
 
     /// Whether the writing process is gone (its `flock` is released at death or exec).

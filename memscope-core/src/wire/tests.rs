@@ -350,3 +350,23 @@ fn drop_counters_have_a_slot_per_event_kind_and_fit_the_header() {
     assert_eq!(kinds[drop_slot_of(EventKind::Malloc)], 7);
     assert!(header_drops(&h[..100]).is_none());
 }
+
+#[test]
+fn rank_env_field_keeps_only_rank_names_in_order() {
+    let mut field = vec![0u8; crate::wire::FH_RANK_ENV_LEN];
+    let text = b"RANK=3\0LOCAL_RANK=1\0PATH=/bin\0ASCEND_RT_VISIBLE_DEVICES=4,5\0";
+    field[..text.len()].copy_from_slice(text);
+    let env = crate::wire::parse_rank_env(&field);
+    let want: Vec<(String, String)> = [
+        ("RANK", "3"),
+        ("LOCAL_RANK", "1"),
+        ("ASCEND_RT_VISIBLE_DEVICES", "4,5"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    assert_eq!(env, want);
+    assert!(crate::wire::is_rank_env(b"WORLD_SIZE=8"));
+    assert!(!crate::wire::is_rank_env(b"RANKX=1"));
+    assert!(!crate::wire::is_rank_env(b"RANK"));
+}

@@ -2,7 +2,7 @@
 //! command, and the Python checkers under `tests/export/`.
 //!
 //! The checkers run with `$MEMSCOPE_TEST_PYTHON` (`.ci/run` points it at a venv holding
-//! protobuf, perfetto, duckdb, datafusion and pyarrow), else `python3`.
+//! protobuf, perfetto, duckdb, datafusion, pyarrow and jsonschema), else `python3`.
 #![allow(dead_code)]
 
 use std::fmt::Write as _;

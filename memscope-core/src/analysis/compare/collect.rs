@@ -30,6 +30,9 @@ pub struct Entry {
     pub name: u32,
     /// Net bytes allocated during the entry.
     pub delta: i64,
+    /// The step it started in (spec §10.1 numbering: msTX `step start` ranges, or SYSTEM/STEP
+    /// rows, call *k* starting step *k + 1*); 0 before the first step.
+    pub step: u32,
 }
 
 /// One side of a compare.
@@ -67,6 +70,9 @@ struct Collector {
     has_pool: bool,
     unmatched: u64,
     unmatched_ends: u64,
+    /// Keys of msTX `step start` range starts and of SYSTEM/STEP rows.
+    mstx_steps: Vec<Key>,
+    py_steps: Vec<Key>,
 }
 
 impl Collector {
@@ -88,6 +94,13 @@ impl Collector {
             _ => None,
         };
         match ev.kind {
+            EventKind::Mstx
+                if ev.event_type == EventType::RangeStart
+                    && ev.name.as_deref() == Some(crate::bus::STEP_RANGE_NAME) =>
+            {
+                self.mstx_steps.push(key);
+            }
+            EventKind::System if ev.event_type == EventType::Step => self.py_steps.push(key),
             EventKind::OpLaunch if self.level == Some(Level::Op) => {
                 let Some(d) = npu else { return };
                 let atb = matches!(ev.event_type, EventType::AtbStart | EventType::AtbEnd);
@@ -157,6 +170,24 @@ impl Collector {
 
     fn finish(mut self) -> Sequence {
         self.unmatched += self.open.values().map(|s| s.len() as u64).sum::<u64>();
+        // step() calls win over msTX ranges when a file has both (spec §3: the first source
+        // seen wins; a file rarely holds both)
+        let (mut bounds, py) = if self.py_steps.is_empty() {
+            (std::mem::take(&mut self.mstx_steps), 0)
+        } else {
+            (std::mem::take(&mut self.py_steps), 1)
+        };
+        bounds.sort_unstable();
+        // device-less rows are copied into every device file of a process: count each once
+        bounds.dedup();
+        let step_at = |k: Key| -> u32 {
+            let n = bounds.partition_point(|b| *b <= k) as u32;
+            if n == 0 {
+                0
+            } else {
+                n + py
+            }
+        };
         let mut seq = Sequence {
             names: self.names,
             used_hal: !self.has_pool,
@@ -187,7 +218,11 @@ impl Collector {
                         None => prefix[deltas.len()].saturating_sub(lt(start)),
                     },
                 };
-                entries.push(Entry { name, delta });
+                entries.push(Entry {
+                    name,
+                    delta,
+                    step: step_at(start),
+                });
             }
             if !entries.is_empty() {
                 seq.devices.insert(d, entries);

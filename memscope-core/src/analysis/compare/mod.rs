@@ -22,9 +22,10 @@ use crate::reader::{DumpFile, ReadError, ReadOptions};
 
 /// First header line of `memory_compare_{ts}.csv`.
 pub const COMPARE_HEADER_1: &str = ",,,Base,Compare";
-/// Second header line of `memory_compare_{ts}.csv`.
+/// Second header line of `memory_compare_{ts}.csv` (msMemScope's six columns, then memscope's
+/// `Step`: the step the entry started in, issue 18).
 pub const COMPARE_HEADER_2: &str =
-    "Event,Name,Device Id,Allocated Memory(byte),Allocated Memory(byte),Diff Memory(byte)";
+    "Event,Name,Device Id,Allocated Memory(byte),Allocated Memory(byte),Diff Memory(byte),Step";
 /// Most differences traced per device before falling back to positional pairing.
 pub const MAX_DIFFERENCES: usize = 4000;
 
@@ -61,6 +62,9 @@ pub struct CompareRow {
     pub base: Option<i64>,
     /// Memory change on the compare side, `None` when it has no match.
     pub compare: Option<i64>,
+    /// The step the entry started in (the base side's when both have it); `None` before the
+    /// first step or in a file without steps.
+    pub step: Option<u32>,
 }
 
 impl CompareRow {
@@ -115,14 +119,25 @@ pub fn compare(base: &Sequence, cmp: &Sequence, level: Level) -> CompareResult {
             ));
         }
         for e in edits {
-            let (name, bv, cv) = match e {
+            let (name, bv, cv, step) = match e {
                 Edit::Match(i, j) => (
                     &base.names[a[i].name as usize],
                     Some(a[i].delta),
                     Some(b[j].delta),
+                    a[i].step,
                 ),
-                Edit::Delete(i) => (&base.names[a[i].name as usize], Some(a[i].delta), None),
-                Edit::Insert(j) => (&cmp.names[b[j].name as usize], None, Some(b[j].delta)),
+                Edit::Delete(i) => (
+                    &base.names[a[i].name as usize],
+                    Some(a[i].delta),
+                    None,
+                    a[i].step,
+                ),
+                Edit::Insert(j) => (
+                    &cmp.names[b[j].name as usize],
+                    None,
+                    Some(b[j].delta),
+                    b[j].step,
+                ),
             };
             res.rows.push(CompareRow {
                 event: level.event(),
@@ -130,6 +145,7 @@ pub fn compare(base: &Sequence, cmp: &Sequence, level: Level) -> CompareResult {
                 device: d,
                 base: bv,
                 compare: cv,
+                step: (step > 0).then_some(step),
             });
         }
     }
@@ -153,6 +169,92 @@ pub fn compare(base: &Sequence, cmp: &Sequence, level: Level) -> CompareResult {
         }
     }
     res
+}
+
+/// How the devices of the compare side are aligned with the base side's.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum DeviceMap {
+    /// Device N with device N (msMemScope's).
+    #[default]
+    Same,
+    /// Each side's only device with the other's (`--ignore-device`; rows carry the base's id).
+    Ignore,
+    /// Compare-side device → base-side device (`--map-device 5=0`); unlisted devices keep
+    /// their id.
+    Map(Vec<(u32, u32)>),
+}
+
+/// Parses `--map-device` (`C=B[,C=B...]`: compare-side device C is aligned with base-side
+/// device B).
+///
+/// # Errors
+/// A one-line message naming the bad entry.
+pub fn parse_device_map(s: &str) -> Result<Vec<(u32, u32)>, String> {
+    let mut v = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (c, b) = part
+            .split_once('=')
+            .ok_or_else(|| format!("{part:?}: expected COMPARE_DEVICE=BASE_DEVICE, e.g. 5=0"))?;
+        let num = |x: &str| {
+            x.trim()
+                .parse::<u32>()
+                .map_err(|_| format!("{part:?}: {x:?} is not a device number"))
+        };
+        let c = num(c)?;
+        if v.iter().any(|(k, _)| *k == c) {
+            return Err(format!("{part:?}: device {c} is mapped twice"));
+        }
+        v.push((c, num(b)?));
+    }
+    if v.is_empty() {
+        return Err("no device pair given (e.g. 5=0)".into());
+    }
+    Ok(v)
+}
+
+/// Renumbers the devices of the compare side `cmp` as `map` says, given the base side's
+/// devices; returns a note for the user.
+///
+/// # Errors
+/// `Ignore` with a side that holds several devices (one line: use a map), or a map that sends
+/// two devices onto one.
+pub fn map_devices(
+    base: &Sequence,
+    cmp: &mut Sequence,
+    map: &DeviceMap,
+) -> Result<Option<String>, String> {
+    let pairs: Vec<(u32, u32)> = match map {
+        DeviceMap::Same => return Ok(None),
+        DeviceMap::Ignore => {
+            let b: Vec<u32> = base.devices.keys().copied().collect();
+            let c: Vec<u32> = cmp.devices.keys().copied().collect();
+            match (&b[..], &c[..]) {
+                ([b], [c]) => vec![(*c, *b)],
+                ([], _) | (_, []) => return Ok(None),
+                _ => {
+                    return Err(format!(
+                        "--ignore-device needs one device per side (base has {b:?}, compare {c:?}); pair them with --map-device C=B,..."
+                    ))
+                }
+            }
+        }
+        DeviceMap::Map(p) => p.clone(),
+    };
+    let mut out = std::collections::BTreeMap::new();
+    for (d, entries) in std::mem::take(&mut cmp.devices) {
+        let to = pairs.iter().find(|(c, _)| *c == d).map_or(d, |(_, b)| *b);
+        if out.insert(to, entries).is_some() {
+            return Err(format!(
+                "the device map sends two compare-side devices onto device {to}"
+            ));
+        }
+    }
+    cmp.devices = out;
+    let text: Vec<String> = pairs.iter().map(|(c, b)| format!("{c}→{b}")).collect();
+    Ok(Some(format!(
+        "compare-side devices aligned with base devices {} (Device Id is the base's)",
+        text.join(", ")
+    )))
 }
 
 /// Reads both files and aligns them.
@@ -188,6 +290,7 @@ pub fn compare_csv(rows: &[CompareRow]) -> Vec<u8> {
             na(r.base),
             na(r.compare),
             r.diff().to_string(),
+            r.step.map_or_else(String::new, |s| s.to_string()),
         ]);
     }
     out.extend(w.into_inner().unwrap_or_default());
@@ -200,10 +303,23 @@ pub fn compare_csv(rows: &[CompareRow]) -> Vec<u8> {
 /// # Errors
 /// The folder or file cannot be created or written.
 pub fn write_compare_csv(output: &Path, rows: &[CompareRow]) -> std::io::Result<PathBuf> {
+    write_compare_csv_as(output, "", rows)
+}
+
+/// As [`write_compare_csv`], the name ending in `suffix` (`memory_compare_{ts}{suffix}.csv`,
+/// e.g. `_rank3` for one rank pair of two runs).
+///
+/// # Errors
+/// As [`write_compare_csv`].
+pub fn write_compare_csv_as(
+    output: &Path,
+    suffix: &str,
+    rows: &[CompareRow],
+) -> std::io::Result<PathBuf> {
     let dir = output.join("compare");
     create_dir_private(&dir)?;
     let ts = chrono::Local::now().format("%Y%m%d%H%M%S");
-    let (path, mut f) = create_unique(&dir, &format!("memory_compare_{ts}"), "csv")?;
+    let (path, mut f) = create_unique(&dir, &format!("memory_compare_{ts}{suffix}"), "csv")?;
     f.write_all(&compare_csv(rows))?;
     f.sync_all()?;
     Ok(path)

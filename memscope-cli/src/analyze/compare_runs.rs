@@ -1,0 +1,148 @@
+//! `memscope compare RUN_A RUN_B` (issue 18): two output directories, their processes paired
+//! by rank id (from each run's `memscope_run.json`, else the NPU of each process), one
+//! `memory_compare_<ts>_rank<R>.csv` per pair, each pair aligned like two dump files (with the
+//! same `--level` and device alignment). Processes without a rank, or whose rank the other
+//! run lacks, are listed and left out.
+
+use std::collections::BTreeMap;
+
+use anyhow::{anyhow, Result};
+
+use memscope_core::analysis::compare::{self, DeviceMap, Level, SequenceBuilder};
+use memscope_core::reader::{Order, ReadOptions};
+use memscope_export::rank::{RunIndex, RunIndexFiles};
+use memscope_export::ProcessInput;
+
+use super::{say, CompareArgs};
+
+/// The processes of run directory `dir` by rank.
+fn by_rank(dir: &std::path::Path) -> Result<(BTreeMap<u32, ProcessInput>, Vec<String>)> {
+    let inputs = [dir.to_path_buf()];
+    let index = RunIndexFiles::load(&inputs).map_err(|e| anyhow!("{e}"))?;
+    let index_ref: Option<&dyn RunIndex> = (!index.is_empty()).then_some(&index as _);
+    let (procs, notes) =
+        memscope_export::resolve(&inputs, index_ref, &mut memscope_export::progress::Silent)
+            .map_err(|e| anyhow!("{e}"))?;
+    for n in notes {
+        eprintln!("memscope: note: {}: {n}", dir.display());
+    }
+    let mut m = BTreeMap::new();
+    let mut left = Vec::new();
+    for p in procs {
+        let who = format!(
+            "{}: pid {}",
+            dir.display(),
+            p.pid.map_or("?".into(), |x| x.to_string())
+        );
+        match p.rank.rank {
+            Some(r) if !m.contains_key(&r) => {
+                m.insert(r, p);
+            }
+            Some(r) => left.push(format!("{who} (rank {r} again)")),
+            None => left.push(format!("{who} (no rank)")),
+        }
+    }
+    Ok((m, left))
+}
+
+/// One side of a pair: every dump file of the process, in file order each.
+fn side(p: &ProcessInput, level: Level) -> Result<compare::Sequence> {
+    let mut b = SequenceBuilder::new(level);
+    for f in &p.files {
+        f.dump
+            .for_each(Order::File, &mut ReadOptions::default(), &mut |ev| {
+                b.observe(&ev);
+                Ok(())
+            })
+            .map_err(|e| anyhow!("{e}"))?;
+    }
+    Ok(b.finish())
+}
+
+/// Runs the compare of two run directories.
+///
+/// # Errors
+/// A directory without dumps, an unreadable input, no rank both runs have, a device map that
+/// does not fit a pair, an output that cannot be written.
+pub fn run(args: &CompareArgs, level: Level, map: &DeviceMap) -> Result<()> {
+    let (a, left_a) = by_rank(&args.base)?;
+    let (b, left_b) = by_rank(&args.compare)?;
+    for l in left_a.iter().chain(&left_b) {
+        eprintln!("memscope: note: {l}: not compared");
+    }
+    let pairs: Vec<u32> = a.keys().filter(|r| b.contains_key(r)).copied().collect();
+    for (r, dir) in a
+        .keys()
+        .filter(|r| !b.contains_key(r))
+        .map(|r| (r, &args.compare))
+        .chain(
+            b.keys()
+                .filter(|r| !a.contains_key(r))
+                .map(|r| (r, &args.base)),
+        )
+    {
+        eprintln!(
+            "memscope: note: rank {r} is not in {}: not compared",
+            dir.display()
+        );
+    }
+    if pairs.is_empty() {
+        return Err(anyhow!(
+            "{} and {}: no rank in both runs; nothing to compare",
+            args.base.display(),
+            args.compare.display()
+        ));
+    }
+    let mut written = 0;
+    for r in pairs {
+        let base = side(&a[&r], level)?;
+        let mut cmp = side(&b[&r], level)?;
+        let mapped =
+            compare::map_devices(&base, &mut cmp, map).map_err(|e| anyhow!("rank {r}: {e}"))?;
+        let res = compare::compare(&base, &cmp, level);
+        if let Some(n) = mapped {
+            eprintln!("memscope: note: rank {r}: {n}");
+        }
+        for n in &res.notes {
+            eprintln!("memscope: note: rank {r}: {n}");
+        }
+        if res.rows.is_empty() {
+            say(&format!("rank {r}: no rows to compare at this level"));
+            continue;
+        }
+        let path = compare::write_compare_csv_as(&args.output, &format!("_rank{r}"), &res.rows)
+            .map_err(|e| {
+                anyhow!(
+                    "cannot write {}: {e}",
+                    args.output.join("compare").display()
+                )
+            })?;
+        written += 1;
+        let matched = res
+            .rows
+            .iter()
+            .filter(|x| x.base.is_some() && x.compare.is_some())
+            .count();
+        let diff: i64 = res.rows.iter().map(|x| x.diff()).sum();
+        say(&format!(
+            "rank {r}: {} row(s) ({matched} matched, {} base only, {} compare only), diff {diff} bytes, written to {}",
+            res.rows.len(),
+            res.rows.iter().filter(|x| x.compare.is_none()).count(),
+            res.rows.iter().filter(|x| x.base.is_none()).count(),
+            path.display()
+        ));
+    }
+    if written == 0 {
+        return Err(anyhow!(
+            "{} and {}: no {} rows in any rank pair; nothing to compare",
+            args.base.display(),
+            args.compare.display(),
+            if level == Level::Op {
+                "ATEN/ATB START/END"
+            } else {
+                "KERNEL_LAUNCH"
+            }
+        ));
+    }
+    Ok(())
+}
