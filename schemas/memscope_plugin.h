@@ -1,5 +1,5 @@
 /*
- * memscope_plugin.h — ABI 1.0 of third-party memscope adapter plugins.
+ * memscope_plugin.h — ABI 1.1 of third-party memscope adapter plugins.
  *
  * A plugin is a shared library that reports memory events of an allocator or framework the
  * built-in adapters do not know. It exports ONE data symbol, `memscope_plugin`, of type
@@ -10,19 +10,20 @@
  *   - `memscope run --adapter-path /path/libx.so` puts the path in MEMSCOPE_PLUGINS (':'-separated)
  *     and also in LD_PRELOAD after the probe, so a plugin can interpose functions itself
  *     (only LD_PRELOAD interposes; dlopen does not).
- *   - The probe loads the plugins lazily, at its first "safe point" after start-up: the first
- *     call the program makes into the probe that is not an allocator hook (an msTX call, a
- *     memscope_* API call, later ACL hooks). It never loads plugins from its own constructor.
- *     Consequence: until then the plugin has no host. A plugin whose own hooks run earlier must
- *     tolerate `host == NULL` (drop or count the event). Calling any msTX function or
- *     memscope_start() from the program is enough to bring plugins up.
+ *   - The probe loads the plugins when the process starts (ABI 1.1; 1.0 probes waited for the
+ *     first msTX or memscope_* call): from its ELF constructor, after the libraries the probe
+ *     depends on were initialised and before the program's main runs (a probe loaded later
+ *     with dlopen, e.g. by `import memscope`, loads them then). A plugin's own hooks may still
+ *     run before its init (another library's constructor calling it): a plugin must tolerate
+ *     `host == NULL` (drop and count the event; the Rust SDK does).
  *   - For each path: dlopen(path, RTLD_NOW | RTLD_LOCAL) (a preloaded plugin is already loaded;
  *     the same object is returned), dlsym("memscope_plugin"), then the header is checked
  *     BEFORE any plugin function is called: magic must be MEMSCOPE_PLUGIN_MAGIC, abi_major
  *     must equal the probe's major (1); abi_minor may be anything (older or newer); `size` must
- *     cover the 1.0 header; `init` must be non-NULL. Then init(host) is called once, on an
- *     application thread, possibly while the dynamic loader lock is held: init must not wait
- *     for other threads, and must not call msTX (the msTX front end may be initialising).
+ *     cover the 1.0 header; `init` must be non-NULL. Then init(host) is called once, on the thread that
+ *     loads the probe, while the dynamic loader lock is held: init must not wait for other
+ *     threads, must not dlopen or dlclose, and must not call msTX (the msTX front end may not
+ *     be initialised yet). init may emit.
  *   - A refused plugin is reported with one line on stderr, e.g.
  *       memscope: refusing adapter plugin /path/libx.so: ABI version 2.0, this probe supports 1.x
  *     and with a MEMSCOPE_KIND_DIAGNOSTIC record in the process's stream (the collector lists
@@ -53,7 +54,7 @@ extern "C" {
 
 #define MEMSCOPE_PLUGIN_MAGIC     0x4D53504Cu   /* "MSPL" */
 #define MEMSCOPE_PLUGIN_ABI_MAJOR 1
-#define MEMSCOPE_PLUGIN_ABI_MINOR 0
+#define MEMSCOPE_PLUGIN_ABI_MINOR 1
 
 /* ---- event kinds (memscope_plugin_event.kind) -------------------------------------------
  * How the collector turns each into a dump row ("Event" column / "Event Type" column):
@@ -94,8 +95,19 @@ extern "C" {
 #define MEMSCOPE_LOG_INFO  2   /* ignored in 1.0 */
 #define MEMSCOPE_LOG_DEBUG 3   /* ignored in 1.0 */
 
-/* One event, borrowed by the host for the duration of emit() (texts are copied). 56 bytes on
- * LP64. Texts are NUL-terminated UTF-8 (NULL = empty); each is cut at 1024 bytes. */
+/* ---- event flags (memscope_plugin_event.flags, ABI 1.1) ------------------------------------
+ * C_STACK: record the C call stack of the emitting thread with the event (its rows get
+ *   "Call Stack(C)"). Depth: the run's `--call-stack c:N` (no stack when C stacks are off).
+ *   Frames inside the probe and inside the emitting plugin's own library are left out, so the
+ *   stack starts at the code that called into the plugin (e.g. the program's mallocx call).
+ *   Honoured by probes of ABI >= 1.1 (host->abi_minor >= 1); older probes ignore the field. */
+#define MEMSCOPE_EVENT_C_STACK 0x1u
+
+/* One event, borrowed by the host for the duration of emit() (texts are copied). 64 bytes on
+ * LP64 (56 in ABI 1.0, without flags/reserved2: the host reads `flags` only when struct_size
+ * covers it). Texts are NUL-terminated UTF-8 (NULL = empty); each is cut at 1024 bytes.
+ * `event_type` is the row's Event Type: a plugin may use its own (e.g. "JEMALLOC"); `attrs`
+ * are its own Attr keys ("k:v,k:v"; `owner` feeds the owner chain: "<event_type>@<owner>"). */
 typedef struct memscope_plugin_event {
     uint32_t    struct_size;  /* sizeof(memscope_plugin_event) as the plugin compiled it */
     uint32_t    kind;         /* MEMSCOPE_KIND_* (1..199) */
@@ -106,6 +118,9 @@ typedef struct memscope_plugin_event {
     const char *event_type;   /* "Event Type" column, e.g. "MYPOOL" */
     const char *name;         /* "Name" column (MALLOC/FREE rows show N/A there, as the dump format says) */
     const char *attrs;        /* extra attributes "k:v,k:v" (e.g. "owner:kv_cache") */
+    /* ---- ABI 1.1 ---- */
+    uint32_t    flags;        /* MEMSCOPE_EVENT_* bits */
+    uint32_t    reserved2;    /* 0 */
 } memscope_plugin_event;
 
 /* Host vtable handed to init(); valid for the life of the process. */

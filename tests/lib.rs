@@ -5,6 +5,8 @@
 //! The binaries come from `cargo build --workspace` (the README's test command runs it first).
 #![forbid(unsafe_code)]
 
+pub mod compliance;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -314,4 +316,36 @@ pub fn pythons(minors: std::ops::RangeInclusive<u32>) -> Vec<PathBuf> {
         v.extend(found);
     }
     v
+}
+
+/// Builds the standalone Cargo project `examples/<dir>` (an example third-party adapter, outside
+/// the workspace) with the cargo running the tests, offline and `--locked` (its `Cargo.lock` is
+/// checked in, so nothing is written into the source tree), into `target/<profile>/adapter-examples`.
+/// Returns the path of the cdylib `lib<lib_name>.so`. Panics with cargo's output on failure.
+pub fn build_adapter_example(dir: &str, lib_name: &str) -> PathBuf {
+    let target = profile_dir().join("adapter-examples");
+    let manifest = repo_root().join("examples").join(dir).join("Cargo.toml");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let o = Command::new(cargo)
+        .args([
+            "build",
+            "--offline",
+            "--locked",
+            "--quiet",
+            "--manifest-path",
+        ])
+        .arg(&manifest)
+        .arg("--target-dir")
+        .arg(&target)
+        .output()
+        .expect("run cargo");
+    assert!(
+        o.status.success(),
+        "building {} failed:\n{}",
+        manifest.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let lib = target.join("debug").join(format!("lib{lib_name}.so"));
+    assert!(lib.is_file(), "{} is missing", lib.display());
+    lib
 }

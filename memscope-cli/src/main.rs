@@ -35,6 +35,7 @@ mod export_cmd;
 mod logfile;
 mod plugin_check;
 mod recover_cmd;
+mod registry;
 mod report_cmd;
 mod run;
 mod summary;

@@ -26,6 +26,28 @@ const OFF_MINOR: usize = 6;
 /// # Errors
 /// One line naming the file and what is wrong.
 pub fn check(path: &Path) -> Result<(), String> {
+    describe(path).map(|_| ())
+}
+
+/// What `memscope adapters list` shows of a plugin, read from its file (no plugin code runs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginInfo {
+    /// The header's `name` (empty when it cannot be read from the file).
+    pub name: String,
+    /// ABI version `(major, minor)` it was built against.
+    pub abi: (u32, u32),
+    /// Functions it defines besides the header (the symbols it interposes or exports), sorted.
+    pub symbols: Vec<String>,
+}
+
+/// Offset of `name` in the header (LP64).
+const OFF_NAME: u64 = 16;
+
+/// Reads `path`'s plugin header: checked as [`check`], plus its name and exported functions.
+///
+/// # Errors
+/// One line naming the file and what is wrong.
+pub fn describe(path: &Path) -> Result<PluginInfo, String> {
     let name = path.display();
     let data = memscope_core::reader::limits::read_file_by_size(path, MAX_LIBRARY_BYTES)
         .map_err(|e| format!("--adapter-path {name}: {e}"))?;
@@ -55,7 +77,37 @@ pub fn check(path: &Path) -> Result<(), String> {
             "--adapter-path {name}: refusing adapter plugin: ABI version {major}.{minor}, this memscope supports {PLUGIN_ABI_MAJOR}.x"
         ));
     }
-    Ok(())
+    let mut symbols: Vec<String> = file
+        .dynamic_symbols()
+        .filter(|s| s.is_definition() && s.kind() == object::SymbolKind::Text)
+        .filter_map(|s| s.name().ok().map(str::to_owned))
+        .filter(|n| !n.starts_with('_'))
+        .collect();
+    symbols.sort();
+    symbols.dedup();
+    Ok(PluginInfo {
+        name: header_name(&file, sym.address() + OFF_NAME).unwrap_or_default(),
+        abi: (major, minor),
+        symbols,
+    })
+}
+
+/// The string the header's `name` pointer (at virtual address `at`) points to: the pointer is
+/// the addend of a relative dynamic relocation (position-independent code), or the stored
+/// value in a non-PIC object.
+fn header_name(file: &object::File<'_>, at: u64) -> Option<String> {
+    let target = file
+        .dynamic_relocations()
+        .and_then(|mut r| r.find(|(off, _)| *off == at))
+        .map(|(_, r)| r.addend() as u64)
+        .filter(|&a| a != 0)?;
+    let sec = file
+        .sections()
+        .find(|s| s.address() <= target && target < s.address() + s.size())?;
+    let data = sec.data().ok()?;
+    let rest = data.get((target - sec.address()) as usize..)?;
+    let end = rest.iter().take(256).position(|&b| b == 0)?;
+    Some(String::from_utf8_lossy(&rest[..end]).into_owned())
 }
 
 /// Verifies that `path` is memscope's preload library (an ELF shared object exporting

@@ -100,6 +100,10 @@ pub struct TypeCtx {
     stacks: std::collections::HashMap<(usize, u32), Vec<u64>>,
     /// Image (stream index within the pid) of the record being typed.
     image: usize,
+    /// The C stack service: module maps, symbolised stacks, `CallStack`s waiting for their
+    /// record.
+    #[cfg(feature = "collector")]
+    c_stacks: crate::symbolize::CStacks,
 }
 
 impl TypeCtx {
@@ -186,6 +190,37 @@ impl TypeCtx {
     /// The process image of the record being typed (stream index within the pid, from 0).
     pub fn image(&self) -> usize {
         self.image
+    }
+
+    /// Adds a loaded module (a `Module` record) to the current image's map.
+    #[cfg(feature = "collector")]
+    pub fn add_module(&mut self, module: (u64, u64, u64), path: &[u8], build_id: &[u8]) {
+        self.c_stacks.add_module(self.image, module, path, build_id);
+    }
+
+    /// `Call Stack(C)` text of stack `id` of the current image (one frame per line, innermost
+    /// first); `None` for 0 or a stack whose `StackDef` was not seen.
+    #[cfg(feature = "collector")]
+    pub fn c_stack_text(&mut self, id: u32) -> Option<String> {
+        if id == 0 {
+            return None;
+        }
+        let frames = self.stacks.get(&(self.image, id))?;
+        Some(self.c_stacks.text(self.image, id, frames).to_string())
+    }
+
+    /// A `CallStack { ts, stack }` record of thread `tid`: its stack goes on the rows of the
+    /// thread's next record stamped `ts` ([`TypeCtx::take_call_stack`]).
+    #[cfg(feature = "collector")]
+    pub fn set_call_stack(&mut self, tid: u32, ts: u64, stack: u32) {
+        self.c_stacks.set_pending(self.image, tid, ts, stack);
+    }
+
+    /// The `Call Stack(C)` text waiting for thread `tid`'s record stamped `ts`, if any.
+    #[cfg(feature = "collector")]
+    pub fn take_call_stack(&mut self, tid: u32, ts: Option<u64>) -> Option<String> {
+        let id = self.c_stacks.take_pending(self.image, tid, ts)?;
+        self.c_stack_text(id)
     }
 
     /// Thread `tid`'s current (physical) device, if one was set.

@@ -42,3 +42,5 @@ pub mod sanitize;
 pub mod sink;
 #[cfg(feature = "collector")]
 pub mod spool;
+#[cfg(feature = "collector")]
+pub mod symbolize;

@@ -49,6 +49,18 @@ memscope_adapter_hal::export_hooks!();
 memscope_adapter_acl::export_hooks!();
 memscope_adapter_atb::export_hooks!();
 
+/// The probe's one ELF constructor: starts the third-party adapter plugins when the probe is
+/// loaded (plugin ABI 1.1: "plugins start when the process starts"). It only walks `environ`,
+/// opens the stream and calls the plugins' init (see `memscope_runtime::start_at_load`); no
+/// `std::env`, no thread, nothing that waits.
+#[used]
+#[link_section = ".init_array"]
+static AT_LOAD: extern "C" fn() = at_load;
+
+extern "C" fn at_load() {
+    let _ = std::panic::catch_unwind(rt::start_at_load);
+}
+
 /// Runs `f`, turning a panic into `err` so nothing unwinds into C.
 fn ffi_guard(err: c_int, f: impl FnOnce() -> c_int) -> c_int {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(err)

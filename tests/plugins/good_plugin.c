@@ -11,9 +11,8 @@
  * program may call it through dlsym or by linking the plugin); it returns 0 when both were
  * recorded, 1 when not recording, -1 before the probe called init (no host yet) or on error.
  *
- * Plugins are initialised at the probe's first safe point (an msTX call or a memscope_* API
- * call by the program), so a test program should make one such call, e.g. mstxMarkA(), before
- * expecting the init pair in the stream.
+ * Plugins are initialised when the process starts (the probe's constructor, ABI 1.1), so the
+ * init pair is in the stream even for a program that never calls msTX or memscope_*.
  */
 #include <stddef.h>
 #include "memscope_plugin.h"

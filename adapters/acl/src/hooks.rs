@@ -56,8 +56,14 @@ static HOST_UNREGISTER: Real = acl!(c"aclrtHostUnregister");
 /// Records `make()` when `on` and the thread is not inside the probe.
 fn record_if(on: bool, make: impl FnOnce() -> Record<&'static [u8]>) {
     if on {
-        if let Some(_g) = rt::enter() {
-            rt::record(&make());
+        if let Some(mut g) = rt::enter() {
+            let rec = make();
+            // registrations carry the caller's C stack (`--call-stack c:N`)
+            if matches!(rec, Record::PinnedRegister { .. }) {
+                rt::record_with_stack(&mut g, &rec);
+            } else {
+                g.record(&rec);
+            }
         }
     }
 }

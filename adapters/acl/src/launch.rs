@@ -244,7 +244,7 @@ fn record_launch(ts: u64, p: Option<Pending>) {
     if !rt::enabled(AdapterId::Acl) || !wanted() {
         return;
     }
-    let Some(_g) = rt::enter() else { return };
+    let Some(mut g) = rt::enter() else { return };
     let p = p.unwrap_or(Pending {
         filled: false,
         hash: 0,
@@ -252,13 +252,16 @@ fn record_launch(ts: u64, p: Option<Pending>) {
         stream: u32::MAX,
         task: u32::MAX,
     });
-    rt::record(&Record::KernelLaunch {
-        ts,
-        hash: p.hash,
-        device: p.device,
-        stream: p.stream,
-        task: p.task,
-    });
+    rt::record_with_stack(
+        &mut g,
+        &Record::KernelLaunch {
+            ts,
+            hash: p.hash,
+            device: p.device,
+            stream: p.stream,
+            task: p.task,
+        },
+    );
 }
 
 /// Runs one launch hook: `call` gets the real function's address (from `real`) and calls it.

@@ -223,7 +223,7 @@ pub unsafe extern "C" fn runner_execute(this: *mut c_void, pack: *mut c_void) ->
     let (mut name, mut path) = ([0u8; 256], [0u8; 256]);
     let (mut nn, mut np, mut device, mut ws_ptr, mut ws_size) = (0, 0, u32::MAX, 0u64, 0u64);
     let recorded = match rt::enter() {
-        Some(_g) => {
+        Some(mut g) => {
             let l = lib();
             // Internal: the getters' allocations (a `std::string` copy) are the probe's doing.
             // SAFETY: getters of `l.abi1`'s ABI called on the live runner.
@@ -259,7 +259,7 @@ pub unsafe extern "C" fn runner_execute(this: *mut c_void, pack: *mut c_void) ->
                 name: &name[..nn],
                 path: &path[..np],
             };
-            rt::record(&op(false));
+            rt::record_with_stack(&mut g, &op(false));
             // SAFETY: the live pack.
             unsafe { pack_tensors(pk) };
             true
@@ -308,7 +308,7 @@ pub unsafe fn save_launch_param(
         }
         return;
     }
-    let Some(_g) = rt::enter() else { return };
+    let Some(mut g) = rt::enter() else { return };
     let mut path = [0u8; 256];
     // SAFETY: caller contract.
     let n = unsafe { abi::read_string(abi1, dir.cast(), &mut path) };
@@ -321,12 +321,15 @@ pub unsafe fn save_launch_param(
     } else {
         return;
     };
-    rt::record(&Record::AtbKernel {
-        ts: rt::now_ns(),
-        end,
-        device: current_device(),
-        path,
-    });
+    rt::record_with_stack(
+        &mut g,
+        &Record::AtbKernel {
+            ts: rt::now_ns(),
+            end,
+            device: current_device(),
+            path,
+        },
+    );
     if lp.is_null() {
         return;
     }

@@ -92,12 +92,18 @@ static MEM_INFO: Real = Real::new(&[
 /// `ACL_HBM_MEM`, the `attr` of `aclrtGetMemInfo` for device memory.
 const ACL_HBM_MEM: c_int = 1;
 
-/// Records `rec` if the `hal` adapter is enabled and the thread is not inside the probe.
+/// Records `rec` if the `hal` adapter is enabled and the thread is not inside the probe; an
+/// allocation carries the caller's C stack (`--call-stack c:N`, the runtime's stack service).
 #[inline]
 fn record_if_enabled(make: impl FnOnce() -> Record<&'static [u8]>) {
     if rt::enabled(AdapterId::Hal) {
-        if let Some(_g) = rt::enter() {
-            rt::record(&make());
+        if let Some(mut g) = rt::enter() {
+            let rec = make();
+            if matches!(rec, Record::HalFree { .. }) {
+                g.record(&rec);
+            } else {
+                rt::record_with_stack(&mut g, &rec);
+            }
         }
     }
 }
@@ -236,19 +242,22 @@ fn oom(create: bool, size: u64, flag: u64, device: u32) {
     if !rt::enabled(AdapterId::Hal) {
         return;
     }
-    let Some(_g) = rt::enter() else { return };
+    let Some(mut g) = rt::enter() else { return };
     let ts = rt::now_ns();
     let (free, total) = mem_info();
-    rt::record(&Record::HalOom {
-        ts,
-        create,
-        size,
-        flag,
-        device,
-        free,
-        total,
-        stack: 0,
-    });
+    rt::record_with_stack(
+        &mut g,
+        &Record::HalOom {
+            ts,
+            create,
+            size,
+            flag,
+            device,
+            free,
+            total,
+            stack: 0,
+        },
+    );
 }
 
 /// Free and total device bytes from `aclrtGetMemInfo(ACL_HBM_MEM)` for the calling thread's

@@ -23,12 +23,12 @@
 //!     announced for each object the first time a captured stack runs through it (found with
 //!     `_dl_find_object`), so libraries loaded after start are symbolised too.
 //! * In the collector (feature `collector`, safe code):
-//!   - `typer` — `HostMalloc`/`HostFree`/`Module` records into `MALLOC`/`FREE` events of
+//!   - `typer` — `HostMalloc`/`HostFree` records into `MALLOC`/`FREE` events of
 //!     type `HOST` on device `cpu` (`allocation_id`, `addr`, `size`, `total` = live heap
 //!     bytes), with the symbolised `Call Stack(C)`; `HostMmap`/`HostMunmap`/`HostMremap` into
 //!     the page ranges of type `HOST_MMAP` (`total` = live mapped bytes).
-//!   - `symbolize` — return address → function, file:line, inlined frames (`addr2line`), with
-//!     the ELF symbol table as fallback, cached per address and per stack.
+//!   - symbolisation is the collector's shared C stack service (`memscope_core::symbolize`,
+//!     through `TypeCtx::c_stack_text`), as stack capture is the runtime's.
 //!   - `leaks` — the end-of-run leak summary layer (live blocks by allocation stack).
 //!   - `preflight` — the statically-linked-program check made before launch.
 //!
@@ -71,12 +71,12 @@
 //! * C stacks are captured on x86_64 only.
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-pub mod cfi;
 pub mod hooks;
-pub mod intern;
-pub mod modules;
 pub mod real;
-pub mod unwind;
+
+/// The runtime's C stack service (walk, CFI rules, interning, module map), shared with every
+/// adapter since issue 11; re-exported under the names this crate used.
+pub use memscope_runtime::stack::{cfi, intern, modules, unwind};
 
 #[cfg(feature = "collector")]
 pub mod addr_hash;
@@ -86,8 +86,6 @@ pub mod leaks;
 pub mod maps;
 #[cfg(feature = "collector")]
 pub mod preflight;
-#[cfg(feature = "collector")]
-pub mod symbolize;
 #[cfg(feature = "collector")]
 pub mod typer;
 

@@ -3,7 +3,7 @@
 //! * Attr: `allocation_id` (per process, shared counter of `TypeCtx`), `addr`, `size` (FREE:
 //!   the block's size), `total` = live host bytes of the process after the event.
 //! * `Call Stack(C)` of MALLOC rows: the allocation stack symbolised with the process's module
-//!   map ([`crate::symbolize`]), one frame per line, innermost first; cached per stack id.
+//!   map (`memscope_core::symbolize`, through `TypeCtx::c_stack_text`), one frame per line, innermost first; cached per stack id.
 //! * A FREE of an address that is not live (allocated before tracing started, by the parent
 //!   of a fork child, in an untraced context, by a library opened with `RTLD_DEEPBIND`, or
 //!   while its MALLOC was dropped) gives no row and no log line (these are normal,
@@ -20,12 +20,9 @@
 #![forbid(unsafe_code)]
 
 use crate::maps::{MapOp, Maps};
-use crate::symbolize::Symbolizer;
 use memscope_core::adapter::{TypeCtx, Typer};
 use memscope_core::event::{Attrs, Device, Event, EventKind, EventType, MemoryAttrs};
 use memscope_core::wire::Record;
-use std::collections::HashMap;
-use std::sync::Arc;
 
 /// A live heap block or mapping: its `allocation_id` and size in bytes.
 #[derive(Clone, Copy, Debug)]
@@ -40,10 +37,6 @@ pub struct HostTyper {
     live: crate::addr_hash::AddrMap<Block>,
     maps: Maps,
     total: i64,
-    /// Module map and symbol caches per process image (stream of the pid).
-    syms: HashMap<usize, Symbolizer>,
-    /// Symbolised stacks by (image, stack id).
-    stacks: HashMap<(usize, u32), Arc<str>>,
     unknown_frees: u64,
     /// Process image (exec'd program) the live blocks belong to.
     image: usize,
@@ -58,25 +51,6 @@ impl HostTyper {
     /// Frees of addresses that were not live (ignored).
     pub fn unknown_frees(&self) -> u64 {
         self.unknown_frees
-    }
-
-    fn stack_text(&mut self, ctx: &TypeCtx, id: u32) -> Option<String> {
-        if id == 0 {
-            return None;
-        }
-        let key = (ctx.image(), id);
-        if let Some(s) = self.stacks.get(&key) {
-            return Some(s.to_string());
-        }
-        let frames = ctx.stack(id)?;
-        let text: Arc<str> = self
-            .syms
-            .entry(key.0)
-            .or_default()
-            .stack_text(frames)
-            .into();
-        self.stacks.insert(key, text.clone());
-        Some(text.to_string())
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -126,7 +100,7 @@ impl HostTyper {
         self.total += size as i64;
         self.live.insert(addr, b);
         let mut e = self.event(ctx, EventKind::Malloc, ts, tid, addr, b, false);
-        e.c_stack = self.stack_text(ctx, stack);
+        e.c_stack = ctx.c_stack_text(stack);
         out.push(e);
     }
 
@@ -159,7 +133,7 @@ impl HostTyper {
         self.maps.apply(ctx, tid, op, out, &mut stacks);
         for (i, stack) in stacks {
             if let Some(e) = out.get_mut(i) {
-                e.c_stack = self.stack_text(ctx, stack);
+                e.c_stack = ctx.c_stack_text(stack);
             }
         }
     }
@@ -262,22 +236,6 @@ impl Typer for HostTyper {
                     keep_old: *keep_old,
                 };
                 self.mapping(ctx, tid, op, out)
-            }
-            Record::Module {
-                base,
-                start,
-                size,
-                build_id,
-                path,
-                ..
-            } => {
-                let image = ctx.image();
-                self.syms
-                    .entry(image)
-                    .or_default()
-                    .add_module(*base, *start, *size, path, build_id);
-                // Stacks symbolised before this module was known are redone on next use.
-                self.stacks.retain(|k, _| k.0 != image);
             }
             _ => return false,
         }

@@ -354,7 +354,7 @@ pub unsafe extern "C" fn mem_regions_register(
         if descs.is_null() {
             return;
         }
-        let guard = if rt::enabled(pool_adapter(pool)) {
+        let mut guard = if rt::enabled(pool_adapter(pool)) {
             rt::enter()
         } else {
             None
@@ -367,14 +367,18 @@ pub unsafe extern "C" fn mem_regions_register(
                 // SAFETY: caller contract: a writable output array of `region_count` handles.
                 unsafe { b.region_handle_array_out.add(i).write(r.ptr as *mut c_void) };
             }
-            if guard.is_some() {
-                rt::record(&Record::RegionRegister {
-                    ts,
-                    pool,
-                    device: r.device_id,
-                    ptr: r.ptr as u64,
-                    size: r.size,
-                });
+            if let Some(g) = guard.as_mut() {
+                // a pool block carries the caller's C stack (`--call-stack c:N`)
+                rt::record_with_stack(
+                    g,
+                    &Record::RegionRegister {
+                        ts,
+                        pool,
+                        device: r.device_id,
+                        ptr: r.ptr as u64,
+                        size: r.size,
+                    },
+                );
             }
         }
     })

@@ -240,6 +240,23 @@ impl Pipeline {
                 self.ctx.pop_owner(tid);
                 return;
             }
+            // The C stack service, for every adapter: the module map, and stacks the runtime
+            // captured for the thread's next record.
+            Record::Module {
+                base,
+                start,
+                size,
+                build_id,
+                path,
+                ..
+            } => {
+                self.ctx.add_module((*base, *start, *size), path, build_id);
+                return;
+            }
+            Record::CallStack { ts, stack } => {
+                self.ctx.set_call_stack(tid, *ts, *stack);
+                return;
+            }
             _ => {}
         }
         if self.pystacks.on_record(image, tid, &rec) {
@@ -276,8 +293,12 @@ impl Pipeline {
             }
             self.untyped += 1;
         }
+        let c_stack = self.ctx.take_call_stack(tid, rec.ts());
         for mut ev in out.drain(..) {
             self.pystacks.attach(image, tid, &mut ev);
+            if ev.c_stack.is_none() {
+                ev.c_stack.clone_from(&c_stack);
+            }
             if !handled {
                 self.python.observe(&ev);
             }

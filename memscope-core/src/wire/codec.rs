@@ -36,6 +36,7 @@ pub(crate) mod tag {
     pub const HOST_FREE_A16: u8 = 25;
     pub const HOST_MREMAP: u8 = 26;
     pub const HOST_MREMAP_KEEP: u8 = 27;
+    pub const CALL_STACK: u8 = 28;
 }
 
 /// Delta state of one chunk, shared by encoder and decoder. Starts at zero for every chunk.
@@ -255,6 +256,10 @@ pub fn decode<'a>(
         },
         tag::OWNER_POP => Record::OwnerPop {
             ts: i.ts(&mut next)?,
+        },
+        tag::CALL_STACK => Record::CallStack {
+            ts: i.ts(&mut next)?,
+            stack: i.var()? as u32,
         },
         tag::SYSTEM => {
             let ts = i.ts(&mut next)?;

@@ -112,6 +112,11 @@ impl<B: AsRef<[u8]>> Record<B> {
                 o.u8(tag::OWNER_POP);
                 ts(&mut o, &mut next, *t);
             }
+            Record::CallStack { ts: t, stack } => {
+                o.u8(tag::CALL_STACK);
+                ts(&mut o, &mut next, *t);
+                o.var(*stack as u64);
+            }
             Record::System {
                 ts: t,
                 code,

@@ -74,6 +74,10 @@ impl<B: AsRef<[u8]>> Record<B> {
                 label: b(label),
             },
             Record::OwnerPop { ts } => Record::OwnerPop { ts: *ts },
+            Record::CallStack { ts, stack } => Record::CallStack {
+                ts: *ts,
+                stack: *stack,
+            },
             Record::System { ts, code, device } => Record::System {
                 ts: *ts,
                 code: *code,

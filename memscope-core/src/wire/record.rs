@@ -97,6 +97,15 @@ pub enum Record<B = Box<[u8]>> {
         /// Label bytes.
         label: B,
     },
+    /// The C call stack of the thread's next record (the one with the same `ts`), captured by
+    /// the runtime's stack service for any adapter (`--call-stack c:N`): the collector puts it
+    /// in that record's rows' `Call Stack(C)`. Written right before that record.
+    CallStack {
+        /// Time stamp of the record it belongs to.
+        ts: u64,
+        /// Interned C stack id (see `StackDef`).
+        stack: u32,
+    },
     /// Pop the writing thread's owner stack.
     OwnerPop {
         /// Time.
@@ -573,6 +582,7 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::RegionUnregister { ts, .. }
             | Record::OwnerPush { ts, .. }
             | Record::OwnerPop { ts }
+            | Record::CallStack { ts, .. }
             | Record::System { ts, .. }
             | Record::HostMalloc { ts, .. }
             | Record::HostFree { ts, .. }
@@ -657,6 +667,7 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::Module { .. }
             | Record::OwnerPush { .. }
             | Record::OwnerPop { .. }
+            | Record::CallStack { .. }
             | Record::HeapRegister { .. }
             | Record::HeapUnregister { .. }
             | Record::SetDevice { .. }

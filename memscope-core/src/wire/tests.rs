@@ -78,6 +78,10 @@ fn every_record_kind_round_trips() {
         Record::OwnerPop {
             ts: 1_700_000_000_000_000_900,
         },
+        Record::CallStack {
+            ts: 1_700_000_000_000_000_950,
+            stack: 77,
+        },
         Record::System {
             ts: 1_700_000_000_000_001_000,
             code: SystemCode::AclInit,

@@ -68,6 +68,7 @@ mod liveness;
 pub mod plugin;
 mod scratch;
 mod settings;
+pub mod stack;
 mod state;
 mod stop;
 mod stream;
@@ -80,8 +81,9 @@ pub use context::{set_context_hook, ContextFn};
 pub use device::note_thread_device;
 pub use guard::{enter, internal, internal_unmasked, Guard};
 pub use intern::{record_mark, record_range_start};
-pub use plugin::safe_point;
+pub use plugin::{safe_point, start_at_load};
 pub use scratch::{on_stack, Scratch, ALT_STACK, MAX_FRAMES};
+pub use stack::{record_call_stack, record_with_stack, Skip};
 pub use state::{
     active, adapters_mask, c_stack_depth, defer, enabled, ensure_init, host_mmap, init_state,
     owner_pop, owner_push, plugins_enabled, recording, selected, start, step, stop, warn,

@@ -1,10 +1,11 @@
 //! Third-party adapter plugins: the C ABI of `schemas/memscope_plugin.h`, the loader and the
 //! host vtable handed to plugins.
 //!
-//! Plugins are listed in `MEMSCOPE_PLUGINS` (`:`-separated paths). They are loaded lazily, at
-//! the first *safe point* after init ([`safe_point`]: called by the probe's non-allocator entry
-//! points — msTX callbacks, the `memscope_*` C API — never from a constructor and never from an
-//! allocator hook), on the calling application thread, under the reentrancy guard. For each
+//! Plugins are listed in `MEMSCOPE_PLUGINS` (`:`-separated paths). They are loaded when the
+//! probe is loaded ([`start_at_load`], from the probe's ELF constructor: process start), or, if
+//! that could not run them, at the next *safe point* ([`safe_point`]: the probe's non-allocator
+//! entry points — msTX callbacks, the `memscope_*` C API — never an allocator hook), under the
+//! reentrancy guard. For each
 //! path: `dlopen(RTLD_NOW|RTLD_LOCAL)` (a plugin that is also in `LD_PRELOAD` is already loaded:
 //! the same object is returned and was not re-initialised), `dlsym("memscope_plugin")`, then the
 //! header's magic, major version, size and init pointer are checked *before any plugin function
@@ -15,88 +16,22 @@ use crate::sys::{cstr_bytes, stderr_write, FixedBuf};
 use crate::{clock, guard, settings, state, writer};
 use core::ffi::{c_char, c_int};
 use core::fmt::Write;
-use core::sync::atomic::{AtomicU8, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use memscope_core::wire::{Record, MAX_TEXT};
 
-/// `memscope_plugin_header.magic`: `"MSPL"` read as a big-endian u32.
-pub const PLUGIN_MAGIC: u32 = 0x4D53_504C;
-/// Plugin ABI major version this probe implements.
-pub const ABI_MAJOR: u16 = 1;
-/// Plugin ABI minor version this probe implements.
-pub const ABI_MINOR: u16 = 0;
+pub use memscope_adapter_sdk::sys::{
+    Host, PluginEvent, PluginHeader, ABI_MAJOR, ABI_MINOR, EVENT_C_STACK, PLUGIN_MAGIC,
+};
+
 /// Kind code reserved for the host: a diagnostic about a plugin (refusal, failed init). Plugins
 /// cannot emit it.
-pub const KIND_DIAGNOSTIC: u8 = 255;
+pub const KIND_DIAGNOSTIC: u8 = memscope_adapter_sdk::sys::KIND_DIAGNOSTIC as u8;
 /// Highest kind code plugins may emit (codes 200–255 are reserved for the host).
-pub const KIND_PLUGIN_MAX: u32 = 199;
+pub const KIND_PLUGIN_MAX: u32 = memscope_adapter_sdk::sys::KIND_PLUGIN_MAX;
 /// Event type text of a refusal diagnostic.
 pub const DIAG_REFUSED: &[u8] = b"PLUGIN_REFUSED";
 /// Event type text of a plugin that loaded but failed (dlopen error, init returned non-zero).
 pub const DIAG_FAILED: &[u8] = b"PLUGIN_FAILED";
-
-/// `memscope_plugin_header` (ABI 1.0): exported by a plugin as the data symbol
-/// `memscope_plugin`. Size 32 on LP64.
-#[repr(C)]
-pub struct PluginHeader {
-    /// [`PLUGIN_MAGIC`].
-    pub magic: u32,
-    /// Major ABI version the plugin was built for; must equal [`ABI_MAJOR`].
-    pub abi_major: u16,
-    /// Minor ABI version; any value is accepted.
-    pub abi_minor: u16,
-    /// `sizeof(memscope_plugin_header)` as the plugin compiled it (≥ 32).
-    pub size: u32,
-    /// Zero.
-    pub reserved: u32,
-    /// Plugin name (NUL-terminated, may be NULL).
-    pub name: *const c_char,
-    /// Called once by the probe with the host vtable; 0 = started, non-zero = declined.
-    pub init: Option<unsafe extern "C" fn(host: *const Host) -> c_int>,
-}
-
-/// `memscope_plugin_event` (ABI 1.0). Size 56 on LP64.
-#[repr(C)]
-pub struct PluginEvent {
-    /// `sizeof(memscope_plugin_event)` as the plugin compiled it (≥ 56).
-    pub struct_size: u32,
-    /// `MEMSCOPE_KIND_*`.
-    pub kind: u32,
-    /// Device id, or `MEMSCOPE_DEVICE_NONE` (`u32::MAX`), `MEMSCOPE_DEVICE_CPU` (`u32::MAX-1`).
-    pub device: u32,
-    /// Zero.
-    pub reserved: u32,
-    /// Address (0: none).
-    pub ptr: u64,
-    /// Bytes.
-    pub size: u64,
-    /// Event type text (NULL: empty).
-    pub event_type: *const c_char,
-    /// Name text (NULL: empty).
-    pub name: *const c_char,
-    /// Attributes, `k:v,k:v` (NULL: empty).
-    pub attrs: *const c_char,
-}
-
-/// `memscope_host` (ABI 1.0): the vtable handed to a plugin's init. Starts with its own size;
-/// later minors only append fields.
-#[repr(C)]
-pub struct Host {
-    /// `sizeof(memscope_host)` as this probe compiled it.
-    pub size: u32,
-    /// [`ABI_MAJOR`].
-    pub abi_major: u16,
-    /// [`ABI_MINOR`].
-    pub abi_minor: u16,
-    /// Records an event: 0 recorded, 1 not recording now (outside a window), -1 rejected or
-    /// dropped.
-    pub emit: unsafe extern "C" fn(ev: *const PluginEvent) -> c_int,
-    /// The probe's clock: ns since the epoch, monotonic.
-    pub now_ns: extern "C" fn() -> u64,
-    /// 1 while recording (a collection window is open), else 0.
-    pub enabled: extern "C" fn() -> c_int,
-    /// Logs one message: levels 0 error, 1 warning (to stderr), 2 info, 3 debug (ignored).
-    pub log: unsafe extern "C" fn(level: c_int, msg: *const c_char),
-}
 
 /// The one host vtable (process-global, never freed).
 pub static HOST: Host = Host {
@@ -111,8 +46,36 @@ pub static HOST: Host = Host {
 
 /// Bytes of the v1.0 header the probe reads.
 const HEADER_V1_SIZE: u32 = core::mem::size_of::<PluginHeader>() as u32;
-/// Bytes of the v1.0 event the probe reads.
-const EVENT_V1_SIZE: u32 = core::mem::size_of::<PluginEvent>() as u32;
+/// Bytes of the smallest (ABI 1.0) event the probe accepts; 1.1 appended `flags`.
+const EVENT_V1_SIZE: u32 = memscope_adapter_sdk::sys::EVENT_V1_0_SIZE;
+
+/// Copies the part of the plugin's event its `struct_size` covers (a 1.0 plugin's event has no
+/// `flags`: they read as 0).
+///
+/// # Safety
+/// `ev` points to at least `min(struct_size, size_of::<PluginEvent>())` readable bytes.
+unsafe fn read_event(ev: *const PluginEvent, struct_size: u32) -> PluginEvent {
+    let mut out = PluginEvent {
+        struct_size,
+        kind: 0,
+        device: 0,
+        reserved: 0,
+        ptr: 0,
+        size: 0,
+        event_type: core::ptr::null(),
+        name: core::ptr::null(),
+        attrs: core::ptr::null(),
+        flags: 0,
+        reserved2: 0,
+    };
+    let n = (struct_size as usize).min(core::mem::size_of::<PluginEvent>());
+    // SAFETY: the caller guarantees `n` readable bytes at `ev`; `out` has room for them and
+    // every bit pattern of its integer and pointer fields is valid.
+    unsafe {
+        core::ptr::copy_nonoverlapping(ev.cast::<u8>(), (&raw mut out).cast::<u8>(), n);
+    }
+    out
+}
 
 unsafe extern "C" fn host_emit(ev: *const PluginEvent) -> c_int {
     std::panic::catch_unwind(|| {
@@ -124,8 +87,8 @@ unsafe extern "C" fn host_emit(ev: *const PluginEvent) -> c_int {
         if struct_size < EVENT_V1_SIZE {
             return -1;
         }
-        // SAFETY: the plugin declared at least the v1.0 size, so every field we read exists.
-        let ev = unsafe { &*ev };
+        // SAFETY: the plugin declared `struct_size` readable bytes.
+        let ev = unsafe { read_event(ev, struct_size) };
         if ev.kind == 0 || ev.kind > KIND_PLUGIN_MAX {
             return -1;
         }
@@ -135,7 +98,7 @@ unsafe extern "C" fn host_emit(ev: *const PluginEvent) -> c_int {
         // Plugins emit from init, which the loader calls with this thread's guard held: take
         // the guard when free (so nothing emit does is recorded twice) but never require it;
         // `writer::record` has its own re-entry check.
-        let _g = guard::enter();
+        let mut g = guard::enter();
         // SAFETY: ABI contract: the texts are NULL or NUL-terminated, valid during the call.
         let (t, n, a) = unsafe {
             (
@@ -144,8 +107,15 @@ unsafe extern "C" fn host_emit(ev: *const PluginEvent) -> c_int {
                 cstr_bytes(ev.attrs, MAX_TEXT).unwrap_or(b""),
             )
         };
+        let ts = clock::now_ns();
+        // ABI 1.1: the C stack of the code that called into the plugin, on request.
+        if ev.flags & EVENT_C_STACK != 0 {
+            if let Some(g) = g.as_mut() {
+                crate::stack::record_call_stack(g, ts, crate::stack::Skip::ProbeAndCaller);
+            }
+        }
         let rec = Record::Plugin {
-            ts: clock::now_ns(),
+            ts,
             kind: ev.kind as u8,
             device: ev.device,
             ptr: ev.ptr,
@@ -195,6 +165,44 @@ const LOADING: u8 = 1;
 const DONE: u8 = 2;
 static PLUGINS: AtomicU8 = AtomicU8::new(PENDING);
 
+/// Starts the plugins when the probe is loaded: called once by the probe's ELF constructor
+/// (process start, or the `dlopen` of the probe by the Python package), so a plugin's init runs
+/// before the program's `main` and its first events are not lost. Initialises the runtime
+/// (walking `environ` without allocating) and loads `MEMSCOPE_PLUGINS`; a passive process
+/// (not launched by memscope) stops at the first check. Later [`safe_point`]s retry when the
+/// load could not run here (the runtime was busy on this thread).
+pub fn start_at_load() {
+    if state::init_state() == state::InitState::Initializing && guard::in_internal() {
+        // This thread is initialising the runtime and the loader ran our constructor inside
+        // it: the init starts the plugins when it is done ([`start_deferred`]).
+        DEFERRED.store(true, Ordering::Release);
+        return;
+    }
+    safe_point();
+}
+
+/// Set by [`start_at_load`] when the constructor ran inside the runtime's init.
+static DEFERRED: AtomicBool = AtomicBool::new(false);
+
+/// Called at the end of the runtime's init: starts the plugins if the constructor asked for it
+/// (see [`start_at_load`]), even inside the hook whose call initialised the runtime — the
+/// constructor would have run them at that very point.
+pub(crate) fn start_deferred() {
+    if !DEFERRED.swap(false, Ordering::AcqRel) {
+        return;
+    }
+    if PLUGINS.load(Ordering::Acquire) != PENDING || settings::plugins().is_empty() {
+        return;
+    }
+    if PLUGINS
+        .compare_exchange(PENDING, LOADING, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        return;
+    }
+    load_all();
+}
+
 /// A point where the probe may run plugin code: called by non-allocator entry points on an
 /// application thread. The first call after init loads `MEMSCOPE_PLUGINS`; later calls cost one
 /// atomic load. Concurrent callers do not wait for the loading thread.
@@ -228,6 +236,11 @@ fn safe_point_slow() {
         PLUGINS.store(PENDING, Ordering::Release);
         return;
     }
+    load_all();
+}
+
+/// Loads every plugin of `MEMSCOPE_PLUGINS` (the caller won the `PENDING → LOADING` step).
+fn load_all() {
     // Internal (the plugins' allocations are the probe's doing), signals as they are (a
     // plugin's init may start threads, which inherit the mask).
     let _internal = guard::Internal::begin(false);

@@ -120,6 +120,11 @@ fn init_slow() -> bool {
     STATE.store(READY, Ordering::Release);
     update_active();
     drops::fold_init_waits();
+    drop(_internal);
+    // The probe's constructor ran nested in this init (ld.so runs a pending constructor from
+    // `pin_library`'s dlopen when the first hook came before it) and could not start the
+    // plugins then: start them now, in the constructor's place.
+    crate::plugin::start_deferred();
     true
 }
 

@@ -15,9 +15,9 @@
 //! are not stored (their stacks are defined at each use). A fork child starts with empty tables
 //! (its stream is new).
 
+use crate as rt;
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use memscope_core::wire::{encode_frames, Record};
-use memscope_runtime as rt;
 
 const TABLES: usize = 4;
 const FIRST_BITS: u32 = 16;
@@ -121,10 +121,10 @@ fn probe(tab: &[AtomicU64], t: usize, h: u64, tag: u64) -> Probe {
 }
 
 /// Writes the definition of a stack with a fresh id, after the `Module` records of the objects
-/// its frames lie in ([`crate::modules::announce`]), encoding it in `raw` (the hook's scratch:
+/// its frames lie in ([`super::modules::announce`]), encoding it in `raw` (the hook's scratch:
 /// ≤ 10 bytes per frame); returns the id (0 if it could not be written).
 fn define(frames: &[u64], raw: &mut [u8]) -> u32 {
-    crate::modules::announce(frames);
+    super::modules::announce(frames);
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     let Some(n) = encode_frames(frames, raw) else {
         return 0;

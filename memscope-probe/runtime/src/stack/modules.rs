@@ -1,8 +1,8 @@
 //! The module map for C stacks: `Module` records, announced per return address.
 //!
-//! Before a stack is first written (its `StackDef`, see [`crate::intern`]), each of its return
+//! Before a stack is first written (its `StackDef`, see [`super::intern`]), each of its return
 //! addresses is looked up with glibc's `_dl_find_object` (lock-free, allocation-free,
-//! async-signal-safe; glibc ≥ 2.35 — the lookup the unwinder in [`crate::cfi`] already uses).
+//! async-signal-safe; glibc ≥ 2.35 — the lookup the unwinder in [`super::cfi`] already uses).
 //! Every containing object that this process image has not announced yet gets a `Module`
 //! record first: path (the link map's `l_name`; the executable's real path for the main
 //! program), load bias (`l_addr`), loaded range and GNU build id, the last two read from the
@@ -20,11 +20,11 @@
 //! or with a relative `l_name` are not announced (their frames print as addresses), and
 //! without `_dl_find_object` (glibc < 2.35) none is.
 
-use crate::cfi::{self, FoundObject};
+use super::cfi::{self, FoundObject};
+use crate as rt;
 use core::ffi::{c_char, c_void};
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use memscope_core::wire::Record;
-use memscope_runtime as rt;
 
 /// The fork handler is registered.
 static ATFORK: AtomicBool = AtomicBool::new(false);
@@ -82,7 +82,7 @@ extern "C" fn after_fork_child() {
     for e in &EMITTED {
         e.store(0, Ordering::Relaxed);
     }
-    crate::intern::reset_after_fork();
+    super::intern::reset_after_fork();
 }
 
 fn mix(mut h: u64, v: u64) -> u64 {

@@ -111,12 +111,12 @@ pub fn rule_for_return_address(ra: u64) -> Rule {
 
 /// As [`rule_for_return_address`], evaluating a rule not cached yet on `stack` when given (CFI
 /// evaluation needs a few KiB of stack — tens in debug builds — which a hook on a small thread
-/// stack does not have; see `memscope_runtime::on_stack`).
+/// stack does not have; see `crate::on_stack`).
 #[inline]
 pub fn rule_for_return_address_on(ra: u64, mut stack: Option<&mut [u8]>) -> Rule {
     let pc = ra.wrapping_sub(1);
     let mut compute = |pc: u64| match stack.as_deref_mut() {
-        Some(s) => memscope_runtime::on_stack(s, || compute(pc)),
+        Some(s) => crate::on_stack(s, || compute(pc)),
         None => compute(pc),
     };
     let start = slot_of(pc);
@@ -164,7 +164,7 @@ fn find_fn() -> Option<DlFindObjectFn> {
     if f == 0 {
         // SAFETY: RTLD_DEFAULT lookup of a NUL-terminated name. May allocate: internal, so the
         // nested allocator calls only forward.
-        let p = memscope_runtime::internal(|| unsafe {
+        let p = crate::internal(|| unsafe {
             libc::dlsym(libc::RTLD_DEFAULT, c"_dl_find_object".as_ptr())
         });
         f = if p.is_null() { 1 } else { p as usize };

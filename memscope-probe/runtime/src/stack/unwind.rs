@@ -2,13 +2,13 @@
 //!
 //! The walk starts from the registers at the hook's entry: the return address at `sp`, the
 //! caller's stack pointer `sp + 8` and its frame pointer `fp`. Each step applies the cached
-//! rule of [`crate::cfi`] for the current return address: frames with a frame pointer follow
+//! rule of [`super::cfi`] for the current return address: frames with a frame pointer follow
 //! it, frames without one use their CFI rule (stack-pointer based), code with no CFI falls back
 //! to the frame pointer. Every read is bounds-checked against the thread's stack
 //! (`[lo, hi)`, cached per thread) and must move strictly up the stack, so a corrupt or foreign
 //! frame ends the walk instead of faulting. No allocation, no locks.
 
-use crate::cfi::{rule_for_return_address_on, Rule};
+use super::cfi::{rule_for_return_address_on, Rule};
 use core::cell::Cell;
 
 thread_local! {

@@ -1,0 +1,155 @@
+//! The one registry of adapters the CLI knows: the built-in descriptors
+//! (`memscope_core::adapter::descriptors`) and the third-party plugins given with
+//! `--adapter-path` (their headers read from the file). `memscope adapters list` prints it;
+//! the `adapters` part of `schemas/config.schema.json` is generated from it ([`adapters_schema`],
+//! checked against the file by a test).
+
+use crate::plugin_check::{self, PluginInfo};
+use memscope_core::adapter::descriptors;
+use memscope_core::config::DEFAULT_ADAPTERS;
+use std::path::{Path, PathBuf};
+
+/// Where an adapter comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// Built into the probe; selected with `--adapters`.
+    BuiltIn {
+        /// On when `--adapters` is not given.
+        default_on: bool,
+    },
+    /// A plugin library (`--adapter-path`, config.json `adapter_paths`).
+    Plugin {
+        /// The library.
+        path: PathBuf,
+        /// ABI `(major, minor)` it was built against.
+        abi: (u32, u32),
+    },
+}
+
+/// One adapter's description.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// Its name (`--adapters` value, or the plugin header's name).
+    pub name: String,
+    /// One line.
+    pub summary: String,
+    /// C symbols it hooks or exports.
+    pub symbols: Vec<String>,
+    /// `Event/Event Type` pairs it produces (plugins choose theirs at run time: empty).
+    pub events: Vec<String>,
+    /// config.json keys it reads besides `adapters`: (name, summary).
+    pub config_keys: Vec<(String, String)>,
+    /// Built in or plugin.
+    pub origin: Origin,
+}
+
+/// The built-in adapters, in selection-bit order.
+pub fn builtin() -> Vec<Entry> {
+    descriptors()
+        .into_iter()
+        .map(|d| Entry {
+            name: d.id.name().to_owned(),
+            summary: d.summary.to_owned(),
+            symbols: d.symbols.iter().map(|s| s.to_string()).collect(),
+            events: d.events.iter().map(|s| s.to_string()).collect(),
+            config_keys: d
+                .config_keys
+                .iter()
+                .map(|k| (k.name.to_owned(), k.summary.to_owned()))
+                .collect(),
+            origin: Origin::BuiltIn {
+                default_on: DEFAULT_ADAPTERS.contains(&d.id),
+            },
+        })
+        .collect()
+}
+
+/// The entry of plugin `path`.
+///
+/// # Errors
+/// The plugin check's one line (not a plugin, wrong ABI, unreadable).
+pub fn plugin(path: &Path) -> Result<Entry, String> {
+    let PluginInfo { name, abi, symbols } = plugin_check::describe(path)?;
+    let file = path
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Ok(Entry {
+        name: if name.is_empty() { file } else { name },
+        summary: format!("third-party adapter plugin, ABI {}.{}", abi.0, abi.1),
+        symbols,
+        events: Vec::new(),
+        config_keys: Vec::new(),
+        origin: Origin::Plugin {
+            path: path.to_path_buf(),
+            abi,
+        },
+    })
+}
+
+/// Every adapter: the built-ins, then the plugins of `paths`.
+///
+/// # Errors
+/// The first plugin that is refused.
+pub fn all(paths: &[PathBuf]) -> Result<Vec<Entry>, String> {
+    let mut v = builtin();
+    for p in paths {
+        v.push(plugin(p)?);
+    }
+    Ok(v)
+}
+
+/// The `adapters` property of `schemas/config.schema.json`, generated from the built-in
+/// descriptors: a comma list or an array of their names, with the default set.
+pub fn adapters_schema() -> serde_json::Value {
+    let b = builtin();
+    let names: Vec<&str> = b.iter().map(|e| e.name.as_str()).collect();
+    let defaults: Vec<&str> = b
+        .iter()
+        .filter(|e| matches!(e.origin, Origin::BuiltIn { default_on: true }))
+        .map(|e| e.name.as_str())
+        .collect();
+    let alt = names.join("|");
+    serde_json::json!({
+        "description": format!(
+            "Built-in adapters to enable (`memscope adapters list` describes them): {}. Default: {}.",
+            names.join(", "),
+            defaults.join(", ")
+        ),
+        "oneOf": [
+            // `split_list`: `,` or `，`, empty items skipped, no trimming
+            { "type": "string", "pattern": format!("^[,，]*({alt})([,，]+({alt}))*[,，]*$") },
+            { "type": "array", "items": { "enum": names }, "minItems": 1 }
+        ]
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_checked_in_config_schema_has_the_adapters_part_generated_from_the_descriptors() {
+        let file: serde_json::Value =
+            serde_json::from_str(include_str!("../../schemas/config.schema.json")).unwrap();
+        let want = adapters_schema();
+        assert_eq!(
+            file["properties"]["adapters"], want,
+            "regenerate schemas/config.schema.json's \"adapters\" from the descriptors \
+             (`memscope adapters schema` prints it):\n{want}"
+        );
+    }
+
+    #[test]
+    fn the_registry_lists_every_built_in_adapter_once_with_default_selection() {
+        let b = builtin();
+        let names: Vec<&str> = b.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["mstx", "pta", "mindspore", "atb", "hal", "acl", "host"]
+        );
+        assert!(b
+            .iter()
+            .all(|e| matches!(e.origin, Origin::BuiltIn { default_on } if default_on == (e.name != "host"))));
+    }
+}
