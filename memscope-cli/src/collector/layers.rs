@@ -36,7 +36,9 @@ impl CollectFilter {
             kernel: launch && cfg.level.kernel,
             access: e.access || a.decompose || a.inefficient,
             cfg_devices: cfg.device.clone(),
-            cpu: cfg.device.cpu || cfg.has_adapter(AdapterId::Host),
+            cpu: cfg.device.cpu
+                || cfg.has_adapter(AdapterId::Host)
+                || cfg.shipped_plugins().iter().any(|p| p.host_memory),
         }
     }
 

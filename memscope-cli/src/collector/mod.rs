@@ -5,6 +5,7 @@ pub mod layers;
 pub mod pipeline;
 pub mod plugin_typer;
 pub mod process;
+pub mod pymem_summary;
 pub mod pystacks;
 pub mod python;
 pub mod replay;
@@ -278,6 +279,7 @@ impl PipelineFactory<'_> {
             layers.extend(leak);
             None
         };
+        layers.extend(pymem_summary::layer(cfg)); // Python objects by Python stack (issue 16)
         layers.push(Box::new(memscope_adapter_hal::oom::OomLayer::new(cfg))); // OOM (issue 5)
         layers.extend((self.analyses)(cfg, &project));
         layers.push(Box::new(layers::WriteFilter::new(cfg)));
