@@ -77,7 +77,10 @@ pub fn shipped() -> Vec<Entry> {
         .map(|p| Entry {
             name: p.name.to_owned(),
             summary: p.summary.to_owned(),
-            symbols: vec!["PyMem_SetAllocator".into(), "PyObject_SetArenaAllocator".into()],
+            symbols: vec![
+                "PyMem_SetAllocator".into(),
+                "PyObject_SetArenaAllocator".into(),
+            ],
             events: p.events.iter().map(|s| s.to_string()).collect(),
             config_keys: Vec::new(),
             origin: Origin::Shipped {

@@ -77,8 +77,9 @@ pub struct RunArgs {
     /// At the end, write a self-contained HTML report of the run into the output directory.
     #[arg(long)]
     report: bool,
-    /// Write HOST (malloc) rows into the dumps too [default: off: the capture plus the HOST
-    /// leak and peak summaries; `memscope export --to csv|db` writes the rows later].
+    /// Write HOST (malloc) and PYMEM (Python object) rows into the dumps too [default: off: the
+    /// capture plus the HOST and PYMEM leak and peak summaries; `memscope export --to csv|db`
+    /// writes the rows later].
     #[arg(long = "host-rows")]
     host_rows: bool,
     /// The job and its arguments.

@@ -89,8 +89,14 @@ pub struct ShippedPlugin {
 pub const SHIPPED_PLUGINS: [ShippedPlugin; 1] = [ShippedPlugin {
     name: "pymem",
     library: "libmemscope_adapter_pymem.so",
-    summary: "CPython's allocator domains (raw, mem, object; PyMem_SetAllocator) and pymalloc arenas",
-    events: &["MALLOC/PYMEM", "FREE/PYMEM", "MALLOC/PYMEM_ARENA", "FREE/PYMEM_ARENA"],
+    summary:
+        "CPython's allocator domains (raw, mem, object; PyMem_SetAllocator) and pymalloc arenas",
+    events: &[
+        "MALLOC/PYMEM",
+        "FREE/PYMEM",
+        "MALLOC/PYMEM_ARENA",
+        "FREE/PYMEM_ARENA",
+    ],
     host_memory: true,
 }];
 

@@ -119,7 +119,10 @@ impl PyObjects {
         if v.len() > MAX_GROUPS {
             let rest = &v[MAX_GROUPS..];
             let (n, b) = rest.iter().fold((0, 0), |a, g| (a.0 + g.1, a.1 + g.2));
-            lines.push(format!("… {} more stack(s): {n} object(s), {b} bytes", rest.len()));
+            lines.push(format!(
+                "… {} more stack(s): {n} object(s), {b} bytes",
+                rest.len()
+            ));
         }
         ReportSection {
             title,
