@@ -282,7 +282,10 @@ fn pymem_keeps_the_adapter_contract() {
         envs: vec![("PYTHONDONTWRITEBYTECODE".into(), "1".into())],
         event_types: vec!["PYMEM".into(), "PYMEM_ARENA".into()],
         framework: None,
-        own_code: Some("adapters/pymem/src".into()),
+        // Not checkable for an allocator wrapper: CPython's raw allocator tail-calls malloc
+        // (`return malloc(size)`), so the hook that forwarded to it is the innermost frame of
+        // that HOST row although the adapter's own code allocates nothing.
+        own_code: None,
         fork_program: Some(job(&["fork"])),
         flood: None,
     });

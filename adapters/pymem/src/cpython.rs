@@ -111,16 +111,28 @@ impl Api {
             }
         }
         // SAFETY: each symbol is CPython's function of that name, whose C signature is the
-        // field's type (CPython's public API, unchanged since 3.8).
+        // field's type (CPython's public API, unchanged since 3.8); a function pointer and a
+        // data pointer have the same size and representation on the platforms memscope runs on.
         unsafe {
             Some(Api {
-                get_allocator: core::mem::transmute::<*mut c_void, _>(p[0]),
-                set_allocator: core::mem::transmute::<*mut c_void, _>(p[1]),
-                get_arena: core::mem::transmute::<*mut c_void, _>(p[2]),
-                set_arena: core::mem::transmute::<*mut c_void, _>(p[3]),
-                is_initialized: core::mem::transmute::<*mut c_void, _>(p[4]),
-                add_audit_hook: core::mem::transmute::<*mut c_void, _>(p[5]),
+                get_allocator: fn_ptr(p[0]),
+                set_allocator: fn_ptr(p[1]),
+                get_arena: fn_ptr(p[2]),
+                set_arena: fn_ptr(p[3]),
+                is_initialized: fn_ptr(p[4]),
+                add_audit_hook: fn_ptr(p[5]),
             })
         }
     }
+}
+
+/// `p` as a function pointer of type `F`.
+///
+/// # Safety
+/// `p` is non-NULL and points to a function whose signature is `F`, itself a function pointer
+/// type.
+unsafe fn fn_ptr<F: Copy>(p: *mut c_void) -> F {
+    const { assert!(core::mem::size_of::<F>() == core::mem::size_of::<*mut c_void>()) };
+    // SAFETY: the caller's contract; sizes checked above.
+    unsafe { core::mem::transmute_copy::<*mut c_void, F>(&p) }
 }
