@@ -56,7 +56,7 @@ for r in $(seq "$reps"); do
         read -r u s < "$work/time"
         size=$(du -sb "$out" | cut -f1)
         events=$(grep -o 'capture: .*(\([0-9]*\) records' "$work/stderr" | grep -o '([0-9]*' | tr -d '(' || true)
-        echo "{\"mode\":\"$mode\",\"rep\":$r,\"wall_s\":$(( (end-start)/1000000 ))e-3,\"cpu_s\":$(echo "$u + $s" | bc),\"out_bytes\":$size,\"records\":\"${events:-}\"}" >> "$results"
+        echo "{\"mode\":\"$mode\",\"rep\":$r,\"wall_s\":$(( (end-start)/1000000 ))e-3,\"cpu_s\":$(awk "BEGIN{print $u + $s}"),\"out_bytes\":$size,\"records\":\"${events:-}\"}" >> "$results"
         rm -rf "$out"
     done
 done
