@@ -23,6 +23,7 @@ fn print(e: &Entry) {
     let tag = match &e.origin {
         Origin::BuiltIn { default_on: true } => "built-in, on by default".to_owned(),
         Origin::BuiltIn { default_on: false } => "built-in, opt-in".to_owned(),
+        Origin::Shipped { library } => format!("shipped plugin {library}, opt-in"),
         Origin::Plugin { path, .. } => format!("plugin {}", path.display()),
     };
     println!("{:<10} {} ({tag})", e.name, e.summary);

@@ -17,6 +17,12 @@ pub enum Origin {
         /// On when `--adapters` is not given.
         default_on: bool,
     },
+    /// Shipped with memscope as a plugin library (built on the adapter SDK), selected by name
+    /// with `--adapters` (never on by default).
+    Shipped {
+        /// The library's file name, next to the probe.
+        library: String,
+    },
     /// A plugin library (`--adapter-path`, config.json `adapter_paths`).
     Plugin {
         /// The library.
@@ -64,6 +70,26 @@ pub fn builtin() -> Vec<Entry> {
         .collect()
 }
 
+/// The adapters shipped as plugins ([`memscope_core::adapter::SHIPPED_PLUGINS`]).
+pub fn shipped() -> Vec<Entry> {
+    memscope_core::adapter::SHIPPED_PLUGINS
+        .iter()
+        .map(|p| Entry {
+            name: p.name.to_owned(),
+            summary: p.summary.to_owned(),
+            symbols: vec![
+                "PyMem_SetAllocator".into(),
+                "PyObject_SetArenaAllocator".into(),
+            ],
+            events: p.events.iter().map(|s| s.to_string()).collect(),
+            config_keys: Vec::new(),
+            origin: Origin::Shipped {
+                library: p.library.to_owned(),
+            },
+        })
+        .collect()
+}
+
 /// The entry of plugin `path`.
 ///
 /// # Errors
@@ -93,6 +119,7 @@ pub fn plugin(path: &Path) -> Result<Entry, String> {
 /// The first plugin that is refused.
 pub fn all(paths: &[PathBuf]) -> Result<Vec<Entry>, String> {
     let mut v = builtin();
+    v.extend(shipped());
     for p in paths {
         v.push(plugin(p)?);
     }
@@ -102,7 +129,8 @@ pub fn all(paths: &[PathBuf]) -> Result<Vec<Entry>, String> {
 /// The `adapters` property of `schemas/config.schema.json`, generated from the built-in
 /// descriptors: a comma list or an array of their names, with the default set.
 pub fn adapters_schema() -> serde_json::Value {
-    let b = builtin();
+    let mut b = builtin();
+    b.extend(shipped());
     let names: Vec<&str> = b.iter().map(|e| e.name.as_str()).collect();
     let defaults: Vec<&str> = b
         .iter()
@@ -112,7 +140,7 @@ pub fn adapters_schema() -> serde_json::Value {
     let alt = names.join("|");
     serde_json::json!({
         "description": format!(
-            "Built-in adapters to enable (`memscope adapters list` describes them): {}. Default: {}.",
+            "Adapters to enable, built in or shipped as plugins (`memscope adapters list` describes them): {}. Default: {}.",
             names.join(", "),
             defaults.join(", ")
         ),

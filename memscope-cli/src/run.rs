@@ -77,8 +77,9 @@ pub struct RunArgs {
     /// At the end, write a self-contained HTML report of the run into the output directory.
     #[arg(long)]
     report: bool,
-    /// Write HOST (malloc) rows into the dumps too [default: off: the capture plus the HOST
-    /// leak and peak summaries; `memscope export --to csv|db` writes the rows later].
+    /// Write HOST (malloc) and PYMEM (Python object) rows into the dumps too [default: off: the
+    /// capture plus the HOST and PYMEM leak and peak summaries; `memscope export --to csv|db`
+    /// writes the rows later].
     #[arg(long = "host-rows")]
     host_rows: bool,
     /// The job and its arguments.
@@ -166,6 +167,29 @@ pub fn find_probe() -> Result<PathBuf, String> {
     })
 }
 
+/// Puts the library of every selected shipped plugin ([`memscope_core::adapter::SHIPPED_PLUGINS`],
+/// found next to `probe`) on the plugin list, once.
+///
+/// # Errors
+/// A selected shipped plugin's library is missing (one line naming it).
+pub fn add_shipped_plugins(cfg: &mut RunConfig, probe: &Path) -> Result<(), String> {
+    let dir = probe.parent().unwrap_or(Path::new("."));
+    for sp in cfg.shipped_plugins() {
+        let lib = dir.join(sp.library);
+        if !lib.is_file() {
+            return Err(format!(
+                "--adapters {}: its library {} is missing (build the workspace with `cargo build --workspace`)",
+                sp.name,
+                lib.display()
+            ));
+        }
+        if !cfg.adapter_paths.contains(&lib) {
+            cfg.adapter_paths.push(lib);
+        }
+    }
+    Ok(())
+}
+
 fn resolve_program(p: &str) -> Option<PathBuf> {
     if p.contains('/') {
         let path = PathBuf::from(p);
@@ -191,7 +215,7 @@ fn visible_devices() -> Vec<u32> {
 
 /// Runs `memscope run`.
 pub fn run(a: RunArgs) -> ExitCode {
-    let cfg = match configure(&a) {
+    let mut cfg = match configure(&a) {
         Ok(c) => c,
         Err(e) => return usage_error(e),
     };
@@ -215,6 +239,10 @@ pub fn run(a: RunArgs) -> ExitCode {
         Ok(p) => p,
         Err(e) => return usage_error(e),
     };
+    // Shipped plugins (`--adapters pymem`) load like any plugin, from next to the probe.
+    if let Err(e) = add_shipped_plugins(&mut cfg, &probe) {
+        return usage_error(e);
+    }
     for p in &cfg.adapter_paths {
         if let Err(e) = crate::plugin_check::check(p) {
             return usage_error(e);

@@ -69,6 +69,44 @@ impl AdapterId {
     }
 }
 
+/// An adapter memscope ships as a plugin: built on the adapter SDK only (as a third party
+/// builds one, `memscope-adapter-sdk`), loaded by the probe like any `--adapter-path` plugin,
+/// and selected by name like a built-in one (`--adapters`, config.json `"adapters"`).
+#[derive(Debug, Clone, Copy)]
+pub struct ShippedPlugin {
+    /// The name used in `--adapters` and config.json.
+    pub name: &'static str,
+    /// File name of its library, found next to the probe library.
+    pub library: &'static str,
+    /// One line.
+    pub summary: &'static str,
+    /// `Event/Event Type` pairs it produces.
+    pub events: &'static [&'static str],
+    /// Its rows are host memory (device `cpu`): selecting it selects the `cpu` device, as
+    /// selecting HOST does.
+    pub host_memory: bool,
+}
+
+/// The adapters shipped as plugins (issue 16: CPython's allocator domains).
+pub const SHIPPED_PLUGINS: [ShippedPlugin; 1] = [ShippedPlugin {
+    name: "pymem",
+    library: "libmemscope_adapter_pymem.so",
+    summary:
+        "CPython's allocator domains (raw, mem, object; PyMem_SetAllocator) and pymalloc arenas",
+    events: &[
+        "MALLOC/PYMEM",
+        "FREE/PYMEM",
+        "MALLOC/PYMEM_ARENA",
+        "FREE/PYMEM_ARENA",
+    ],
+    host_memory: true,
+}];
+
+/// The shipped plugin named `name`.
+pub fn shipped_plugin(name: &str) -> Option<&'static ShippedPlugin> {
+    SHIPPED_PLUGINS.iter().find(|p| p.name == name)
+}
+
 /// A config.json key an adapter reads.
 #[derive(Debug)]
 pub struct ConfigKey {

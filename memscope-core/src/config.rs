@@ -597,15 +597,20 @@ pub fn parse_steps(s: &str) -> Result<Vec<u32>, ConfigError> {
     Ok(v)
 }
 
-/// Parses `--adapters`: names of built-in adapters.
+/// Parses `--adapters`: names of built-in adapters and of the shipped plugins
+/// ([`crate::adapter::SHIPPED_PLUGINS`]).
 ///
 /// # Errors
 /// An unknown name, or an empty list.
 pub fn parse_adapters(s: &str) -> Result<Vec<String>, ConfigError> {
     let mut v: Vec<String> = Vec::new();
     for t in split_list(s) {
-        if AdapterId::from_name(t).is_none() {
-            let known: Vec<_> = AdapterId::ALL.iter().map(|a| a.name()).collect();
+        if AdapterId::from_name(t).is_none() && crate::adapter::shipped_plugin(t).is_none() {
+            let known: Vec<_> = AdapterId::ALL
+                .iter()
+                .map(|a| a.name())
+                .chain(crate::adapter::SHIPPED_PLUGINS.iter().map(|p| p.name))
+                .collect();
             return Err(bad(
                 "--adapters",
                 format!("unknown adapter {t:?} (built-in: {})", known.join(", ")),
@@ -667,6 +672,14 @@ impl RunConfig {
             .iter()
             .filter_map(|a| AdapterId::from_name(a))
             .fold(0, |m, a| m | a.bit())
+    }
+
+    /// The shipped plugins selected (`--adapters pymem`), in selection order.
+    pub fn shipped_plugins(&self) -> Vec<&'static crate::adapter::ShippedPlugin> {
+        self.adapters
+            .iter()
+            .filter_map(|a| crate::adapter::shipped_plugin(a))
+            .collect()
     }
 
     /// Whether `a` is selected.

@@ -36,7 +36,9 @@ impl CollectFilter {
             kernel: launch && cfg.level.kernel,
             access: e.access || a.decompose || a.inefficient,
             cfg_devices: cfg.device.clone(),
-            cpu: cfg.device.cpu || cfg.has_adapter(AdapterId::Host),
+            cpu: cfg.device.cpu
+                || cfg.has_adapter(AdapterId::Host)
+                || cfg.shipped_plugins().iter().any(|p| p.host_memory),
         }
     }
 
@@ -85,6 +87,9 @@ pub struct WriteFilter {
     access: bool,
     steps: Vec<u32>,
     host_rows: bool,
+    /// The PYMEM adapter's Event Types (issue 16): rows at malloc volume, written like HOST
+    /// rows only with `host_rows` (kept in the capture and summarised by Python stack).
+    pymem: [EventType; 2],
 }
 
 /// Whether `ev` is a row of the HOST adapter (libc allocator blocks): Event Type HOST rows
@@ -107,6 +112,7 @@ impl WriteFilter {
             access: cfg.events.access,
             steps: cfg.steps.clone(),
             host_rows: cfg.host_rows,
+            pymem: [EventType::custom("PYMEM"), EventType::custom("PYMEM_ARENA")],
         }
     }
 }
@@ -127,7 +133,11 @@ impl Layer for WriteFilter {
             (_, true) | (None, _) => true,
             (Some(s), false) => self.steps.contains(&s),
         };
-        if keep && in_steps && (self.host_rows || !is_host_adapter_row(&ev)) {
+        if keep
+            && in_steps
+            && (self.host_rows
+                || !(is_host_adapter_row(&ev) || self.pymem.contains(&ev.event_type)))
+        {
             out.push(ev);
         }
         Ok(())

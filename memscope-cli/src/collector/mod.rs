@@ -5,6 +5,7 @@ pub mod layers;
 pub mod pipeline;
 pub mod plugin_typer;
 pub mod process;
+pub mod pymem_summary;
 pub mod pystacks;
 pub mod python;
 pub mod replay;
@@ -299,6 +300,7 @@ impl PipelineFactory<'_> {
         if !host_fast {
             layers.extend(crate::builtin::wiring::host_leak_layer(cfg)); // HOST leak summary (issue 4)
         }
+        layers.extend(pymem_summary::layer(cfg)); // Python objects by Python stack (issue 16)
         layers.push(crate::builtin::wiring::oom_layer(cfg)); // OOM (issue 5)
         layers.extend((self.analyses)(cfg, &project));
         layers.push(Box::new(layers::WriteFilter::new(cfg)));

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Python object memory (issue 16): the bench workload alloc_heavy.py (copied from the shared
+# bench harness; dicts, lists, strings, tuples and bytes, nearly all served by pymalloc), in one
+# run, interleaved REPS times, on the same interpreter:
+#   none           untraced python
+#   memscope       memscope run --adapters pymem --call-stack python:32 (every PYMEM
+#                  allocation/free with its Python stack into the capture, the leak and peak
+#                  summaries by Python stack; add --host-rows to MEMSCOPE_ARGS to write rows)
+#   memray-pyalloc memray run --trace-python-allocators (memray's Python stacks on every
+#                  allocation of the same allocators: the like-for-like peer)
+#   memray         memray run (malloc-family only: fewer allocations, for reference)
+# Reported per mode: the whole command's wall and CPU time (user+sys of the process tree, job
+# start to the tool's exit), ratios against `none` of the same repetition (paired), medians,
+# the output size, and the load (`uptime`) before and after.
+# Needs a release build: cargo build --release -p memscope-cli -p memscope-probe \
+#   -p memscope-adapter-pymem. memray comes from PyPI into a venv under /tmp (MEMRAY_VENV to
+# reuse one; a venv the script made is deleted at exit).
+# Usage: benches/pymem/run.sh [REPS] [ROUNDS]
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+reps=${1:-3}
+rounds=${2:-40}
+bin=$repo/target/release/memscope
+[ -x "$bin" ] && [ -f "$repo/target/release/libmemscope_adapter_pymem.so" ] || {
+    echo "run.sh: build first: cargo build --release -p memscope-cli -p memscope-probe -p memscope-adapter-pymem" >&2
+    exit 1
+}
+work=$(mktemp -d /tmp/pymem-bench.XXXXXX)
+venv=${MEMRAY_VENV:-}
+cleanup() { rm -rf "$work"; }
+trap cleanup EXIT
+if [ -z "$venv" ]; then
+    venv=$work/venv
+    python3 -m venv "$venv" && "$venv/bin/pip" install -q memray
+fi
+py=$venv/bin/python   # the same interpreter for every mode
+echo "load before: $(uptime)"
+echo "python: $($py --version 2>&1), memray $($py -c 'import memray; print(memray.__version__)'), alloc_heavy.py rounds: $rounds, repetitions: $reps"
+results=$work/results.jsonl
+for r in $(seq "$reps"); do
+    for mode in none memscope memray-pyalloc memray; do
+        out=$work/out-$mode-$r
+        mkdir -p "$out"
+        case $mode in
+            none) cmd=("$py" "$here/alloc_heavy.py" "$rounds") ;;
+            memscope) cmd=("$bin" run -q --adapters pymem --call-stack python:32 ${MEMSCOPE_ARGS:-} -o "$out/d" -- "$py" "$here/alloc_heavy.py" "$rounds") ;;
+            memray-pyalloc) cmd=("$py" -m memray run -q --trace-python-allocators -o "$out/capture.bin" "$here/alloc_heavy.py" "$rounds") ;;
+            memray) cmd=("$py" -m memray run -q -o "$out/capture.bin" "$here/alloc_heavy.py" "$rounds") ;;
+        esac
+        start=$(date +%s%N)
+        (cd "$out" && /usr/bin/time -f '%U %S' -o "$work/time" "${cmd[@]}" > "$work/stdout" 2> "$work/stderr") || {
+            echo "$mode failed:"; cat "$work/stderr"; exit 1; }
+        end=$(date +%s%N)
+        grep -q '^checksum=' "$work/stdout" || { echo "$mode: no checksum"; exit 1; }
+        read -r u s < "$work/time"
+        size=$(du -sb "$out" | cut -f1)
+        events=$(grep -o 'capture: .*(\([0-9]*\) records' "$work/stderr" | grep -o '([0-9]*' | tr -d '(' || true)
+        echo "{\"mode\":\"$mode\",\"rep\":$r,\"wall_s\":$(( (end-start)/1000000 ))e-3,\"cpu_s\":$(awk "BEGIN{print $u + $s}"),\"out_bytes\":$size,\"records\":\"${events:-}\"}" >> "$results"
+        rm -rf "$out"
+    done
+done
+echo "load after:  $(uptime)"
+$py - "$results" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+by = {(r["mode"], r["rep"]): r for r in rows}
+reps = sorted({r["rep"] for r in rows})
+print("%-15s %9s %9s %10s %19s %19s %s" % ("mode", "wall", "cpu", "output", "wall ratio",
+      "cpu ratio", "capture records"))
+for m in ("none", "memscope", "memray-pyalloc", "memray"):
+    rs = [by[(m, k)] for k in reps]
+    med = lambda key: statistics.median(x[key] for x in rs)
+    ratio = lambda key: [by[(m, k)][key] / by[("none", k)][key] for k in reps]
+    fmt = lambda v: "%.2fx (%.2f-%.2f)" % (statistics.median(v), min(v), max(v))
+    print("%-15s %8.2fs %8.2fs %9.1fM %19s %19s %s" % (m, med("wall_s"), med("cpu_s"),
+          med("out_bytes") / 1e6, fmt(ratio("wall_s")), fmt(ratio("cpu_s")),
+          rs[-1]["records"]))
+print("ratios: paired per repetition against `none`, median (min-max); whole command, "
+      "interpreter start to the tool's exit")
+PY
