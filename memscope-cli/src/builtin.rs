@@ -37,17 +37,11 @@ mod tests {
 pub mod wiring {
     use memscope_core::bus::Layer;
     use memscope_core::config::RunConfig;
-    use memscope_core::event::Event;
     use std::path::Path;
 
     /// HOST's end-of-run leak summary layer (`None` when HOST is not selected).
     pub fn host_leak_layer(cfg: &RunConfig) -> Option<Box<dyn Layer>> {
         memscope_adapter_host::leak_layer(cfg)
-    }
-
-    /// Whether `ev` is a block HOST's leak layer keeps (pinned memory and the like).
-    pub fn is_host_block(ev: &Event) -> bool {
-        memscope_adapter_host::leaks::is_host_block(ev)
     }
 
     /// HAL's out-of-memory layer (`OOM_Snapshot`, `--analysis oom[:K]`).

@@ -10,10 +10,10 @@
 
 use crate::addr_hash::AddrMap;
 use crate::leaks::HostLeaks;
-use crate::symbolize::Symbolizer;
 use memscope_core::adapter::TypeCtx;
 use memscope_core::bus::ReportSection;
 use memscope_core::event::Event;
+use memscope_core::symbolize::Symbolizer;
 use memscope_core::wire::Record;
 use std::collections::HashMap;
 

@@ -4,8 +4,8 @@
 //! spool merge) and `memscope export` (fed by a capture) drive the same pipeline, so they
 //! write the same rows.
 
-use crate::logfile::LogFile;
 use crate::builtin::wiring::{is_host_record, HostFast};
+use crate::logfile::LogFile;
 use memscope_core::adapter::{TypeCtx, Typer};
 use memscope_core::bus::{Bus, ReportSection};
 use memscope_core::capture::{CaptureEnd, CaptureStats, CaptureWriter, ImageHeader, ImageInfo};
@@ -275,9 +275,7 @@ impl Pipeline {
             _ => {}
         }
         self.ctx.set_image(image);
-        if self.host_fast.is_some()
-            && is_host_record(rec)
-            && !matches!(rec, Record::Module { .. })
+        if self.host_fast.is_some() && is_host_record(rec) && !matches!(rec, Record::Module { .. })
         {
             self.host_record(rec);
             return;
@@ -332,13 +330,9 @@ impl Pipeline {
             &mut out,
         );
         if !handled
-            && !self.torch.on_record(
-                &mut self.ctx,
-                &self.summary.project_dir,
-                tid,
-                rec,
-                &mut out,
-            )
+            && !self
+                .torch
+                .on_record(&mut self.ctx, &self.summary.project_dir, tid, rec, &mut out)
             && !self
                 .typers
                 .iter_mut()
