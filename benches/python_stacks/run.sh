@@ -70,7 +70,7 @@ for m in ("none", "host", "memscope", "memray"):
         med("out_bytes") / 1e6, fmt(ratio("cmd_wall_s")), fmt(ratio("cmd_cpu_s")),
         fmt(ratio("loop_wall_s")), fmt(ratio("loop_cpu_s"))))
 print("ratios: paired per repetition against `none`, median (min-max); cmd = whole command "
-      "(interpreter start to the tool's exit: memscope's collector writing the CSV dump, "
+      "(interpreter start to the tool's exit: memscope's collector writing its default outputs — the capture and the summaries, HOST rows off since issue 9 — "
       "memray writing its capture); loop = the workload's own loop in the traced process "
       "(its CPU time leaves out the collector running beside it)")
 PY
