@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Python object memory (issue 16): the bench workload alloc_heavy.py (copied from the shared
+# Python object memory (issue 16): the bench workload alloc_heavy.py (benches/host/workloads/, from the shared
 # bench harness; dicts, lists, strings, tuples and bytes, nearly all served by pymalloc), in one
 # run, interleaved REPS times, on the same interpreter:
 #   none           untraced python
@@ -18,6 +18,7 @@
 # Usage: benches/pymem/run.sh [REPS] [ROUNDS]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+workload=$here/../host/workloads/alloc_heavy.py   # the same workload as benches/host
 repo=$(cd "$here/../.." && pwd)
 reps=${1:-3}
 rounds=${2:-40}
@@ -43,10 +44,10 @@ for r in $(seq "$reps"); do
         out=$work/out-$mode-$r
         mkdir -p "$out"
         case $mode in
-            none) cmd=("$py" "$here/alloc_heavy.py" "$rounds") ;;
-            memscope) cmd=("$bin" run -q --adapters pymem --call-stack python:32 ${MEMSCOPE_ARGS:-} -o "$out/d" -- "$py" "$here/alloc_heavy.py" "$rounds") ;;
-            memray-pyalloc) cmd=("$py" -m memray run -q --trace-python-allocators -o "$out/capture.bin" "$here/alloc_heavy.py" "$rounds") ;;
-            memray) cmd=("$py" -m memray run -q -o "$out/capture.bin" "$here/alloc_heavy.py" "$rounds") ;;
+            none) cmd=("$py" "$workload" "$rounds") ;;
+            memscope) cmd=("$bin" run -q --adapters pymem --call-stack python:32 ${MEMSCOPE_ARGS:-} -o "$out/d" -- "$py" "$workload" "$rounds") ;;
+            memray-pyalloc) cmd=("$py" -m memray run -q --trace-python-allocators -o "$out/capture.bin" "$workload" "$rounds") ;;
+            memray) cmd=("$py" -m memray run -q -o "$out/capture.bin" "$workload" "$rounds") ;;
         esac
         start=$(date +%s%N)
         (cd "$out" && /usr/bin/time -f '%U %S' -o "$work/time" "${cmd[@]}" > "$work/stdout" 2> "$work/stderr") || {
