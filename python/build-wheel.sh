@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Builds the memscope wheel into target/wheels/: stages the probe library as wheel data, then
-# runs maturin (from PyPI: pip install maturin). `--release` builds optimised binaries (what a
-# user should install); without it the dev profile is used (what the tests use, reusing
-# target/debug). Prints the wheel's path on its last line.
+# runs maturin (from PyPI: pip install maturin). `--release` builds optimised binaries in the
+# `dist` profile (fat LTO: what a user should install); without it the dev profile is used (what
+# the tests use, reusing target/debug). Prints the wheel's path on its last line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile=debug
 args=()
 if [ "${1:-}" = "--release" ]; then
-    profile=release
-    args+=(--release)
+    profile=dist
+    args+=(--profile dist)
 fi
 command -v maturin >/dev/null 2>&1 || python3 -m maturin --version >/dev/null 2>&1 || {
     echo "build-wheel.sh: maturin is not installed (pip install maturin)" >&2

@@ -5,10 +5,10 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-cargo build --release -p memscope-cli -p memscope-probe --manifest-path "$root/Cargo.toml"
+cargo build --profile dist --features parquet -p memscope-cli -p memscope-probe --manifest-path "$root/Cargo.toml"
 build="${BENCH_BUILD:-/tmp/memscope-datapath-build}"
 mkdir -p "$build"
 gcc -O2 -g -fno-omit-frame-pointer -pthread -o "$build/churn" "$root/benches/host/workloads/churn.c"
 gcc -O2 -g -fno-omit-frame-pointer -pthread -o "$build/threads4" "$here/threads4.c"
 gcc -O2 -o "$build/spawn" "$root/benches/host/lib/spawn.c"
-exec python3 "$here/bench.py" --build "$build" --memscope "$root/target/release/memscope" "$@"
+exec python3 "$here/bench.py" --build "$build" --memscope "$root/target/dist/memscope" "$@"

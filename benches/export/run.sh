@@ -20,8 +20,8 @@ done
 [ ${#SIZES[@]} -gt 0 ] || SIZES=(10000000)
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$WORK"
-(cd "$ROOT" && cargo build --release -p memscope-cli >/dev/null 2>&1)
-BIN="$ROOT/target/release/memscope"
+(cd "$ROOT" && cargo build --profile dist --features parquet -p memscope-cli >/dev/null 2>&1)
+BIN="$ROOT/target/dist/memscope"
 echo "host: $(nproc) cores, load: $(uptime | sed 's/.*load average: //')"
 printf '%-10s %-11s %10s %8s %8s %12s %10s %14s %9s\n' rows mode events wall_s cpu_s rows_per_s rss_mib out_bytes B/event
 for ROWS in "${SIZES[@]}"; do

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Cost of one msTX mark, plain vs under the memscope probe (target <= 150 ns per mark).
 #
-# Builds the release probe, a copy of the abi.md Appendix A msTX front end
+# Builds the probe in the `dist` profile, a copy of the abi.md Appendix A msTX front end
 # (libms_tools_ext.so) and mark_cost.c, then runs mark_cost REPEATS times each way:
 #   plain - no tool injected: the front end's slot is NULL, the call returns at once;
-#   probe - LD_PRELOAD=target/release/libmemscope_probe.so, MEMSCOPE_SPOOL set, adapter mstx
+#   probe - LD_PRELOAD=target/dist/libmemscope_probe.so, MEMSCOPE_SPOOL set, adapter mstx
 #           selected (MEMSCOPE_ADAPTERS=1): every mark is recorded into the stream file
 #           (no collector runs: this measures the traced thread only).
 # Prints the median ns per mark both ways (and of the empty loop), the overhead and ratio,
@@ -17,9 +17,9 @@ N=${1:-2000000}
 REPEATS=${2:-5}
 THREADS=${3:-1}
 
-cargo build --release -q -p memscope-probe
+cargo build --profile dist -q -p memscope-probe
 ROOT=$PWD
-PROBE=$ROOT/target/release/libmemscope_probe.so
+PROBE=$ROOT/target/dist/libmemscope_probe.so
 BUILD=$(mktemp -d)
 SPOOL=$(mktemp -d)
 trap 'rm -rf "$BUILD" "$SPOOL"' EXIT

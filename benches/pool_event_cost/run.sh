@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Cost per pool region event on the recording thread (issue 3; target <= 150 ns).
 #
-# Builds the release probe and the sim-npu stand-ins, compiles bench.c against
+# Builds the probe in the `dist` profile and the sim-npu stand-ins, compiles bench.c against
 # the stand-in msTX front end, then runs it twice:
 #   plain  - no tool: every msTX slot is NULL, the call returns at once;
-#   probe  - LD_PRELOAD=target/release/libmemscope_probe.so with adapters
+#   probe  - LD_PRELOAD=target/dist/libmemscope_probe.so with adapters
 #            mstx+pta selected, recording into a throw-away spool directory
 #            (no collector runs: this measures the traced thread only).
 # Prints ns/event both ways, the overhead (probe - plain) and the ratio.
@@ -15,11 +15,11 @@ cd "$(dirname "$0")/../.."
 PAIRS=${1:-1000000}
 REPEATS=${2:-5}
 
-cargo build --release -q -p memscope-probe -p sim-npu
+cargo build --profile dist -q -p memscope-probe -p sim-npu
 ROOT=$PWD
-LIB64=$ROOT/target/release/sim-npu/lib64
-PROBE=$ROOT/target/release/libmemscope_probe.so
-BIN=$ROOT/target/release/pool_event_cost
+LIB64=$ROOT/target/dist/sim-npu/lib64
+PROBE=$ROOT/target/dist/libmemscope_probe.so
+BIN=$ROOT/target/dist/pool_event_cost
 cc -O2 -g -Wall -I examples/sim-npu/csrc benches/pool_event_cost/bench.c -o "$BIN" \
     -L"$LIB64" -Wl,-rpath,"$LIB64" -lms_tools_ext
 nm -D "$PROBE" | grep -q ' T InitInjectionMstx$' || { echo "probe lacks InitInjectionMstx" >&2; exit 1; }

@@ -8,7 +8,7 @@ Prints, per variant: wall and CPU (user+sys of the process) medians and minimums
 of the per-round ratios to the plain run, and the stream's committed bytes per heap call.
 
 usage: benches/probe/paired.py [-n ROUNDS] [--probe LIB] [--other LIB] [--churn BIN] [-- ARGS]
-  LIB   default target/release/libmemscope_probe.so (cargo build --release -p memscope-probe);
+  LIB   default target/dist/libmemscope_probe.so (cargo build --profile dist -p memscope-probe);
         --other adds a second probe build to the same rounds (e.g. main's, for a before/after)
   BIN   default: ../shared/bench/workloads/churn.c compiled here (gcc -O2 -g
         -fno-omit-frame-pointer -pthread) into target/probe-bench/churn
@@ -62,7 +62,7 @@ def run(argv, env):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("-n", type=int, default=5)
-    ap.add_argument("--probe", default=os.path.join(ROOT, "target/release/libmemscope_probe.so"))
+    ap.add_argument("--probe", default=os.path.join(ROOT, "target/dist/libmemscope_probe.so"))
     ap.add_argument("--other")
     ap.add_argument("--churn")
     ap.add_argument("args", nargs="*", default=["5", "2", "42"])
@@ -76,7 +76,7 @@ def main():
         subprocess.run(["gcc", "-O2", "-g", "-fno-omit-frame-pointer", "-pthread", src, "-o", churn],
                        check=True)
     if not os.path.isfile(a.probe):
-        sys.exit(f"{a.probe} is missing: cargo build --release -p memscope-probe")
+        sys.exit(f"{a.probe} is missing: cargo build --profile dist -p memscope-probe")
     argv = [churn, *a.args]
     variants = {"plain": (None, None), "probe": (a.probe, "0"), "probe c:32": (a.probe, "32")}
     if a.other:

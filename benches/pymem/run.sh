@@ -12,7 +12,7 @@
 # Reported per mode: the whole command's wall and CPU time (user+sys of the process tree, job
 # start to the tool's exit), ratios against `none` of the same repetition (paired), medians,
 # the output size, and the load (`uptime`) before and after.
-# Needs a release build: cargo build --release -p memscope-cli -p memscope-probe \
+# Needs a dist-profile build: cargo build --profile dist -p memscope-cli -p memscope-probe \
 #   -p memscope-adapter-pymem. memray comes from PyPI into a venv under /tmp (MEMRAY_VENV to
 # reuse one; a venv the script made is deleted at exit).
 # Usage: benches/pymem/run.sh [REPS] [ROUNDS]
@@ -22,9 +22,9 @@ workload=$here/../host/workloads/alloc_heavy.py   # the same workload as benches
 repo=$(cd "$here/../.." && pwd)
 reps=${1:-3}
 rounds=${2:-40}
-bin=$repo/target/release/memscope
-[ -x "$bin" ] && [ -f "$repo/target/release/libmemscope_adapter_pymem.so" ] || {
-    echo "run.sh: build first: cargo build --release -p memscope-cli -p memscope-probe -p memscope-adapter-pymem" >&2
+bin=$repo/target/dist/memscope
+[ -x "$bin" ] && [ -f "$repo/target/dist/libmemscope_adapter_pymem.so" ] || {
+    echo "run.sh: build first: cargo build --profile dist -p memscope-cli -p memscope-probe -p memscope-adapter-pymem" >&2
     exit 1
 }
 work=$(mktemp -d /tmp/pymem-bench.XXXXXX)

@@ -9,7 +9,7 @@
 # Reported per mode: the whole command's wall and CPU time (job start to the tool's exit,
 # user+sys of the process tree), the workload loop's own time, the output size; ratios against
 # `none` of the same repetition (paired), medians.
-# Needs a release build (cargo build --release -p memscope-cli -p memscope-probe); memray is
+# Needs a dist-profile build (cargo build --profile dist -p memscope-cli -p memscope-probe); memray is
 # installed into target/bench-venv from PyPI on first use.
 # Usage: benches/python_stacks/run.sh [REPS] [N]
 set -euo pipefail
@@ -17,8 +17,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 reps=${1:-5}
 n=${2:-1000000}
-bin=$repo/target/release/memscope
-[ -x "$bin" ] || { echo "run.sh: build first: cargo build --release -p memscope-cli -p memscope-probe" >&2; exit 1; }
+bin=$repo/target/dist/memscope
+[ -x "$bin" ] || { echo "run.sh: build first: cargo build --profile dist -p memscope-cli -p memscope-probe" >&2; exit 1; }
 venv=$repo/target/bench-venv
 if ! "$venv/bin/python" -c 'import memray' 2>/dev/null; then
     python3 -m venv "$venv" && "$venv/bin/pip" install -q memray

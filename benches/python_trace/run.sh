@@ -4,15 +4,15 @@
 # for), for: untraced python, sys.setprofile with a no-op Python function, memscope's tracer in a
 # plain `python` (memscope.start() + tracer.start()), and `memscope run --events traceback`.
 # All in the same run, REPS repetitions each, interleaved; medians are printed.
-# Needs a release build: cargo build --release -p memscope-cli -p memscope-probe
+# Needs a dist-profile build: cargo build --profile dist -p memscope-cli -p memscope-probe
 # Usage: benches/python_trace/run.sh [REPS] [N]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 reps=${1:-5}
 n=${2:-1000000}
-bin=$repo/target/release/memscope
-[ -x "$bin" ] || { echo "run.sh: build first: cargo build --release -p memscope-cli -p memscope-probe" >&2; exit 1; }
+bin=$repo/target/dist/memscope
+[ -x "$bin" ] || { echo "run.sh: build first: cargo build --profile dist -p memscope-cli -p memscope-probe" >&2; exit 1; }
 py=${PYTHON:-python3}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -18,8 +18,8 @@ if [ ! -f "$DUMP" ]; then
     python3 "$ROOT/benches/analysis/gen_dump.py" "$ROWS" "$DUMP" $ORDER
 fi
 ls -l "$DUMP"
-(cd "$ROOT" && cargo build --release -p memscope-cli >/dev/null)
-BIN="$ROOT/target/release/memscope"
+(cd "$ROOT" && cargo build --profile dist --features parquet -p memscope-cli >/dev/null)
+BIN="$ROOT/target/dist/memscope"
 echo "load before: $(uptime)"
 measure() { # name, command...
     local name=$1; shift

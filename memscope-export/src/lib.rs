@@ -13,8 +13,9 @@
 //!   for `pytorch.org/memory_viz` and MindStudio Insight.
 //! * [`perfetto`]: a Perfetto protobuf trace (TrackEvent): memory counters, op and kernel
 //!   slices, marks, flows.
-//! * `parquet` (cargo feature `parquet`): a hive-partitioned Parquet dataset for DuckDB, Spark
-//!   and DataFusion.
+//! * [`parquet`] (cargo feature `parquet`): a hive-partitioned Parquet dataset for DuckDB, Spark
+//!   and DataFusion. Without the feature (arrow/parquet are a third of a release build) the
+//!   module's `export` says in one line how to get it, so callers need no feature of their own.
 //!
 //! Every exporter streams: memory depends on the live blocks, open slices and distinct names of
 //! a process, never on the number of events. Outputs are written under a temporary name and
@@ -28,6 +29,9 @@ pub mod input;
 pub mod memory_viz;
 pub mod out_file;
 #[cfg(feature = "parquet")]
+pub mod parquet;
+#[cfg(not(feature = "parquet"))]
+#[path = "parquet_absent.rs"]
 pub mod parquet;
 pub mod perfetto;
 pub mod progress;

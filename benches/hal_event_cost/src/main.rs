@@ -11,11 +11,11 @@
 //! and prints the median ns per event of each and the added cost, both in wall time and in
 //! the loop thread's CPU time (which leaves out time spent waiting for a core: the collector
 //! runs concurrently, and on a 2-core machine it competes with the job). Usage (same profile for
-//! the workspace and the benchmark, release recommended):
+//! the workspace and the benchmark, the dist profile recommended):
 //!
 //! ```text
-//! cargo build --release --workspace
-//! cargo run --release -p memscope-bench-hal-event-cost -- [--iterations N] [--repeats R]
+//! cargo build --profile dist --workspace
+//! cargo run --profile dist -p memscope-bench-hal-event-cost -- [--iterations N] [--repeats R]
 //! ```
 #![forbid(unsafe_code)]
 

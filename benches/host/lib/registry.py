@@ -355,7 +355,7 @@ TOOLS = [
          events=memray_events, leaks=memray_leaks, events_note="allocations (memray stats)"),
     # memscope's probe with only the HOST adapter: records go to a per-process stream file in
     # {out} (the stream *is* the output; `memscope run` would also type and write CSV in a
-    # collector process). MEMSCOPE_LIB = target/release/libmemscope_probe.so.
+    # collector process). MEMSCOPE_LIB = target/dist/libmemscope_probe.so.
     Tool("memscope", "memscope probe, HOST adapter, no stacks (MEMSCOPE_LIB)",
          {"c", "py"}, memscope_available,
          preload(MEMSCOPE_LIB, MEMSCOPE_SPOOL="{out}", MEMSCOPE_ADAPTERS="64", MEMSCOPE_C_STACK="0"),

@@ -1,13 +1,12 @@
 //! `memscope export --to parquet`: a hive-partitioned Parquet dataset
-//! (`memscope_export::parquet`, cargo feature `parquet` of memscope-cli, on by default).
+//! (`memscope_export::parquet`; a build without its `parquet` feature refuses in one line).
 
 use crate::export_cmd::ExportArgs;
 
 /// Writes the dataset of the processes of `a.inputs` into `a.output`.
 ///
 /// # Errors
-/// Bad inputs, an output that exists or cannot be written.
-#[cfg(feature = "parquet")]
+/// Bad inputs, an output that exists or cannot be written, a build without Parquet.
 pub fn export(a: &ExportArgs) -> anyhow::Result<()> {
     use super::processes::{finish, resolve};
     let mut bar = super::bar::Bar::new();
@@ -16,15 +15,4 @@ pub fn export(a: &ExportArgs) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     finish(a, &mut bar, s);
     Ok(())
-}
-
-/// Without the `parquet` feature: a one-line error.
-///
-/// # Errors
-/// Always.
-#[cfg(not(feature = "parquet"))]
-pub fn export(_: &ExportArgs) -> anyhow::Result<()> {
-    Err(anyhow::anyhow!(
-        "--to parquet: this memscope was built without Parquet support (cargo feature `parquet` of memscope-cli, on by default)"
-    ))
 }
