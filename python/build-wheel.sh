@@ -20,6 +20,9 @@ stage=target/wheeldata/data/lib/memscope
 rm -rf target/wheeldata
 mkdir -p "$stage"
 cp "target/$profile/libmemscope_probe.so" "$stage/"
+# msMemScope's command name (issue 26): a script, so that `source msmemscope --load-api-env` works
+mkdir -p target/wheeldata/scripts
+cp memscope-cli/msmemscope target/wheeldata/scripts/
 out=$PWD/target/wheels/$profile
 rm -rf "$out"
 (cd python && python3 -m maturin build ${args[@]+"${args[@]}"} --compatibility linux \

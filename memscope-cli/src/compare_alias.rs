@@ -103,7 +103,25 @@ pub fn rewrite(args: &[String]) -> Result<Alias, String> {
         }
         i += 1;
     }
-    let inputs = inputs.unwrap_or_default();
+    let mut out = vec![args[0].clone()];
+    out.extend(compare_command(&inputs.unwrap_or_default(), level, output)?);
+    let note = format!(
+        "note: msMemScope's --compare runs as `memscope {}`",
+        out[1..].join(" ")
+    );
+    Ok(Alias::Compare(out, note))
+}
+
+/// The `memscope compare` arguments (without the program name) of msMemScope's compare
+/// options: `inputs` is the `--input-path` value (two paths split on `,` or `，`).
+///
+/// # Errors
+/// Not exactly two paths.
+pub fn compare_command(
+    inputs: &str,
+    level: Option<&str>,
+    output: Option<String>,
+) -> Result<Vec<String>, String> {
     let paths: Vec<&str> = inputs
         .split([',', '，'])
         .filter(|p| !p.is_empty())
@@ -113,23 +131,14 @@ pub fn rewrite(args: &[String]) -> Result<Alias, String> {
             "--input-path {inputs:?}: give exactly two files, BASE.csv,COMPARE.csv"
         ));
     };
-    let mut out = vec![
-        args[0].clone(),
-        "compare".to_owned(),
-        base.to_owned(),
-        cmp.to_owned(),
-    ];
+    let mut out = vec!["compare".to_owned(), base.to_owned(), cmp.to_owned()];
     if let Some(l) = level {
         out.extend(["--level".to_owned(), l.to_owned()]);
     }
     if let Some(o) = output {
         out.extend(["-o".to_owned(), o]);
     }
-    let note = format!(
-        "note: msMemScope's --compare runs as `memscope {}`",
-        out[1..].join(" ")
-    );
-    Ok(Alias::Compare(out, note))
+    Ok(out)
 }
 
 #[cfg(test)]

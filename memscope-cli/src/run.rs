@@ -190,7 +190,8 @@ pub fn add_shipped_plugins(cfg: &mut RunConfig, probe: &Path) -> Result<(), Stri
     Ok(())
 }
 
-fn resolve_program(p: &str) -> Option<PathBuf> {
+/// `p` as `execvp` finds it: a path when it has a `/`, else the first match on `PATH`.
+pub fn resolve_program(p: &str) -> Option<PathBuf> {
     if p.contains('/') {
         let path = PathBuf::from(p);
         // a directory is found too, so that it is named as such

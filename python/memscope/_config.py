@@ -44,13 +44,22 @@ def _check(values):
     return json.loads(r.stdout)
 
 
-def python_depth(cfg):
-    """Frames of ``python[:N]`` in a config.json dict's ``call_stack`` (0: none)."""
+def _depth(cfg, kind):
     for item in cfg.get("call_stack") or []:
-        kind, _, n = item.partition(":")
-        if kind == "python":
+        k, _, n = item.partition(":")
+        if k == kind:
             return int(n) if n else 50
     return 0
+
+
+def c_depth(cfg):
+    """Frames of ``c[:N]`` in a config.json dict's ``call_stack`` (0: none)."""
+    return _depth(cfg, "c")
+
+
+def python_depth(cfg):
+    """Frames of ``python[:N]`` in a config.json dict's ``call_stack`` (0: none)."""
+    return _depth(cfg, "python")
 
 
 def _differences(mine, run):
@@ -117,7 +126,10 @@ def config(**kwargs):
                               % ", ".join(diff), RuntimeWarning, stacklevel=2)
             if not s.api_started and s.lib is not None:
                 s.lib.memscope_py_defer()
-        elif s.mode == "plain" and s.collector is not None:
+        elif s.mode == "preloaded" and s.lib is not None:
+            # every hook is preloaded: C stacks work from now on
+            s.lib.memscope_py_set_c_stack(c_depth(cfg))
+        if s.mode in ("plain", "preloaded") and s.collector is not None:
             warnings.warn("memscope.config(): the collector of this process is already running; "
                           "the new configuration does not reach it (call config() before the "
                           "first start())", RuntimeWarning, stacklevel=2)

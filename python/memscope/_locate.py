@@ -75,8 +75,18 @@ def probe():
     return _cache["probe"]
 
 
+def child_env():
+    """This process's environment without ``MEMSCOPE_SPOOL``: a memscope process this package
+    starts (the CLI, the collector) must not be traced into the job's spool when the probe is
+    preloaded everywhere (``source msmemscope --load-api-env``)."""
+    env = dict(os.environ)
+    env.pop("MEMSCOPE_SPOOL", None)
+    return env
+
+
 def run_cli(args, **kw):
     """Runs the CLI with ``args``; returns the CompletedProcess (text mode)."""
+    kw.setdefault("env", child_env())
     return subprocess.run([cli()] + list(args), universal_newlines=True, **kw)
 
 

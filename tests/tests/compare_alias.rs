@@ -1,6 +1,7 @@
 //! Issue 10 item 9: msMemScope's offline compare invocation (`--compare --input-path=a,b
 //! [--level=...]`) runs as `memscope compare`, with a one-line note of memscope's spelling, and
-//! writes what `memscope compare` writes (msMemScope's own smoke pair: 12 kernel rows).
+//! writes what `memscope compare` writes (msMemScope's own smoke pair: 12 kernel rows); so
+//! does the `msmemscope` command (issue 26).
 
 use memscope_tests::*;
 use std::path::{Path, PathBuf};
@@ -84,6 +85,38 @@ fn msmemscope_compare_invocation_runs_as_memscope_compare_with_a_note() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(result(out.path()), alias);
+}
+
+#[test]
+fn msmemscope_command_runs_the_english_guides_compare_line() {
+    // issue 26: `msmemscope --compare --input=path1,path2 --level=kernel`, as msMemScope's
+    // English user guide writes it (the old `--input` gets its one-line note)
+    let (Some(a), Some(b)) = (
+        fixture("memscope_dump_20250428113810.csv"),
+        fixture("memscope_dump_20250428113811.csv"),
+    ) else {
+        return;
+    };
+    let cwd = tempfile::tempdir().unwrap();
+    let o = Command::new(profile_dir().join("msmemscope"))
+        .current_dir(cwd.path())
+        .arg("--compare")
+        .arg(format!("--input={},{}", a.display(), b.display()))
+        .arg("--level=kernel")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(
+        err.trim(),
+        "msmemscope: '--input' is deprecated, use '--input-path' instead"
+    );
+    let rows = result(&cwd.path().join("memscopeDumpResults"));
+    assert_eq!(
+        rows.len(),
+        2 + 12,
+        "msMemScope's smoke test expects 12 rows"
+    );
 }
 
 #[test]

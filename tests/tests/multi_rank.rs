@@ -425,9 +425,54 @@ fn c_api_only_program_dump_holds_start_trace_step_and_stop_trace_rows() {
         "{}",
         run.stderr()
     );
-    // the rows of the window only: 4 HAL allocations of 1 MiB (the shadow block's are not rows)
-    let mallocs = rows.iter().filter(|r| r["Event"] == "MALLOC").count();
-    assert_eq!(mallocs, 4, "{}", run.stderr());
+    // the 4 allocations of the window, and (issue 26) the block allocated before it, written
+    // once right after START_TRACE with its time and marked shadow:true; freed after stop(),
+    // it gets its FREE too, so every MALLOC has its FREE
+    let mut rows = rows;
+    rows.sort_by_key(|r| r["ID"].parse::<u64>().unwrap());
+    let start = rows
+        .iter()
+        .position(|r| r["Event Type"] == "START_TRACE")
+        .unwrap();
+    let mallocs: Vec<&Row> = rows.iter().filter(|r| r["Event"] == "MALLOC").collect();
+    assert_eq!(mallocs.len(), 5, "{}", run.stderr());
+    let history = &rows[start + 1];
+    assert_eq!(
+        (history["Event"].as_str(), history["Event Type"].as_str()),
+        ("MALLOC", "HAL")
+    );
+    assert_eq!(history["Timestamp(ns)"], rows[start]["Timestamp(ns)"]);
+    let a = attrs(history);
+    assert_eq!(a.get("shadow").map(String::as_str), Some("true"), "{a:?}");
+    assert_eq!(a.get("size").map(String::as_str), Some("1048576"));
+    assert!(
+        !a.contains_key("used"),
+        "no figures on a history row: {a:?}"
+    );
+    assert_eq!(
+        mallocs
+            .iter()
+            .filter(|r| attrs(r).contains_key("shadow"))
+            .count(),
+        1
+    );
+    let ids = |kind: &str| -> Vec<String> {
+        let mut v: Vec<String> = rows
+            .iter()
+            .filter(|r| r["Event"] == kind)
+            .map(|r| attrs(r)["allocation_id"].clone())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(ids("MALLOC"), ids("FREE"), "every MALLOC has its FREE");
+    let stop = rows
+        .iter()
+        .position(|r| r["Event Type"] == "STOP_TRACE")
+        .unwrap();
+    let last_free = rows.iter().rposition(|r| r["Event"] == "FREE").unwrap();
+    assert!(last_free > stop, "the block's FREE after stop() is written");
+    assert_eq!(attrs(&rows[last_free])["allocation_id"], a["allocation_id"]);
     // step() drives the analyses' step numbering
     assert!(run.stderr().contains("4 step(s) ended"), "{}", run.stderr());
 }

@@ -68,7 +68,9 @@ fn wheel_installs_into_a_fresh_venv_and_both_ways_to_run_give_the_same_rows() {
     let listing = String::from_utf8_lossy(&listed.stdout);
     for f in [
         "memscope/__init__.py",
+        "msmemscope/__init__.py",
         ".data/scripts/memscope",
+        ".data/scripts/msmemscope",
         ".data/data/lib/memscope/libmemscope_probe.so",
     ] {
         assert!(listing.contains(f), "wheel lacks {f}:\n{listing}");
@@ -457,6 +459,43 @@ fn wheel_installs_with_pip_user_and_finds_its_cli_and_probe() {
             t.elapsed() < Duration::from_secs(20),
             "no dump from the --user install"
         );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn wheel_msmemscope_script_preloads_the_wheels_probe_for_import_msmemscope() {
+    // issue 26: `source <venv>/bin/msmemscope --load-api-env`, then msMemScope's API
+    let v = venv();
+    let d = tempfile::tempdir().unwrap();
+    let bin = v.dir.join("bin");
+    let line = format!(
+        "export PATH='{}':$PATH; source msmemscope --load-api-env && printf '%s\\n' \"$LD_PRELOAD\" && \
+         python -c 'import msmemscope; msmemscope.start(); msmemscope.take_snapshot(name=\"s\"); msmemscope.stop()' && \
+         source msmemscope --unload-api-env && printf '[%s]\\n' \"${{LD_PRELOAD-unset}}\"",
+        bin.display()
+    );
+    let mut cmd = Command::new("bash");
+    cmd.args(["-c", &line]);
+    clean(&mut cmd, d.path());
+    let out = cmd.output().unwrap();
+    check(&out, "source msmemscope --load-api-env from the wheel");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines.first().copied(),
+        Some(
+            v.dir
+                .join("lib/memscope/libmemscope_probe.so")
+                .to_str()
+                .unwrap()
+        ),
+        "{stdout}"
+    );
+    assert_eq!(lines.last().copied(), Some("[unset]"), "{stdout}");
+    let t = Instant::now();
+    while files(&d.path().join("memscopeDumpResults"), "memscope_dump_").is_empty() {
+        assert!(t.elapsed() < Duration::from_secs(20), "no dump: {stdout}");
         std::thread::sleep(Duration::from_millis(50));
     }
 }

@@ -1,6 +1,7 @@
 //! The collector: follows every traced process's stream in the spool directory while the job
 //! runs, and turns each process into its output directory (dumps, log, config.json, reports).
 
+pub mod history;
 pub mod layers;
 pub mod pipeline;
 pub mod plugin_typer;

@@ -54,6 +54,39 @@ pub unsafe extern "C" fn memscope_py_status() -> c_int {
     })
 }
 
+/// `int memscope_py_attach(void)`: a probe preloaded without a spool (`source msmemscope
+/// --load-api-env`) stays dormant; the Python package sets `MEMSCOPE_SPOOL` and the other
+/// settings in the environment, then calls this to start recording. 1 when the probe records
+/// now, 0 when it stays passive.
+///
+/// # Safety
+/// None.
+#[no_mangle]
+pub unsafe extern "C" fn memscope_py_attach() -> c_int {
+    guard(0, || {
+        let ready = rt::wake();
+        rt::safe_point();
+        c_int::from(ready)
+    })
+}
+
+/// `int memscope_py_set_c_stack(int depth)`: C stacks of `depth` frames (capped at 1000; 0:
+/// none) on the rows from now on — `config(call_stack="c:N")` of a probe preloaded with
+/// `source msmemscope --load-api-env`. 0, or -1 when passive.
+///
+/// # Safety
+/// None.
+#[no_mangle]
+pub unsafe extern "C" fn memscope_py_set_c_stack(depth: c_int) -> c_int {
+    guard(-1, || {
+        if !rt::ensure_init() {
+            return -1;
+        }
+        rt::set_c_stack_depth(depth.max(0) as u32);
+        0
+    })
+}
+
 /// `int memscope_py_defer(void)`: closes the collection window without a `STOP_TRACE` row
 /// (`config()` gives an immediate run deferred semantics). 0, or -1 when passive.
 ///

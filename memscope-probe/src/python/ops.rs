@@ -78,7 +78,8 @@ pub unsafe extern "C" fn memscope_py_aten_tensor(
 }
 
 /// `int memscope_py_cpu_tensor(int free, uint64_t addr, uint64_t size)`: a CPU tensor storage
-/// of `size` bytes at `addr` was created (`free` 0) or released. 0 recorded, -1 not.
+/// of `size` bytes at `addr` was created (`free` 0) or released (outside a collection window
+/// too: a shadow record, see `memscope_runtime::tracking`). 0 recorded, -1 not.
 ///
 /// # Safety
 /// None.
@@ -86,7 +87,7 @@ pub unsafe extern "C" fn memscope_py_aten_tensor(
 pub unsafe extern "C" fn memscope_py_cpu_tensor(free: c_int, addr: u64, size: u64) -> c_int {
     guard(|| {
         addr != 0
-            && rt::recording()
+            && (rt::recording() || rt::shadowing())
             && rt::record(&Record::CpuTensor {
                 ts: rt::now_ns(),
                 free: free != 0,
