@@ -208,3 +208,57 @@ fn memory_viz_of_a_capture_equals_that_of_its_dumps_and_host_only_runs_have_no_n
     let v = py_check("check_memory_viz.py", &[from_capture.to_str().unwrap()]);
     assert!(v["entries"][0].as_u64().unwrap() > 10, "{v}");
 }
+
+/// Distinct events (pid, ID) of CSV rows: device-less rows are copied into every device file.
+fn distinct(rows: &[memscope_tests::Row]) -> usize {
+    rows.iter()
+        .map(|r| (r["Process Id"].clone(), r["ID"].clone()))
+        .collect::<std::collections::HashSet<_>>()
+        .len()
+}
+
+/// Issue 27 item 5, the rule: the dumps (and `export --to csv|db`, which makes them again)
+/// hold what `--device` asked for; the viewer exports hold every event recorded — here the
+/// pinned host memory (HOST on cpu) that the default `--device npu` keeps out of the dumps.
+#[test]
+fn viewer_exports_hold_every_recorded_event_and_dumps_what_device_asked_for() {
+    let run = memscope_run(
+        &["--adapters", "pta,mstx,hal,acl"],
+        &[
+            "python3",
+            repo_root()
+                .join("examples/sim-npu/train.py")
+                .to_str()
+                .unwrap(),
+            "--steps",
+            "4",
+        ],
+        &[("SIM_NPU_DIR", sim_npu_dir().to_str().unwrap())],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let dumped = run.rows();
+    assert!(
+        dumped.iter().all(|r| r["Device Id"] != "cpu"),
+        "--device npu"
+    );
+    let d = distinct(&dumped);
+    let out = tempfile::tempdir().unwrap();
+    export("csv", &[&capture_of(run.out.path())], out.path());
+    assert_eq!(
+        distinct(&csv_rows(out.path())),
+        d,
+        "export --to csv = the dumps"
+    );
+    let ds = run.out.path().join("ds");
+    let stdout = export("parquet", &[run.out.path()], &ds);
+    let e = exported_events(&stdout);
+    let v = py_check("count_parquet.py", &[ds.to_str().unwrap()]);
+    assert_eq!(v["rows"].as_u64().unwrap(), e, "{v}");
+    let host = v["by_type"]["HOST"].as_u64().unwrap_or(0);
+    assert!(host > 0, "the demo pins host memory: {v}");
+    assert_eq!(
+        e,
+        d as u64 + host,
+        "the Parquet dataset = the dumps + the pinned HOST rows --device left out: {v}"
+    );
+}
