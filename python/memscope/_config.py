@@ -45,13 +45,19 @@ def _check(values):
     return json.loads(r.stdout)
 
 
-def python_depth(cfg):
-    """Frames of ``python[:N]`` in a config.json dict's ``call_stack`` (0: none)."""
+def _depth(cfg, which):
+    """Frames of ``which[:N]`` (``python`` or ``c``) in a config.json dict's ``call_stack``
+    (0: none)."""
     for item in cfg.get("call_stack") or []:
         kind, _, n = item.partition(":")
-        if kind == "python":
+        if kind == which:
             return int(n) if n else 50
     return 0
+
+
+def python_depth(cfg):
+    """Frames of ``python[:N]`` in a config.json dict's ``call_stack`` (0: none)."""
+    return _depth(cfg, "python")
 
 
 def _kernel_launches(c):
@@ -59,14 +65,6 @@ def _kernel_launches(c):
     events, level = set(c.get("events") or []), set(c.get("level") or [])
     return ("launch" in events or "inefficient" in set(c.get("analysis") or [])) \
         and "kernel" in level
-
-
-def _c_depth(c):
-    for item in c.get("call_stack") or []:
-        kind, _, n = item.partition(":")
-        if kind == "c":
-            return int(n) if n else 50
-    return 0
 
 
 def _under_launcher(s, values, cfg):
@@ -91,7 +89,7 @@ def _under_launcher(s, values, cfg):
     fixed = []
     if _kernel_launches(effective) and not _kernel_launches(run):
         fixed.append("kernel launches (--level kernel with launch)")
-    if _c_depth(effective) != _c_depth(run):
+    if _depth(effective, "c") != _depth(run, "c"):
         fixed.append("C call stacks (--call-stack c:N)")
     if fixed:
         warnings.warn("memscope.config(): %s are set up when the process starts; they stay as "

@@ -48,6 +48,18 @@ fn capture_of(dir: &Path) -> PathBuf {
     v.remove(0)
 }
 
+/// The sim-npu demo (`train.py --steps STEPS`) under `memscope run ARGS`; it must succeed.
+fn demo(args: &[&str], steps: &str) -> Run {
+    let train = repo_root().join("examples/sim-npu/train.py");
+    let run = memscope_run(
+        args,
+        &["python3", train.to_str().unwrap(), "--steps", steps],
+        &[("SIM_NPU_DIR", sim_npu_dir().to_str().unwrap())],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    run
+}
+
 /// A host-only run with HOST rows off: the dumps have no HOST row, the capture has them all.
 fn host_run() -> Run {
     let prog = program("host_mix");
@@ -160,20 +172,7 @@ fn memory_viz_of_a_capture_equals_that_of_its_dumps_and_host_only_runs_have_no_n
     );
 
     // a PTA + HOST run: the snapshot comes from the capture, NPU 0 and device-less events
-    let run = memscope_run(
-        &["--adapters", "pta,mstx,host", "--call-stack", "c:4"],
-        &[
-            "python3",
-            repo_root()
-                .join("examples/sim-npu/train.py")
-                .to_str()
-                .unwrap(),
-            "--steps",
-            "3",
-        ],
-        &[("SIM_NPU_DIR", sim_npu_dir().to_str().unwrap())],
-    );
-    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let run = demo(&["--adapters", "pta,mstx,host", "--call-stack", "c:4"], "3");
     // the job's processes (the interpreter's children too), each with its capture; one uses
     // NPU 0
     let mut npu_proc = None;
@@ -222,20 +221,7 @@ fn distinct(rows: &[memscope_tests::Row]) -> usize {
 /// pinned host memory (HOST on cpu) that the default `--device npu` keeps out of the dumps.
 #[test]
 fn viewer_exports_hold_every_recorded_event_and_dumps_what_device_asked_for() {
-    let run = memscope_run(
-        &["--adapters", "pta,mstx,hal,acl"],
-        &[
-            "python3",
-            repo_root()
-                .join("examples/sim-npu/train.py")
-                .to_str()
-                .unwrap(),
-            "--steps",
-            "4",
-        ],
-        &[("SIM_NPU_DIR", sim_npu_dir().to_str().unwrap())],
-    );
-    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let run = demo(&["--adapters", "pta,mstx,hal,acl"], "4");
     let dumped = run.rows();
     assert!(
         dumped.iter().all(|r| r["Device Id"] != "cpu"),

@@ -130,32 +130,53 @@ fn smoke_result(dir: &Path) -> String {
     std::fs::read_to_string(&found[0]).unwrap()
 }
 
+/// msMemScope's smoke pair (`None`, with a SKIP line, without the fixtures).
+fn smoke_pair() -> Option<(PathBuf, PathBuf)> {
+    Some((
+        fixture("memscope_dump_20250428113810.csv")?,
+        fixture("memscope_dump_20250428113811.csv")?,
+    ))
+}
+
+/// Runs `memscope ARGS` in `cwd`; it must succeed. Returns its stderr.
+fn memscope_in(cwd: &Path, args: &[std::ffi::OsString]) -> String {
+    let o = Command::new(memscope_bin())
+        .current_dir(cwd)
+        .args(args)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{args:?}: {err}");
+    err
+}
+
+/// `memscope compare A B --level kernel [EXTRA] -o OUT`.
+fn native_compare(a: &Path, b: &Path, extra: &[&str], out: &Path) -> Vec<std::ffi::OsString> {
+    let mut v: Vec<std::ffi::OsString> = vec!["compare".into(), a.into(), b.into()];
+    v.extend(["--level", "kernel"].iter().chain(extra).map(Into::into));
+    v.extend(["-o".into(), out.into()]);
+    v
+}
+
+/// run_st.py's step_compare_cmd, word for word, with `--log-level=LEVEL`.
+fn smoke_command(a: &Path, b: &Path, level: &str) -> Vec<std::ffi::OsString> {
+    vec![
+        format!("--input={},{}", a.display(), b.display()).into(),
+        "--compare".into(),
+        format!("--log-level={level}").into(),
+        "--level=1".into(),
+    ]
+}
+
 #[test]
 fn msmemscope_smoke_suite_header_check_passes_on_the_compare_of_dump_files() {
-    let (Some(a), Some(b)) = (
-        fixture("memscope_dump_20250428113810.csv"),
-        fixture("memscope_dump_20250428113811.csv"),
-    ) else {
+    let Some((a, b)) = smoke_pair() else {
         return;
     };
-    // run_st.py's step_compare_cmd, word for word, and memscope's own spelling
     let smoke = tempfile::tempdir().unwrap();
-    let o = Command::new(memscope_bin())
-        .current_dir(smoke.path())
-        .arg(format!("--input={},{}", a.display(), b.display()))
-        .args(["--compare", "--log-level=info", "--level=1"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    memscope_in(smoke.path(), &smoke_command(&a, &b, "info"));
     let native = tempfile::tempdir().unwrap();
-    let o = Command::new(memscope_bin())
-        .arg("compare")
-        .args([&a, &b])
-        .args(["--level", "kernel", "-o"])
-        .arg(native.path())
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    memscope_in(native.path(), &native_compare(&a, &b, &[], native.path()));
     for dir in [
         smoke.path().join("memscopeDumpResults"),
         native.path().into(),
@@ -170,21 +191,14 @@ fn msmemscope_smoke_suite_header_check_passes_on_the_compare_of_dump_files() {
 
 #[test]
 fn step_column_adds_memscopes_step_only_when_asked_for() {
-    let (Some(a), Some(b)) = (
-        fixture("memscope_dump_20250428113810.csv"),
-        fixture("memscope_dump_20250428113811.csv"),
-    ) else {
+    let Some((a, b)) = smoke_pair() else {
         return;
     };
     let out = tempfile::tempdir().unwrap();
-    let o = Command::new(memscope_bin())
-        .arg("compare")
-        .args([&a, &b])
-        .args(["--level", "kernel", "--step-column", "-o"])
-        .arg(out.path())
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    memscope_in(
+        out.path(),
+        &native_compare(&a, &b, &["--step-column"], out.path()),
+    );
     let lines = result(out.path());
     assert_eq!(lines[0], ",,,Base,Compare");
     assert_eq!(lines[1], format!("{},Step", SMOKE_LINE_2.trim_end()));
@@ -196,20 +210,12 @@ fn step_column_adds_memscopes_step_only_when_asked_for() {
 
 #[test]
 fn log_level_error_leaves_out_the_notes_of_the_compare() {
-    let (Some(a), Some(b)) = (
-        fixture("memscope_dump_20250428113810.csv"),
-        fixture("memscope_dump_20250428113811.csv"),
-    ) else {
+    let Some((a, b)) = smoke_pair() else {
         return;
     };
     let cwd = tempfile::tempdir().unwrap();
-    let o = Command::new(memscope_bin())
-        .current_dir(cwd.path())
-        .arg(format!("--input={},{}", a.display(), b.display()))
-        .args(["--compare", "--log-level=error", "--level=1"])
-        .output()
-        .unwrap();
-    assert!(o.status.success());
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = memscope_in(cwd.path(), &smoke_command(&a, &b, "error"));
     assert!(!err.contains("note:"), "{err}");
+    let err = memscope_in(cwd.path(), &smoke_command(&a, &b, "info"));
+    assert!(err.contains("note:"), "{err}");
 }

@@ -572,23 +572,29 @@ fn plain_python_config_call_stack_python_puts_python_stacks_on_the_rows() {
     }
 }
 
-fn parity_args(mode: &str) -> Vec<std::ffi::OsString> {
-    vec![
+/// Runs `api_parity.py MODE` in `cwd`: under `memscope run RUN_ARGS` with `Some`, else plainly;
+/// it must succeed.
+fn parity(mode: &str, cwd: &Path, run_args: Option<&[&str]>) -> std::process::Output {
+    let args: Vec<std::ffi::OsString> = vec![
         script("api_parity.py").into(),
         mode.into(),
         example_dir().into(),
-    ]
+    ];
+    let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+    let out = match run_args {
+        Some(r) => launched(cwd, r, &args),
+        None => plain(cwd, &args),
+    };
+    check(&out, &format!("api_parity.py {mode} {run_args:?}"));
+    out
 }
 
 /// Issue 27 item 6: msMemScope's documented workflow, `memscope run -- python x.py` with
 /// `config()` in the script.
 #[test]
 fn config_under_memscope_run_applies_what_the_flags_left_and_explicit_flags_win_in_one_line() {
-    let args = parity_args("config");
-    let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
     let a = tempfile::tempdir().unwrap();
-    let out = launched(a.path(), &[], &args);
-    check(&out, "memscope run -- python api_parity.py config");
+    let out = parity("config", a.path(), Some(&[]));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("RuntimeWarning"), "{stderr}");
     assert!(
@@ -605,11 +611,7 @@ fn config_under_memscope_run_applies_what_the_flags_left_and_explicit_flags_win_
 
     // an explicit flag wins, said in one line; what the flags left still comes from config()
     let b = tempfile::tempdir().unwrap();
-    let out = launched(b.path(), &["--analysis", "leaks"], &args);
-    check(
-        &out,
-        "memscope run --analysis leaks -- python api_parity.py config",
-    );
+    let out = parity("config", b.path(), Some(&["--analysis", "leaks"]));
     let stderr = String::from_utf8_lossy(&out.stderr);
     let said: Vec<&str> = stderr
         .lines()
@@ -630,11 +632,8 @@ fn config_under_memscope_run_applies_what_the_flags_left_and_explicit_flags_win_
 /// Issue 27 item 7: way 2 of msMemScope's user guide.
 #[test]
 fn describer_exit_on_another_object_ends_the_innermost_level_of_that_owner() {
-    let args = parity_args("describe");
-    let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
     let d = tempfile::tempdir().unwrap();
-    let out = plain(d.path(), &args);
-    check(&out, "python api_parity.py describe");
+    parity("describe", d.path(), None);
     let rows = seed_layout_rows(&d.path().join("memscopeDumpResults"));
     let owners: Vec<String> = rows
         .iter()
@@ -656,11 +655,8 @@ fn describer_exit_on_another_object_ends_the_innermost_level_of_that_owner() {
 /// Issue 27 item 8: msMemScope's tracer works on its own.
 #[test]
 fn tracer_and_record_function_trace_without_a_window_and_warn_when_nothing_can_be_recorded() {
-    let args = parity_args("tracer");
-    let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
     let d = tempfile::tempdir().unwrap();
-    let out = plain(d.path(), &args);
-    check(&out, "python api_parity.py tracer");
+    parity("tracer", d.path(), None);
     let rows = trace_rows(&d.path().join("memscopeDumpResults"));
     let names: Vec<&str> = rows.iter().map(|r| r[0].as_str()).collect();
     assert!(
