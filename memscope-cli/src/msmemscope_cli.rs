@@ -369,7 +369,7 @@ fn compare_args(
             )),
         })
         .transpose()?;
-    crate::compare_alias::compare_command(&inputs, level, get("output-path"))
+    crate::compare_alias::compare_command(&inputs, level, get("output-path"), get("log-level"))
 }
 
 /// The help text of `msmemscope -h`.

@@ -156,7 +156,7 @@ fn documented_leak_example_runs_after_load_api_env_and_under_msmemscope() {
         "history blocks are no leak"
     );
 
-    // the same script under msMemScope's command line (its flags win over config())
+    // the same script under msMemScope's command line (config() sets what no flag set)
     let d = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(profile_dir().join("msmemscope"));
     cmd.arg(python3())
@@ -165,7 +165,7 @@ fn documented_leak_example_runs_after_load_api_env_and_under_msmemscope() {
     env(&mut cmd, d.path());
     let text = ok(&cmd.output().unwrap(), "msmemscope python leaks job");
     check_leak_report(&text);
-    check_history(&rows(&d.path().join("memscopeDumpResults")));
+    check_history(&rows(&d.path().join("output")));
 }
 
 #[test]
