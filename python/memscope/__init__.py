@@ -1,9 +1,10 @@
 """memscope: memory analysis for AI jobs, msMemScope-compatible (``import msmemscope`` API).
 
-Two ways to run, same rows: under the launcher (``memscope run -- python train.py``, every
-hook available), or plain ``python train.py``, where the first :func:`start` starts a
-collector and msTX marks, framework pools, owners, steps, snapshots and the Python trace are
-recorded (driver/ACL/kernel/host hooks need the launcher; see ``memscope._session``).
+Three ways to run, same rows: under the launcher (``memscope run -- python train.py``, every
+hook available); after ``source msmemscope --load-api-env`` (the probe preloaded, every hook);
+or plain ``python train.py``, where the first :func:`start` starts a collector and msTX marks,
+framework pools, owners, steps, snapshots and the Python trace are recorded (driver/ACL/kernel/
+host hooks need the probe preloaded; see ``memscope._session``).
 
 API: :func:`config`, :func:`start`, :func:`stop`, :func:`step`, :func:`take_snapshot`,
 :class:`TakeSnapshot`, :data:`describer`, :class:`RecordFunction`, :data:`tracer`,

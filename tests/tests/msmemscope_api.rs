@@ -250,6 +250,56 @@ print("names: ok")
     );
 }
 
+#[test]
+fn user_guide_config_example_runs_after_load_api_env_with_c_stacks() {
+    // the user guide's config() call, output_path pointed at ./output: C and Python stacks on
+    // the window's rows (the preloaded probe takes the C depth from config()), a .db dump
+    let d = tempfile::tempdir().unwrap();
+    let code = format!(
+        r#"
+import sys
+sys.path.insert(0, {ex:?})
+import msmemscope
+import train
+msmemscope.config(call_stack="c:10,python:5", events="launch,alloc,free", level="0",
+                  device="npu", analysis="leaks,decompose", watch="op0,op1,full-content",
+                  format="db", output_path="./output")
+npu = train.Npu(train.find_sim_npu_dir())
+train.check(npu.aclInit(None), "aclInit")
+train.check(npu.aclrtSetDevice(0), "aclrtSetDevice")
+caching = train.CachingAllocator(npu, train.Counters(), "ptaCaching", train.CACHING_SEGMENT)
+msmemscope.start()
+for _ in range(3):
+    caching.free(caching.alloc(0, [1 << 20]))
+    msmemscope.step()
+msmemscope.stop()
+"#,
+        ex = example_dir()
+    );
+    let o = api_env(d.path(), &["-c", &code]);
+    let text = ok(&o, "the guide's config() example");
+    let mut dbs = Vec::new();
+    walk(&d.path().join("output"), &mut |p| {
+        if p.extension().is_some_and(|e| e == "db") {
+            dbs.push(p.to_path_buf());
+        }
+    });
+    assert_eq!(dbs.len(), 1, "{text}");
+    let rows = memscope_tests::read_db(&dbs[0]);
+    let window: Vec<&Row> = mallocs(&rows, "PTA")
+        .into_iter()
+        .filter(|r| !is_history(r))
+        .collect();
+    assert_eq!(window.len(), 3, "{text}");
+    for r in window {
+        assert!(!r["Call Stack(C)"].is_empty(), "C stack: {r:?}");
+        assert!(
+            r["Call Stack(Python)"].contains("<string>"),
+            "Python stack: {r:?}"
+        );
+    }
+}
+
 fn sizes(rows: &[&Row]) -> Vec<u64> {
     rows.iter()
         .map(|r| attrs(r)["size"].parse::<u64>().unwrap() >> 20)
@@ -352,4 +402,20 @@ fn blocks_live_when_a_window_opens_are_written_once_so_every_free_has_its_malloc
         !text.contains("leak of 1.000000") && !text.contains("leak of 4.000000"),
         "{text}"
     );
+    // the capture replays to the same rows (its Shadow records are kept)
+    let mut cmd = Command::new(memscope_bin());
+    cmd.args(["export", "--to", "csv", "out", "-o", "exported"]);
+    env(&mut cmd, d.path());
+    ok(&cmd.output().unwrap(), "memscope export --to csv");
+    let text_of = |rows: &[Row]| -> Vec<String> {
+        rows.iter()
+            .map(|r| {
+                format!(
+                    "{} {} {} {}",
+                    r["ID"], r["Event"], r["Event Type"], r["Attr"]
+                )
+            })
+            .collect()
+    };
+    assert_eq!(text_of(&rows(&d.path().join("exported"))), text_of(&r));
 }
