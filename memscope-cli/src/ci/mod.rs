@@ -60,7 +60,7 @@ pub fn evaluate(limits: &[Limit], procs: &[ProcessRow]) -> Vec<Crossing> {
     let mut v = Vec::new();
     for l in limits {
         for p in procs {
-            if let Some(c) = check(l, &p.label(), &p.figures, p.dropped) {
+            for c in check(l, &p.label(), &p.figures, p.dropped) {
                 eprintln!("memscope: {}", c.line(l.metric == Metric::Dropped));
                 v.push(c);
             }

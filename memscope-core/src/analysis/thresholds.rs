@@ -258,24 +258,29 @@ impl Crossing {
     }
 }
 
-/// Checks `limit` against one process (`dropped`: its dropped-event count).
+/// Checks `limit` against one process (`dropped`: its dropped-event count): one crossing per
+/// allocator in scope over the limit, the blocks the program holds (pools, HOST, PYMEM)
+/// before the memory that backs them (HAL, arenas), as `memscope diff` orders them.
 pub fn check(
     limit: &Limit,
     label: &str,
     f: &ProcessFigures,
     dropped: Option<u64>,
-) -> Option<Crossing> {
+) -> Vec<Crossing> {
     if limit.metric == Metric::Dropped {
-        let d = dropped?;
-        return (d > limit.max).then(|| Crossing {
-            limit: limit.text.clone(),
-            process: label.to_owned(),
-            device: None,
-            allocator: None,
-            value: d,
-            max: limit.max,
-            site: None,
-        });
+        return dropped
+            .filter(|d| *d > limit.max)
+            .map(|d| Crossing {
+                limit: limit.text.clone(),
+                process: label.to_owned(),
+                device: None,
+                allocator: None,
+                value: d,
+                max: limit.max,
+                site: None,
+            })
+            .into_iter()
+            .collect();
     }
     let value = |a: &AllocatorFigures| match limit.metric {
         Metric::Peak => a.peak_bytes,
@@ -283,25 +288,34 @@ pub fn check(
         Metric::Live => a.live_at_exit_bytes,
         Metric::Dropped => 0,
     };
-    let worst = f
+    let mut over: Vec<&AllocatorFigures> = f
         .allocators
         .iter()
-        .filter(|a| limit.scope.covers(a))
-        .max_by_key(|a| value(a))?;
-    let v = value(worst);
-    (v > limit.max).then(|| Crossing {
-        limit: limit.text.clone(),
-        process: label.to_owned(),
-        device: Some(worst.device_name()),
-        allocator: Some(worst.allocator.clone()),
-        value: v,
-        max: limit.max,
-        site: match limit.metric {
-            Metric::Peak => worst.peak_site.clone(),
-            Metric::Leaks => worst.leak_site.clone(),
-            _ => None,
-        },
-    })
+        .filter(|a| limit.scope.covers(a) && value(a) > limit.max)
+        .collect();
+    over.sort_by_key(|a| {
+        let t = memscope_event_type(&a.allocator);
+        (super::diff::level(t), std::cmp::Reverse(value(a)))
+    });
+    over.into_iter()
+        .map(|a| Crossing {
+            limit: limit.text.clone(),
+            process: label.to_owned(),
+            device: Some(a.device_name()),
+            allocator: Some(a.allocator.clone()),
+            value: value(a),
+            max: limit.max,
+            site: match limit.metric {
+                Metric::Peak => a.peak_site.clone(),
+                Metric::Leaks => a.leak_site.clone(),
+                _ => None,
+            },
+        })
+        .collect()
+}
+
+fn memscope_event_type(name: &str) -> crate::event::EventType {
+    crate::event::EventType::parse(name).unwrap_or_else(|| crate::event::EventType::custom(name))
 }
 
 #[cfg(test)]
@@ -358,18 +372,23 @@ mod tests {
             ..ProcessFigures::default()
         };
         let l = Limit::parse("peak.npu:0>2GiB").unwrap();
-        let c = check(&l, "pid 1", &f, None).unwrap();
-        assert_eq!((c.allocator.as_deref(), c.value), (Some("HAL"), 3 << 30));
-        assert!(c.line(false).contains("1.0 GiB over 2.0 GiB"), "{}", c.line(false));
-        assert!(c.line(false).contains("at t.py(3): f"));
+        let c = check(&l, "pid 1", &f, None);
+        assert_eq!(c.len(), 1);
+        assert_eq!((c[0].allocator.as_deref(), c[0].value), (Some("HAL"), 3 << 30));
+        assert!(c[0].line(false).contains("1.0 GiB over 2.0 GiB"), "{}", c[0].line(false));
+        assert!(c[0].line(false).contains("at t.py(3): f"));
+        // pools before the driver memory that backs them
+        let c = check(&Limit::parse("peak.npu:0>1GiB").unwrap(), "p", &f, None);
+        let names: Vec<_> = c.iter().map(|c| c.allocator.clone().unwrap()).collect();
+        assert_eq!(names, ["PTA", "HAL"]);
         let l = Limit::parse("leaks>1MiB").unwrap();
-        let c = check(&l, "pid 1", &f, None).unwrap();
-        assert_eq!(c.allocator.as_deref(), Some("PTA"));
-        assert!(check(&Limit::parse("peak.cpu>2MiB").unwrap(), "p", &f, None).is_none());
-        assert!(check(&Limit::parse("peak.pymem>2MiB").unwrap(), "p", &f, None).is_some());
-        assert!(check(&Limit::parse("peak.npu:1>0").unwrap(), "p", &f, None).is_none());
+        let c = check(&l, "pid 1", &f, None);
+        assert_eq!(c[0].allocator.as_deref(), Some("PTA"));
+        assert!(check(&Limit::parse("peak.cpu>2MiB").unwrap(), "p", &f, None).is_empty());
+        assert_eq!(check(&Limit::parse("peak.pymem>2MiB").unwrap(), "p", &f, None).len(), 1);
+        assert!(check(&Limit::parse("peak.npu:1>0").unwrap(), "p", &f, None).is_empty());
         let d = Limit::parse("dropped>0").unwrap();
-        assert!(check(&d, "p", &f, Some(3)).is_some());
-        assert!(check(&d, "p", &f, None).is_none());
+        assert_eq!(check(&d, "p", &f, Some(3)).len(), 1);
+        assert!(check(&d, "p", &f, None).is_empty());
     }
 }
