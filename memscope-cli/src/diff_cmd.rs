@@ -17,9 +17,7 @@ use memscope_core::analysis::diff::{diff, signed_size, size, totals, DiffRow};
 use memscope_core::analysis::figures::Site;
 use memscope_core::analysis::live_points::{By, LivePointsLayer, Point, Snapshot};
 use memscope_core::analysis::thresholds::{parse_size, Crossing};
-use memscope_core::bus::{BusCtx, Layer};
 use memscope_core::sanitize::escape_controls;
-use memscope_export::replay::{replay, Flow, Item};
 use memscope_export::ProcessInput;
 
 /// `memscope diff`.
@@ -95,31 +93,8 @@ fn processes(path: &PathBuf) -> Result<Vec<ProcessInput>> {
 
 /// Live memory of `p` at `points`, grouped `by`.
 fn snapshots(p: &ProcessInput, points: &[Point], by: By) -> Result<Vec<Snapshot>> {
-    let mut layer = LivePointsLayer::new(points.to_vec(), by);
-    let mut ctx = BusCtx {
-        pid: p.pid,
-        ..BusCtx::default()
-    };
-    let mut sink = Vec::new();
-    replay(p, None, &mut memscope_export::progress::Silent, &mut |item| {
-        match item {
-            Item::Event(ev) => {
-                ctx.steps.observe(&ev);
-                sink.clear();
-                layer.on_event(ev, &ctx, &mut sink).map_err(|e| {
-                    memscope_export::ExportError::Read(
-                        memscope_core::reader::ReadError::Consumer(Box::new(e)),
-                    )
-                })?;
-            }
-            Item::Restart => {
-                layer = LivePointsLayer::new(points.to_vec(), by);
-                ctx.steps = Default::default();
-            }
-        }
-        Ok(Flow::Continue)
-    })
-    .map_err(|e| anyhow!("{e}"))?;
+    let mut layer =
+        crate::ci::summary::replay_through(p, &|| LivePointsLayer::new(points.to_vec(), by))?;
     let snaps = layer.result();
     for (pt, s) in points.iter().zip(&snaps) {
         if !s.reached {
@@ -134,7 +109,10 @@ fn snapshots(p: &ProcessInput, points: &[Point], by: By) -> Result<Vec<Snapshot>
 }
 
 /// Pairs the processes of both sides: by rank when every process has one, else in order.
-fn pair(a: Vec<ProcessInput>, b: Vec<ProcessInput>) -> Vec<(Option<ProcessInput>, Option<ProcessInput>)> {
+fn pair(
+    a: Vec<ProcessInput>,
+    b: Vec<ProcessInput>,
+) -> Vec<(Option<ProcessInput>, Option<ProcessInput>)> {
     let ranked = a.iter().chain(&b).all(|p| p.rank.rank.is_some());
     if ranked {
         let mut out: Vec<(Option<ProcessInput>, Option<ProcessInput>)> = Vec::new();
@@ -256,11 +234,10 @@ fn print_text(a: &DiffArgs, by: By, pa: &str, pb: &str, pairs: &[Pair]) {
 fn growth_crossings(text: &str, max: u64, pairs: &[Pair]) -> Vec<Crossing> {
     let mut v = Vec::new();
     for p in pairs {
-        let label = p
-            .b
-            .as_ref()
-            .or(p.a.as_ref())
-            .map_or(String::new(), |s| s.label.clone());
+        let label =
+            p.b.as_ref()
+                .or(p.a.as_ref())
+                .map_or(String::new(), |s| s.label.clone());
         for t in &p.totals {
             let grew = t.delta_bytes();
             if grew <= 0 || grew as u64 <= max {
@@ -310,7 +287,9 @@ pub fn run(a: &DiffArgs) -> Result<()> {
         .map(|t| parse_size(t).map_err(|e| anyhow!("--fail-over {e}")))
         .transpose()?;
     if let Some(d) = a.device.as_deref() {
-        let ok = d == "cpu" || d.strip_prefix("npu:").is_some_and(|n| n.parse::<u32>().is_ok());
+        let ok = d == "cpu"
+            || d.strip_prefix("npu:")
+                .is_some_and(|n| n.parse::<u32>().is_ok());
         if !ok {
             return Err(anyhow!("--device {d}: expected npu:N or cpu"));
         }
@@ -334,7 +313,9 @@ pub fn run(a: &DiffArgs) -> Result<()> {
             ));
         }
     } else {
-        let b = a.b.as_ref().ok_or_else(|| anyhow!("give B, or --between P1 P2"))?;
+        let b =
+            a.b.as_ref()
+                .ok_or_else(|| anyhow!("give B, or --between P1 P2"))?;
         for (pa_in, pb_in) in pair(processes(&a.a)?, processes(b)?) {
             let side = |p: Option<ProcessInput>, pt: &Point| -> Result<Option<Side>> {
                 p.map(|p| {

@@ -107,7 +107,8 @@ pub fn shrink(data: &mut ReportData) -> bool {
     if let Some(d) = data.diff.as_mut() {
         for v in &mut d.views {
             if v.rows.len() > rows {
-                v.rows.sort_by_key(|r| std::cmp::Reverse(r.diff.unsigned_abs()));
+                v.rows
+                    .sort_by_key(|r| std::cmp::Reverse(r.diff.unsigned_abs()));
                 v.rows.truncate(rows);
             }
         }

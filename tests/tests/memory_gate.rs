@@ -62,7 +62,10 @@ fn valid(schema: &str, doc: &Path) -> serde_json::Value {
 fn leak_line() -> String {
     format!(
         "train.py({}): alloc",
-        script_line_in("examples/sim-npu/train.py", "self.npu.mstxMemRegionsRegister")
+        script_line_in(
+            "examples/sim-npu/train.py",
+            "self.npu.mstxMemRegionsRegister"
+        )
     )
 }
 
@@ -86,7 +89,10 @@ fn diff_of_the_leaking_demo_against_its_fixed_twin_puts_the_leaking_line_first()
         .find(|l| l.contains("blocks  ("))
         .expect("a site row");
     assert!(first.contains(&leak_line()), "{out}");
-    assert!(first.contains("+32.0 MiB") && first.contains("+8 blocks"), "{first}");
+    assert!(
+        first.contains("+32.0 MiB") && first.contains("+8 blocks"),
+        "{first}"
+    );
     assert!(out.contains("npu:0 PTA: 0 B -> 32.0 MiB"), "{out}");
     // the same at the end of step 9: 7 blocks
     let o = memscope(&[
@@ -104,10 +110,13 @@ fn diff_of_the_leaking_demo_against_its_fixed_twin_puts_the_leaking_line_first()
     let d = valid("memscope_diff.schema.json", &path);
     let row = &d["pairs"][0]["rows"][0];
     assert_eq!(row["allocator"], "PTA");
-    assert!(row["key"].as_str().unwrap().ends_with(&leak_line()), "{row}");
+    assert!(
+        row["key"].as_str().unwrap().ends_with(&leak_line()),
+        "{row}"
+    );
     assert_eq!(
         (row["delta_bytes"].as_i64(), row["delta_blocks"].as_i64()),
-        (Some(7 * 4 << 20), Some(7))
+        (Some(7 * (4 << 20)), Some(7))
     );
     // grouped by owner: the PTA pool's chain
     let o = memscope(&[
@@ -135,7 +144,10 @@ fn diff_between_two_steps_marks_and_times_of_one_run_shows_one_step_of_growth() 
         let (text, err) = text(&o);
         assert!(o.status.success(), "{err}");
         let first = text.lines().find(|l| l.contains("blocks  (")).unwrap();
-        assert!(first.contains("+4.0 MiB") && first.contains("+1 blocks"), "{text}");
+        assert!(
+            first.contains("+4.0 MiB") && first.contains("+1 blocks"),
+            "{text}"
+        );
         assert!(first.contains(&leak_line()));
     }
     // marks: the 3rd and 4th "op:backward" marks of the Python msTX module (steps 3 and 4)
@@ -155,7 +167,7 @@ fn diff_between_two_steps_marks_and_times_of_one_run_shows_one_step_of_growth() 
         .iter()
         .filter(|t| t["allocator"] == "PTA")
         .collect();
-    assert_eq!(pta[0]["delta_bytes"], 2 * 4 << 20, "{d}");
+    assert_eq!(pta[0]["delta_bytes"], 2 * (4 << 20), "{d}");
     let rows = leak.rows();
     let ts = |step: &str| -> u64 {
         let ends: Vec<&Row> = rows
@@ -172,7 +184,7 @@ fn diff_between_two_steps_marks_and_times_of_one_run_shows_one_step_of_growth() 
     let row = &d["pairs"][0]["rows"][0];
     assert_eq!(
         (row["delta_bytes"].as_i64(), row["delta_blocks"].as_i64()),
-        (Some(2 * 4 << 20), Some(2)),
+        (Some(2 * (4 << 20)), Some(2)),
         "{d}"
     );
     // a point the run never reaches is an error naming it
@@ -215,12 +227,21 @@ fn run_fail_on_exits_23_naming_the_limit_by_how_much_and_where_and_writes_a_vali
         .lines()
         .find(|l| l.contains("limit leaks.npu:0.PTA>1MiB crossed"))
         .unwrap_or_else(|| panic!("{err}"));
-    assert!(line.contains("28.0 MiB (npu:0 PTA), 27.0 MiB over 1.0 MiB"), "{line}");
+    assert!(
+        line.contains("28.0 MiB (npu:0 PTA), 27.0 MiB over 1.0 MiB"),
+        "{line}"
+    );
     assert!(line.contains(&leak_line()), "{line}");
-    assert!(err.contains("exit code 23 (the job exited with 0)"), "{err}");
+    assert!(
+        err.contains("exit code 23 (the job exited with 0)"),
+        "{err}"
+    );
     assert!(!err.contains("peak.npu:0>40GiB crossed"), "{err}");
     let s = valid("memscope_summary.schema.json", &summary);
-    assert_eq!((s["command"].as_str(), s["exit_code"].as_i64()), (Some("run"), Some(23)));
+    assert_eq!(
+        (s["command"].as_str(), s["exit_code"].as_i64()),
+        (Some("run"), Some(23))
+    );
     assert_eq!(s["job"]["exit_code"], 0);
     let p = &s["inputs"][0]["processes"][0];
     assert_eq!(p["dropped"], 0);
@@ -231,7 +252,7 @@ fn run_fail_on_exits_23_naming_the_limit_by_how_much_and_where_and_writes_a_vali
         .iter()
         .find(|a| a["allocator"] == "PTA")
         .unwrap();
-    assert_eq!(pta["leaked_bytes"], 7 * 4 << 20);
+    assert_eq!(pta["leaked_bytes"], 7 * (4 << 20));
     assert_eq!(pta["live_at_exit_blocks"], 8);
     assert!(pta["reserved_peak_bytes"].as_u64().unwrap() >= 1 << 30);
     assert_eq!(s["crossed"].as_array().unwrap().len(), 1);
@@ -283,7 +304,10 @@ fn analyze_leaks_fail_over_and_diff_fail_over_exit_23_and_their_summaries_valida
     ]);
     let (out, err) = text(&o);
     assert_eq!(o.status.code(), Some(EXIT_LIMIT), "{out}{err}");
-    assert!(out.contains("pool leaks"), "the report is printed first: {out}");
+    assert!(
+        out.contains("pool leaks"),
+        "the report is printed first: {out}"
+    );
     assert!(err.contains("limit leaks>1MiB crossed"), "{err}");
     assert!(err.contains(&leak_line()), "{err}");
     let s = valid("memscope_summary.schema.json", &s1);
@@ -292,10 +316,24 @@ fn analyze_leaks_fail_over_and_diff_fail_over_exit_23_and_their_summaries_valida
     assert!(s["job"].is_null());
     // one dump file of the fixed twin keeps the limit
     let dumps = base.dumps(".csv");
-    let o = memscope(&["analyze", "leaks", dumps[0].to_str().unwrap(), "--fail-over", "1MiB"]);
+    let o = memscope(&[
+        "analyze",
+        "leaks",
+        dumps[0].to_str().unwrap(),
+        "--fail-over",
+        "1MiB",
+    ]);
     assert!(o.status.success(), "{}", text(&o).1);
     // --mstx-info has no --fail-over; --fail-exit-code needs a limit
-    let o = memscope(&["analyze", "leaks", &l, "--mstx-info", "x", "--fail-over", "1"]);
+    let o = memscope(&[
+        "analyze",
+        "leaks",
+        &l,
+        "--mstx-info",
+        "x",
+        "--fail-over",
+        "1",
+    ]);
     assert_eq!(o.status.code(), Some(2));
     let o = memscope(&["analyze", "gap", &l, "--fail-exit-code", "9"]);
     assert_eq!(o.status.code(), Some(2));
@@ -313,7 +351,10 @@ fn analyze_leaks_fail_over_and_diff_fail_over_exit_23_and_their_summaries_valida
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(EXIT_LIMIT), "{err}");
     assert!(err.contains("limit growth>16MiB crossed"), "{err}");
-    assert!(err.contains("32.0 MiB (npu:0 PTA), 16.0 MiB over 16.0 MiB"), "{err}");
+    assert!(
+        err.contains("32.0 MiB (npu:0 PTA), 16.0 MiB over 16.0 MiB"),
+        "{err}"
+    );
     let s = valid("memscope_summary.schema.json", &s2);
     assert_eq!(s["inputs"].as_array().unwrap().len(), 2);
     assert_eq!(s["diff"]["format"], "memscope-diff");

@@ -332,7 +332,15 @@ fn diff_between_two_points_agrees_with_tracemalloc_compare_to_by_line_within_one
     assert_eq!(r.code(), 0, "{}", r.stderr());
     // the points are the job's two memscope_step() calls; PYMEM rows are in the capture
     let o = std::process::Command::new(memscope_tests::memscope_bin())
-        .args(["diff", "--between", "step:1", "step:2", "--type", "PYMEM", "--json"])
+        .args([
+            "diff",
+            "--between",
+            "step:1",
+            "step:2",
+            "--type",
+            "PYMEM",
+            "--json",
+        ])
         .arg(r.out.path())
         .output()
         .unwrap();
@@ -340,12 +348,15 @@ fn diff_between_two_points_agrees_with_tracemalloc_compare_to_by_line_within_one
     let diff: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let ours = diff_by_line(&diff);
     let mut ranked: Vec<(u64, i64)> = ours.iter().map(|(l, (b, _))| (*l, *b)).collect();
-    ranked.sort_by(|a, b| b.1.cmp(&a.1));
+    ranked.sort_by_key(|r| std::cmp::Reverse(r.1));
     let theirs = top.as_array().unwrap();
     assert_eq!(theirs.len(), 10);
     let their_lines: Vec<u64> = theirs.iter().map(|t| t["line"].as_u64().unwrap()).collect();
     let our_lines: Vec<u64> = ranked.iter().take(10).map(|r| r.0).collect();
-    assert_eq!(our_lines, their_lines, "top 10 lines: ours {ranked:?}, tracemalloc {top}");
+    assert_eq!(
+        our_lines, their_lines,
+        "top 10 lines: ours {ranked:?}, tracemalloc {top}"
+    );
     for t in theirs {
         let line = t["line"].as_u64().unwrap();
         let want = t["size_diff"].as_i64().unwrap() as f64;

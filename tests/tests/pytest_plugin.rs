@@ -57,7 +57,10 @@ fn failure<'a>(text: &'a str, test: &str) -> &'a str {
         .find(&head)
         .unwrap_or_else(|| panic!("no failure section of {test}:\n{text}"));
     let rest = &text[start + head.len()..];
-    let end = rest.find("\n___").or_else(|| rest.find("\n===")).unwrap_or(rest.len());
+    let end = rest
+        .find("\n___")
+        .or_else(|| rest.find("\n==="))
+        .unwrap_or(rest.len());
     &rest[..end]
 }
 
@@ -85,7 +88,11 @@ fn sim_npu_test_leaking_4_mib_per_call_fails_naming_its_line_and_its_fixed_twin_
         ],
     );
     let text = out_text(&o);
-    assert_eq!(o.status.code(), Some(1), "tests failed, pytest's code:\n{text}");
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "tests failed, pytest's code:\n{text}"
+    );
     let got = outcomes(&text);
     let want: BTreeMap<String, String> = [
         ("test_leaks_4_mib_per_call", "FAILED"),
@@ -104,8 +111,14 @@ fn sim_npu_test_leaking_4_mib_per_call_fails_naming_its_line_and_its_fixed_twin_
     assert_eq!(got, want, "{text}");
     // the leak: by how much, on which allocator, the allocating line and the test's own line
     let f = failure(&text, "test_leaks_4_mib_per_call");
-    assert!(f.contains("limit_leaks('1 MiB', device='npu:0') crossed"), "{f}");
-    assert!(f.contains("leaked 4.0 MiB on npu:0 PTA, 3.0 MiB over the limit"), "{f}");
+    assert!(
+        f.contains("limit_leaks('1 MiB', device='npu:0') crossed"),
+        "{f}"
+    );
+    assert!(
+        f.contains("leaked 4.0 MiB on npu:0 PTA, 3.0 MiB over the limit"),
+        "{f}"
+    );
     assert!(f.contains("train.py("), "the pool's allocating frame: {f}");
     let leak = line_of("pytest_sim/test_sim.py", "# the leak");
     assert!(
@@ -115,18 +128,30 @@ fn sim_npu_test_leaking_4_mib_per_call_fails_naming_its_line_and_its_fixed_twin_
     // the ini default, overridden by a marker, lifted by limit_memory(None)
     let f = failure(&text, "test_unmarked_over_the_ini_default_fails");
     assert!(f.contains("(memscope_limit_memory in the ini)"), "{f}");
-    assert!(f.contains("peaked at 32.0 MiB on npu:0 PTA, 8.0 MiB over the limit"), "{f}");
-    assert!(f.contains(&line_of("pytest_sim/test_sim.py", "# the peak")), "{f}");
+    assert!(
+        f.contains("peaked at 32.0 MiB on npu:0 PTA, 8.0 MiB over the limit"),
+        "{f}"
+    );
+    assert!(
+        f.contains(&line_of("pytest_sim/test_sim.py", "# the peak")),
+        "{f}"
+    );
     // Python objects (the PYMEM adapter loaded in-process)
     let f = failure(&text, "test_python_objects_over_the_limit");
     assert!(f.contains("on cpu PYMEM"), "{f}");
-    assert!(f.contains(&line_of("pytest_sim/test_sim.py", "# Python objects")), "{f}");
+    assert!(
+        f.contains(&line_of("pytest_sim/test_sim.py", "# Python objects")),
+        "{f}"
+    );
     // the table of every test, and what the in-process API cannot see
     let table = &text[text.find("= memscope =").expect("the memscope section")..];
     for t in want.keys() {
         assert!(table.contains(&format!("test_sim.py::{t}")), "{t}: {table}");
     }
-    assert!(table.contains("not measured: driver memory (HAL)"), "{table}");
+    assert!(
+        table.contains("not measured: driver memory (HAL)"),
+        "{table}"
+    );
     let row = table
         .lines()
         .find(|l| l.contains("::test_leaks_4_mib_per_call") && l.contains("PTA"))
@@ -145,7 +170,11 @@ fn without_memscope_the_plugin_imports_nothing_and_markers_are_known() {
     let spools = std::fs::read_dir(dir.path().join("tmp"))
         .unwrap()
         .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with("memscope_spool_"))
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("memscope_spool_")
+        })
         .count();
     assert_eq!(spools, 0);
     // a bad marker value is a usage error naming it
@@ -187,7 +216,15 @@ fn torch_python() -> PathBuf {
 fn real_torch_cpu_tests_over_their_limits_fail_naming_their_lines_and_a_small_model_passes() {
     let dir = tempfile::tempdir().unwrap();
     let o = Command::new(torch_python())
-        .args(["-m", "pytest", "-v", "-p", "no:cacheprovider", "-p", "pytest_memscope"])
+        .args([
+            "-m",
+            "pytest",
+            "-v",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "pytest_memscope",
+        ])
         .args(["--memscope", "--memscope-output"])
         .arg(dir.path().join("dumps"))
         .arg(project("pytest_torch"))
@@ -204,12 +241,24 @@ fn real_torch_cpu_tests_over_their_limits_fail_naming_their_lines_and_a_small_mo
     assert_eq!(o.status.code(), Some(1), "{text}");
     let got = outcomes(&text);
     assert_eq!(got["test_keeps_a_4_mib_tensor"], "FAILED", "{text}");
-    assert_eq!(got["test_16_mib_temporary_over_the_limit"], "FAILED", "{text}");
+    assert_eq!(
+        got["test_16_mib_temporary_over_the_limit"], "FAILED",
+        "{text}"
+    );
     assert_eq!(got["test_small_model_within_limits"], "PASSED", "{text}");
     let f = failure(&text, "test_keeps_a_4_mib_tensor");
     assert!(f.contains("leaked 4.0 MiB on cpu HOST"), "{f}");
-    assert!(f.contains(&line_of("pytest_torch/test_torch_cpu.py", "# kept")), "{f}");
+    assert!(
+        f.contains(&line_of("pytest_torch/test_torch_cpu.py", "# kept")),
+        "{f}"
+    );
     let f = failure(&text, "test_16_mib_temporary_over_the_limit");
-    assert!(f.contains("peaked at 16.0 MiB on cpu HOST, 12.0 MiB over the limit"), "{f}");
-    assert!(f.contains(&line_of("pytest_torch/test_torch_cpu.py", "# the peak")), "{f}");
+    assert!(
+        f.contains("peaked at 16.0 MiB on cpu HOST, 12.0 MiB over the limit"),
+        "{f}"
+    );
+    assert!(
+        f.contains(&line_of("pytest_torch/test_torch_cpu.py", "# the peak")),
+        "{f}"
+    );
 }

@@ -292,7 +292,11 @@ fn a_two_run_report_compares_the_leaking_kernel() {
         .find(|r| r["pool"] == "PTA")
         .expect("a PTA row");
     assert_eq!(
-        (pta["key"].as_str(), pta["diff"].as_i64(), pta["diff_blocks"].as_i64()),
+        (
+            pta["key"].as_str(),
+            pta["diff"].as_i64(),
+            pta["diff_blocks"].as_i64()
+        ),
         (Some("PTA"), Some(-2 * 4194304), Some(-2)),
         "{owner_end}"
     );

@@ -59,7 +59,9 @@ pub struct ProcessRow {
 impl ProcessRow {
     /// `pid 42 (rank 0)`, for messages.
     pub fn label(&self) -> String {
-        let pid = self.pid.map_or("pid N/A".to_owned(), |p| format!("pid {p}"));
+        let pid = self
+            .pid
+            .map_or("pid N/A".to_owned(), |p| format!("pid {p}"));
         match self.rank {
             Some(r) => format!("{pid} (rank {r})"),
             None => pid,
@@ -106,39 +108,52 @@ fn indexed(inputs: &[PathBuf]) -> HashMap<PathBuf, (String, u64)> {
     m
 }
 
-/// The figures of one process, replayed from its capture or dumps.
+/// Replays the events of `p` (its capture or dumps, in ID order) through a layer made by
+/// `make`, with the bus's step state; a replay that restarts (a file out of order) starts a
+/// new layer. Returns the layer.
 ///
 /// # Errors
-/// A read error naming the file.
-pub fn figures_of(p: &ProcessInput) -> Result<ProcessFigures> {
-    let mut layer = FiguresLayer::new();
+/// A read error naming the file, or the layer's.
+pub fn replay_through<L: Layer>(p: &ProcessInput, make: &dyn Fn() -> L) -> Result<L> {
+    let mut layer = make();
     let mut ctx = BusCtx {
         pid: p.pid,
         ..BusCtx::default()
     };
     let mut sink = Vec::new();
-    replay(p, None, &mut memscope_export::progress::Silent, &mut |item| {
-        match item {
-            Item::Event(ev) => {
-                ctx.steps.observe(&ev);
-                sink.clear();
-                layer
-                    .on_event(ev, &ctx, &mut sink)
-                    .map_err(|e| {
+    replay(
+        p,
+        None,
+        &mut memscope_export::progress::Silent,
+        &mut |item| {
+            match item {
+                Item::Event(ev) => {
+                    ctx.steps.observe(&ev);
+                    sink.clear();
+                    layer.on_event(ev, &ctx, &mut sink).map_err(|e| {
                         memscope_export::ExportError::Read(
                             memscope_core::reader::ReadError::Consumer(Box::new(e)),
                         )
                     })?;
+                }
+                Item::Restart => {
+                    layer = make();
+                    ctx.steps = Default::default();
+                }
             }
-            Item::Restart => {
-                layer = FiguresLayer::new();
-                ctx.steps = Default::default();
-            }
-        }
-        Ok(Flow::Continue)
-    })
+            Ok(Flow::Continue)
+        },
+    )
     .map_err(|e| anyhow!("{e}"))?;
-    Ok(layer.result())
+    Ok(layer)
+}
+
+/// The figures of one process, replayed from its capture or dumps.
+///
+/// # Errors
+/// A read error naming the file.
+pub fn figures_of(p: &ProcessInput) -> Result<ProcessFigures> {
+    Ok(replay_through(p, &FiguresLayer::new)?.result())
 }
 
 /// The processes of `inputs` with their figures; `known` adds what the collector knows of
@@ -147,10 +162,8 @@ pub fn figures_of(p: &ProcessInput) -> Result<ProcessFigures> {
 /// # Errors
 /// An input that cannot be resolved or read (one line naming it).
 pub fn compute(inputs: &[PathBuf], known: &[Known]) -> Result<Vec<ProcessRow>> {
-    let procs = crate::export::processes::resolve_paths(
-        inputs,
-        &mut memscope_export::progress::Silent,
-    )?;
+    let procs =
+        crate::export::processes::resolve_paths(inputs, &mut memscope_export::progress::Silent)?;
     let index = indexed(inputs);
     procs
         .iter()

@@ -167,7 +167,10 @@ mod tests {
         let rows = diff(&a, &b, false);
         let keys: Vec<&str> = rows.iter().map(|r| r.key.as_str()).collect();
         assert_eq!(keys, ["x.py(2): g", "x.py(1): f", "x.py(3): reserve"]);
-        assert_eq!((rows[0].delta_bytes(), rows[0].delta_blocks()), (4 << 20, 7));
+        assert_eq!(
+            (rows[0].delta_bytes(), rows[0].delta_blocks()),
+            (4 << 20, 7)
+        );
         assert_eq!(rows[1].delta_bytes(), -50);
         assert_eq!(diff(&a, &b, true).len(), 4);
         let t = totals(&a, &b);

@@ -91,6 +91,9 @@ pub struct ProcessFigures {
     pub allocators: Vec<AllocatorFigures>,
 }
 
+/// Leaked bytes, blocks and bytes/blocks per site of one allocator.
+type Leaked = (u64, u64, HashMap<String, (u64, u64)>);
+
 #[derive(Default)]
 struct Counts {
     mallocs: u64,
@@ -196,8 +199,7 @@ impl FiguresLayer {
     /// The figures so far (at the end: the process's).
     pub fn result(&self) -> ProcessFigures {
         let r = self.peak.result();
-        let mut leaked: HashMap<(Device, EventType), (u64, u64, HashMap<String, (u64, u64)>)> =
-            HashMap::new();
+        let mut leaked: HashMap<(Device, EventType), Leaked> = HashMap::new();
         for l in self.leaks.pool_leaks() {
             let e = leaked.entry((l.device, l.pool)).or_default();
             e.0 += l.size;
@@ -312,9 +314,30 @@ mod tests {
         let ctx = BusCtx::default();
         let mut out = Vec::new();
         for e in [
-            mem(1, EventType::Hal, EventKind::Malloc, 0x1000, 1 << 30, "t.py(3): reserve"),
-            mem(2, EventType::Pta, EventKind::Malloc, 0x1000, 100, "t.py(5): f\nt.py(9): main"),
-            mem(3, EventType::Pta, EventKind::Malloc, 0x2000, 300, "t.py(6): g"),
+            mem(
+                1,
+                EventType::Hal,
+                EventKind::Malloc,
+                0x1000,
+                1 << 30,
+                "t.py(3): reserve",
+            ),
+            mem(
+                2,
+                EventType::Pta,
+                EventKind::Malloc,
+                0x1000,
+                100,
+                "t.py(5): f\nt.py(9): main",
+            ),
+            mem(
+                3,
+                EventType::Pta,
+                EventKind::Malloc,
+                0x2000,
+                300,
+                "t.py(6): g",
+            ),
             mem(4, EventType::Pta, EventKind::Free, 0x2000, 300, ""),
         ] {
             l.on_event(e, &ctx, &mut out).unwrap();
@@ -324,7 +347,10 @@ mod tests {
         assert_eq!(f.counts["MALLOC"], 3);
         let pta = f.allocators.iter().find(|a| a.allocator == "PTA").unwrap();
         assert_eq!((pta.peak_bytes, pta.peak_blocks), (400, 2));
-        assert_eq!((pta.live_at_exit_bytes, pta.mallocs, pta.frees), (100, 2, 1));
+        assert_eq!(
+            (pta.live_at_exit_bytes, pta.mallocs, pta.frees),
+            (100, 2, 1)
+        );
         assert_eq!(pta.reserved_peak_bytes, Some(1 << 20));
         assert_eq!(pta.leaked_bytes, Some(0)); // no step ended: nothing judged leaked
         assert_eq!(pta.peak_site.as_ref().unwrap().site, "t.py(6): g");

@@ -329,7 +329,10 @@ impl LivePointsLayer {
     /// The snapshots, in the order of the points (call once the events are through).
     pub fn result(&mut self) -> Vec<Snapshot> {
         let end = self.snapshot();
-        let peak = self.peak.as_ref().map(|p| regroup_peak(&p.result(), self.by));
+        let peak = self
+            .peak
+            .as_ref()
+            .map(|p| regroup_peak(&p.result(), self.by));
         self.points
             .iter()
             .zip(&self.snaps)
@@ -363,7 +366,9 @@ fn regroup_peak(r: &PeakResult, by: By) -> Snapshot {
 }
 
 fn keyed(r: &PeakResult, set: &LiveSet, by: By) -> Vec<(String, Group)> {
-    let (list, text_of): (&[(u32, Group)], fn(&str) -> [&str; 4]) = match by {
+    /// Which text a group's index names: Python stack, C stack, owner or op.
+    type Texts = fn(&str) -> [&str; 4];
+    let (list, text_of): (&[(u32, Group)], Texts) = match by {
         By::Python => (&set.by_py, |t| [t, "", "", ""]),
         By::C => (&set.by_c, |t| ["", t, "", ""]),
         By::Owner | By::Role => (&set.by_owner, |t| ["", "", t, ""]),
@@ -454,13 +459,7 @@ mod tests {
     #[test]
     fn points_parse_and_print_back() {
         for s in [
-            "peak",
-            "end",
-            "step:3",
-            "mark:a b",
-            "mark:x#2",
-            "ts:17",
-            "id:9",
+            "peak", "end", "step:3", "mark:a b", "mark:x#2", "ts:17", "id:9",
         ] {
             assert_eq!(Point::parse(s).unwrap().to_string(), s);
         }
@@ -479,7 +478,14 @@ mod tests {
     #[test]
     fn live_memory_is_taken_at_marks_times_ids_and_the_end_grouped_by_frame() {
         let evs = vec![
-            mem(1, EventKind::Malloc, 0x10, 100, "a.py(1): f\nmain.py(9): main", ""),
+            mem(
+                1,
+                EventKind::Malloc,
+                0x10,
+                100,
+                "a.py(1): f\nmain.py(9): main",
+                "",
+            ),
             mark(2, "one"),
             mem(3, EventKind::Malloc, 0x20, 50, "a.py(2): g", ""),
             mem(4, EventKind::Malloc, 0x30, 70, "a.py(2): g", ""),
@@ -487,7 +493,14 @@ mod tests {
             mark(6, "one"),
         ];
         let s = run(
-            &["mark:one", "mark:one#2", "ts:35", "id:3", "end", "mark:none"],
+            &[
+                "mark:one",
+                "mark:one#2",
+                "ts:35",
+                "id:3",
+                "end",
+                "mark:none",
+            ],
             By::Python,
             evs,
         );

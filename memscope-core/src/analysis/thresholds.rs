@@ -16,8 +16,8 @@
 //! `B`, `K`/`KiB`, `M`/`MiB`, `G`/`GiB`, `T`/`TiB` (powers of 1024), `KB`, `MB`, `GB`, `TB`
 //! (powers of 1000).
 
-use super::figures::{AllocatorFigures, ProcessFigures, Site};
 use super::diff::size;
+use super::figures::{AllocatorFigures, ProcessFigures, Site};
 
 /// What a limit measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -374,8 +374,15 @@ mod tests {
         let l = Limit::parse("peak.npu:0>2GiB").unwrap();
         let c = check(&l, "pid 1", &f, None);
         assert_eq!(c.len(), 1);
-        assert_eq!((c[0].allocator.as_deref(), c[0].value), (Some("HAL"), 3 << 30));
-        assert!(c[0].line(false).contains("1.0 GiB over 2.0 GiB"), "{}", c[0].line(false));
+        assert_eq!(
+            (c[0].allocator.as_deref(), c[0].value),
+            (Some("HAL"), 3 << 30)
+        );
+        assert!(
+            c[0].line(false).contains("1.0 GiB over 2.0 GiB"),
+            "{}",
+            c[0].line(false)
+        );
         assert!(c[0].line(false).contains("at t.py(3): f"));
         // pools before the driver memory that backs them
         let c = check(&Limit::parse("peak.npu:0>1GiB").unwrap(), "p", &f, None);
@@ -385,7 +392,10 @@ mod tests {
         let c = check(&l, "pid 1", &f, None);
         assert_eq!(c[0].allocator.as_deref(), Some("PTA"));
         assert!(check(&Limit::parse("peak.cpu>2MiB").unwrap(), "p", &f, None).is_empty());
-        assert_eq!(check(&Limit::parse("peak.pymem>2MiB").unwrap(), "p", &f, None).len(), 1);
+        assert_eq!(
+            check(&Limit::parse("peak.pymem>2MiB").unwrap(), "p", &f, None).len(),
+            1
+        );
         assert!(check(&Limit::parse("peak.npu:1>0").unwrap(), "p", &f, None).is_empty());
         let d = Limit::parse("dropped>0").unwrap();
         assert_eq!(check(&d, "p", &f, Some(3)).len(), 1);

@@ -220,8 +220,8 @@ impl WindowsLayer {
                 .copied()
                 .filter(|b| b.id <= a.peak_id)
                 .chain(a.freed_since_peak.iter());
-            let peak_blocks = live.iter().filter(|b| b.id <= a.peak_id).count()
-                + a.freed_since_peak.len();
+            let peak_blocks =
+                live.iter().filter(|b| b.id <= a.peak_id).count() + a.freed_since_peak.len();
             allocators.push(WindowAllocator {
                 device: device.to_text(),
                 allocator: pool.as_str().to_owned(),
@@ -368,7 +368,13 @@ mod tests {
         let evs = [
             mem(1, EventKind::Malloc, 0x10, 999, "before.py(1): f"), // outside: not counted
             sys(2, EventType::StartTrace),
-            mem(3, EventKind::Malloc, 0x20, 100, "t.py(4): test_a\nrunner.py(9): run"),
+            mem(
+                3,
+                EventKind::Malloc,
+                0x20,
+                100,
+                "t.py(4): test_a\nrunner.py(9): run",
+            ),
             mem(4, EventKind::Malloc, 0x30, 4 << 20, "t.py(5): test_a"),
             mem(5, EventKind::Free, 0x20, 100, ""),
             mem(6, EventKind::Free, 0x10, 999, ""), // freed block of before: ignored
@@ -395,9 +401,15 @@ mod tests {
         assert_eq!(a["leaked_bytes"], 4 << 20);
         assert_eq!(a["leak_sites"][0]["site"], "t.py(5): test_a");
         assert_eq!(a["peak_sites"][0]["site"], "t.py(5): test_a");
-        assert_eq!(a["peak_sites"][1]["stack"], "t.py(4): test_a\nrunner.py(9): run");
+        assert_eq!(
+            a["peak_sites"][1]["stack"],
+            "t.py(4): test_a\nrunner.py(9): run"
+        );
         let b = &recs[1]["allocators"][0];
-        assert_eq!((b["peak_bytes"].as_u64(), b["leaked_bytes"].as_u64()), (Some(10), Some(0)));
+        assert_eq!(
+            (b["peak_bytes"].as_u64(), b["leaked_bytes"].as_u64()),
+            (Some(10), Some(0))
+        );
         assert_eq!(recs[1]["window"], 2);
         assert_eq!(recs[2]["closed"], false);
         assert!(recs[2]["allocators"].as_array().unwrap().is_empty());
