@@ -383,6 +383,9 @@ pub fn run_analyze(cmd: &AnalyzeCmd) -> Result<()> {
         AnalyzeCmd::Decompose(a) => (&a.file, &a.summary, Vec::new(), crate::ci::EXIT_LIMIT),
         AnalyzeCmd::Gap(a) => (&a.file, &a.summary, Vec::new(), crate::ci::EXIT_LIMIT),
     };
+    if let Some(p) = &summary.summary_json {
+        crate::ci::check_summary_path(p).map_err(|e| anyhow!("{e}"))?;
+    }
     run_analysis(cmd)?;
     if limits.is_empty() && summary.summary_json.is_none() {
         return Ok(());

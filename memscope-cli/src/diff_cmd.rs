@@ -294,6 +294,9 @@ pub fn run(a: &DiffArgs) -> Result<()> {
             return Err(anyhow!("--device {d}: expected npu:N or cpu"));
         }
     }
+    if let Some(p) = &a.summary.summary_json {
+        crate::ci::check_summary_path(p).map_err(|e| anyhow!("{e}"))?;
+    }
     let mut pairs = Vec::new();
     if a.between.is_some() {
         for p in processes(&a.a)? {

@@ -242,6 +242,11 @@ pub fn run(a: RunArgs) -> ExitCode {
         summary_json: a.summary.summary_json.clone(),
         exit_code: a.fail_exit_code.unwrap_or(crate::ci::EXIT_LIMIT),
     };
+    if let Some(p) = &gate.summary_json {
+        if let Err(e) = crate::ci::check_summary_path(p) {
+            return usage_error(e);
+        }
+    }
     let Some(program) = a.program.first() else {
         return usage_error(
             "no program given (usage: memscope run [OPTIONS] [--] PROGRAM [ARGS]...)",

@@ -268,14 +268,25 @@ fn run_fail_on_exits_23_naming_the_limit_by_how_much_and_where_and_writes_a_vali
         &[],
     );
     assert_eq!(failing.code(), 5, "{}", failing.stderr());
-    // bad limits: one line, exit 2, nothing launched
-    for (bad, needle) in [
-        ("leak>1MiB", "unknown metric"),
-        ("peak.gpu:0>1", "unknown scope"),
-        ("peak>1XB", "is not a size"),
-        ("peak", "expected METRIC"),
+    // bad limits and summary paths: one line, exit 2, nothing launched
+    let nowhere = dir.path().join("no/such/dir/s.json");
+    for (flag, bad, needle) in [
+        ("--fail-on", "leak>1MiB", "unknown metric"),
+        ("--fail-on", "peak.gpu:0>1", "unknown scope"),
+        ("--fail-on", "peak>1XB", "is not a size"),
+        ("--fail-on", "peak", "expected METRIC"),
+        (
+            "--summary-json",
+            nowhere.to_str().unwrap(),
+            "no such directory",
+        ),
+        (
+            "--summary-json",
+            dir.path().to_str().unwrap(),
+            "is a directory",
+        ),
     ] {
-        let r = memscope_run(&["--fail-on", bad], &["python3", "-c", "print('ran')"], &[]);
+        let r = memscope_run(&[flag, bad], &["python3", "-c", "print('ran')"], &[]);
         assert_eq!(r.code(), 2, "{bad}: {}", r.stderr());
         assert_eq!(r.stderr().lines().count(), 1, "{}", r.stderr());
         assert!(r.stderr().contains(needle), "{}", r.stderr());
@@ -360,4 +371,33 @@ fn analyze_leaks_fail_over_and_diff_fail_over_exit_23_and_their_summaries_valida
     assert_eq!(s["diff"]["format"], "memscope-diff");
     let o = memscope(&["diff", &b, &l, "--fail-over", "2GiB"]);
     assert!(o.status.success());
+}
+
+#[test]
+fn summaries_of_msmemscope_dumps_validate() {
+    let fx = repo_root().join("../shared/fixtures/msmemscope");
+    if !fx.is_dir() {
+        eprintln!("SKIP: {} is absent", fx.display());
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for f in std::fs::read_dir(&fx).unwrap().flatten() {
+        let p = f.path();
+        if p.extension().is_none_or(|e| e != "csv") {
+            continue;
+        }
+        let s = dir.path().join("s.json");
+        let o = memscope(&[
+            "analyze",
+            "gap",
+            p.to_str().unwrap(),
+            "--summary-json",
+            s.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}: {}", p.display(), text(&o).1);
+        let v = valid("memscope_summary.schema.json", &s);
+        let procs = v["inputs"][0]["processes"].as_array().unwrap();
+        assert!(!procs.is_empty(), "{}", p.display());
+        assert!(procs.iter().all(|p| p["rows"].as_u64().unwrap() > 0));
+    }
 }

@@ -46,6 +46,29 @@ pub struct SummaryArgs {
     pub summary_json: Option<PathBuf>,
 }
 
+/// Checks a `--summary-json` path before anything runs: its folder must exist and the path
+/// must not be a directory.
+///
+/// # Errors
+/// One line naming the path.
+pub fn check_summary_path(path: &Path) -> Result<(), String> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        return Err(format!(
+            "--summary-json {}: no such directory {}",
+            path.display(),
+            dir.display()
+        ));
+    }
+    if path.is_dir() {
+        return Err(format!("--summary-json {}: is a directory", path.display()));
+    }
+    Ok(())
+}
+
 /// Parses `--fail-on` (or `--fail-over`'s `leaks>SIZE`), for a one-line error before anything
 /// runs.
 ///
