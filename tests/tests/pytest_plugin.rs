@@ -9,7 +9,7 @@
 
 mod python_common;
 
-use memscope_tests::{memscope_bin, repo_root};
+use memscope_tests::repo_root;
 use python_common::*;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -231,7 +231,8 @@ fn real_torch_cpu_tests_over_their_limits_fail_naming_their_lines_and_a_small_mo
         .current_dir(dir.path())
         .env("PYTHONPATH", repo_root().join("python"))
         .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("MEMSCOPE_CLI", memscope_bin())
+        // the wheel's CLI: the wheel build of the other tests relinks the workspace's binary
+        .env("MEMSCOPE_CLI", venv().memscope())
         .env("TMPDIR", dir.path())
         .env_remove("MEMSCOPE_SPOOL")
         .env_remove("LD_PRELOAD")
