@@ -5,7 +5,8 @@
 //! plugin reads after each test.
 //!
 //! Only blocks allocated inside the window count (pytest-memray's rule: a test is charged
-//! for what it allocates, not for what was live before it). The live set at the window's peak
+//! for what it allocates, not for what was live before it) — not the history rows written at
+//! the window's start for blocks allocated before it (issue 26). The live set at the window's peak
 //! is rebuilt as [`super::peak`] does (blocks live at the end allocated before the peak, plus
 //! those freed after it). Sites are the innermost Python frame, else the innermost C frame,
 //! else the owner chain.
@@ -290,7 +291,11 @@ impl WindowsLayer {
                 let Some(m) = ev.memory() else { return Ok(()) };
                 let key = (ev.event_type, ev.ptr.unwrap_or(m.addr));
                 match ev.kind {
-                    EventKind::Malloc if ev.device != Device::NotApplicable => {
+                    // a block from before the window (written at its start, `shadow:true`) is
+                    // not the test's
+                    EventKind::Malloc
+                        if ev.device != Device::NotApplicable && !ev.is_history_malloc() =>
+                    {
                         self.malloc(ev, m.size, key);
                     }
                     EventKind::Free if !m.shadow => {
@@ -355,6 +360,14 @@ mod tests {
         e
     }
 
+    fn history(id: u64, addr: u64, size: u64) -> Event {
+        let mut e = mem(id, EventKind::Malloc, addr, size, "");
+        if let Some(m) = e.memory_mut() {
+            m.shadow = true;
+        }
+        e
+    }
+
     #[test]
     fn each_window_gets_its_own_peak_and_leaks_with_the_allocating_line() {
         let t = tempfile::tempdir().unwrap();
@@ -368,6 +381,7 @@ mod tests {
         let evs = [
             mem(1, EventKind::Malloc, 0x10, 999, "before.py(1): f"), // outside: not counted
             sys(2, EventType::StartTrace),
+            history(2, 0x50, 7777), // written at the start for a block from before: not counted
             mem(
                 3,
                 EventKind::Malloc,
