@@ -7,7 +7,8 @@
 # added inside the chroot alone. zig is the host's (.ci/zig-env.sh), mounted at /opt/zig.
 #
 #   .ci/aarch64-env.sh setup          create or update the chroot (kept in the cache, reused)
-#   .ci/aarch64-env.sh run CMD...     run CMD in the repository, inside the chroot
+#   .ci/aarch64-env.sh run CMD...     run CMD in the repository (mounted at its own path),
+#                                     inside the chroot
 #
 # The chroot and the aarch64 target directory live outside the clone, in
 # ${MEMSCOPE_CI_CACHE:-$HOME/.cache/memscope-ci}, so a second CI run on the same machine reuses
@@ -18,7 +19,7 @@ CACHE=${MEMSCOPE_CI_CACHE:-$HOME/.cache/memscope-ci}
 ROOT=${MEMSCOPE_A64_ROOT:-$CACHE/a64-bookworm}
 BUILD=${MEMSCOPE_A64_BUILD:-$CACHE/a64-build}
 # Bump when the package list below changes: an older chroot is then upgraded in place.
-STAMP_VERSION=2
+STAMP_VERSION=3
 
 host_setup() {
     local need=()
@@ -68,22 +69,24 @@ chroot_setup() {
     chroot "$ROOT" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
         rustc-web cargo-web libstd-rust-web-dev:arm64 gcc g++ libc6-dev make binutils \
         gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross binutils-aarch64-linux-gnu \
-        qemu-user-static python3 python3-venv file >/dev/null
+        libstdc++6:arm64 qemu-user-static python3 python3-venv file >/dev/null
     chroot "$ROOT" apt-get clean
     touch "$stamp"
 }
 
+# The repository is mounted at its own path, so the x86_64 test binaries built outside (which
+# know their sources by absolute path) run inside unchanged.
 mounts() {
-    mkdir -p "$ROOT/src" "$ROOT/build" "$ROOT/root/.cargo/registry" "$BUILD" "$ROOT/opt/zig"
+    mkdir -p "$ROOT$PWD" "$ROOT/build" "$ROOT/root/.cargo/registry" "$BUILD" "$ROOT/opt/zig"
     local reg=${CARGO_HOME:-$HOME/.cargo}/registry
     mkdir -p "$reg"
-    mountpoint -q "$ROOT/proc" || mount --bind /proc "$ROOT/proc"
-    mountpoint -q "$ROOT/dev" || mount --bind /dev "$ROOT/dev"
-    mount --bind "$PWD" "$ROOT/src"
+    mount --bind /proc "$ROOT/proc"
+    mount --rbind /dev "$ROOT/dev"
+    mount --bind "$PWD" "$ROOT$PWD"
     mount --bind "$BUILD" "$ROOT/build"
     mount --bind "$reg" "$ROOT/root/.cargo/registry"
     mount --bind "$ZIG" "$ROOT/opt/zig"
-    trap 'umount "$ROOT/opt/zig" "$ROOT/root/.cargo/registry" "$ROOT/build" "$ROOT/src"; umount "$ROOT/dev" "$ROOT/proc" 2>/dev/null || true' EXIT
+    trap 'umount "$ROOT/opt/zig" "$ROOT/root/.cargo/registry" "$ROOT/build" "$ROOT$PWD" "$ROOT/proc"; umount -R "$ROOT/dev"' EXIT
 }
 
 case "${1:-}" in
@@ -98,8 +101,8 @@ run)
     chroot_setup
     ZIG=$(.ci/zig-env.sh)
     mounts
-    chroot "$ROOT" env -C /src \
-        PATH=/opt/zig/bin:/usr/local/bin:/usr/bin:/bin \
+    chroot "$ROOT" env -C "$PWD" \
+        PATH=/opt/zig/bin:/opt/zig/ziglang:/usr/local/bin:/usr/bin:/bin \
         CARGO_ZIGBUILD_ZIG_PATH=/opt/zig/ziglang/zig \
         HOME=/root CARGO_TARGET_DIR=/build/target \
         CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \

@@ -32,8 +32,9 @@ pub fn check(out: &Output, what: &str) {
     );
 }
 
-/// Builds the wheel (dev or release profile, as this test binary) and installs it into a fresh
-/// venv under the build directory, once per test binary.
+/// Builds the wheel (dev or release profile, as this test binary; linked against glibc 2.17,
+/// tagged manylinux_2_17) and installs it into a fresh venv under the build directory, once
+/// per test binary.
 pub fn venv() -> &'static Venv {
     static V: OnceLock<Venv> = OnceLock::new();
     V.get_or_init(|| {
@@ -49,6 +50,8 @@ pub fn venv() -> &'static Venv {
         if profile.file_name().is_some_and(|n| n == "release") {
             build.arg("--release");
         }
+        // What ships: every ELF linked against glibc 2.17 (zig; `.ci/run` installs it).
+        build.args(["--glibc", "2.17"]);
         let out = build.output().expect("run python/build-wheel.sh");
         check(&out, "python/build-wheel.sh");
         let wheel = String::from_utf8_lossy(&out.stdout)
