@@ -19,7 +19,7 @@ CACHE=${MEMSCOPE_CI_CACHE:-$HOME/.cache/memscope-ci}
 ROOT=${MEMSCOPE_A64_ROOT:-$CACHE/a64-bookworm}
 BUILD=${MEMSCOPE_A64_BUILD:-$CACHE/a64-build}
 # Bump when the package list below changes: an older chroot is then upgraded in place.
-STAMP_VERSION=3
+STAMP_VERSION=4
 
 host_setup() {
     local need=()
@@ -69,24 +69,36 @@ chroot_setup() {
     chroot "$ROOT" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
         rustc-web cargo-web libstd-rust-web-dev:arm64 gcc g++ libc6-dev make binutils \
         gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross binutils-aarch64-linux-gnu \
-        libstdc++6:arm64 qemu-user-static python3 python3-venv file >/dev/null
+        libstdc++6:arm64 qemu-user-static python3 python3-venv file procps >/dev/null
     chroot "$ROOT" apt-get clean
     touch "$stamp"
 }
 
 # The repository is mounted at its own path, so the x86_64 test binaries built outside (which
-# know their sources by absolute path) run inside unchanged.
+# know their sources by absolute path) run inside unchanged. Mounts left by an interrupted run
+# are dropped first; all are dropped (lazily: a job that outlived its test may still hold one)
+# on exit.
+unmount_all() {
+    local m
+    for _ in 1 2 3; do
+        for m in $(awk -v r="$ROOT/" 'index($2, r) == 1 {print $2}' /proc/mounts | sort -r -u); do
+            umount -l "$m" 2>/dev/null || true
+        done
+    done
+}
+
 mounts() {
+    unmount_all
     mkdir -p "$ROOT$PWD" "$ROOT/build" "$ROOT/root/.cargo/registry" "$BUILD" "$ROOT/opt/zig"
     local reg=${CARGO_HOME:-$HOME/.cargo}/registry
     mkdir -p "$reg"
+    trap unmount_all EXIT
     mount --bind /proc "$ROOT/proc"
-    mount --rbind /dev "$ROOT/dev"
+    mount --bind /dev "$ROOT/dev"
     mount --bind "$PWD" "$ROOT$PWD"
     mount --bind "$BUILD" "$ROOT/build"
     mount --bind "$reg" "$ROOT/root/.cargo/registry"
     mount --bind "$ZIG" "$ROOT/opt/zig"
-    trap 'umount "$ROOT/opt/zig" "$ROOT/root/.cargo/registry" "$ROOT/build" "$ROOT$PWD" "$ROOT/proc"; umount -R "$ROOT/dev"' EXIT
 }
 
 case "${1:-}" in

@@ -71,9 +71,9 @@ pub enum Rule {
         /// CFA offset from the stack pointer.
         cfa_off: i32,
         /// Where the return address was saved, relative to the CFA (a multiple of 8).
-        ra_off: i16,
-        /// Where the frame pointer was saved, relative to the CFA.
-        fp_off: Option<i16>,
+        ra_off: i32,
+        /// Where the frame pointer was saved, relative to the CFA (a multiple of 8).
+        fp_off: Option<i32>,
     },
     /// `CFA = fp + cfa_off`; the return address at `CFA + ra_off`; the frame pointer saved at
     /// `CFA + fp_off` when `Some`.
@@ -81,9 +81,9 @@ pub enum Rule {
         /// CFA offset from the frame pointer.
         cfa_off: i32,
         /// Where the return address was saved, relative to the CFA (a multiple of 8).
-        ra_off: i16,
-        /// Where the frame pointer was saved, relative to the CFA.
-        fp_off: Option<i16>,
+        ra_off: i32,
+        /// Where the frame pointer was saved, relative to the CFA (a multiple of 8).
+        fp_off: Option<i32>,
     },
     /// No CFI for this address: follow the frame pointer (the frame record: `CFA = fp + 16`,
     /// return address at `CFA - 8`, saved frame pointer at `CFA - 16`).
@@ -100,9 +100,15 @@ const K_NOINFO: u64 = 3;
 const K_STOP: u64 = 4;
 const FP_SAVED: u64 = 8;
 
+/// Largest CFA offset a packed rule holds (24 bits, signed).
+const CFA_MAX: i64 = (1 << 23) - 1;
+/// Largest save-slot offset a packed rule holds (16 bits of 8-byte words, signed): aarch64
+/// frames keep their frame record below their locals, over a KiB under the CFA.
+const SLOT_MAX: i64 = ((1 << 15) - 1) * 8;
+
 impl Rule {
-    /// One word: kind (bits 0–2), frame pointer saved (bit 3), `ra_off / 8` (bits 8–15),
-    /// `cfa_off` (bits 16–47), `fp_off` (bits 48–63). Never 0.
+    /// One word: kind (bits 0–2), frame pointer saved (bit 3), `cfa_off` (bits 8–31),
+    /// `ra_off / 8` (bits 32–47), `fp_off / 8` (bits 48–63). Never 0.
     fn pack(self) -> u64 {
         let (kind, cfa, ra, fp) = match self {
             Rule::Sp {
@@ -119,16 +125,18 @@ impl Rule {
             Rule::Stop => (K_STOP, 0, 0, None),
         };
         let saved = if fp.is_some() { FP_SAVED } else { 0 };
+        let word = |v: i32| ((v / 8) as i16 as u16) as u64;
         kind | saved
-            | (((ra / 8) as i8 as u8 as u64) << 8)
-            | ((cfa as u32 as u64) << 16)
-            | ((fp.unwrap_or(0) as u16 as u64) << 48)
+            | (((cfa as u32) & 0xff_ffff) as u64) << 8
+            | word(ra) << 32
+            | word(fp.unwrap_or(0)) << 48
     }
 
     fn unpack(v: u64) -> Rule {
-        let cfa_off = (v >> 16) as u32 as i32;
-        let ra_off = i16::from((v >> 8) as u8 as i8) * 8;
-        let fp_off = (v & FP_SAVED != 0).then_some((v >> 48) as u16 as i16);
+        // Sign-extend the 24-bit CFA offset.
+        let cfa_off = (((v >> 8) as u32) << 8) as i32 >> 8;
+        let ra_off = i32::from((v >> 32) as u16 as i16) * 8;
+        let fp_off = (v & FP_SAVED != 0).then_some(i32::from((v >> 48) as u16 as i16) * 8);
         match v & 7 {
             K_SP => Rule::Sp {
                 cfa_off,
@@ -144,6 +152,11 @@ impl Rule {
             _ => Rule::Stop,
         }
     }
+}
+
+/// A save slot's offset from the CFA, when a packed rule can hold it.
+fn slot(o: i64) -> Option<i32> {
+    (o % 8 == 0 && (-SLOT_MAX..=SLOT_MAX).contains(&o)).then_some(o as i32)
 }
 
 // ---- cache -------------------------------------------------------------------------------------
@@ -340,20 +353,29 @@ fn evaluate(pc: u64, hdr: u64, end: u64) -> Option<Rule> {
         Err(gimli::Error::NoUnwindInfoForAddress) => return Some(Rule::NoInfo),
         Err(_) => return None,
     };
-    // The return address saved on the stack, 8-aligned and within the packed range (a
-    // register rule — LR not saved yet — cannot be followed from an outer frame).
+    // The return address saved on the stack (a register rule — LR not saved yet — cannot be
+    // followed from an outer frame), 8-aligned and within the packed range.
     let ra_off = match row.register(regs::RA) {
-        RegisterRule::Offset(o) if o % 8 == 0 && (-1024..1024).contains(&o) => o as i16,
+        RegisterRule::Offset(o) => match slot(o) {
+            Some(o) => o,
+            None => return Some(Rule::Stop),
+        },
         _ => return Some(Rule::Stop),
     };
     let fp_off = match row.register(regs::FP) {
-        RegisterRule::Offset(o) => Some(i16::try_from(o).ok()?),
+        RegisterRule::Offset(o) => match slot(o) {
+            Some(o) => Some(o),
+            None => return Some(Rule::Stop),
+        },
         RegisterRule::Undefined | RegisterRule::SameValue => None,
         _ => return Some(Rule::Stop),
     };
     match *row.cfa() {
         CfaRule::RegisterAndOffset { register, offset } => {
-            let cfa_off = i32::try_from(offset).ok()?;
+            if !(-CFA_MAX..=CFA_MAX).contains(&offset) {
+                return Some(Rule::Stop);
+            }
+            let cfa_off = offset as i32;
             if register == regs::SP {
                 Some(Rule::Sp {
                     cfa_off,
@@ -401,10 +423,21 @@ mod tests {
                 ra_off: 1016,
                 fp_off: None,
             },
+            // aarch64: the frame record below 1 KiB of locals.
             Rule::Sp {
-                cfa_off: 96,
-                ra_off: -1024,
-                fp_off: Some(-96),
+                cfa_off: 1072,
+                ra_off: -1064,
+                fp_off: Some(-1072),
+            },
+            Rule::Sp {
+                cfa_off: CFA_MAX as i32,
+                ra_off: -SLOT_MAX as i32,
+                fp_off: Some(SLOT_MAX as i32),
+            },
+            Rule::Fp {
+                cfa_off: -CFA_MAX as i32,
+                ra_off: -8,
+                fp_off: Some(-16),
             },
             Rule::NoInfo,
             Rule::Stop,

@@ -172,12 +172,12 @@ pub fn capture(entry: Entry, out: &mut [u64], mut alt: Option<&mut [u8]>) -> usi
         if cfa <= sp || cfa > hi {
             break;
         }
-        let Some(ra) = read(off(cfa, ra_off.into()), lo, hi) else {
+        let Some(ra) = read(off(cfa, ra_off), lo, hi) else {
             break;
         };
         let ra = strip(ra);
         if let Some(o) = fp_off {
-            match read(off(cfa, o.into()), lo, hi) {
+            match read(off(cfa, o), lo, hi) {
                 Some(v) => fp = v,
                 None => break,
             }
