@@ -84,7 +84,11 @@ pub fn memscope_bin() -> PathBuf {
 /// The preload library (of the jobs' architecture).
 pub fn probe_lib() -> PathBuf {
     let p = job_dir().join("libmemscope_probe.so");
-    assert!(p.is_file(), "{} is missing: build the workspace first", p.display());
+    assert!(
+        p.is_file(),
+        "{} is missing: build the workspace first",
+        p.display()
+    );
     p
 }
 

@@ -84,13 +84,8 @@ def stage(profile="release", target=None, glibc=None):
         cmd += ["--target", f"{triple}.{glibc}" if glibc else triple]
     for pkg, _ in SHIPPED:
         cmd += ["-p", pkg]
-    env = dict(os.environ)
-    # Stripped (the symbol tables of the dynamic linker stay): a small wheel.
-    env[f"CARGO_PROFILE_{profile.upper().replace('-', '_')}_STRIP"] = "symbols"
-    if profile == "debug":
-        env["CARGO_PROFILE_DEV_STRIP"] = "symbols"
     _say(" ".join(cmd))
-    out = subprocess.run(cmd, cwd=root, env=env, stdout=subprocess.PIPE, check=True).stdout
+    out = subprocess.run(cmd, cwd=root, stdout=subprocess.PIPE, check=True).stdout
     built = {}
     for line in out.decode().splitlines():
         try:
@@ -108,7 +103,21 @@ def stage(profile="release", target=None, glibc=None):
         if lib not in built:
             raise RuntimeError(f"memscope build: cargo built no {lib} (package {pkg})")
         shutil.copy2(built[lib], os.path.join(dest, lib))
+        _strip(os.path.join(dest, lib), target)
     return STAGE
+
+
+def _strip(path, target):
+    """Strips the copy at `path` (the dynamic symbol table stays): a small wheel, and the
+    build's own file keeps its symbols. binutils' `strip`, or `<arch>-linux-gnu-strip` for
+    another architecture."""
+    tool = "strip"
+    if target and not target.startswith(os.uname().machine):
+        tool = target.split("-")[0] + "-linux-gnu-strip"
+    try:
+        subprocess.run([tool, "--strip-all", path], check=True)
+    except OSError as e:
+        raise RuntimeError(f"memscope build: cannot run {tool} (binutils): {e}") from e
 
 
 def _host_triple():

@@ -17,15 +17,20 @@ static STAGING: Mutex<()> = Mutex::new(());
 /// The oldest glibc the shipped ELF files may need.
 const FLOOR: (u32, u32) = (2, 17);
 
-/// `GLIBC_x.y` versions `objdump -T` lists for `elf`.
-fn glibc_versions(elf: &Path) -> Vec<(u32, u32)> {
+/// `objdump FLAG elf`'s output.
+fn objdump(flag: &str, elf: &Path) -> String {
     let o = Command::new("objdump")
-        .arg("-T")
+        .arg(flag)
         .arg(elf)
         .output()
         .expect("objdump (binutils)");
-    check(&o, &format!("objdump -T {}", elf.display()));
-    let text = String::from_utf8_lossy(&o.stdout);
+    check(&o, &format!("objdump {flag} {}", elf.display()));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// `GLIBC_x.y` versions `objdump -T` lists for `elf`.
+fn glibc_versions(elf: &Path) -> Vec<(u32, u32)> {
+    let text = objdump("-T", elf);
     let mut v: Vec<(u32, u32)> = text
         .split(|c: char| c.is_whitespace() || c == '(' || c == ')')
         .filter_map(|w| w.strip_prefix("GLIBC_"))
@@ -41,13 +46,7 @@ fn glibc_versions(elf: &Path) -> Vec<(u32, u32)> {
 
 /// Section names of `elf` (`objdump -h`).
 fn sections(elf: &Path) -> Vec<String> {
-    let o = Command::new("objdump")
-        .arg("-h")
-        .arg(elf)
-        .output()
-        .expect("objdump (binutils)");
-    check(&o, &format!("objdump -h {}", elf.display()));
-    String::from_utf8_lossy(&o.stdout)
+    objdump("-h", elf)
         .lines()
         .filter_map(|l| l.split_whitespace().nth(1))
         .filter(|n| n.starts_with('.'))
@@ -58,7 +57,10 @@ fn sections(elf: &Path) -> Vec<String> {
 /// Unpacks `wheel` into `dir`.
 fn unzip(wheel: &Path, dir: &Path) {
     let o = Command::new("python3")
-        .args(["-c", "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])"])
+        .args([
+            "-c",
+            "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])",
+        ])
         .arg(wheel)
         .arg(dir)
         .output()
@@ -84,8 +86,9 @@ fn the_wheel_is_manylinux2014_stripped_ships_every_library_and_needs_glibc_2_17_
     let name = wheel.file_name().unwrap().to_string_lossy().into_owned();
     let arch = std::env::consts::ARCH;
     assert!(
-        name.ends_with(&format!("-py3-none-manylinux_2_17_{arch}.manylinux2014_{arch}.whl"))
-            || name.ends_with(&format!("-py3-none-manylinux_2_17_{arch}.whl")),
+        name.ends_with(&format!(
+            "-py3-none-manylinux_2_17_{arch}.manylinux2014_{arch}.whl"
+        )) || name.ends_with(&format!("-py3-none-manylinux_2_17_{arch}.whl")),
         "{name}"
     );
     let d = tempfile::tempdir().unwrap();
@@ -93,10 +96,19 @@ fn the_wheel_is_manylinux2014_stripped_ships_every_library_and_needs_glibc_2_17_
     let all = files_under(d.path());
     let wheel_meta = all
         .iter()
-        .find(|p| p.ends_with("WHEEL") && p.parent().unwrap().to_string_lossy().ends_with(".dist-info"))
+        .find(|p| {
+            p.ends_with("WHEEL")
+                && p.parent()
+                    .unwrap()
+                    .to_string_lossy()
+                    .ends_with(".dist-info")
+        })
         .expect("dist-info/WHEEL");
     let meta = std::fs::read_to_string(wheel_meta).unwrap();
-    let tags: Vec<&str> = meta.lines().filter_map(|l| l.strip_prefix("Tag: ")).collect();
+    let tags: Vec<&str> = meta
+        .lines()
+        .filter_map(|l| l.strip_prefix("Tag: "))
+        .collect();
     assert!(!tags.is_empty(), "{meta}");
     for t in &tags {
         assert!(
@@ -105,9 +117,14 @@ fn the_wheel_is_manylinux2014_stripped_ships_every_library_and_needs_glibc_2_17_
         );
     }
     let elfs: Vec<&PathBuf> = all.iter().filter(|p| is_elf(p)).collect();
-    for want in ["memscope", "libmemscope_probe.so", "libmemscope_adapter_pymem.so"] {
+    for want in [
+        "memscope",
+        "libmemscope_probe.so",
+        "libmemscope_adapter_pymem.so",
+    ] {
         assert!(
-            elfs.iter().any(|p| p.file_name().is_some_and(|n| n == want)),
+            elfs.iter()
+                .any(|p| p.file_name().is_some_and(|n| n == want)),
             "{want} in the wheel: {all:?}"
         );
     }
@@ -150,7 +167,10 @@ fn fresh_venv(dir: &Path) -> PathBuf {
 /// `pip install SRC` into `bin`'s venv: a PEP 517 build (maturin from the package index, in
 /// pip's isolated build environment) in the dev profile, reusing this build's target folder.
 fn pip_install_source(bin: &Path, src: &Path) {
-    let target = memscope_tests::profile_dir().parent().unwrap().to_path_buf();
+    let target = memscope_tests::profile_dir()
+        .parent()
+        .unwrap()
+        .to_path_buf();
     let o = Command::new(bin.join("python"))
         .args(["-m", "pip", "install", "-q", "--no-cache-dir"])
         .arg(src)
@@ -174,7 +194,10 @@ fn installed_memscope_traces(bin: &Path) {
         .env_remove("MEMSCOPE_PROBE_PATH")
         .output()
         .expect("memscope run");
-    check(&o, "memscope run --adapters pymem from the installed package");
+    check(
+        &o,
+        "memscope run --adapters pymem from the installed package",
+    );
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(!stderr.contains("cargo build"), "{stderr}");
     let mut dumps = 0;
@@ -205,7 +228,12 @@ fn pip_installs_the_source_tree_and_an_sdist_into_fresh_venvs() {
         .output()
         .expect("python3");
     check(&o, "build the sdist");
-    let name = String::from_utf8_lossy(&o.stdout).lines().last().unwrap().trim().to_owned();
+    let name = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .last()
+        .unwrap()
+        .trim()
+        .to_owned();
     assert!(name.ends_with(".tar.gz"), "{name}");
     let bin = fresh_venv(&base.path().join("from-sdist"));
     pip_install_source(&bin, &sd.join(&name));

@@ -52,8 +52,8 @@ fn stack_id(g: &mut rt::Guard, entry: unwind::Entry) -> u32 {
 
 /// Records a successful allocation of `size` bytes at `p`.
 #[inline]
-fn on_alloc(g: &mut rt::Guard, p: *mut c_void, size: usize, ra: usize, sp: usize, fp: usize) {
-    let stack = stack_id(g, unwind::Entry { ra, sp, fp });
+fn on_alloc(g: &mut rt::Guard, p: *mut c_void, size: usize, entry: unwind::Entry) {
+    let stack = stack_id(g, entry);
     g.record(&Record::HostMalloc {
         ts: rt::now_ns(),
         addr: p as u64,
@@ -80,7 +80,7 @@ macro_rules! alloc_hook {
             // SAFETY: forwarded contract.
             let p = unsafe { real::$name($($arg),*) };
             if !p.is_null() {
-                on_alloc(&mut g, p, $size, ra, sp, fp);
+                on_alloc(&mut g, p, $size, unwind::Entry { ra, sp, fp });
             }
             p
         }
@@ -132,7 +132,7 @@ pub unsafe extern "C" fn realloc(
         return unsafe { real::realloc(p, size) };
     };
     // SAFETY: forwarded contract.
-    unsafe { realloc_recorded(&mut g, p, size, ra, sp, fp) }
+    unsafe { realloc_recorded(&mut g, p, size, unwind::Entry { ra, sp, fp }) }
 }
 
 /// `realloc` with the guard held.
@@ -143,9 +143,7 @@ unsafe fn realloc_recorded(
     g: &mut rt::Guard,
     p: *mut c_void,
     size: usize,
-    ra: usize,
-    sp: usize,
-    fp: usize,
+    entry: unwind::Entry,
 ) -> *mut c_void {
     let ts_free = if p.is_null() { 0 } else { rt::now_ns_before() };
     // SAFETY: forwarded contract.
@@ -158,7 +156,7 @@ unsafe fn realloc_recorded(
         });
     }
     if !q.is_null() {
-        on_alloc(g, q, size, ra, sp, fp);
+        on_alloc(g, q, size, entry);
     }
     q
 }
@@ -209,7 +207,7 @@ pub unsafe extern "C" fn posix_memalign(
     if rc == 0 {
         // SAFETY: on success `*out` holds the new block (`out` is writable per the contract).
         let p = unsafe { out.read() };
-        on_alloc(&mut g, p, size, ra, sp, fp);
+        on_alloc(&mut g, p, size, unwind::Entry { ra, sp, fp });
     }
     rc
 }
