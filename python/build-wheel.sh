@@ -43,6 +43,11 @@ if [ -n "$glibc" ]; then
         exit 1
     }
     args+=(--zig --compatibility "manylinux_${glibc/./_}")
+    # zig links: a linker or C compiler set for the target (the aarch64 chroot sets gcc's)
+    # would take its place.
+    t=${target:-$(rustc -vV | sed -n 's/^host: //p')}
+    tu=$(echo "$t" | tr 'a-z-' 'A-Z_')
+    unset "CARGO_TARGET_${tu}_LINKER" "CC_${t//-/_}" "CXX_${t//-/_}" "AR_${t//-/_}"
 else
     args+=(--compatibility linux)
 fi

@@ -1,7 +1,8 @@
 //! Issue 26: the wheel any index takes. The shipped wheel is tagged manylinux_2_17
 //! (manylinux2014), carries the CLI, the probe and every shipped adapter library, stripped,
 //! and none of its ELF files needs a glibc symbol newer than 2.17 (`objdump -T`); `pip
-//! install` of the source tree (`python/`) and of an sdist works in fresh venvs.
+//! install` of the source tree (`python/`) and of an sdist works in fresh venvs. The first
+//! test also checks the aarch64 wheel (`.ci/aarch64-tests.sh`).
 
 mod python_common;
 
@@ -17,14 +18,16 @@ static STAGING: Mutex<()> = Mutex::new(());
 /// The oldest glibc the shipped ELF files may need.
 const FLOOR: (u32, u32) = (2, 17);
 
-/// `objdump FLAG elf`'s output.
+/// `objdump FLAG elf`'s output (`MEMSCOPE_TEST_OBJDUMP`: the binutils of another
+/// architecture's wheel).
 fn objdump(flag: &str, elf: &Path) -> String {
-    let o = Command::new("objdump")
+    let tool = std::env::var("MEMSCOPE_TEST_OBJDUMP").unwrap_or_else(|_| "objdump".into());
+    let o = Command::new(&tool)
         .arg(flag)
         .arg(elf)
         .output()
         .expect("objdump (binutils)");
-    check(&o, &format!("objdump {flag} {}", elf.display()));
+    check(&o, &format!("{tool} {flag} {}", elf.display()));
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
@@ -79,18 +82,35 @@ fn is_elf(p: &Path) -> bool {
     std::fs::read(p).is_ok_and(|b| b.starts_with(b"\x7fELF"))
 }
 
+/// The wheel checked: `MEMSCOPE_TEST_WHEEL` (one built for `MEMSCOPE_TEST_WHEEL_ARCH`:
+/// `.ci/aarch64-tests.sh` checks the aarch64 wheel so), else this build's.
+fn wheel_under_test() -> (PathBuf, String) {
+    match std::env::var_os("MEMSCOPE_TEST_WHEEL") {
+        Some(w) if !w.is_empty() => (
+            PathBuf::from(w),
+            std::env::var("MEMSCOPE_TEST_WHEEL_ARCH").expect("MEMSCOPE_TEST_WHEEL_ARCH"),
+        ),
+        _ => (venv().wheel.clone(), std::env::consts::ARCH.to_owned()),
+    }
+}
+
 #[test]
 fn the_wheel_is_manylinux2014_stripped_ships_every_library_and_needs_glibc_2_17_at_most() {
     let _g = STAGING.lock().unwrap_or_else(|e| e.into_inner());
-    let wheel = &venv().wheel;
+    let (wheel, arch) = wheel_under_test();
+    let wheel = &wheel;
     let name = wheel.file_name().unwrap().to_string_lossy().into_owned();
-    let arch = std::env::consts::ARCH;
-    assert!(
-        name.ends_with(&format!(
-            "-py3-none-manylinux_2_17_{arch}.manylinux2014_{arch}.whl"
-        )) || name.ends_with(&format!("-py3-none-manylinux_2_17_{arch}.whl")),
-        "{name}"
-    );
+    // `…-py3-none-<platform tags, dot-separated>.whl`: every one manylinux at the floor.
+    let platforms = name
+        .strip_suffix(".whl")
+        .and_then(|n| n.split("-py3-none-").nth(1))
+        .unwrap_or_else(|| panic!("a py3-none wheel: {name}"));
+    for p in platforms.split('.') {
+        assert!(
+            p == format!("manylinux_2_17_{arch}") || p == format!("manylinux2014_{arch}"),
+            "{name}"
+        );
+    }
     let d = tempfile::tempdir().unwrap();
     unzip(wheel, d.path());
     let all = files_under(d.path());
@@ -143,7 +163,9 @@ fn the_wheel_is_manylinux2014_stripped_ships_every_library_and_needs_glibc_2_17_
         );
         let s = sections(elf);
         assert!(
-            !s.iter().any(|n| n == ".symtab" || n.starts_with(".debug_")),
+            // (`.debug_gdb_scripts` is loaded data, rustc's pointer to gdb's pretty-printers)
+            !s.iter()
+                .any(|n| n == ".symtab" || (n.starts_with(".debug_") && n != ".debug_gdb_scripts")),
             "{} is stripped: {s:?}",
             elf.display()
         );
