@@ -27,13 +27,11 @@ if __name__ != "__main__":  # as the build backend (staging alone needs no matur
     from maturin import (  # noqa: F401  (the rest of the PEP 517 interface is maturin's)
         get_requires_for_build_sdist,
         get_requires_for_build_wheel,
-        prepare_metadata_for_build_wheel,
     )
 
     try:  # PEP 660 editable installs, where this maturin has them
         from maturin import build_editable as _maturin_build_editable  # noqa: F401
         from maturin import get_requires_for_build_editable  # noqa: F401
-        from maturin import prepare_metadata_for_build_editable  # noqa: F401
     except ImportError:  # pragma: no cover
         _maturin_build_editable = None
 else:
@@ -141,6 +139,13 @@ def _pep517_profile():
     return "release"
 
 
+def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
+    """PEP 517: maturin's metadata. It wants the wheel data folder to exist; the libraries are
+    staged into it only when the wheel is built."""
+    os.makedirs(STAGE, exist_ok=True)
+    return maturin.prepare_metadata_for_build_wheel(metadata_directory, config_settings)
+
+
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     """PEP 517: stage the libraries (in the profile of maturin's PEP 517 build), then let
     maturin build the wheel."""
@@ -149,6 +154,11 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
 
 
 if _maturin_build_editable is not None:
+
+    def prepare_metadata_for_build_editable(metadata_directory, config_settings=None):
+        """PEP 660: as `prepare_metadata_for_build_wheel`."""
+        os.makedirs(STAGE, exist_ok=True)
+        return maturin.prepare_metadata_for_build_editable(metadata_directory, config_settings)
 
     def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
         """PEP 660: as `build_wheel`."""

@@ -90,8 +90,14 @@ fn wheel_under_test() -> (PathBuf, String) {
             PathBuf::from(w),
             std::env::var("MEMSCOPE_TEST_WHEEL_ARCH").expect("MEMSCOPE_TEST_WHEEL_ARCH"),
         ),
-        _ => (venv().wheel.clone(), std::env::consts::ARCH.to_owned()),
+        _ => (floor_wheel(), std::env::consts::ARCH.to_owned()),
     }
+}
+
+/// This build's wheel as it ships: every ELF linked against glibc 2.17 by zig (`pip install
+/// ziglang cargo-zigbuild`; `.ci/run` installs them), tagged manylinux_2_17.
+fn floor_wheel() -> PathBuf {
+    build_wheel(&["--glibc", "2.17"])
 }
 
 #[test]
@@ -204,7 +210,8 @@ fn pip_install_source(bin: &Path, src: &Path) {
     check(&o, &format!("pip install {}", src.display()));
 }
 
-/// The installed CLI runs a job with the probe and the shipped pymem adapter it brings.
+/// The installed CLI runs a job with the probe and the shipped pymem adapter it brings (found
+/// next to the probe in `<venv>/lib/memscope/`).
 fn installed_memscope_traces(bin: &Path) {
     let d = tempfile::tempdir().unwrap();
     let o = Command::new(bin.join("memscope"))
@@ -221,12 +228,11 @@ fn installed_memscope_traces(bin: &Path) {
         "memscope run --adapters pymem from the installed package",
     );
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(!stderr.contains("cargo build"), "{stderr}");
-    let mut dumps = 0;
-    memscope_tests::walk(&d.path().join("out"), &mut |p| {
-        dumps += usize::from(p.to_string_lossy().contains("memscope_dump_"));
-    });
-    assert!(dumps > 0, "a dump: {stderr}");
+    // PYMEM is summarised, not dumped: its summary shows the adapter library was loaded.
+    assert!(
+        stderr.contains("PYMEM Python objects live at exit") && !stderr.contains("cargo build"),
+        "{stderr}"
+    );
 }
 
 #[test]

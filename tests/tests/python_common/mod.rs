@@ -32,9 +32,31 @@ pub fn check(out: &Output, what: &str) {
     );
 }
 
-/// Builds the wheel (dev or release profile, as this test binary; linked against glibc 2.17,
-/// tagged manylinux_2_17) and installs it into a fresh venv under the build directory, once
-/// per test binary.
+/// Runs `python/build-wheel.sh` (`--release` in a release build) with `extra`; the wheel's path.
+pub fn build_wheel(extra: &[&str]) -> PathBuf {
+    let mut build = Command::new(repo_root().join("python/build-wheel.sh"));
+    if memscope_tests::profile_dir()
+        .file_name()
+        .is_some_and(|n| n == "release")
+    {
+        build.arg("--release");
+    }
+    let out = build
+        .args(extra)
+        .output()
+        .expect("run python/build-wheel.sh");
+    check(&out, "python/build-wheel.sh");
+    PathBuf::from(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .last()
+            .expect("wheel path")
+            .trim(),
+    )
+}
+
+/// Builds the wheel (dev or release profile, as this test binary) and installs it into a fresh
+/// venv under the build directory, once per test binary.
 pub fn venv() -> &'static Venv {
     static V: OnceLock<Venv> = OnceLock::new();
     V.get_or_init(|| {
@@ -46,20 +68,7 @@ pub fn venv() -> &'static Venv {
             "maturin is not installed: `pip install maturin` (.ci/run installs it)"
         );
         let profile = memscope_tests::profile_dir();
-        let mut build = Command::new(repo_root().join("python/build-wheel.sh"));
-        if profile.file_name().is_some_and(|n| n == "release") {
-            build.arg("--release");
-        }
-        // What ships: every ELF linked against glibc 2.17 (zig; `.ci/run` installs it).
-        build.args(["--glibc", "2.17"]);
-        let out = build.output().expect("run python/build-wheel.sh");
-        check(&out, "python/build-wheel.sh");
-        let wheel = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .last()
-            .expect("wheel path")
-            .trim()
-            .to_owned();
+        let wheel = build_wheel(&["--host-glibc"]);
         let dir = profile.join("python-wheel-venv");
         let _ = std::fs::remove_dir_all(&dir);
         check(
