@@ -22,13 +22,16 @@ $env_sh run cargo test --locked --target $T -p memscope-runtime -p memscope-adap
 echo "aarch64: builds and unit tests took $((SECONDS - start)) s"
 
 # 3. End-to-end: the x86_64 test binaries of this build, their jobs built for aarch64.
-tests_of() { # the test executable of tests/tests/$1.rs
-    cargo test --locked -p memscope-tests --test "$1" --no-run --message-format=json 2>/dev/null |
-        python3 -c 'import json,sys
+# The test executables of the workspace build (`cargo test --workspace`, as .ci/run ran it: the
+# same features, so nothing is rebuilt), by test target name.
+exes=$(cargo test --workspace --locked --no-run --message-format=json 2>/dev/null |
+    python3 -c 'import json, sys
 for l in sys.stdin:
     m = json.loads(l)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == sys.argv[1]:
-        print(m["executable"])' "$1"
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
+        print(m["target"]["name"], m["executable"])')
+tests_of() { # the test executable of tests/tests/$1.rs
+    awk -v n="$1" '$1 == n {print $2; exit}' <<<"$exes"
 }
 # test binary : the tests it runs, all when none are named (the rest of host.rs and mstx.rs
 # run Python jobs, and this chroot has no aarch64 Python, or — host.rs's 1.6 M-event one — take
