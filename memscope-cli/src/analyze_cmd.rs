@@ -20,6 +20,7 @@ use memscope_core::analysis::leaks::LeakLayer;
 use memscope_core::analysis::offline::run_layers_in;
 use memscope_core::analysis::{parse_types, IneffConfig};
 use memscope_core::bus::{Layer, ReportSection};
+use memscope_core::config::LogLevel;
 use memscope_core::event::Inefficiency;
 use memscope_core::reader::{DumpFile, Order, ReadOptions};
 use memscope_core::sanitize::escape_controls;
@@ -86,6 +87,31 @@ pub struct CompareArgs {
         default_value = "memscopeDumpResults"
     )]
     pub output: PathBuf,
+    /// Add memscope's Step column (the step each op or kernel started in) after msMemScope's
+    /// six columns; without it the file has msMemScope's exact header.
+    #[arg(long = "step-column")]
+    pub step_column: bool,
+    /// Messages on stderr: debug or info (notes and warnings), warning (warnings only), error
+    /// (neither); msMemScope's `--log-level`.
+    #[arg(long = "log-level", value_name = "LEVEL", default_value = "info",
+          value_parser = |s: &str| LogLevel::parse(s).map_err(|e| e.0))]
+    pub log_level: LogLevel,
+}
+
+impl CompareArgs {
+    /// Prints a note on stderr unless `--log-level` is warning or error.
+    fn note(&self, msg: &str) {
+        if self.log_level <= LogLevel::Info {
+            eprintln!("memscope: note: {msg}");
+        }
+    }
+
+    /// Prints a warning on stderr unless `--log-level` is error.
+    fn warn(&self, msg: &str) {
+        if self.log_level <= LogLevel::Warning {
+            eprintln!("memscope: warning: {msg}");
+        }
+    }
 }
 
 /// `memscope analyze leaks FILE|RUN_DIR [--mstx-info MSG [--start-index N]] [--full]`.
@@ -127,7 +153,7 @@ pub enum RuleArg {
 /// [--inefficient-rule msmemscope|op-end]`.
 #[derive(Clone, Debug, Args)]
 pub struct InefficientArgs {
-    /// Dump to analyse; an annotated copy is written next to it.
+    /// Dump to analyse; an annotated copy is written next to it (or, with --in-place, over it).
     pub file: PathBuf,
     /// Only report blocks of at least this many bytes.
     #[arg(long = "mem-size", value_name = "BYTES", default_value_t = 0)]
@@ -142,6 +168,11 @@ pub struct InefficientArgs {
     /// Classification rule.
     #[arg(long = "inefficient-rule", value_enum, default_value_t = RuleArg::Msmemscope)]
     pub rule: RuleArg,
+    /// Rewrite FILE itself with the annotations (msMemScope's check_inefficient, which the
+    /// Python API's check_inefficient and analyze("inefficient") use) instead of writing a
+    /// new annotated copy next to it. The annotated file replaces FILE in one rename.
+    #[arg(long = "in-place")]
+    pub in_place: bool,
     /// Replay order.
     #[command(flatten)]
     pub replay: ReplayArgs,
@@ -286,7 +317,7 @@ pub fn run_compare(args: &CompareArgs) -> Result<()> {
     let mapped = compare::map_devices(&b, &mut c, &map).map_err(|e| anyhow!("{e}"))?;
     let res = compare::compare(&b, &c, level);
     if let Some(n) = mapped {
-        eprintln!("memscope: note: {n}");
+        args.note(&n);
     }
     if res.rows.is_empty() {
         return Err(anyhow!(
@@ -302,18 +333,19 @@ pub fn run_compare(args: &CompareArgs) -> Result<()> {
     }
     for (f, s) in [(&base, &b), (&cmp, &c)] {
         if let Some(w) = s.stats.torn_warning(f.name()) {
-            eprintln!("memscope: warning: {w}");
+            args.warn(&w);
         }
     }
     for n in &res.notes {
-        eprintln!("memscope: note: {n}");
+        args.note(n);
     }
-    let path = compare::write_compare_csv(&args.output, &res.rows).map_err(|e| {
-        anyhow!(
-            "cannot write {}: {e}",
-            args.output.join("compare").display()
-        )
-    })?;
+    let path = compare::write_compare_csv_as(&args.output, "", &res.rows, args.step_column)
+        .map_err(|e| {
+            anyhow!(
+                "cannot write {}: {e}",
+                args.output.join("compare").display()
+            )
+        })?;
     let matched = res
         .rows
         .iter()
@@ -463,6 +495,12 @@ fn run_inefficient(a: &InefficientArgs) -> Result<()> {
             RuleArg::OpEnd => IneffRule::OpEnd,
         },
     };
+    if a.in_place && a.file.is_symlink() {
+        return Err(anyhow!(
+            "{}: --in-place does not replace a symbolic link (give the real file)",
+            a.file.display()
+        ));
+    }
     let file = open(&a.file)?;
     let mut handles = Vec::new();
     let sections = run_offline(&file, a.replay, &mut || {
@@ -481,6 +519,15 @@ fn run_inefficient(a: &InefficientArgs) -> Result<()> {
     }
     print_sections(&sections);
     let out = annotate::write_annotated(&file, &found)?;
+    if a.in_place {
+        annotate::replace_input(&out, &a.file)?;
+        say(&format!(
+            "{} MALLOC row(s) annotated; {} rewritten",
+            found.len(),
+            a.file.display()
+        ));
+        return Ok(());
+    }
     say(&format!(
         "{} MALLOC row(s) annotated; annotated copy written to {}",
         found.len(),

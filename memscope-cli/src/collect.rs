@@ -150,7 +150,7 @@ pub fn collect(a: &CollectArgs) -> ExitCode {
     let devices: Vec<u32> = std::env::var("ASCEND_RT_VISIBLE_DEVICES")
         .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
         .unwrap_or_default();
-    if let Err(e) = crate::recover_cmd::write_run_info(&a.spool, &cfg, &devices) {
+    if let Err(e) = crate::recover_cmd::write_run_info(&a.spool, &cfg, &devices, &[]) {
         return fail(e);
     }
     // The package waits for this line before it lets the job go on.

@@ -38,6 +38,7 @@ mod logfile;
 mod plugin_check;
 mod rank_table;
 mod recover_cmd;
+mod recover_index;
 mod registry;
 mod report_cmd;
 mod run;
@@ -129,7 +130,9 @@ fn main() -> ExitCode {
         // the arguments as the OS gave them (a job's arguments need not be UTF-8)
         Ok(compare_alias::Alias::None) => Cli::try_parse(),
         Ok(compare_alias::Alias::Compare(v, note)) => {
-            eprintln!("memscope: {note}");
+            if !note.is_empty() {
+                eprintln!("memscope: {note}");
+            }
             Cli::try_parse_from(v)
         }
         Err(e) => {

@@ -92,7 +92,27 @@ fn usage_error(msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(2)
 }
 
-fn configure(a: &RunArgs) -> Result<RunConfig, String> {
+/// The config() keys the flags and `--config` set explicitly (`MEMSCOPE_RUN_EXPLICIT`: those
+/// win over the script's `memscope.config()`, issue 27).
+fn explicit_keys(raw: &RawOptions) -> String {
+    [
+        ("events", raw.events.is_some()),
+        ("level", raw.level.is_some()),
+        ("call_stack", raw.call_stack.is_some()),
+        ("analysis", raw.analysis.is_some()),
+        ("device", raw.device.is_some()),
+        ("output_path", raw.output_path.is_some()),
+        ("format", raw.format.is_some()),
+        ("watch", raw.watch.is_some()),
+    ]
+    .iter()
+    .filter(|(_, set)| *set)
+    .map(|(k, _)| *k)
+    .collect::<Vec<_>>()
+    .join(",")
+}
+
+fn configure(a: &RunArgs) -> Result<(RunConfig, String), String> {
     let flags = RawOptions {
         events: a.events.clone(),
         level: a.level.clone(),
@@ -124,6 +144,7 @@ fn configure(a: &RunArgs) -> Result<RunConfig, String> {
         None => flags,
     };
     let explicit_level = raw.log_level.is_some();
+    let explicit = explicit_keys(&raw);
     let mut cfg = raw.validate(&cwd).map_err(|e| e.0)?;
     if !explicit_level {
         if a.verbose {
@@ -132,7 +153,7 @@ fn configure(a: &RunArgs) -> Result<RunConfig, String> {
             cfg.log_level = LogLevel::Error;
         }
     }
-    Ok(cfg)
+    Ok((cfg, explicit))
 }
 
 /// Finds `libmemscope_probe.so`: `$MEMSCOPE_PROBE_PATH`, then next to the `memscope`
@@ -215,7 +236,7 @@ fn visible_devices() -> Vec<u32> {
 
 /// Runs `memscope run`.
 pub fn run(a: RunArgs) -> ExitCode {
-    let mut cfg = match configure(&a) {
+    let (mut cfg, explicit) = match configure(&a) {
         Ok(c) => c,
         Err(e) => return usage_error(e),
     };
@@ -269,12 +290,14 @@ pub fn run(a: RunArgs) -> ExitCode {
         Ok(f) => spool_guard.hold(f),
         Err(e) => return usage_error(e),
     }
-    if let Err(e) = crate::recover_cmd::write_run_info(&spool, &cfg, &visible_devices()) {
+    if let Err(e) = crate::recover_cmd::write_run_info(&spool, &cfg, &visible_devices(), &a.program)
+    {
         return usage_error(e);
     }
     let opts = Finish {
         quiet: a.quiet,
         report: a.report,
+        explicit,
     };
     launch_and_collect(&cfg, &probe, &spool, &a.program, opts, analysis_factory())
 }
@@ -489,24 +512,33 @@ fn spawn_job(
     probe: &Path,
     spool: &Path,
     argv: &[String],
+    explicit: &str,
 ) -> Result<std::process::Child, String> {
     let args: Vec<std::ffi::OsString> = argv[1..].iter().map(Into::into).collect();
-    let spawned = match job_command(cfg, probe, spool, argv[0].as_ref(), &args)?.spawn() {
+    let spawn = |program: &std::ffi::OsStr, args: &[std::ffi::OsString]| {
+        job_command(cfg, probe, spool, program, args).map(|mut c| {
+            c.env("MEMSCOPE_RUN_EXPLICIT", explicit);
+            c.spawn()
+        })
+    };
+    let spawned = match spawn(argv[0].as_ref(), &args)? {
         Err(e) if e.raw_os_error() == Some(nix::errno::Errno::ENOEXEC as i32) => {
             let path = resolve_program(&argv[0]).unwrap_or_else(|| PathBuf::from(&argv[0]));
             let mut sh_args = vec![path.into_os_string()];
             sh_args.extend(args);
-            job_command(cfg, probe, spool, "/bin/sh".as_ref(), &sh_args)?.spawn()
+            spawn("/bin/sh".as_ref(), &sh_args)?
         }
         other => other,
     };
     spawned.map_err(|e| format!("cannot run {:?}: {e}", argv[0]))
 }
 
-/// What happens after the job: the summary (unless quiet) and the HTML report (`--report`).
+/// What happens after the job: the summary (unless quiet) and the HTML report (`--report`);
+/// and the keys the flags set explicitly, for the job's environment.
 struct Finish {
     quiet: bool,
     report: bool,
+    explicit: String,
 }
 
 fn launch_and_collect(
@@ -533,7 +565,7 @@ fn launch_and_collect(
     };
     crate::job::become_subreaper();
     let start_ns = crate::run_index::now_ns();
-    let mut child = match spawn_job(cfg, probe, spool, argv) {
+    let mut child = match spawn_job(cfg, probe, spool, argv, &opts.explicit) {
         Ok(c) => c,
         Err(e) => return usage_error(e),
     };
@@ -627,6 +659,7 @@ fn launch_and_collect(
             exit_code: code,
             interrupted_by: teardown.signal().map(|s| s.as_str().to_owned()),
             start_ns,
+            memscope_pid: std::process::id(),
         },
     );
     if !opts.quiet {

@@ -58,6 +58,7 @@ _FUNCS = {
     "memscope_py_stacks_start_with": ([ctypes.c_int], ctypes.c_int),
     "memscope_py_trace_stop": ([], ctypes.c_int),
     "memscope_py_trace_active": ([], ctypes.c_int),
+    "memscope_py_trace_standalone": ([ctypes.c_int], ctypes.c_int),
     "memscope_py_owner_addr": ([ctypes.c_uint64, ctypes.c_char_p], ctypes.c_int),
     "memscope_py_record_function": ([ctypes.c_char_p, ctypes.c_int], ctypes.c_int),
     "memscope_py_snapshot": ([ctypes.c_char_p, ctypes.c_uint32, ctypes.c_uint32,
@@ -178,6 +179,30 @@ class Session:
             return json.loads(text)
         except ValueError:
             return None
+
+    def ask_collector(self, settings, timeout=10.0):
+        """Asks the collector of ``memscope run`` to apply ``settings`` (config.json keys) to
+        this process's outputs (``memscope.config()``, issue 27); returns its answer,
+        ``"applied"`` or the reason it was not."""
+        spool = os.environ.get("MEMSCOPE_SPOOL")
+        if not spool or not os.path.isdir(spool):
+            return "no collector spool"
+        self.requests = getattr(self, "requests", 0) + 1
+        base = os.path.join(spool, "api-config-%d-%d" % (os.getpid(), self.requests))
+        try:
+            with open(base + ".json.tmp", "w") as f:
+                json.dump(settings, f)
+            os.rename(base + ".json.tmp", base + ".json")
+        except OSError as e:
+            return "cannot write %s.json: %s" % (base, e)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                with open(base + ".done") as f:
+                    return f.read().strip() or "no answer"
+            except OSError:
+                time.sleep(0.01)
+        return "the collector did not answer in %d s" % timeout
 
     # ---- the collector of plain mode --------------------------------------------------
     def ensure_collector(self, cfg):

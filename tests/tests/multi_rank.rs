@@ -433,6 +433,81 @@ fn c_api_only_program_dump_holds_start_trace_step_and_stop_trace_rows() {
 }
 
 #[test]
+fn step_rows_of_a_cpu_only_c_api_program_are_in_its_dump_device_less_between_the_window_rows() {
+    // issue 27 item 3: no device at all, `--device cpu`: the STEP rows are not dropped
+    let src = repo_root().join("tests/programs/capi_cpu_steps.c");
+    let prog = compile(&[&src], "capi_cpu_steps", &[], false);
+    let run = memscope_run(
+        &[
+            "--adapters",
+            "host",
+            "--device",
+            "cpu",
+            "--collect-mode",
+            "deferred",
+            "--host-rows",
+        ],
+        &[prog.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert!(run.stdout().contains("api 0 0 0 0 0"), "{}", run.stdout());
+    let dumps = run.dumps(".csv");
+    assert_eq!(dumps.len(), 1, "{dumps:?}");
+    assert!(
+        dumps[0].to_string_lossy().contains("/device_cpu/"),
+        "{dumps:?}"
+    );
+    let rows = run.rows();
+    let system: Vec<(String, String, String)> = rows
+        .iter()
+        .filter(|r| r["Event"] == "SYSTEM")
+        .map(|r| {
+            (
+                r["Event Type"].clone(),
+                r["Name"].clone(),
+                r["Device Id"].clone(),
+            )
+        })
+        .collect();
+    let s = |t: &str, n: &str| (t.to_string(), n.to_string(), "N/A".to_string());
+    assert_eq!(
+        system,
+        vec![
+            s("START_TRACE", "N/A"),
+            s("STEP", "1"),
+            s("STEP", "2"),
+            s("STEP", "3"),
+            s("STOP_TRACE", "N/A"),
+        ],
+        "{}",
+        run.stderr()
+    );
+    // IDs have no gap: the STEP rows are the ones that were missing
+    let ids: Vec<u64> = rows.iter().map(|r| r["ID"].parse().unwrap()).collect();
+    let first = ids[0];
+    assert!(
+        ids.iter()
+            .enumerate()
+            .all(|(i, id)| *id == first + i as u64),
+        "{ids:?}"
+    );
+    // every step has its malloc/free after its STEP row
+    let step_at: Vec<usize> = rows
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r["Event Type"] == "STEP")
+        .map(|(i, _)| i)
+        .collect();
+    for w in step_at.windows(2) {
+        assert!(
+            rows[w[0]..w[1]].iter().any(|r| r["Event"] == "MALLOC"),
+            "{rows:?}"
+        );
+    }
+}
+
+#[test]
 fn device_npu_3_writes_no_device_cpu_file_for_other_ranks() {
     let run = run_ranks(
         &["--adapters", "acl,hal,mstx", "--device", "npu:3"],
@@ -688,7 +763,8 @@ fn compare_rows(path: &Path) -> Vec<Vec<String>> {
     assert_eq!(lines.next(), Some(",,,Base,Compare"));
     assert_eq!(
         lines.next(),
-        Some("Event,Name,Device Id,Allocated Memory(byte),Allocated Memory(byte),Diff Memory(byte),Step")
+        Some("Event,Name,Device Id,Allocated Memory(byte),Allocated Memory(byte),Diff Memory(byte),Step"),
+        "--step-column"
     );
     lines
         .map(|l| l.split(',').map(str::to_owned).collect())
@@ -728,6 +804,7 @@ fn compare_ignore_device_aligns_rank_0_with_rank_5_and_run_dirs_pair_ranks_by_ra
         "--level".as_ref(),
         "kernel".as_ref(),
         "--ignore-device".as_ref(),
+        "--step-column".as_ref(),
         "-o".as_ref(),
         o,
     ]);
@@ -768,6 +845,7 @@ fn compare_ignore_device_aligns_rank_0_with_rank_5_and_run_dirs_pair_ranks_by_ra
         leaky.out.path().as_os_str(),
         "--level".as_ref(),
         "kernel".as_ref(),
+        "--step-column".as_ref(),
         "-o".as_ref(),
         o,
     ]);

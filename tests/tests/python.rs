@@ -367,7 +367,12 @@ assert an.get_analyzer_config("leaks") == {{"config_class": "LeaksConfig",
     "parameters": ["input_path", "mstx_info", "start_index"]}}
 assert an.get_analyzer_config("inefficient")["parameters"] == [
     "input_path", "mem_size", "inefficient_type", "idle_threshold"]
+import os
+before = sorted(os.listdir(os.path.dirname({dump:?})))
+# msMemScope's behaviour (issue 27 item 9): the input is rewritten, no new file per call
 memscope.check_inefficient({dump:?})
+an.analyze("inefficient", input_path={dump:?})
+assert sorted(os.listdir(os.path.dirname({dump:?}))) == before, os.listdir(os.path.dirname({dump:?}))
 # the job has no msTX marks: the range analysis cannot run, and says so with a non-zero exit
 # (issue 17, L10), which the analyzer raises
 try:
@@ -387,9 +392,10 @@ print("analyzer: ok")
     check(&out, "analyzer script");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("analyzer: ok"), "{stdout}");
-    assert!(
-        stdout.contains("annotated copy written to"),
-        "check_inefficient ran memscope analyze inefficient: {stdout}"
+    assert_eq!(
+        stdout.matches(" rewritten").count(),
+        2,
+        "check_inefficient and analyze(\"inefficient\") ran memscope analyze inefficient --in-place: {stdout}"
     );
     assert!(
         stdout.contains("fewer than 3") || stdout.contains("step"),
@@ -564,4 +570,99 @@ fn plain_python_config_call_stack_python_puts_python_stacks_on_the_rows() {
             r["Call Stack(Python)"]
         );
     }
+}
+
+/// Runs `api_parity.py MODE` in `cwd`: under `memscope run RUN_ARGS` with `Some`, else plainly;
+/// it must succeed.
+fn parity(mode: &str, cwd: &Path, run_args: Option<&[&str]>) -> std::process::Output {
+    let args: Vec<std::ffi::OsString> = vec![
+        script("api_parity.py").into(),
+        mode.into(),
+        example_dir().into(),
+    ];
+    let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+    let out = match run_args {
+        Some(r) => launched(cwd, r, &args),
+        None => plain(cwd, &args),
+    };
+    check(&out, &format!("api_parity.py {mode} {run_args:?}"));
+    out
+}
+
+/// Issue 27 item 6: msMemScope's documented workflow, `memscope run -- python x.py` with
+/// `config()` in the script.
+#[test]
+fn config_under_memscope_run_applies_what_the_flags_left_and_explicit_flags_win_in_one_line() {
+    let a = tempfile::tempdir().unwrap();
+    let out = parity("config", a.path(), Some(&[]));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("RuntimeWarning"), "{stderr}");
+    assert!(
+        files(&a.path().join("memscopeDumpResults"), "memscope_dump_").is_empty(),
+        "the dump goes to config()'s output_path"
+    );
+    let output = a.path().join("output");
+    assert_eq!(files(&output, "memscope_dump_").len(), 1, "{stderr}");
+    assert_eq!(
+        files(&output, "decompose_").len(),
+        1,
+        "config(analysis=\"decompose\") ran decompose: {stderr}"
+    );
+
+    // an explicit flag wins, said in one line; what the flags left still comes from config()
+    let b = tempfile::tempdir().unwrap();
+    let out = parity("config", b.path(), Some(&["--analysis", "leaks"]));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let said: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("memscope.config()"))
+        .collect();
+    assert_eq!(said.len(), 1, "{stderr}");
+    assert!(
+        said[0].contains("analysis")
+            && said[0].contains("--analysis=leaks")
+            && said[0].contains("win"),
+        "{stderr}"
+    );
+    let output = b.path().join("output");
+    assert_eq!(files(&output, "memscope_dump_").len(), 1, "{stderr}");
+    assert!(files(&output, "decompose_").is_empty(), "{stderr}");
+}
+
+/// Issue 27 item 7: way 2 of msMemScope's user guide.
+#[test]
+fn describer_exit_on_another_object_ends_the_innermost_level_of_that_owner() {
+    let d = tempfile::tempdir().unwrap();
+    parity("describe", d.path(), None);
+    let rows = seed_layout_rows(&d.path().join("memscopeDumpResults"));
+    let owners: Vec<String> = rows
+        .iter()
+        .filter(|r| r["Event"] == "MALLOC" && r["Event Type"] == "PTA")
+        .map(|r| attrs(r).get("owner").cloned().unwrap_or_default())
+        .collect();
+    assert_eq!(owners.len(), 3, "{owners:?}");
+    assert_eq!(owners[0], "PTA@x");
+    assert_eq!(
+        owners[1], "PTA@inner",
+        "x ended, the level opened inside it stays"
+    );
+    assert!(
+        !owners[2].contains("@x") && !owners[2].contains("@inner"),
+        "{owners:?}"
+    );
+}
+
+/// Issue 27 item 8: msMemScope's tracer works on its own.
+#[test]
+fn tracer_and_record_function_trace_without_a_window_and_warn_when_nothing_can_be_recorded() {
+    let d = tempfile::tempdir().unwrap();
+    parity("tracer", d.path(), None);
+    let rows = trace_rows(&d.path().join("memscopeDumpResults"));
+    let names: Vec<&str> = rows.iter().map(|r| r[0].as_str()).collect();
+    assert!(
+        names.iter().any(|n| n.ends_with(": work")),
+        "Python calls traced with no window: {names:?}"
+    );
+    assert!(names.contains(&"block"), "{names:?}");
+    assert!(!names.contains(&"nowhere"), "{names:?}");
 }

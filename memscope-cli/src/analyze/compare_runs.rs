@@ -16,7 +16,10 @@ use memscope_export::ProcessInput;
 use super::{say, CompareArgs};
 
 /// The processes of run directory `dir` by rank.
-fn by_rank(dir: &std::path::Path) -> Result<(BTreeMap<u32, ProcessInput>, Vec<String>)> {
+fn by_rank(
+    args: &CompareArgs,
+    dir: &std::path::Path,
+) -> Result<(BTreeMap<u32, ProcessInput>, Vec<String>)> {
     let inputs = [dir.to_path_buf()];
     let index = RunIndexFiles::load(&inputs).map_err(|e| anyhow!("{e}"))?;
     let index_ref: Option<&dyn RunIndex> = (!index.is_empty()).then_some(&index as _);
@@ -24,7 +27,7 @@ fn by_rank(dir: &std::path::Path) -> Result<(BTreeMap<u32, ProcessInput>, Vec<St
         memscope_export::resolve(&inputs, index_ref, &mut memscope_export::progress::Silent)
             .map_err(|e| anyhow!("{e}"))?;
     for n in notes {
-        eprintln!("memscope: note: {}: {n}", dir.display());
+        args.note(&format!("{}: {n}", dir.display()));
     }
     let mut m = BTreeMap::new();
     let mut left = Vec::new();
@@ -65,10 +68,10 @@ fn side(p: &ProcessInput, level: Level) -> Result<compare::Sequence> {
 /// A directory without dumps, an unreadable input, no rank both runs have, a device map that
 /// does not fit a pair, an output that cannot be written.
 pub fn run(args: &CompareArgs, level: Level, map: &DeviceMap) -> Result<()> {
-    let (a, left_a) = by_rank(&args.base)?;
-    let (b, left_b) = by_rank(&args.compare)?;
+    let (a, left_a) = by_rank(args, &args.base)?;
+    let (b, left_b) = by_rank(args, &args.compare)?;
     for l in left_a.iter().chain(&left_b) {
-        eprintln!("memscope: note: {l}: not compared");
+        args.note(&format!("{l}: not compared"));
     }
     let pairs: Vec<u32> = a.keys().filter(|r| b.contains_key(r)).copied().collect();
     for (r, dir) in a
@@ -81,10 +84,10 @@ pub fn run(args: &CompareArgs, level: Level, map: &DeviceMap) -> Result<()> {
                 .map(|r| (r, &args.base)),
         )
     {
-        eprintln!(
-            "memscope: note: rank {r} is not in {}: not compared",
+        args.note(&format!(
+            "rank {r} is not in {}: not compared",
             dir.display()
-        );
+        ));
     }
     if pairs.is_empty() {
         return Err(anyhow!(
@@ -101,22 +104,27 @@ pub fn run(args: &CompareArgs, level: Level, map: &DeviceMap) -> Result<()> {
             compare::map_devices(&base, &mut cmp, map).map_err(|e| anyhow!("rank {r}: {e}"))?;
         let res = compare::compare(&base, &cmp, level);
         if let Some(n) = mapped {
-            eprintln!("memscope: note: rank {r}: {n}");
+            args.note(&format!("rank {r}: {n}"));
         }
         for n in &res.notes {
-            eprintln!("memscope: note: rank {r}: {n}");
+            args.note(&format!("rank {r}: {n}"));
         }
         if res.rows.is_empty() {
             say(&format!("rank {r}: no rows to compare at this level"));
             continue;
         }
-        let path = compare::write_compare_csv_as(&args.output, &format!("_rank{r}"), &res.rows)
-            .map_err(|e| {
-                anyhow!(
-                    "cannot write {}: {e}",
-                    args.output.join("compare").display()
-                )
-            })?;
+        let path = compare::write_compare_csv_as(
+            &args.output,
+            &format!("_rank{r}"),
+            &res.rows,
+            args.step_column,
+        )
+        .map_err(|e| {
+            anyhow!(
+                "cannot write {}: {e}",
+                args.output.join("compare").display()
+            )
+        })?;
         written += 1;
         let matched = res
             .rows

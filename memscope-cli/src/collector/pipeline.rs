@@ -15,6 +15,9 @@ use memscope_core::wire::{Record, StackFrames};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
+#[path = "reconfigure.rs"]
+mod reconfigure;
+
 /// Receives every typed event of a pipeline (the replay API).
 pub type Observer = Box<dyn FnMut(&Event)>;
 
@@ -406,6 +409,9 @@ impl Pipeline {
         }
         for e in self.python.take_errors() {
             self.log.error(&format!("python trace: {e}"));
+        }
+        for w in self.python.take_warnings() {
+            self.log.warn(&w);
         }
         for e in self.torch.take_errors() {
             self.log.error(&format!("memory watch: {e}"));

@@ -152,6 +152,18 @@ pub unsafe extern "C" fn memscope_py_trace_stop() -> c_int {
     })
 }
 
+/// `int memscope_py_trace_standalone(int on)`: with `on`, the tracer traces outside collection
+/// windows too (`tracer.start()` called by the user, as msMemScope's tracer works on its own);
+/// with 0, only inside them (the tracer of `--events traceback`). Always 0.
+///
+/// # Safety
+/// None.
+#[no_mangle]
+pub unsafe extern "C" fn memscope_py_trace_standalone(on: c_int) -> c_int {
+    trace::set_standalone(on != 0);
+    0
+}
+
 /// `int memscope_py_trace_active(void)`: 1 while the tracer is installed.
 ///
 /// # Safety

@@ -145,7 +145,8 @@ fn copy_out(device: u32, addr: u64, len: usize) -> Option<Vec<u8>> {
 /// `int memscope_py_watch_dump(const char *name, uint32_t device, uint64_t addr, uint64_t len,
 /// int full)`: dumps the watched memory `[addr, addr+len)` of `device` now, as `name`
 /// (`<op>_<n>-<watched>_<idx>_<before|after>`): its checksum, or with `full` its bytes. 0
-/// recorded, -1 not (outside a window, copy refused).
+/// recorded, -1 not (outside a window, dropped), -2 the memory could not be copied out (the
+/// runtime refused, or is not there).
 ///
 /// # Safety
 /// `name` is NULL or NUL-terminated; `[addr, addr+len)` is memory of a live tensor or block.
@@ -157,7 +158,8 @@ pub unsafe extern "C" fn memscope_py_watch_dump(
     len: u64,
     full: c_int,
 ) -> c_int {
-    guard(|| {
+    let mut refused = false;
+    let rc = guard(|| {
         // SAFETY: caller contract.
         let Some(n) = (unsafe { rt::c_text(name) }) else {
             return false;
@@ -166,6 +168,7 @@ pub unsafe extern "C" fn memscope_py_watch_dump(
             return false;
         }
         let Some(bytes) = copy_out(device, addr, len as usize) else {
+            refused = true;
             return false;
         };
         let ts = rt::now_ns();
@@ -197,5 +200,10 @@ pub unsafe extern "C" fn memscope_py_watch_dump(
             }
         }
         ok
-    })
+    });
+    if refused {
+        -2
+    } else {
+        rc
+    }
 }
