@@ -189,17 +189,18 @@ pub unsafe fn call_string(
     this: *const c_void,
     out: &mut [u8; 256],
 ) -> usize {
+    // Built where it stays until destroyed: an abi1 short string points into itself.
     #[cfg(target_arch = "x86_64")]
-    let mut r = {
+    let mut r = Ret32::default();
+    #[cfg(target_arch = "x86_64")]
+    {
         type InPlace = unsafe extern "C" fn(*mut Ret32, *const c_void) -> *mut Ret32;
         // SAFETY: on x86_64 a by-value class return is exactly a hidden pointer in RDI with the
         // arguments shifted by one (abi.md §4.3), which `InPlace` spells out.
         let f = unsafe { core::mem::transmute::<StringGetter, InPlace>(get) };
-        let mut r = Ret32::default();
         // SAFETY: caller contract; `r` is writable and outlives the string.
         unsafe { f(&mut r, this) };
-        r
-    };
+    }
     #[cfg(not(target_arch = "x86_64"))]
     let mut r = {
         // SAFETY: caller contract (aarch64: the result is built at the address in x8, then
