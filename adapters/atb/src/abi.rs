@@ -420,6 +420,16 @@ mod tests {
             unsafe { (*ret).w[0] = core::ptr::addr_of!(REP[3]) as u64 };
             ret
         }
+        // The destructor sees the string where it was built: an abi1 short string's data
+        // pointer still points at its own inline buffer (a moved one would be freed as heap).
+        static IN_PLACE: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+        unsafe extern "C" fn dtor(s: *mut Ret32) {
+            // SAFETY: `s` is the string `call_string` holds.
+            let inline = unsafe { core::ptr::addr_of!((*s).w[2]) as u64 == (*s).w[0] };
+            if inline {
+                IN_PLACE.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+            }
+        }
         let mut out = [0u8; 256];
         // SAFETY: on x86_64 the in-place form is the ABI of a by-value return.
         let (g1, g0) = unsafe {
@@ -434,9 +444,14 @@ mod tests {
                 >(abi0),
             )
         };
-        // SAFETY: fakes of the two string shapes; no destructor needed.
-        let n = unsafe { call_string(true, g1, None, core::ptr::null(), &mut out) };
+        // SAFETY: fakes of the two string shapes; the destructor only checks the address.
+        let n = unsafe { call_string(true, g1, Some(dtor), core::ptr::null(), &mut out) };
         assert_eq!(&out[..n], b"hello");
+        assert_eq!(
+            IN_PLACE.load(core::sync::atomic::Ordering::Relaxed),
+            1,
+            "not moved"
+        );
         // SAFETY: as above.
         let n = unsafe { call_string(false, g0, None, core::ptr::null(), &mut out) };
         assert_eq!(&out[..n], b"cow");
