@@ -74,7 +74,9 @@ for collector in x86_64 aarch64; do
 done
 # 4. The aarch64 wheel: linked against glibc 2.17 by zig, tagged manylinux_2_17_aarch64,
 #    checked by the wheel test (its ELF files read by the aarch64 binutils).
-wheel=$($env_sh run python/build-wheel.sh --glibc 2.17 --target $T | tail -n 1)
+#    (A target folder of its own: zig's linker flags would make the builds above rebuild.)
+wheel=$($env_sh run env CARGO_TARGET_DIR=/build/wheel-target \
+    python/build-wheel.sh --glibc 2.17 --target $T | tail -n 1)
 wheel_exe=$(tests_of wheel)
 log=target/aarch64-wheel.log
 if $env_sh run env MEMSCOPE_TEST_WHEEL="$wheel" MEMSCOPE_TEST_WHEEL_ARCH=aarch64 \
