@@ -134,9 +134,21 @@ pub struct LeaksArgs {
         requires = "mstx_info"
     )]
     pub start_index: usize,
+    /// Exit 23 (--fail-exit-code) when an allocator of a process leaked more than SIZE (e.g.
+    /// 1MiB): pool blocks by the step rule, HAL memory live at exit; the same check as
+    /// `memscope run --fail-on leaks>SIZE`.
+    #[arg(long = "fail-over", value_name = "SIZE", conflicts_with = "mstx_info")]
+    pub fail_over: Option<String>,
+    /// Exit code when --fail-over is crossed [default: 23].
+    #[arg(long = "fail-exit-code", value_name = "N", requires = "fail_over",
+          value_parser = clap::value_parser!(u8).range(1..=125))]
+    pub fail_exit_code: Option<u8>,
     /// Replay order.
     #[command(flatten)]
     pub replay: ReplayArgs,
+    /// Summary JSON.
+    #[command(flatten)]
+    pub summary: crate::ci::SummaryArgs,
 }
 
 /// `--inefficient-rule` of `memscope analyze inefficient`.
@@ -176,6 +188,9 @@ pub struct InefficientArgs {
     /// Replay order.
     #[command(flatten)]
     pub replay: ReplayArgs,
+    /// Summary JSON.
+    #[command(flatten)]
+    pub summary: crate::ci::SummaryArgs,
 }
 
 /// `memscope analyze decompose FILE|RUN_DIR [-o DIR] [--full]`.
@@ -198,6 +213,9 @@ pub struct DecomposeArgs {
     /// Replay order.
     #[command(flatten)]
     pub replay: ReplayArgs,
+    /// Summary JSON.
+    #[command(flatten)]
+    pub summary: crate::ci::SummaryArgs,
 }
 
 /// `memscope analyze gap FILE|RUN_DIR [--full]`.
@@ -211,6 +229,9 @@ pub struct GapArgs {
     /// Replay order.
     #[command(flatten)]
     pub replay: ReplayArgs,
+    /// Summary JSON.
+    #[command(flatten)]
+    pub summary: crate::ci::SummaryArgs,
 }
 
 /// `memscope analyze ...`.
@@ -373,11 +394,52 @@ fn device_map(args: &CompareArgs) -> Result<compare::DeviceMap> {
     })
 }
 
-/// Runs `memscope analyze ...`.
+/// Runs `memscope analyze ...`, then its `--fail-over` check and `--summary-json` (issue 24).
 ///
 /// # Errors
-/// An unreadable or malformed input, or an output that cannot be written.
+/// An unreadable or malformed input, or an output that cannot be written;
+/// [`crate::ci::LimitsCrossed`] when `--fail-over` is crossed.
 pub fn run_analyze(cmd: &AnalyzeCmd) -> Result<()> {
+    let (input, summary, limits, code) = match cmd {
+        AnalyzeCmd::Leaks(a) => (
+            &a.file,
+            &a.summary,
+            match &a.fail_over {
+                Some(t) => crate::ci::parse_limits("--fail-over", &format!("leaks>{t}"))
+                    .map_err(|e| anyhow!("{e}"))?,
+                None => Vec::new(),
+            },
+            a.fail_exit_code.unwrap_or(crate::ci::EXIT_LIMIT),
+        ),
+        AnalyzeCmd::Inefficient(a) => (&a.file, &a.summary, Vec::new(), crate::ci::EXIT_LIMIT),
+        AnalyzeCmd::Decompose(a) => (&a.file, &a.summary, Vec::new(), crate::ci::EXIT_LIMIT),
+        AnalyzeCmd::Gap(a) => (&a.file, &a.summary, Vec::new(), crate::ci::EXIT_LIMIT),
+    };
+    if let Some(p) = &summary.summary_json {
+        crate::ci::check_summary_path(p).map_err(|e| anyhow!("{e}"))?;
+    }
+    run_analysis(cmd)?;
+    if limits.is_empty() && summary.summary_json.is_none() {
+        return Ok(());
+    }
+    let processes = crate::ci::compute(std::slice::from_ref(input), &[])?;
+    crate::ci::finish_offline(
+        "analyze",
+        &limits,
+        Vec::new(),
+        code,
+        summary.summary_json.as_deref(),
+        vec![crate::ci::Input {
+            label: "input".into(),
+            path: input.clone(),
+            point: None,
+            processes,
+        }],
+        None,
+    )
+}
+
+fn run_analysis(cmd: &AnalyzeCmd) -> Result<()> {
     let here = Path::new(".");
     let dir = match cmd {
         AnalyzeCmd::Leaks(a) if a.file.is_dir() => {

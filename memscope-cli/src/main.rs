@@ -28,9 +28,11 @@ mod adapters_cmd;
 mod analyze_cmd;
 mod builtin;
 mod capture_input;
+mod ci;
 mod collect;
 mod collector;
 mod compare_alias;
+mod diff_cmd;
 mod export;
 mod export_cmd;
 mod job;
@@ -83,6 +85,9 @@ enum Cmd {
     /// Print the path of the probe library.
     #[command(hide = true)]
     ProbePath,
+    /// Live memory of two runs, dumps or captures (or two points of one) by site, owner, op
+    /// or role, sorted by growth.
+    Diff(Box<diff_cmd::DiffArgs>),
     /// Write a self-contained HTML report of a run (or compare two runs).
     Report(report_cmd::ReportArgs),
     /// Export runs: --to csv|db (the dumps `run` writes, HOST rows too, from captures),
@@ -178,6 +183,7 @@ fn main() -> ExitCode {
         Cmd::Compare(args) => analyze_cmd::run_compare(&args),
         Cmd::Analyze { cmd } => analyze_cmd::run_analyze(&cmd),
         Cmd::Report(args) => report_cmd::run(&args),
+        Cmd::Diff(args) => diff_cmd::run(&args),
         Cmd::Config {
             cmd: ConfigCmd::Schema,
         } => {
@@ -187,6 +193,11 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // the crossed limits are printed already (issue 24)
+        Err(e) if e.downcast_ref::<ci::LimitsCrossed>().is_some() => ExitCode::from(
+            e.downcast_ref::<ci::LimitsCrossed>()
+                .map_or(ci::EXIT_LIMIT, |l| l.code),
+        ),
         Err(e) => {
             eprintln!("memscope: {e:#}");
             ExitCode::from(EXIT_USAGE)

@@ -82,6 +82,18 @@ pub struct RunArgs {
     /// writes the rows later].
     #[arg(long = "host-rows")]
     host_rows: bool,
+    /// Fail the run when a memory limit is crossed: METRIC[.SCOPE]>SIZE, comma-separated
+    /// (leaks>1MiB,peak.npu:0>40GiB,peak.host>2GiB; metrics peak, leaks, live, dropped).
+    /// Exit code 23 (--fail-exit-code) unless the job itself failed: its code wins.
+    #[arg(long = "fail-on", value_name = "LIMITS")]
+    fail_on: Option<String>,
+    /// Exit code when a --fail-on limit is crossed [default: 23].
+    #[arg(long = "fail-exit-code", value_name = "N", requires = "fail_on",
+          value_parser = clap::value_parser!(u8).range(1..=125))]
+    fail_exit_code: Option<u8>,
+    /// Summary JSON of the run (--summary-json FILE).
+    #[command(flatten)]
+    summary: crate::ci::SummaryArgs,
     /// The job and its arguments.
     #[arg(value_name = "PROGRAM", num_args = 0..)]
     program: Vec<String>,
@@ -240,6 +252,22 @@ pub fn run(a: RunArgs) -> ExitCode {
         Ok(c) => c,
         Err(e) => return usage_error(e),
     };
+    let gate = crate::ci::RunGate {
+        limits: match &a.fail_on {
+            Some(t) => match crate::ci::parse_limits("--fail-on", t) {
+                Ok(l) => l,
+                Err(e) => return usage_error(e),
+            },
+            None => Vec::new(),
+        },
+        summary_json: a.summary.summary_json.clone(),
+        exit_code: a.fail_exit_code.unwrap_or(crate::ci::EXIT_LIMIT),
+    };
+    if let Some(p) = &gate.summary_json {
+        if let Err(e) = crate::ci::check_summary_path(p) {
+            return usage_error(e);
+        }
+    }
     let Some(program) = a.program.first() else {
         return usage_error(
             "no program given (usage: memscope run [OPTIONS] [--] PROGRAM [ARGS]...)",
@@ -297,6 +325,7 @@ pub fn run(a: RunArgs) -> ExitCode {
     let opts = Finish {
         quiet: a.quiet,
         report: a.report,
+        gate,
         explicit,
     };
     launch_and_collect(&cfg, &probe, &spool, &a.program, opts, analysis_factory())
@@ -538,6 +567,8 @@ fn spawn_job(
 struct Finish {
     quiet: bool,
     report: bool,
+    /// `--fail-on` and `--summary-json` (issue 24).
+    gate: crate::ci::RunGate,
     explicit: String,
 }
 
@@ -685,5 +716,29 @@ fn launch_and_collect(
             Err(e) => eprintln!("memscope: report: {e:#}"),
         }
     }
+    let code = if opts.gate.active() {
+        let dirs: Vec<PathBuf> = summaries
+            .iter()
+            .filter(|p| !p.counts.is_empty() && p.project_dir.is_dir())
+            .map(|p| p.project_dir.clone())
+            .collect();
+        let known: Vec<crate::ci::summary::Known> = summaries
+            .iter()
+            .map(|p| crate::ci::summary::Known {
+                pid: p.pid,
+                exe: p.exe.clone(),
+                dropped: p.dropped,
+            })
+            .collect();
+        let facts = crate::ci::summary::JobFacts {
+            command: argv,
+            exit_code: code,
+            output: &cfg.output_path,
+            known: &known,
+        };
+        crate::ci::after_run(&opts.gate, &dirs, &facts, opts.quiet)
+    } else {
+        code
+    };
     ExitCode::from(code.clamp(0, 255) as u8)
 }

@@ -81,6 +81,8 @@ class Session:
         self.window = False
         self.api_started = False
         self.note_printed = False
+        # extra arguments of `memscope collect` (the pytest plugin's `--windows FILE`)
+        self.collect_args = []
         self._setup()
 
     # ---- set-up -----------------------------------------------------------------------
@@ -146,17 +148,22 @@ class Session:
                 self._barrier()
 
     def _barrier(self, timeout=10.0):
-        """Waits until the collector has written everything committed so far."""
+        """Waits until the collector has written everything committed so far; returns whether
+        it said so in time. Callable any number of times (the pytest plugin calls it after
+        each test with a limit)."""
         done = os.path.join(self.spool, "barrier.done")
         try:
+            if os.path.exists(done):
+                os.unlink(done)
             open(os.path.join(self.spool, "barrier"), "w").close()
         except OSError:
-            return
+            return False
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and self.collector.poll() is None:
             if os.path.exists(done):
-                return
-            time.sleep(0.01)
+                return True
+            time.sleep(0.005)
+        return False
 
     # ---- helpers ----------------------------------------------------------------------
     def require(self):
@@ -221,7 +228,7 @@ class Session:
         # Own session: a Ctrl-C to the job must not kill its collector before it has read
         # everything the job recorded.
         p = subprocess.Popen([_locate.cli(), "collect", "--spool", self.spool, "--pid",
-                              str(os.getpid()), "--config", path],
+                              str(os.getpid()), "--config", path] + list(self.collect_args),
                              stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
                              universal_newlines=True, start_new_session=True)
         line = p.stdout.readline().strip()
