@@ -34,7 +34,6 @@ command -v maturin >/dev/null 2>&1 || python3 -m maturin --version >/dev/null 2>
     echo "build-wheel.sh: maturin is not installed (pip install maturin)" >&2
     exit 1
 }
-<<<<<<< HEAD
 maturin() { if command -v maturin >/dev/null 2>&1; then command maturin "$@"; else python3 -m maturin "$@"; fi; }
 args=()
 [ "$profile" = debug ] || args+=(--profile "$profile")
@@ -58,16 +57,6 @@ stage=(--profile "$profile")
 [ -n "$glibc" ] && stage+=(--glibc "$glibc")
 python3 python/_build/memscope_build.py "${stage[@]}" >&2
 out=$PWD/target/wheels/$profile${target:+-$target}${glibc:+-glibc$glibc}
-=======
-cargo build -p memscope-probe -p memscope-adapter-pymem ${args[@]+"${args[@]}"}
-stage=target/wheeldata/data/lib/memscope
-rm -rf target/wheeldata
-mkdir -p "$stage"
-cp "target/$profile/libmemscope_probe.so" "$stage/"
-# the PYMEM adapter (`--adapters pymem`, `pytest --memscope-pymem`) is found next to the probe
-cp "target/$profile/libmemscope_adapter_pymem.so" "$stage/"
-out=$PWD/target/wheels/$profile
->>>>>>> main
 rm -rf "$out"
 (cd python && maturin build "${args[@]}" --out "$out" >&2)
 ls "$out"/memscope-*.whl
