@@ -3,6 +3,13 @@
 //! dumps back with independent readers (the `csv` crate, SQLite).
 //!
 //! The binaries come from `cargo build --workspace` (the README's test command runs it first).
+//!
+//! Jobs of another architecture (`.ci/aarch64-tests.sh`: aarch64 jobs under qemu, traced by
+//! this build's collector or by an aarch64 one) take, from the environment:
+//! `MEMSCOPE_TEST_JOB_DIR` — the `target/<triple>/<profile>` directory whose probe and sim-npu
+//! stand-ins the jobs use (their test programs are built there too),
+//! `MEMSCOPE_TEST_CC`/`MEMSCOPE_TEST_CXX` — the compilers of the test programs, and
+//! `MEMSCOPE_TEST_MEMSCOPE` — the collector to run (default: this build's).
 #![forbid(unsafe_code)]
 
 pub mod compliance;
@@ -38,19 +45,56 @@ fn built(name: &str) -> PathBuf {
     p
 }
 
-/// The `memscope` executable.
-pub fn memscope_bin() -> PathBuf {
-    built("memscope")
+/// Where the jobs' own binaries are (probe, sim-npu, test programs): `MEMSCOPE_TEST_JOB_DIR`
+/// for jobs of another architecture, else this build's [`profile_dir`].
+pub fn job_dir() -> PathBuf {
+    match std::env::var_os("MEMSCOPE_TEST_JOB_DIR") {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => profile_dir(),
+    }
 }
 
-/// The preload library.
+/// The C (`cpp`: C++) compiler of the test programs: `MEMSCOPE_TEST_CC` / `MEMSCOPE_TEST_CXX`
+/// (a cross compiler for jobs of another architecture), else `cc` / `c++`.
+pub fn c_compiler(cpp: bool) -> String {
+    let (var, default) = if cpp {
+        ("MEMSCOPE_TEST_CXX", "c++")
+    } else {
+        ("MEMSCOPE_TEST_CC", "cc")
+    };
+    std::env::var(var)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| default.to_owned())
+}
+
+/// The directory the test programs are compiled into (one per job architecture).
+pub fn programs_dir() -> PathBuf {
+    job_dir().join("test-programs")
+}
+
+/// The `memscope` executable: `MEMSCOPE_TEST_MEMSCOPE`, else this build's.
+pub fn memscope_bin() -> PathBuf {
+    match std::env::var_os("MEMSCOPE_TEST_MEMSCOPE") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => built("memscope"),
+    }
+}
+
+/// The preload library (of the jobs' architecture).
 pub fn probe_lib() -> PathBuf {
-    built("libmemscope_probe.so")
+    let p = job_dir().join("libmemscope_probe.so");
+    assert!(
+        p.is_file(),
+        "{} is missing: build the workspace first",
+        p.display()
+    );
+    p
 }
 
 /// The sim-npu stand-in directory (`lib64/`, `atb/cxx_abi_*/lib/`).
 pub fn sim_npu_dir() -> PathBuf {
-    let d = profile_dir().join("sim-npu");
+    let d = job_dir().join("sim-npu");
     assert!(
         d.join("lib64").is_dir(),
         "{} is missing: build the workspace first",
@@ -63,7 +107,7 @@ pub fn sim_npu_dir() -> PathBuf {
 /// per-test-binary cache directory, linking the msTX front end. `shared` builds a `.so`.
 /// Returns the output path. Panics with the compiler's output on failure.
 pub fn compile(sources: &[&Path], out_name: &str, extra: &[&str], shared: bool) -> PathBuf {
-    let out_dir = profile_dir().join("test-programs");
+    let out_dir = programs_dir();
     std::fs::create_dir_all(&out_dir).expect("create test-programs dir");
     let out = out_dir.join(out_name);
     // Compile to a private name and rename: tests in parallel (threads and test binaries) may
@@ -75,7 +119,7 @@ pub fn compile(sources: &[&Path], out_name: &str, extra: &[&str], shared: bool) 
     let cpp = sources
         .iter()
         .any(|s| s.extension().is_some_and(|e| e == "cpp" || e == "cc"));
-    let mut cmd = Command::new(if cpp { "c++" } else { "cc" });
+    let mut cmd = Command::new(c_compiler(cpp));
     cmd.args(["-O1", "-g", "-fno-omit-frame-pointer", "-Wall"])
         .arg("-I")
         .arg(repo_root().join("examples/sim-npu/csrc"))

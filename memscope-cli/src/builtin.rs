@@ -51,8 +51,8 @@ pub mod wiring {
 
     /// HOST's fast path (issue 9): HOST heap records typed and accounted without events when
     /// HOST rows are neither written nor analysed.
-    pub fn host_fast() -> Box<HostFast> {
-        Box::new(HostFast::new())
+    pub fn host_fast(cfg: &RunConfig) -> Box<HostFast> {
+        Box::new(HostFast::for_config(cfg))
     }
 
     pub use memscope_adapter_host::fast::{is_host_record, HostFast};

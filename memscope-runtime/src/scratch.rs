@@ -119,7 +119,8 @@ pub(crate) fn release(b: *mut Block) {
 /// Runs `f` on `stack` (from its 16-byte aligned end downwards) instead of the calling thread's
 /// stack, and returns its result. For heavy, rare work inside a hook on a thread whose own stack
 /// may be small (a thread created with 32 KiB). `f` must not unwind (a panic aborts the process,
-/// as it would crossing the hook's `extern "C"` boundary anyway). Not x86_64: `f` runs in place.
+/// as it would crossing the hook's `extern "C"` boundary anyway). On x86_64 and aarch64;
+/// elsewhere `f` runs in place.
 pub fn on_stack<R, F: FnOnce() -> R>(stack: &mut [u8], f: F) -> R {
     struct Call<F, R> {
         f: Option<F>,
@@ -160,7 +161,30 @@ pub fn on_stack<R, F: FnOnce() -> R>(stack: &mut [u8], f: F) -> R {
             );
         }
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(target_arch = "aarch64")]
+    {
+        let top = (stack.as_mut_ptr() as usize + stack.len()) & !15;
+        let arg = (&mut call as *mut Call<F, R>).cast::<core::ffi::c_void>();
+        // SAFETY: as on x86_64: `top` is the 16-byte aligned end of a writable buffer that
+        // outlives the call and nothing else uses meanwhile (AAPCS64 wants `sp` 16-aligned
+        // always); the old stack pointer waits in x20, which the callee preserves, and is
+        // restored after the call; every register the C ABI lets the callee clobber (LR
+        // included) is declared clobbered, and x20 too.
+        unsafe {
+            core::arch::asm!(
+                "mov x20, sp",
+                "mov sp, {top}",
+                "bl {tramp}",
+                "mov sp, x20",
+                top = in(reg) top,
+                tramp = sym trampoline::<F, R>,
+                in("x0") arg,
+                out("x20") _,
+                clobber_abi("C"),
+            );
+        }
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
         let _ = stack;
         trampoline::<F, R>((&mut call as *mut Call<F, R>).cast());
@@ -172,7 +196,7 @@ pub fn on_stack<R, F: FnOnce() -> R>(stack: &mut [u8], f: F) -> R {
     }
 }
 
-#[cfg(all(test, target_arch = "x86_64"))]
+#[cfg(all(test, any(target_arch = "x86_64", target_arch = "aarch64")))]
 mod tests {
     #[test]
     fn on_stack_runs_the_closure_on_the_given_buffer() {

@@ -1,6 +1,9 @@
 /* A thread created with a 32 KiB stack recurses 17 frames of 1 KiB each and then mallocs and
  * prints. glibc takes every thread's static TLS (the probe's included) out of its stack, so a
- * preload library with a large static TLS, or a hook with a large stack frame, overflows it. */
+ * preload library with a large static TLS, or a hook with a large stack frame, overflows it.
+ * Where the smallest thread stack is larger (aarch64: PTHREAD_STACK_MIN is 128 KiB), the
+ * thread gets that and first uses up the difference, so the same 32 KiB are left to it. */
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,9 +29,15 @@ static int recurse(int depth) {
 }
 
 static int frames = 17;
+static size_t pad; /* bytes the thread uses up first (stack size beyond 32 KiB) */
 
 static void *thread_main(void *arg) {
     (void)arg;
+    if (pad > 0) {
+        volatile char used[pad];
+        memset((char *)used, 1, pad);
+        return (void *)(long)(recurse(frames) + used[pad - 1] - 1);
+    }
     return (void *)(long)recurse(frames);
 }
 
@@ -37,7 +46,12 @@ int main(int argc, char **argv) {
         frames = atoi(argv[1]);
     pthread_attr_t a;
     pthread_attr_init(&a);
-    if (pthread_attr_setstacksize(&a, 32 * 1024) != 0) {
+    size_t size = 32 * 1024;
+    if (size < (size_t)PTHREAD_STACK_MIN) {
+        pad = (size_t)PTHREAD_STACK_MIN - size;
+        size = PTHREAD_STACK_MIN;
+    }
+    if (pthread_attr_setstacksize(&a, size) != 0) {
         fprintf(stderr, "pthread_attr_setstacksize failed\n");
         return 2;
     }

@@ -189,6 +189,8 @@ pub unsafe fn call_string(
     this: *const c_void,
     out: &mut [u8; 256],
 ) -> usize {
+    // Built where it stays until destroyed: an abi1 short string points into itself.
+    #[cfg(target_arch = "x86_64")]
     let mut r = Ret32::default();
     #[cfg(target_arch = "x86_64")]
     {
@@ -200,24 +202,35 @@ pub unsafe fn call_string(
         unsafe { f(&mut r, this) };
     }
     #[cfg(not(target_arch = "x86_64"))]
-    {
-        // SAFETY: caller contract.
-        r = unsafe { get(this) };
+    let mut r = {
+        // SAFETY: caller contract (aarch64: the result is built at the address in x8, then
+        // moved into `r`).
+        let r = unsafe { get(this) };
         if abi1 && r.w[1] < 16 {
-            let n = (r.w[1] as usize).min(15);
-            let mut b = [0u8; 16];
-            b[..8].copy_from_slice(&r.w[2].to_ne_bytes());
-            b[8..].copy_from_slice(&r.w[3].to_ne_bytes());
-            out[..n].copy_from_slice(&b[..n]);
-            return n;
+            return short_string(&r, out);
         }
-    }
+        r
+    };
     // SAFETY: `r` holds a string of that ABI.
     let n = unsafe { read_string(abi1, (&r as *const Ret32).cast(), out) };
     if let Some(d) = dtor {
         // SAFETY: destroying the string we own, in place, with its ABI's destructor.
         unsafe { d(&mut r) };
     }
+    n
+}
+
+/// An abi1 string short enough for its inline buffer (length < 16), read from the words of a
+/// string object that has moved since it was built (its data pointer still points into the
+/// old place): the bytes are the third and fourth words. Copies them into `out`; returns the
+/// length.
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+fn short_string(r: &Ret32, out: &mut [u8; 256]) -> usize {
+    let n = (r.w[1] as usize).min(15);
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&r.w[2].to_ne_bytes());
+    b[8..].copy_from_slice(&r.w[3].to_ne_bytes());
+    out[..n].copy_from_slice(&b[..n]);
     n
 }
 
@@ -407,6 +420,16 @@ mod tests {
             unsafe { (*ret).w[0] = core::ptr::addr_of!(REP[3]) as u64 };
             ret
         }
+        // The destructor sees the string where it was built: an abi1 short string's data
+        // pointer still points at its own inline buffer (a moved one would be freed as heap).
+        static IN_PLACE: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+        unsafe extern "C" fn dtor(s: *mut Ret32) {
+            // SAFETY: `s` is the string `call_string` holds.
+            let inline = unsafe { core::ptr::addr_of!((*s).w[2]) as u64 == (*s).w[0] };
+            if inline {
+                IN_PLACE.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+            }
+        }
         let mut out = [0u8; 256];
         // SAFETY: on x86_64 the in-place form is the ABI of a by-value return.
         let (g1, g0) = unsafe {
@@ -421,11 +444,65 @@ mod tests {
                 >(abi0),
             )
         };
-        // SAFETY: fakes of the two string shapes; no destructor needed.
-        let n = unsafe { call_string(true, g1, None, core::ptr::null(), &mut out) };
+        // SAFETY: fakes of the two string shapes; the destructor only checks the address.
+        let n = unsafe { call_string(true, g1, Some(dtor), core::ptr::null(), &mut out) };
         assert_eq!(&out[..n], b"hello");
+        assert_eq!(
+            IN_PLACE.load(core::sync::atomic::Ordering::Relaxed),
+            1,
+            "not moved"
+        );
         // SAFETY: as above.
         let n = unsafe { call_string(false, g0, None, core::ptr::null(), &mut out) };
+        assert_eq!(&out[..n], b"cow");
+    }
+
+    #[cfg(not(target_arch = "x86_64"))]
+    #[test]
+    fn strings_are_returned_by_value_and_read_for_both_abis() {
+        // abi1, short: the inline pointer points where the callee built it, not where the
+        // value landed; the bytes are read from the returned words.
+        unsafe extern "C" fn abi1_short(_this: *const c_void) -> Ret32 {
+            Ret32 {
+                w: [0x10, 5, u64::from_ne_bytes(*b"hello\0\0\0"), 0],
+            }
+        }
+        // abi1, long (heap data: the pointer stays valid when the value moves).
+        static LONG: &[u8; 20] = b"a-long-runner-name!!";
+        unsafe extern "C" fn abi1_long(_this: *const c_void) -> Ret32 {
+            Ret32 {
+                w: [LONG.as_ptr() as u64, LONG.len() as u64, 32, 0],
+            }
+        }
+        static REP: [u64; 4] = [3, 3, 0, u64::from_ne_bytes(*b"cow\0\0\0\0\0")];
+        unsafe extern "C" fn abi0(_this: *const c_void) -> Ret32 {
+            Ret32 {
+                w: [core::ptr::addr_of!(REP[3]) as u64, 0, 0, 0],
+            }
+        }
+        static DTORS: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+        unsafe extern "C" fn dtor(_s: *mut Ret32) {
+            DTORS.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+        }
+        let mut out = [0u8; 256];
+        // SAFETY: fakes of the string shapes, returned by value as the C++ getters do.
+        let n = unsafe { call_string(true, abi1_short, Some(dtor), core::ptr::null(), &mut out) };
+        assert_eq!(&out[..n], b"hello");
+        assert_eq!(
+            DTORS.load(core::sync::atomic::Ordering::Relaxed),
+            0,
+            "owns no heap"
+        );
+        // SAFETY: as above.
+        let n = unsafe { call_string(true, abi1_long, Some(dtor), core::ptr::null(), &mut out) };
+        assert_eq!(&out[..n], LONG);
+        assert_eq!(
+            DTORS.load(core::sync::atomic::Ordering::Relaxed),
+            1,
+            "destroyed"
+        );
+        // SAFETY: as above.
+        let n = unsafe { call_string(false, abi0, None, core::ptr::null(), &mut out) };
         assert_eq!(&out[..n], b"cow");
     }
 }

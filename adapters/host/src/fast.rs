@@ -60,6 +60,15 @@ impl HostFast {
         HostFast::default()
     }
 
+    /// No live blocks, for a run with `cfg` (its leak summary knows whether C stacks were
+    /// asked for).
+    pub fn for_config(cfg: &memscope_core::config::RunConfig) -> HostFast {
+        HostFast {
+            leaks: HostLeaks::new(crate::leaks::c_stacks_requested(cfg)),
+            ..HostFast::default()
+        }
+    }
+
     /// Frees of addresses that were not live (ignored, as the typer ignores them).
     pub fn unknown_frees(&self) -> u64 {
         self.unknown_frees

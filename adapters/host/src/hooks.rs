@@ -1,8 +1,8 @@
 //! The allocator hooks. Each forwards to [`crate::real`] and, when the HOST adapter records,
 //! writes `HostMalloc`/`HostFree` records (semantics: crate documentation). The entry points
-//! exported by the probe (see [`crate::export_hooks!`]) pass `sp` (the stack pointer at entry,
-//! pointing at the caller's return address) and `fp` (the caller's frame pointer) for C stacks;
-//! 0 means "no stack".
+//! exported by the probe (see [`crate::export_hooks!`]) pass the state at their entry for C
+//! stacks: `ra` (the return address into the caller), `sp` (the caller's stack pointer after
+//! that return) and `fp` (the caller's frame pointer); `ra` 0 means "no stack".
 
 use crate::{intern, real, unwind};
 use core::ffi::{c_int, c_void};
@@ -32,10 +32,10 @@ fn host_on_slow() -> bool {
 /// on the scratch's alternate stack: the thread's own may be small (32 KiB), and unwind-rule
 /// evaluation needs several KiB of it (tens in debug builds).
 #[inline]
-fn stack_id(g: &mut rt::Guard, sp: usize, fp: usize) -> u32 {
+fn stack_id(g: &mut rt::Guard, entry: unwind::Entry) -> u32 {
     let depth = rt::c_stack_depth() as usize;
     // no stacks on shadow records (outside a collection window)
-    if depth == 0 || sp == 0 || !rt::recording() {
+    if depth == 0 || entry.ra == 0 || !rt::recording() {
         return 0;
     }
     let Some(s) = g.scratch() else {
@@ -47,15 +47,15 @@ fn stack_id(g: &mut rt::Guard, sp: usize, fp: usize) -> u32 {
         stack,
     } = s;
     rt::on_stack(stack, || {
-        let n = unwind::capture(sp, fp, &mut frames[..depth.min(rt::MAX_FRAMES)], None);
+        let n = unwind::capture(entry, &mut frames[..depth.min(rt::MAX_FRAMES)], None);
         intern::intern(&frames[..n], bytes)
     })
 }
 
 /// Records a successful allocation of `size` bytes at `p`.
 #[inline]
-fn on_alloc(g: &mut rt::Guard, p: *mut c_void, size: usize, sp: usize, fp: usize) {
-    let stack = stack_id(g, sp, fp);
+fn on_alloc(g: &mut rt::Guard, p: *mut c_void, size: usize, entry: unwind::Entry) {
+    let stack = stack_id(g, entry);
     g.record(&Record::HostMalloc {
         ts: rt::now_ns(),
         addr: p as u64,
@@ -69,8 +69,8 @@ macro_rules! alloc_hook {
         $(#[$m])*
         ///
         /// # Safety
-        /// As the C function of the same name; `sp`/`fp` are the entry registers or 0.
-        pub unsafe extern "C" fn $name($($arg: $ty,)* sp: usize, fp: usize) -> *mut c_void {
+        /// As the C function of the same name; `ra`/`sp`/`fp` are the entry state or 0.
+        pub unsafe extern "C" fn $name($($arg: $ty,)* ra: usize, sp: usize, fp: usize) -> *mut c_void {
             if !host_on() {
                 // SAFETY: forwarded contract.
                 return unsafe { real::$name($($arg),*) };
@@ -82,7 +82,7 @@ macro_rules! alloc_hook {
             // SAFETY: forwarded contract.
             let p = unsafe { real::$name($($arg),*) };
             if !p.is_null() {
-                on_alloc(&mut g, p, $size, sp, fp);
+                on_alloc(&mut g, p, $size, unwind::Entry { ra, sp, fp });
             }
             p
         }
@@ -117,8 +117,14 @@ alloc_hook!(
 /// `realloc(p, size)`: FREE of `p` (stamped before the call) + MALLOC of the result.
 ///
 /// # Safety
-/// As `realloc(3)`; `sp`/`fp` are the entry registers or 0.
-pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize, sp: usize, fp: usize) -> *mut c_void {
+/// As `realloc(3)`; `ra`/`sp`/`fp` are the entry state or 0.
+pub unsafe extern "C" fn realloc(
+    p: *mut c_void,
+    size: usize,
+    ra: usize,
+    sp: usize,
+    fp: usize,
+) -> *mut c_void {
     if !host_on() {
         // SAFETY: forwarded contract.
         return unsafe { real::realloc(p, size) };
@@ -128,7 +134,7 @@ pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize, sp: usize, fp: usi
         return unsafe { real::realloc(p, size) };
     };
     // SAFETY: forwarded contract.
-    unsafe { realloc_recorded(&mut g, p, size, sp, fp) }
+    unsafe { realloc_recorded(&mut g, p, size, unwind::Entry { ra, sp, fp }) }
 }
 
 /// `realloc` with the guard held.
@@ -139,8 +145,7 @@ unsafe fn realloc_recorded(
     g: &mut rt::Guard,
     p: *mut c_void,
     size: usize,
-    sp: usize,
-    fp: usize,
+    entry: unwind::Entry,
 ) -> *mut c_void {
     let ts_free = if p.is_null() { 0 } else { rt::now_ns_before() };
     // SAFETY: forwarded contract.
@@ -153,7 +158,7 @@ unsafe fn realloc_recorded(
         });
     }
     if !q.is_null() {
-        on_alloc(g, q, size, sp, fp);
+        on_alloc(g, q, size, entry);
     }
     q
 }
@@ -161,11 +166,12 @@ unsafe fn realloc_recorded(
 /// `reallocarray(p, n, m)`: `realloc(p, n * m)` unless the product overflows (ENOMEM).
 ///
 /// # Safety
-/// As `reallocarray(3)`; `sp`/`fp` are the entry registers or 0.
+/// As `reallocarray(3)`; `ra`/`sp`/`fp` are the entry state or 0.
 pub unsafe extern "C" fn reallocarray(
     p: *mut c_void,
     n: usize,
     m: usize,
+    ra: usize,
     sp: usize,
     fp: usize,
 ) -> *mut c_void {
@@ -175,17 +181,18 @@ pub unsafe extern "C" fn reallocarray(
         return core::ptr::null_mut();
     };
     // SAFETY: forwarded contract.
-    unsafe { realloc(p, size, sp, fp) }
+    unsafe { realloc(p, size, ra, sp, fp) }
 }
 
 /// `posix_memalign(out, align, size)`.
 ///
 /// # Safety
-/// As `posix_memalign(3)`; `sp`/`fp` are the entry registers or 0.
+/// As `posix_memalign(3)`; `ra`/`sp`/`fp` are the entry state or 0.
 pub unsafe extern "C" fn posix_memalign(
     out: *mut *mut c_void,
     align: usize,
     size: usize,
+    ra: usize,
     sp: usize,
     fp: usize,
 ) -> c_int {
@@ -202,7 +209,7 @@ pub unsafe extern "C" fn posix_memalign(
     if rc == 0 {
         // SAFETY: on success `*out` holds the new block (`out` is writable per the contract).
         let p = unsafe { out.read() };
-        on_alloc(&mut g, p, size, sp, fp);
+        on_alloc(&mut g, p, size, unwind::Entry { ra, sp, fp });
     }
     rc
 }

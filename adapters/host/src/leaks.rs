@@ -19,7 +19,12 @@ pub const MAX_FRAMES: usize = 6;
 /// The leak layer when the HOST adapter is selected.
 pub fn leak_layer(cfg: &RunConfig) -> Option<Box<dyn Layer>> {
     cfg.has_adapter(AdapterId::Host)
-        .then(|| Box::new(HostLeaks::default()) as Box<dyn Layer>)
+        .then(|| Box::new(HostLeaks::new(c_stacks_requested(cfg))) as Box<dyn Layer>)
+}
+
+/// Whether the run asked for C call stacks (`--call-stack c:N`).
+pub fn c_stacks_requested(cfg: &RunConfig) -> bool {
+    cfg.call_stack.c.is_some_and(|d| d > 0)
 }
 
 /// Tracks live HOST blocks and mappings by allocation id, with an interned stack text.
@@ -36,6 +41,8 @@ pub struct HostLeaks {
     no_stack: Option<u32>,
     /// Live heap blocks accounted outside `live` (the HOST fast path, [`crate::fast`]).
     other_blocks: u64,
+    /// The run asked for C stacks: a block without one is not a matter of options.
+    c_stacks: bool,
 }
 
 /// The highest number of live HOST heap bytes the process reached (mappings are not counted).
@@ -70,6 +77,15 @@ pub fn is_host_block(ev: &Event) -> bool {
 }
 
 impl HostLeaks {
+    /// An empty summary; `c_stacks`: the run asked for C call stacks (`--call-stack c:N`),
+    /// which decides what a group without a stack says.
+    pub fn new(c_stacks: bool) -> HostLeaks {
+        HostLeaks {
+            c_stacks,
+            ..HostLeaks::default()
+        }
+    }
+
     /// The peak so far.
     pub fn peak(&self) -> Peak {
         self.peak
@@ -219,7 +235,11 @@ impl HostLeaks {
             lines.push(format!("{n} {unit}, {b} bytes, allocated at:"));
             let text = &self.stacks[*s as usize];
             if text.is_empty() {
-                lines.push("    (no call stack: run with --call-stack c:N)".to_owned());
+                lines.push(if self.c_stacks {
+                    "    (no call stack was recorded for these blocks)".to_owned()
+                } else {
+                    "    (no call stack: run with --call-stack c:N)".to_owned()
+                });
             }
             let frames: Vec<&str> = text.lines().collect();
             for f in frames.iter().take(MAX_FRAMES) {
@@ -284,6 +304,22 @@ mod tests {
         });
         e.c_stack = stack.map(str::to_owned);
         e
+    }
+
+    #[test]
+    fn a_block_without_a_stack_suggests_the_option_only_when_it_was_not_given() {
+        let ctx = BusCtx::default();
+        for (asked, line) in [
+            (false, "    (no call stack: run with --call-stack c:N)"),
+            (true, "    (no call stack was recorded for these blocks)"),
+        ] {
+            let mut l = HostLeaks::new(asked);
+            let mut out = Vec::new();
+            l.on_event(ev(EventKind::Malloc, 1, 64, None), &ctx, &mut out)
+                .unwrap();
+            let r = l.report(None);
+            assert_eq!(r.lines, ["1 block(s), 64 bytes, allocated at:", line]);
+        }
     }
 
     #[test]

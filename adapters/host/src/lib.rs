@@ -100,21 +100,22 @@ pub use leaks::leak_layer;
 
 /// Defines this adapter's exported C symbols in the invoking crate (the probe cdylib only).
 ///
-/// On x86_64 the allocation entry points are naked stubs: they pass the entry stack pointer
-/// (which points at the caller's return address) and the caller's frame pointer as two extra
-/// arguments and tail-jump to the hook, which therefore returns straight to the caller.
+/// On x86_64 and aarch64 the allocation entry points are naked stubs: they pass the state at
+/// their entry — the return address into the caller, the caller's stack pointer after that
+/// return, its frame pointer — as three extra arguments and tail-jump to the hook, which
+/// therefore returns straight to the caller.
 #[macro_export]
 macro_rules! export_hooks {
     () => {
-        $crate::__host_stub!(malloc, "rsi", "rdx", (size: usize) -> *mut ::core::ffi::c_void);
-        $crate::__host_stub!(calloc, "rdx", "rcx", (n: usize, m: usize) -> *mut ::core::ffi::c_void);
-        $crate::__host_stub!(realloc, "rdx", "rcx", (p: *mut ::core::ffi::c_void, size: usize) -> *mut ::core::ffi::c_void);
-        $crate::__host_stub!(reallocarray, "rcx", "r8", (p: *mut ::core::ffi::c_void, n: usize, m: usize) -> *mut ::core::ffi::c_void);
-        $crate::__host_stub!(posix_memalign, "rcx", "r8", (out: *mut *mut ::core::ffi::c_void, align: usize, size: usize) -> ::core::ffi::c_int);
-        $crate::__host_stub!(aligned_alloc, "rdx", "rcx", (align: usize, size: usize) -> *mut ::core::ffi::c_void);
-        $crate::__host_stub!(memalign, "rdx", "rcx", (align: usize, size: usize) -> *mut ::core::ffi::c_void);
-        $crate::__host_stub!(valloc, "rsi", "rdx", (size: usize) -> *mut ::core::ffi::c_void);
-        $crate::__host_stub!(pvalloc, "rsi", "rdx", (size: usize) -> *mut ::core::ffi::c_void);
+        $crate::__host_stub!(malloc, ["rsi", "rdx", "rcx"], ["x1", "x2", "x3"], (size: usize) -> *mut ::core::ffi::c_void);
+        $crate::__host_stub!(calloc, ["rdx", "rcx", "r8"], ["x2", "x3", "x4"], (n: usize, m: usize) -> *mut ::core::ffi::c_void);
+        $crate::__host_stub!(realloc, ["rdx", "rcx", "r8"], ["x2", "x3", "x4"], (p: *mut ::core::ffi::c_void, size: usize) -> *mut ::core::ffi::c_void);
+        $crate::__host_stub!(reallocarray, ["rcx", "r8", "r9"], ["x3", "x4", "x5"], (p: *mut ::core::ffi::c_void, n: usize, m: usize) -> *mut ::core::ffi::c_void);
+        $crate::__host_stub!(posix_memalign, ["rcx", "r8", "r9"], ["x3", "x4", "x5"], (out: *mut *mut ::core::ffi::c_void, align: usize, size: usize) -> ::core::ffi::c_int);
+        $crate::__host_stub!(aligned_alloc, ["rdx", "rcx", "r8"], ["x2", "x3", "x4"], (align: usize, size: usize) -> *mut ::core::ffi::c_void);
+        $crate::__host_stub!(memalign, ["rdx", "rcx", "r8"], ["x2", "x3", "x4"], (align: usize, size: usize) -> *mut ::core::ffi::c_void);
+        $crate::__host_stub!(valloc, ["rsi", "rdx", "rcx"], ["x1", "x2", "x3"], (size: usize) -> *mut ::core::ffi::c_void);
+        $crate::__host_stub!(pvalloc, ["rsi", "rdx", "rcx"], ["x1", "x2", "x3"], (size: usize) -> *mut ::core::ffi::c_void);
 
         /// `free`: forwards to the real allocator; records the free when HOST is enabled.
         ///
@@ -190,11 +191,14 @@ macro_rules! export_hooks {
     };
 }
 
-/// One exported allocation entry point (internal to [`export_hooks!`]).
+/// One exported allocation entry point (internal to [`export_hooks!`]): the registers of the
+/// three extra arguments (return address, stack pointer, frame pointer) on x86_64 and on
+/// aarch64, then the C signature.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __host_stub {
-    ($name:ident, $sp:literal, $fp:literal, ($($arg:ident: $ty:ty),*) -> $ret:ty) => {
+    ($name:ident, [$ra:literal, $sp:literal, $fp:literal], [$ra64:literal, $sp64:literal, $fp64:literal],
+     ($($arg:ident: $ty:ty),*) -> $ret:ty) => {
         /// Allocator entry point of the HOST adapter (forwards to the real allocator, records
         /// when HOST is enabled).
         ///
@@ -204,10 +208,32 @@ macro_rules! __host_stub {
         #[unsafe(naked)]
         #[no_mangle]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+            // The return address is at [rsp]; the caller's stack pointer is past it.
             ::core::arch::naked_asm!(
-                concat!("mov ", $sp, ", rsp"),
+                concat!("mov ", $ra, ", [rsp]"),
+                concat!("lea ", $sp, ", [rsp + 8]"),
                 concat!("mov ", $fp, ", rbp"),
                 "jmp {hook}",
+                hook = sym $crate::hooks::$name,
+            )
+        }
+
+        /// Allocator entry point of the HOST adapter (forwards to the real allocator, records
+        /// when HOST is enabled).
+        ///
+        /// # Safety
+        /// As the C function of the same name.
+        #[cfg(target_arch = "aarch64")]
+        #[unsafe(naked)]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+            // The return address is in LR (x30), `sp` is the caller's, x29 its frame pointer;
+            // the hook returns through the untouched LR.
+            ::core::arch::naked_asm!(
+                concat!("mov ", $ra64, ", x30"),
+                concat!("mov ", $sp64, ", sp"),
+                concat!("mov ", $fp64, ", x29"),
+                "b {hook}",
                 hook = sym $crate::hooks::$name,
             )
         }
@@ -216,11 +242,11 @@ macro_rules! __host_stub {
         ///
         /// # Safety
         /// As the C function of the same name.
-        #[cfg(not(target_arch = "x86_64"))]
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
         #[no_mangle]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
-            // SAFETY: forwarded caller contract; 0/0 means "no stack".
-            unsafe { $crate::hooks::$name($($arg,)* 0, 0) }
+            // SAFETY: forwarded caller contract; a return address 0 means "no stack".
+            unsafe { $crate::hooks::$name($($arg,)* 0, 0, 0) }
         }
     };
 }

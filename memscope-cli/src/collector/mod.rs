@@ -419,7 +419,7 @@ impl PipelineFactory<'_> {
             capture,
             host_rows_off: cfg.has_adapter(memscope_core::adapter::AdapterId::Host)
                 && !cfg.host_rows,
-            host_fast: host_fast.then(crate::builtin::wiring::host_fast),
+            host_fast: host_fast.then(|| crate::builtin::wiring::host_fast(cfg)),
             py_depth: cfg.call_stack.python,
         }
     }

@@ -5,15 +5,17 @@
 //! record before the first stack that has a frame in it).
 //!
 //! Two ways in:
-//! * the HOST allocator entry stubs pass the registers at the hook's entry (`sp`, `fp`) to
-//!   [`unwind::capture`] themselves (exact, no frame of the probe on the stack);
+//! * the HOST allocator entry stubs pass the registers at the hook's entry (return address,
+//!   stack and frame pointer: [`unwind::Entry`]) to [`unwind::capture`] themselves (exact, no
+//!   frame of the probe on the stack);
 //! * every other hook (HAL, ACL, ATB, the msTX pool domains, plugins) calls
 //!   [`record_call_stack`] before writing its record: it walks from where it is, leaves out the
 //!   frames inside the probe library (and, for a plugin, those of the plugin's own library),
 //!   interns the rest and writes a `CallStack { ts, stack }` record that the collector attaches
 //!   to the thread's next record with that `ts`.
 //!
-//! x86_64 only (the walk reads the frame registers); elsewhere no stack is recorded.
+//! The walk is architecture-neutral; reading the registers it starts from takes one naked
+//! trampoline per architecture (x86_64 and aarch64). Elsewhere no stack is recorded.
 
 pub mod cfi;
 pub mod intern;
@@ -95,36 +97,65 @@ fn keep_callers(frames: &mut [u64], skip: Skip) -> usize {
     k
 }
 
+/// What [`walk_here`] hands through the trampoline to [`walk_from`].
+#[repr(C)]
+struct WalkArgs {
+    out: *mut u64,
+    len: usize,
+    alt: *mut u8,
+    alt_len: usize,
+}
+
 /// Walks the stack from the caller of this function: its return addresses, innermost first.
 #[inline(never)]
 fn walk_here(out: &mut [u64], alt: Option<&mut [u8]>) -> usize {
-    let (alt_ptr, alt_len) = match alt {
+    let (alt, alt_len) = match alt {
         Some(a) => (a.as_mut_ptr(), a.len()),
         None => (core::ptr::null_mut(), 0),
     };
-    // SAFETY: `out` and `alt` are valid for writes of their lengths for the call; the
-    // trampoline only adds the stack and frame registers and jumps to `walk_from`.
-    unsafe { walk_trampoline(out.as_mut_ptr(), out.len(), alt_ptr, alt_len) }
+    let mut args = WalkArgs {
+        out: out.as_mut_ptr(),
+        len: out.len(),
+        alt,
+        alt_len,
+    };
+    // SAFETY: `args` describes `out` and `alt`, valid for writes of their lengths for the call;
+    // the trampoline only adds the entry registers and jumps to `walk_from`.
+    unsafe { walk_trampoline(&mut args) }
 }
 
-/// Passes the registers at its entry (`rsp`: the return address into [`walk_here`]; `rbp`) to
-/// [`walk_from`], which runs in this function's place, so that return address stays intact
-/// during the walk.
+/// Passes the state at its entry — the return address into [`walk_here`] (at `[rsp]`), the
+/// stack pointer after that return (`rsp + 8`) and `rbp` — to [`walk_from`], which runs in
+/// this function's place, so that return address stays intact during the walk.
 ///
 /// # Safety
 /// As [`walk_from`].
 #[cfg(target_arch = "x86_64")]
 #[unsafe(naked)]
-unsafe extern "C" fn walk_trampoline(
-    out: *mut u64,
-    len: usize,
-    alt: *mut u8,
-    alt_len: usize,
-) -> usize {
+unsafe extern "C" fn walk_trampoline(args: *mut WalkArgs) -> usize {
     core::arch::naked_asm!(
-        "mov r8, rsp",
-        "mov r9, rbp",
+        "mov rsi, [rsp]",
+        "lea rdx, [rsp + 8]",
+        "mov rcx, rbp",
         "jmp {walk}",
+        walk = sym walk_from,
+    )
+}
+
+/// Passes the state at its entry — the return address into [`walk_here`] (LR), the stack
+/// pointer (already the caller's) and the frame pointer `x29` — to [`walk_from`], which runs
+/// in this function's place and returns through the untouched LR.
+///
+/// # Safety
+/// As [`walk_from`].
+#[cfg(target_arch = "aarch64")]
+#[unsafe(naked)]
+unsafe extern "C" fn walk_trampoline(args: *mut WalkArgs) -> usize {
+    core::arch::naked_asm!(
+        "mov x1, x30",
+        "mov x2, sp",
+        "mov x3, x29",
+        "b {walk}",
         walk = sym walk_from,
     )
 }
@@ -133,29 +164,28 @@ unsafe extern "C" fn walk_trampoline(
 ///
 /// # Safety
 /// None.
-#[cfg(not(target_arch = "x86_64"))]
-unsafe extern "C" fn walk_trampoline(_: *mut u64, _: usize, _: *mut u8, _: usize) -> usize {
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+unsafe extern "C" fn walk_trampoline(_: *mut WalkArgs) -> usize {
     0
 }
 
 /// # Safety
-/// `out` is writable for `len` frames; `alt` is NULL or writable for `alt_len` bytes; `sp` and
-/// `fp` are the registers at the trampoline's entry.
-unsafe extern "C" fn walk_from(
-    out: *mut u64,
-    len: usize,
-    alt: *mut u8,
-    alt_len: usize,
-    sp: usize,
-    fp: usize,
-) -> usize {
+/// `args.out` is writable for `args.len` frames; `args.alt` is NULL or writable for
+/// `args.alt_len` bytes; `ra`, `sp` and `fp` are the state at the trampoline's entry.
+#[cfg_attr(
+    not(any(target_arch = "x86_64", target_arch = "aarch64")),
+    allow(dead_code)
+)]
+unsafe extern "C" fn walk_from(args: *mut WalkArgs, ra: usize, sp: usize, fp: usize) -> usize {
     // SAFETY: caller contract.
-    let out = unsafe { core::slice::from_raw_parts_mut(out, len) };
-    let alt = (!alt.is_null()).then(|| {
+    let a = unsafe { &*args };
+    // SAFETY: caller contract.
+    let out = unsafe { core::slice::from_raw_parts_mut(a.out, a.len) };
+    let alt = (!a.alt.is_null()).then(|| {
         // SAFETY: caller contract.
-        unsafe { core::slice::from_raw_parts_mut(alt, alt_len) }
+        unsafe { core::slice::from_raw_parts_mut(a.alt, a.alt_len) }
     });
-    unwind::capture(sp, fp, out, alt)
+    unwind::capture(unwind::Entry { ra, sp, fp }, out, alt)
 }
 
 /// Records `rec` through `g`, preceded by its C stack ([`record_call_stack`], leaving out the

@@ -153,14 +153,11 @@ fn announce_object(obj: &FoundObject) {
     } else {
         name
     };
-    // SAFETY: `_dl_find_object` reported this mapping of a loaded object; `layout` reads only
-    // its first page (its lowest segment's, which holds the ELF header) and note segments
-    // inside its loaded range.
-    let (start, end, build_id) = unsafe { layout(obj.map_start, obj.map_end, bias) }.unwrap_or((
-        obj.map_start,
-        obj.map_end,
-        &[],
-    ));
+    // SAFETY: `_dl_find_object` reported this mapping of a loaded object; `layout` reads its
+    // program headers where the loader or the kernel put them and note segments inside its
+    // loaded range.
+    let (start, end, build_id) =
+        unsafe { layout(obj, bias, main_program) }.unwrap_or((obj.map_start, obj.map_end, &[]));
     let ok = rt::record(&Record::Module {
         ts: rt::now_ns(),
         base: bias,
@@ -183,16 +180,91 @@ const PAGE: u64 = 4096;
 /// `-z max-page-size`, but the mapping start is the *system* page of the lowest segment).
 const MAX_PAGE: u64 = 1 << 16;
 
-/// The loaded range `[start, end)` and GNU build id of the object mapped at
-/// `[map_start, map_end)` with load bias `bias`, read from its ELF header and program headers
-/// in memory. `None` when its first page does not hold them (its lowest `PT_LOAD` segment does
-/// not start at file offset 0, which the usual linkers never produce; or the program headers
-/// lie beyond the first page) or they do not describe this mapping.
+/// The loaded range `[start, end)` and GNU build id of the object `obj` with load bias
+/// `bias`, read from its program headers in memory: for the main program where the kernel
+/// says they are (`AT_PHDR`), for any other object from its ELF header at the start of its
+/// mapping. `None` when they cannot be found (a library whose lowest `PT_LOAD` segment does
+/// not start at file offset 0, which the usual linkers never produce, or whose program headers
+/// lie beyond its first page) or do not describe this object.
+///
+/// The range `_dl_find_object` reports is the whole object when its segments are mapped
+/// contiguously (always for a library: glibc reserves its whole span) but only the segment
+/// containing the address for a main program whose segments have gaps between them: on
+/// aarch64, whose linkers align segments to 64 KiB, on a 4 KiB-page kernel.
 ///
 /// # Safety
-/// `[map_start, map_end)` is the mapping of a loaded object (`l_map_start`, `l_map_end`),
-/// whose first page is readable and stays mapped during the call.
-unsafe fn layout(map_start: u64, map_end: u64, bias: u64) -> Option<(u64, u64, &'static [u8])> {
+/// `obj` is a loaded object as `_dl_find_object` reported it, which stays loaded during the
+/// call; for a library, the first page of `[obj.map_start, obj.map_end)` is readable.
+unsafe fn layout(
+    obj: &FoundObject,
+    bias: u64,
+    main_program: bool,
+) -> Option<(u64, u64, &'static [u8])> {
+    let (map_start, map_end) = (obj.map_start, obj.map_end);
+    // SAFETY: caller contract.
+    let (phdr_at, phnum) = unsafe { program_headers(map_start, map_end, main_program) }?;
+    // SAFETY: `program_headers` found `phnum` 8-aligned program headers mapped at `phdr_at`.
+    let phdrs =
+        unsafe { core::slice::from_raw_parts(phdr_at as *const libc::Elf64_Phdr, phnum as usize) };
+    let (mut lo, mut hi) = (u64::MAX, 0u64);
+    for ph in phdrs {
+        match ph.p_type {
+            libc::PT_LOAD => {
+                lo = lo.min(ph.p_vaddr);
+                hi = hi.max(ph.p_vaddr.checked_add(ph.p_memsz)?);
+            }
+            // The program headers say where they are loaded: they must be the ones we read.
+            libc::PT_PHDR if bias.wrapping_add(ph.p_vaddr) != phdr_at => return None,
+            _ => {}
+        }
+    }
+    if lo >= hi {
+        return None;
+    }
+    let (start, end) = (bias.wrapping_add(lo), bias.wrapping_add(hi));
+    // glibc: `l_map_start` is the page of the lowest segment (of the segment, for one of a
+    // non-contiguous main program), `l_map_end` the highest end (the segment's end).
+    let first_page = start & !(MAX_PAGE - 1);
+    if end <= start || map_start < first_page || map_end > end || map_start >= end {
+        return None;
+    }
+    let mut build_id: &'static [u8] = &[];
+    for ph in phdrs.iter().filter(|ph| ph.p_type == libc::PT_NOTE) {
+        let at = bias.wrapping_add(ph.p_vaddr);
+        if at < start || at.saturating_add(ph.p_memsz) > end {
+            continue;
+        }
+        // SAFETY: the note segment lies inside the object's loaded range (checked above), in
+        // a segment loaded from the file (notes are never in `.bss`).
+        if let Some(b) = unsafe { gnu_build_id(at as usize, ph.p_memsz as usize) } {
+            build_id = b;
+            break;
+        }
+    }
+    Some((start, end, build_id))
+}
+
+/// Where the program headers of an object are and how many there are: for the main program
+/// the kernel's `AT_PHDR`/`AT_PHNUM` (its mapping may be one segment of it), for a library its
+/// ELF header's, read from the first page of its mapping.
+///
+/// # Safety
+/// For a library, the first page of `[map_start, map_end)` is readable.
+unsafe fn program_headers(map_start: u64, map_end: u64, main_program: bool) -> Option<(u64, u64)> {
+    if main_program {
+        // SAFETY: no preconditions; reads the auxiliary vector.
+        let (at, num, ent) = unsafe {
+            (
+                libc::getauxval(libc::AT_PHDR),
+                libc::getauxval(libc::AT_PHNUM),
+                libc::getauxval(libc::AT_PHENT),
+            )
+        };
+        if at == 0 || num == 0 || ent != PHDR_SIZE || !at.is_multiple_of(8) {
+            return None;
+        }
+        return Some((at, num));
+    }
     if !map_start.is_multiple_of(PAGE) || map_end - map_start < EHDR_SIZE {
         return None;
     }
@@ -210,47 +282,7 @@ unsafe fn layout(map_start: u64, map_end: u64, bias: u64) -> Option<(u64, u64, &
     if ph_end > PAGE || ph_end > map_end - map_start {
         return None;
     }
-    // SAFETY: the program headers lie inside the first page (checked above), 8-aligned.
-    let phdrs = unsafe {
-        core::slice::from_raw_parts(
-            (map_start + phoff) as *const libc::Elf64_Phdr,
-            phnum as usize,
-        )
-    };
-    let (mut lo, mut hi) = (u64::MAX, 0u64);
-    for ph in phdrs {
-        match ph.p_type {
-            libc::PT_LOAD => {
-                lo = lo.min(ph.p_vaddr);
-                hi = hi.max(ph.p_vaddr.checked_add(ph.p_memsz)?);
-            }
-            // The program headers say where they are loaded: they must be the ones we read.
-            libc::PT_PHDR if bias.wrapping_add(ph.p_vaddr) != map_start + phoff => return None,
-            _ => {}
-        }
-    }
-    if lo >= hi {
-        return None;
-    }
-    let (start, end) = (bias.wrapping_add(lo), bias.wrapping_add(hi));
-    // glibc: `l_map_start` is the page of the lowest segment, `l_map_end` its highest end.
-    if start < map_start || start - map_start >= MAX_PAGE || end <= start || end > map_end {
-        return None;
-    }
-    let mut build_id: &'static [u8] = &[];
-    for ph in phdrs.iter().filter(|ph| ph.p_type == libc::PT_NOTE) {
-        let at = bias.wrapping_add(ph.p_vaddr);
-        if at < start || at.saturating_add(ph.p_memsz) > end {
-            continue;
-        }
-        // SAFETY: the note segment lies inside the object's loaded range (checked above), in
-        // a segment loaded from the file (notes are never in `.bss`).
-        if let Some(b) = unsafe { gnu_build_id(at as usize, ph.p_memsz as usize) } {
-            build_id = b;
-            break;
-        }
-    }
-    Some((start, end, build_id))
+    Some((map_start + phoff, phnum))
 }
 
 /// The GNU build id in a `PT_NOTE` segment `[p, p + len)`.
@@ -308,14 +340,19 @@ mod tests {
         assert_ne!(obj.link_map, 0);
         // SAFETY: as in `announce_object`.
         let bias = unsafe { (*(obj.link_map as *const LinkMap)).l_addr };
-        // SAFETY: the mapping `_dl_find_object` reported for this very binary.
-        let (start, end, id) = unsafe { layout(obj.map_start, obj.map_end, bias) }.unwrap();
+        // SAFETY: the mapping `_dl_find_object` reported for this very binary (the main
+        // program: its name is empty).
+        let (start, end, id) = unsafe { layout(&obj, bias, true) }.unwrap();
         assert!(
             start <= here() && here() < end,
             "{start:x} {:x} {end:x}",
             here()
         );
-        assert_eq!(end, obj.map_end);
+        // The whole object, or (aarch64 on 4 KiB pages) the segment of `here` inside it.
+        assert!(obj.map_end <= end && obj.map_start >= start & !(MAX_PAGE - 1));
+        if cfg!(target_arch = "x86_64") {
+            assert_eq!(end, obj.map_end);
+        }
         // Rust test binaries are linked with a GNU build id by the usual toolchains; only
         // check its shape when there is one.
         assert!(id.is_empty() || (8..=64).contains(&id.len()), "{id:?}");
@@ -326,14 +363,14 @@ mod tests {
         // SAFETY: as above.
         let lb = unsafe { (*(libc_obj.link_map as *const LinkMap)).l_addr };
         // SAFETY: as above.
-        let (_, _, lid) = unsafe { layout(libc_obj.map_start, libc_obj.map_end, lb) }.unwrap();
+        let (_, _, lid) = unsafe { layout(&libc_obj, lb, false) }.unwrap();
         assert!(!lid.is_empty());
         // So has the dynamic loader (found through `_dl_find_object`, which it defines).
         let ld = cfi::find(find_fn_address()).unwrap();
         // SAFETY: as above.
         let lb = unsafe { (*(ld.link_map as *const LinkMap)).l_addr };
         // SAFETY: as above.
-        let (_, _, lid) = unsafe { layout(ld.map_start, ld.map_end, lb) }.unwrap();
+        let (_, _, lid) = unsafe { layout(&ld, lb, false) }.unwrap();
         assert!(!lid.is_empty());
     }
 

@@ -1,10 +1,13 @@
 //! C stack capture inside the hooks: up to N return addresses of the caller, innermost first.
 //!
-//! The walk starts from the registers at the hook's entry: the return address at `sp`, the
-//! caller's stack pointer `sp + 8` and its frame pointer `fp`. Each step applies the cached
-//! rule of [`super::cfi`] for the current return address: frames with a frame pointer follow
-//! it, frames without one use their CFI rule (stack-pointer based), code with no CFI falls back
-//! to the frame pointer. Every read is bounds-checked against the thread's stack
+//! The walk is the same on every architecture: it starts from the state at the hook's entry —
+//! the return address into the caller, the caller's stack pointer after that return, and its
+//! frame pointer ([`Entry`]; an entry stub reads them: on x86_64 the return address is at
+//! `[rsp]` and the caller's stack pointer `rsp + 8`, on aarch64 it is in LR (`x30`) and `sp` is
+//! already the caller's). Each step applies the cached rule of [`super::cfi`] for the current
+//! return address: frames with a frame pointer follow it, frames without one use their CFI rule
+//! (stack-pointer based), code with no CFI falls back to the frame record. Return addresses
+//! read from the stack have their pointer-authentication bits stripped ([`strip`]). Every read is bounds-checked against the thread's stack
 //! (`[lo, hi)`, cached per thread) and must move strictly up the stack, so a corrupt or foreign
 //! frame ends the walk instead of faulting. No allocation, no locks.
 
@@ -96,11 +99,36 @@ fn read(addr: usize, lo: usize, hi: usize) -> Option<usize> {
     Some(unsafe { (addr as *const usize).read() })
 }
 
-/// Captures up to `out.len()` return addresses of the caller of a hook entered with stack
-/// pointer `sp` and frame pointer `fp`. Returns how many were written. Unwind rules not cached
-/// yet are evaluated on `alt` when given (an alternate stack: the thread's may be small).
-pub fn capture(sp: usize, fp: usize, out: &mut [u64], mut alt: Option<&mut [u8]>) -> usize {
-    if out.is_empty() || sp == 0 {
+/// The registers a walk starts from, as an entry stub saw them at a function's entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// The return address into the caller (0: no stack).
+    pub ra: usize,
+    /// The caller's stack pointer once the call has returned.
+    pub sp: usize,
+    /// The caller's frame pointer.
+    pub fp: usize,
+}
+
+/// A return address without its pointer-authentication code: aarch64 code built with
+/// `-mbranch-protection` signs LR before saving it, in the bits above the 48-bit user address
+/// space (and the top byte), which Linux never hands out to user code.
+#[inline]
+pub fn strip(ra: usize) -> usize {
+    if cfg!(target_arch = "aarch64") {
+        ra & ((1 << 48) - 1)
+    } else {
+        ra
+    }
+}
+
+/// Captures up to `out.len()` return addresses of the caller of a hook entered in state
+/// `entry`, innermost (`entry.ra`) first. Returns how many were written. Unwind rules not
+/// cached yet are evaluated on `alt` when given (an alternate stack: the thread's may be
+/// small).
+pub fn capture(entry: Entry, out: &mut [u64], mut alt: Option<&mut [u8]>) -> usize {
+    let Entry { ra, sp, fp } = entry;
+    if out.is_empty() || sp == 0 || ra == 0 {
         return 0;
     }
     let (lo, hi) = stack_bounds();
@@ -108,11 +136,10 @@ pub fn capture(sp: usize, fp: usize, out: &mut [u64], mut alt: Option<&mut [u8]>
         // Running on a stack we do not know (sigaltstack, coroutine): no walk.
         return 0;
     }
+    // Everything the walk reads lies at or above the caller's stack pointer.
     let lo = sp;
-    let Some(mut pc) = read(sp, lo, hi) else {
-        return 0;
-    };
-    let mut sp = sp + 8;
+    let mut pc = strip(ra);
+    let mut sp = sp;
     let mut fp = fp;
     let mut n = 0;
     while pc >= 4096 {
@@ -121,25 +148,36 @@ pub fn capture(sp: usize, fp: usize, out: &mut [u64], mut alt: Option<&mut [u8]>
         if n == out.len() {
             break;
         }
-        let (cfa, fp_off) = match rule_for_return_address_on(pc as u64, alt.as_deref_mut()) {
-            Rule::Sp { cfa_off, fp_off } => (sp.wrapping_add(cfa_off as isize as usize), fp_off),
-            Rule::Fp { cfa_off, fp_off } => (fp.wrapping_add(cfa_off as isize as usize), fp_off),
+        let off = |base: usize, o: i32| base.wrapping_add(o as isize as usize);
+        let (cfa, ra_off, fp_off) = match rule_for_return_address_on(pc as u64, alt.as_deref_mut())
+        {
+            Rule::Sp {
+                cfa_off,
+                ra_off,
+                fp_off,
+            } => (off(sp, cfa_off), ra_off, fp_off),
+            Rule::Fp {
+                cfa_off,
+                ra_off,
+                fp_off,
+            } => (off(fp, cfa_off), ra_off, fp_off),
             Rule::NoInfo => {
                 if fp < sp {
                     break;
                 }
-                (fp.wrapping_add(16), Some(-16))
+                (fp.wrapping_add(16), -8, Some(-16))
             }
             Rule::Stop => break,
         };
         if cfa <= sp || cfa > hi {
             break;
         }
-        let Some(ra) = read(cfa - 8, lo, hi) else {
+        let Some(ra) = read(off(cfa, ra_off), lo, hi) else {
             break;
         };
-        if let Some(off) = fp_off {
-            match read(cfa.wrapping_add(off as isize as usize), lo, hi) {
+        let ra = strip(ra);
+        if let Some(o) = fp_off {
+            match read(off(cfa, o), lo, hi) {
                 Some(v) => fp = v,
                 None => break,
             }

@@ -9,22 +9,22 @@ use std::process::Command;
 /// Compiles `tests/programs/<name>.c|.cpp` with `flags` into `<name><suffix>` (no extra
 /// libraries: these programs only need libc/libstdc++).
 pub fn build(name: &str, suffix: &str, flags: &[&str]) -> PathBuf {
-    let dir = profile_dir().join("test-programs");
+    let dir = programs_dir();
     std::fs::create_dir_all(&dir).unwrap();
     let c = repo_root().join("tests/programs").join(format!("{name}.c"));
-    let (src, cc) = if c.is_file() {
-        (c, "cc")
+    let (src, cpp) = if c.is_file() {
+        (c, false)
     } else {
         (
             repo_root()
                 .join("tests/programs")
                 .join(format!("{name}.cpp")),
-            "c++",
+            true,
         )
     };
     let out = dir.join(format!("{name}{suffix}"));
     let tmp = private_name(&out);
-    let o = Command::new(cc)
+    let o = Command::new(c_compiler(cpp))
         .args(["-g", "-Wall"])
         .args(flags)
         .arg(&src)
@@ -57,7 +57,7 @@ pub fn build_lib(name: &str, out: &std::path::Path) -> PathBuf {
     std::fs::create_dir_all(out.parent().unwrap()).unwrap();
     let src = repo_root().join("tests/programs").join(format!("{name}.c"));
     let tmp = private_name(out);
-    let o = Command::new("cc")
+    let o = Command::new(c_compiler(false))
         .args([
             "-g",
             "-Wall",

@@ -32,7 +32,31 @@ pub fn check(out: &Output, what: &str) {
     );
 }
 
-/// Builds the wheel (dev or release profile, as this test binary), once per test binary.
+/// Runs `python/build-wheel.sh` (`--release` in a release build) with `extra`; the wheel's path.
+pub fn build_wheel(extra: &[&str]) -> PathBuf {
+    let mut build = Command::new(repo_root().join("python/build-wheel.sh"));
+    if memscope_tests::profile_dir()
+        .file_name()
+        .is_some_and(|n| n == "release")
+    {
+        build.arg("--release");
+    }
+    let out = build
+        .args(extra)
+        .output()
+        .expect("run python/build-wheel.sh");
+    check(&out, "python/build-wheel.sh");
+    PathBuf::from(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .last()
+            .expect("wheel path")
+            .trim(),
+    )
+}
+
+/// Builds the wheel (dev or release profile, as this test binary; the host's glibc), once per
+/// test binary.
 pub fn wheel() -> &'static PathBuf {
     static W: OnceLock<PathBuf> = OnceLock::new();
     W.get_or_init(|| {
@@ -43,20 +67,7 @@ pub fn wheel() -> &'static PathBuf {
             maturin.is_ok_and(|o| o.status.success()),
             "maturin is not installed: `pip install maturin` (.ci/run installs it)"
         );
-        let profile = memscope_tests::profile_dir();
-        let mut build = Command::new(repo_root().join("python/build-wheel.sh"));
-        if profile.file_name().is_some_and(|n| n == "release") {
-            build.arg("--release");
-        }
-        let out = build.output().expect("run python/build-wheel.sh");
-        check(&out, "python/build-wheel.sh");
-        let wheel = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .last()
-            .expect("wheel path")
-            .trim()
-            .to_owned();
-        PathBuf::from(wheel)
+        build_wheel(&["--host-glibc"])
     })
 }
 
