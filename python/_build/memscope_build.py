@@ -44,6 +44,9 @@ SHIPPED = [
 ]
 #: Their folders, relative to the workspace root (added to the sdist).
 SHIPPED_DIRS = ["memscope-probe", "adapters/pymem"]
+#: Files outside every crate folder that crates embed with `include_str!` (the CLI's config
+#: schema and torch hooks), added to the sdist at their workspace paths.
+EMBEDDED = ["schemas", "python/memscope/_aten.py"]
 
 PYPROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STAGE = os.path.join(PYPROJECT_DIR, "wheeldata")
@@ -193,6 +196,8 @@ def _source_files(root, rel):
             return files
     except (OSError, subprocess.CalledProcessError):
         pass
+    if os.path.isfile(os.path.join(root, rel)):
+        return [rel]
     files = []
     for d, dirs, names in os.walk(os.path.join(root, rel)):
         dirs[:] = [x for x in dirs if x not in ("target", "__pycache__")]
@@ -217,7 +222,7 @@ def _complete_sdist(path):
         me = f"{top}/_build/{os.path.basename(__file__)}"
         if me not in names:
             t.add(os.path.abspath(__file__), arcname=me, recursive=False)
-        for rel in SHIPPED_DIRS:
+        for rel in SHIPPED_DIRS + EMBEDDED:
             for f in _source_files(root, rel):
                 name = f"{top}/{f}"
                 if name in names:
