@@ -199,10 +199,11 @@ pub fn collect(a: &CollectArgs) -> ExitCode {
             std::thread::sleep(Duration::from_millis(5));
         }
     }
-    let summaries = collector.finish();
+    let mut summaries = collector.finish();
     finish_python(&cfg_used, &summaries);
+    let left_out = crate::helpers::set_aside(&mut summaries);
     if !a.quiet {
-        crate::summary::print(&summaries, 0);
+        crate::summary::print(&summaries, 0, &left_out, &cfg_used.output_path);
     }
     drop(spool_guard);
     ExitCode::SUCCESS

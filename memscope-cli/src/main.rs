@@ -33,6 +33,7 @@ mod collector;
 mod compare_alias;
 mod export;
 mod export_cmd;
+mod helpers;
 mod job;
 mod logfile;
 mod plugin_check;

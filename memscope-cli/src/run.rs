@@ -416,6 +416,7 @@ pub(crate) fn analysis_factory() -> AnalysisFactory {
             output_dir: Some(project.to_path_buf()),
             ..AnalysisConfig::default()
         };
+        ac.hal_untraced = !cfg.has_adapter(AdapterId::Hal);
         ac.inefficient.idle_threshold = cfg.idle_threshold;
         ac.inefficient.rule = cfg.inefficient_rule;
         online_layers(&ac)
@@ -605,7 +606,9 @@ fn launch_and_collect(
         }
     }
     let reaped = collector.ended().clone();
-    let summaries = collector.finish();
+    let mut summaries = collector.finish();
+    // launcher/wrapper helpers: no directory, no console line (issue 23)
+    let left_out = crate::helpers::set_aside(&mut summaries);
     crate::collect::finish_python(cfg, &summaries);
     let code = match status {
         Some(s) => {
@@ -631,9 +634,9 @@ fn launch_and_collect(
     );
     if !opts.quiet {
         if crate::rank_table::wanted(&summaries) {
-            crate::rank_table::print(&summaries, &entries, code, &cfg.output_path);
+            crate::rank_table::print(&summaries, &entries, code, &cfg.output_path, &left_out);
         } else {
-            crate::summary::print(&summaries, code);
+            crate::summary::print(&summaries, code, &left_out, &cfg.output_path);
         }
         if let Some(sig) = teardown.signal() {
             eprintln!("memscope: the job was interrupted by {sig}; everything it recorded until it ended is written");
@@ -643,7 +646,7 @@ fn launch_and_collect(
         // the job's exit code stays the run's; a report that cannot be made is said, not fatal
         let dirs: Vec<PathBuf> = summaries
             .iter()
-            .filter(|p| !p.counts.is_empty())
+            .filter(|p| !p.counts.is_empty() && !p.helper)
             .map(|p| p.project_dir.clone())
             .collect();
         match crate::report_cmd::run_report(&cfg.output_path, &dirs) {

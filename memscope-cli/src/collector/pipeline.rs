@@ -4,7 +4,7 @@
 //! spool merge) and `memscope export` (fed by a capture) drive the same pipeline, so they
 //! write the same rows.
 
-use crate::builtin::wiring::{is_host_record, HostFast};
+use crate::builtin::wiring::{is_host_record, HostFast, PyStack};
 use crate::logfile::LogFile;
 use memscope_core::adapter::{TypeCtx, Typer};
 use memscope_core::bus::{Bus, ReportSection};
@@ -71,6 +71,11 @@ pub struct ProcessSummary {
     pub exit_status: Option<i32>,
     /// Parent process id (of its first image).
     pub ppid: u32,
+    /// Executable of each image, in exec order.
+    pub image_exes: Vec<String>,
+    /// A launcher or wrapper helper of the job (`crate::helpers`): no directory, no console
+    /// line.
+    pub helper: bool,
     /// Peak `used` bytes per device-memory pool (`Event Type`: PTA, HAL, …; the highest of its
     /// devices), over every MALLOC typed (the per-rank table, issue 18).
     pub peaks: BTreeMap<String, u64>,
@@ -277,7 +282,7 @@ impl Pipeline {
         self.ctx.set_image(image);
         if self.host_fast.is_some() && is_host_record(rec) && !matches!(rec, Record::Module { .. })
         {
-            self.host_record(rec);
+            self.host_record(image, tid, rec);
             return;
         }
         let resolved = self.resolve_text(image, rec);
@@ -305,7 +310,7 @@ impl Pipeline {
                 self.ctx.add_module((*base, *start, *size), path, build_id);
                 if let Some(fast) = &mut self.host_fast {
                     // the fast path symbolises the stacks of its leak/peak summaries itself
-                    fast.record(&mut self.ctx, rec, self.next_id);
+                    fast.record(&mut self.ctx, rec, self.next_id, None);
                 }
                 return;
             }
@@ -359,9 +364,10 @@ impl Pipeline {
         self.out = out;
     }
 
-    /// A HOST record on the fast path: accounted without events; the IDs and per-kind counts
+    /// A HOST record of thread `tid` on the fast path: accounted without events (with the
+    /// thread's Python stack, so its summaries name Python lines); the IDs and per-kind counts
     /// move as if its events had been emitted.
-    fn host_record(&mut self, rec: &Record<Box<[u8]>>) {
+    fn host_record(&mut self, image: usize, tid: u32, rec: &Record<Box<[u8]>>) {
         if self.failed.is_some() {
             return;
         }
@@ -375,7 +381,12 @@ impl Pipeline {
         let Some(fast) = &mut self.host_fast else {
             return;
         };
-        if let Some(t) = fast.record(&mut self.ctx, rec, self.next_id) {
+        let py = match rec {
+            Record::HostMalloc { .. } => self.pystacks.current(image, tid),
+            _ => None,
+        };
+        let py = py.as_ref().map(|(key, text)| PyStack { key: *key, text });
+        if let Some(t) = fast.record(&mut self.ctx, rec, self.next_id, py) {
             self.next_id += t.frees + t.mallocs;
             self.typed[FREE_SLOT] += t.frees;
             self.typed[MALLOC_SLOT] += t.mallocs;
@@ -548,6 +559,7 @@ impl Pipeline {
         }
         self.summary.visible_devices = self.ctx.visible_devices.clone();
         self.summary.exit_status = images.last().and_then(|i| i.exit_status);
+        self.summary.image_exes = images.iter().map(|i| i.exe.clone()).collect();
         for img in &images {
             self.summary.dropped += img.dropped;
             if img.flags & memscope_core::wire::FLAG_HOST_UNAVAILABLE != 0 {
@@ -606,7 +618,7 @@ impl Pipeline {
         }
         for sec in &self.summary.report {
             self.log.info(&sec.title);
-            for l in &sec.lines {
+            for l in sec.all_lines() {
                 self.log.info(&format!("  {l}"));
             }
         }
@@ -645,7 +657,9 @@ impl Pipeline {
                 }
             }
         };
-        if self.next_id == 0 && records == 0 {
+        // A process that recorded no event (a launcher, a shell helper) gets no directory
+        // (issue 23), unless it wrote something there already (a Python trace).
+        if self.next_id == 0 && (records == 0 || !self.summary.project_dir.is_dir()) {
             let _ = std::fs::remove_file(&tmp);
             return;
         }
