@@ -43,6 +43,7 @@ mod registry;
 mod report_cmd;
 mod run;
 mod run_index;
+mod run_select;
 mod summary;
 
 use clap::{Parser, Subcommand};

@@ -91,7 +91,7 @@ pub fn print(
     left_out: &BTreeMap<String, usize>,
 ) {
     let active: Vec<&ProcessSummary> = procs.iter().filter(|p| crate::summary::listed(p)).collect();
-    let head = crate::summary::head(procs, code);
+    let head = crate::summary::head(procs, Some(code));
     eprintln!("{head}");
     if let Some(l) = crate::helpers::count_line(left_out) {
         eprintln!("{l}");

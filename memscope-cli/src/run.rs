@@ -289,6 +289,9 @@ pub(crate) struct SpoolGuard {
     who: &'static str,
     /// `<spool>/collector.lock`, locked (released after the spool is removed).
     lock: Option<std::fs::File>,
+    /// Processes whose stream is still locked but that passed `exit()` and wait for this
+    /// collector to end: their spool is removed all the same.
+    ignored: Vec<u32>,
 }
 
 impl SpoolGuard {
@@ -298,7 +301,14 @@ impl SpoolGuard {
             path,
             who,
             lock: None,
+            ignored: Vec::new(),
         }
+    }
+
+    /// Removes the spool even while process `pid` still holds its stream (it passed `exit()`
+    /// and waits for this collector, plain-python mode).
+    pub(crate) fn ignore_writer(&mut self, pid: u32) {
+        self.ignored.push(pid);
     }
 
     /// Keeps the locked `collector.lock` ([`hold_collector_lock`]) until the spool is removed.
@@ -333,7 +343,8 @@ impl Drop for SpoolGuard {
         // Never delete a spool a live process still writes (issue 18, B2): its stream would go
         // on into a deleted file. It stays for `memscope recover`; the probes see the collector
         // gone once the lock below is released and stop after a bounded number of chunks.
-        let live = live_writers(&self.path);
+        let mut live = live_writers(&self.path);
+        live.retain(|p| !self.ignored.contains(p));
         if !live.is_empty() {
             eprintln!(
                 "{}: spool {} kept: {} process(es) still write to it (pid {}); `memscope recover {}` collects it once they end",
@@ -636,7 +647,7 @@ fn launch_and_collect(
         if crate::rank_table::wanted(&summaries) {
             crate::rank_table::print(&summaries, &entries, code, &cfg.output_path, &left_out);
         } else {
-            crate::summary::print(&summaries, code, &left_out, &cfg.output_path);
+            crate::summary::print(&summaries, Some(code), &left_out, &cfg.output_path);
         }
         if let Some(sig) = teardown.signal() {
             eprintln!("memscope: the job was interrupted by {sig}; everything it recorded until it ended is written");

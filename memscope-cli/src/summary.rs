@@ -31,17 +31,27 @@ pub fn listed(p: &ProcessSummary) -> bool {
     crate::helpers::recorded(p) && !p.helper
 }
 
-/// The head line: `memscope: job exited with code C; N process(es) recorded events`.
-pub fn head(procs: &[ProcessSummary], code: i32) -> String {
-    format!(
-        "memscope: job exited with code {code}; {} process(es) recorded events",
-        procs.iter().filter(|p| listed(p)).count()
-    )
+/// The head line: `memscope: job exited with code C; N process(es) recorded events` (`None`:
+/// the job's exit status is not known: it was killed or left through `_exit`).
+pub fn head(procs: &[ProcessSummary], code: Option<i32>) -> String {
+    let n = procs.iter().filter(|p| listed(p)).count();
+    match code {
+        Some(c) => format!("memscope: job exited with code {c}; {n} process(es) recorded events"),
+        None => format!(
+            "memscope: job ended without an exit status (killed, or _exit); {n} process(es) recorded events"
+        ),
+    }
 }
 
-/// Prints the summary of a run whose job exited with `code`, with outputs under `root`;
+/// Prints the summary of a run whose job exited with `code` (`None`: not known), with outputs
+/// under `root`;
 /// `left_out` counts the processes not listed, by program ([`crate::helpers::set_aside`]).
-pub fn print(procs: &[ProcessSummary], code: i32, left_out: &BTreeMap<String, usize>, root: &Path) {
+pub fn print(
+    procs: &[ProcessSummary],
+    code: Option<i32>,
+    left_out: &BTreeMap<String, usize>,
+    root: &Path,
+) {
     let head = head(procs, code);
     eprintln!("{head}");
     if let Some(l) = crate::helpers::count_line(left_out) {

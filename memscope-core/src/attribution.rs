@@ -192,6 +192,7 @@ pub const DEFAULT_TOOL: &[&str] = &[
     "/memscope/describe.py(",
     "/memscope/record_function.py(",
     "/memscope/take_snapshot.py(",
+    "/memscope/analyzer/",
     "/memscope/watcher.py(",
     "/pyboot/sitecustomize.py(",
     "memscope_torch_hooks.py(",

@@ -68,15 +68,30 @@ def probe():
         _cache["probe"] = env
         return env
     r = subprocess.run([cli(), "probe-path"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       universal_newlines=True)
+                       universal_newlines=True, env=untraced_env())
     if r.returncode != 0:
         raise RuntimeError(r.stderr.strip() or "memscope: probe library not found")
     _cache["probe"] = r.stdout.strip()
     return _cache["probe"]
 
 
+def untraced_env():
+    """This process's environment without the probe's preload: memscope's own helper
+    processes (``memscope config check``, ``memscope probe-path``) are not part of the job
+    (under ``memscope run`` they would be traced processes of their own, issue 23)."""
+    env = dict(os.environ)
+    keep = [p for p in env.get("LD_PRELOAD", "").split(":")
+            if p and not os.path.basename(p).startswith("libmemscope")]
+    if keep:
+        env["LD_PRELOAD"] = ":".join(keep)
+    else:
+        env.pop("LD_PRELOAD", None)
+    return env
+
+
 def run_cli(args, **kw):
-    """Runs the CLI with ``args``; returns the CompletedProcess (text mode)."""
+    """Runs the CLI with ``args``, untraced; returns the CompletedProcess (text mode)."""
+    kw.setdefault("env", untraced_env())
     return subprocess.run([cli()] + list(args), universal_newlines=True, **kw)
 
 
