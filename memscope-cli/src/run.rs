@@ -26,7 +26,7 @@ pub struct RunArgs {
     /// Call stacks: c[:N],python[:N] (N ≤ 1000, default 50) [default: none].
     #[arg(long = "call-stack")]
     call_stack: Option<String>,
-    /// Online analyses: leaks,decompose,inefficient,oom[:K],none [default: leaks].
+    /// Online analyses: leaks,gap,decompose,inefficient,oom[:K],none [default: leaks,gap].
     #[arg(long)]
     analysis: Option<String>,
     /// Keep only these steps (≤ 5 numbers ≥ 1; a step is an msTX range named "step start").
@@ -53,7 +53,7 @@ pub struct RunArgs {
     /// immediate, or deferred (record only between memscope_start() and memscope_stop()).
     #[arg(long = "collect-mode")]
     collect_mode: Option<String>,
-    /// Built-in adapters: mstx,pta,mindspore,atb,hal,acl,host [default: all but host].
+    /// Adapters: mstx,pta,mindspore,atb,hal,acl,host,pymem [default: all but host and pymem].
     #[arg(long)]
     adapters: Option<String>,
     /// A third-party adapter library (repeatable).

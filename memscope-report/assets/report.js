@@ -566,7 +566,7 @@
       state.proc = r0.processes.reduce((best, p, i) => (p.events > r0.processes[best].events ? i : best), 0);
       renderPicks();
       renderProcess();
-      $("footer").textContent = DATA.tool + " · generated " + DATA.generated + " · " + DATA.runs.map((r) => r.inputs.length + " dump file(s)").join(" + ") +
+      $("footer").textContent = DATA.tool + " · generated " + DATA.generated + " · " + DATA.runs.map((r) => MS.inputCounts(r.inputs)).join(" + ") +
         " · series ≤ " + DATA.limits.series_buckets + " buckets, tables ≤ " + DATA.limits.table_rows + " rows";
       let t;
       window.addEventListener("resize", () => { clearTimeout(t); t = setTimeout(renderProcess, 200); });
