@@ -164,6 +164,7 @@ pub const DEFAULT_LIBRARY: &[&str] = &[
     " at ./login/",
     " at ../sysdeps/",
     " at ./csu/../",
+    "^_start",
     "^__GI_",
     "^_dl_",
     "^__libc_",
@@ -221,19 +222,9 @@ pub const DEFAULT_TOOL: &[&str] = &[
 ];
 
 /// Allocator functions that are tool frames whatever their spelling (`malloc`, `malloc+0x5 in
-/// libc.so.6`).
-const ALLOCATORS: &[&str] = &[
-    "malloc",
-    "calloc",
-    "realloc",
-    "reallocarray",
-    "free",
-    "posix_memalign",
-    "aligned_alloc",
-    "memalign",
-    "valloc",
-    "pvalloc",
-];
+/// libc.so.6`), separated by spaces.
+const ALLOCATORS: &str =
+    "malloc calloc realloc reallocarray free posix_memalign aligned_alloc memalign valloc pvalloc";
 
 /// The classification lists.
 #[derive(Clone, Debug)]
@@ -384,7 +375,7 @@ fn is_allocator(f: &str) -> bool {
         .next()
         .unwrap_or("")
         .trim_start_matches("__libc_");
-    ALLOCATORS.contains(&name)
+    ALLOCATORS.split(' ').any(|a| a == name)
 }
 
 #[cfg(test)]

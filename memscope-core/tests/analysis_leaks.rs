@@ -88,6 +88,14 @@ fn through_bus(text: &str, layers: Vec<Box<dyn Layer>>) -> Vec<ReportSection> {
     bus.finish().unwrap()
 }
 
+/// Every line of section `title` (the log's and the summary file's, not the console's excerpt).
+fn all_lines<'a>(r: &'a [ReportSection], title: &str) -> &'a [String] {
+    r.iter()
+        .find(|s| s.title.starts_with(title))
+        .unwrap_or_else(|| panic!("no {title} in {r:?}"))
+        .all_lines()
+}
+
 fn lines<'a>(r: &'a [ReportSection], title: &str) -> &'a [String] {
     &r.iter()
         .find(|s| s.title.starts_with(title))
@@ -155,11 +163,7 @@ fn only_blocks_of_step_2_on_that_outlive_a_later_step_and_the_run_are_leaks() {
         ]
     );
     // the log and the summary file get the call stacks too
-    let full = r
-        .iter()
-        .find(|s| s.title.starts_with("Memory pool leaks"))
-        .unwrap()
-        .all_lines();
+    let full = all_lines(&r, "Memory pool leaks");
     assert_eq!(
         &full[4..7],
         &[
@@ -338,11 +342,7 @@ fn a_leak_outside_any_op_names_the_python_frame_of_its_allocation() {
         l[2],
         "    called from /w/train.py(330): <module> (first frame in your code, Python stack)"
     );
-    let full = r
-        .iter()
-        .find(|s| s.title.starts_with("Memory pool leaks"))
-        .unwrap()
-        .all_lines();
+    let full = all_lines(&r, "Memory pool leaks");
     assert!(
         full.iter()
             .any(|x| x == "        /w/train.py(330): <module>"),
@@ -367,11 +367,11 @@ fn a_long_leak_list_shows_its_first_leaks_counts_the_rest_and_ends_with_the_summ
         l[12],
         "====== SUMMARY: 28.000000 Mb(s) leaked in 28 allocation(s) ======"
     );
-    let sec = r
-        .iter()
-        .find(|s| s.title.starts_with("Memory pool leaks"))
-        .unwrap();
-    assert_eq!(sec.all_lines().len(), 30, "every leak in the full list");
+    assert_eq!(
+        all_lines(&r, "Memory pool leaks").len(),
+        30,
+        "every leak in the full list"
+    );
 }
 
 #[test]
