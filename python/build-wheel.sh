@@ -15,11 +15,16 @@ command -v maturin >/dev/null 2>&1 || python3 -m maturin --version >/dev/null 2>
     echo "build-wheel.sh: maturin is not installed (pip install maturin)" >&2
     exit 1
 }
-cargo build -p memscope-probe ${args[@]+"${args[@]}"}
+cargo build -p memscope-probe -p memscope-adapter-pymem ${args[@]+"${args[@]}"}
 stage=target/wheeldata/data/lib/memscope
 rm -rf target/wheeldata
 mkdir -p "$stage"
 cp "target/$profile/libmemscope_probe.so" "$stage/"
+# the PYMEM adapter (`--adapters pymem`, `pytest --memscope-pymem`) is found next to the probe
+cp "target/$profile/libmemscope_adapter_pymem.so" "$stage/"
+# msMemScope's command name (issue 26): a script, so that `source msmemscope --load-api-env` works
+mkdir -p target/wheeldata/scripts
+cp memscope-cli/msmemscope target/wheeldata/scripts/
 out=$PWD/target/wheels/$profile
 rm -rf "$out"
 (cd python && python3 -m maturin build ${args[@]+"${args[@]}"} --compatibility linux \

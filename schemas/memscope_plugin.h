@@ -129,12 +129,14 @@ typedef struct memscope_host {
     uint16_t abi_major;       /* MEMSCOPE_PLUGIN_ABI_MAJOR of the probe */
     uint16_t abi_minor;       /* MEMSCOPE_PLUGIN_ABI_MINOR of the probe */
     /* Records `ev` with the current time and thread. Returns 0 recorded, 1 not recording now
-     * (outside a collection window: the event is not kept), -1 rejected (NULL, struct_size
-     * too small, kind 0 or >= 200) or dropped (no space, re-entered). */
+     * (outside a collection window: the event is not kept; MALLOC and FREE events are kept
+     * there too, so the blocks live when a window opens get their rows), -1 rejected (NULL,
+     * struct_size too small, kind 0 or >= 200) or dropped (no space, re-entered). */
     int      (*emit)(const memscope_plugin_event *ev);
     /* The probe's clock: ns since the Unix epoch, monotonic (same clock as every record). */
     uint64_t (*now_ns)(void);
-    /* 1 while a collection window is open (emit would record), else 0. */
+    /* 1 while emit would record a MALLOC or FREE event (the probe is recording, inside or
+     * outside a collection window), else 0. */
     int      (*enabled)(void);
     /* Logs `msg` at `level` (MEMSCOPE_LOG_*). */
     void     (*log)(int level, const char *msg);

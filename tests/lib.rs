@@ -147,6 +147,18 @@ impl Run {
     }
 }
 
+/// Asserts that a command succeeded, showing its status and output otherwise; returns its
+/// stdout and stderr, concatenated.
+pub fn assert_ok(o: &Output, what: &str) -> String {
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(o.status.success(), "{what}: {:?}\n{text}", o.status);
+    text
+}
+
 /// Calls `f` for every file under `dir`, recursively.
 pub fn walk(dir: &Path, f: &mut dyn FnMut(&Path)) {
     if let Ok(rd) = std::fs::read_dir(dir) {

@@ -20,6 +20,7 @@ use memscope_core::analysis::leaks::LeakLayer;
 use memscope_core::analysis::offline::run_layers_in;
 use memscope_core::analysis::{parse_types, IneffConfig};
 use memscope_core::bus::{Layer, ReportSection};
+use memscope_core::config::LogLevel;
 use memscope_core::event::Inefficiency;
 use memscope_core::reader::{DumpFile, Order, ReadOptions};
 use memscope_core::sanitize::escape_controls;
@@ -86,10 +87,35 @@ pub struct CompareArgs {
         default_value = "memscopeDumpResults"
     )]
     pub output: PathBuf,
+    /// Add memscope's Step column (the step each op or kernel started in) after msMemScope's
+    /// six columns; without it the file has msMemScope's exact header.
+    #[arg(long = "step-column")]
+    pub step_column: bool,
+    /// Messages on stderr: debug or info (notes and warnings), warning (warnings only), error
+    /// (neither); msMemScope's `--log-level`.
+    #[arg(long = "log-level", value_name = "LEVEL", default_value = "info",
+          value_parser = |s: &str| LogLevel::parse(s).map_err(|e| e.0))]
+    pub log_level: LogLevel,
     /// Output directories that hold several runs: which run of each (`N,M`: base, compare;
     /// their numbers as memscope lists them) [default: the newest].
     #[arg(long, value_name = "N[,M]")]
     pub run: Option<String>,
+}
+
+impl CompareArgs {
+    /// Prints a note on stderr unless `--log-level` is warning or error.
+    fn note(&self, msg: &str) {
+        if self.log_level <= LogLevel::Info {
+            eprintln!("memscope: note: {msg}");
+        }
+    }
+
+    /// Prints a warning on stderr unless `--log-level` is error.
+    fn warn(&self, msg: &str) {
+        if self.log_level <= LogLevel::Warning {
+            eprintln!("memscope: warning: {msg}");
+        }
+    }
 }
 
 /// `memscope analyze leaks FILE|RUN_DIR [--mstx-info MSG [--start-index N]] [--full]`.
@@ -117,9 +143,21 @@ pub struct LeaksArgs {
         requires = "mstx_info"
     )]
     pub start_index: usize,
+    /// Exit 23 (--fail-exit-code) when an allocator of a process leaked more than SIZE (e.g.
+    /// 1MiB): pool blocks by the step rule, HAL memory live at exit; the same check as
+    /// `memscope run --fail-on leaks>SIZE`.
+    #[arg(long = "fail-over", value_name = "SIZE", conflicts_with = "mstx_info")]
+    pub fail_over: Option<String>,
+    /// Exit code when --fail-over is crossed [default: 23].
+    #[arg(long = "fail-exit-code", value_name = "N", requires = "fail_over",
+          value_parser = clap::value_parser!(u8).range(1..=125))]
+    pub fail_exit_code: Option<u8>,
     /// Replay order.
     #[command(flatten)]
     pub replay: ReplayArgs,
+    /// Summary JSON.
+    #[command(flatten)]
+    pub summary: crate::ci::SummaryArgs,
 }
 
 /// `--inefficient-rule` of `memscope analyze inefficient`.
@@ -136,7 +174,7 @@ pub enum RuleArg {
 /// [--inefficient-rule msmemscope|op-end]`.
 #[derive(Clone, Debug, Args)]
 pub struct InefficientArgs {
-    /// Dump to analyse; an annotated copy is written next to it.
+    /// Dump to analyse; an annotated copy is written next to it (or, with --in-place, over it).
     pub file: PathBuf,
     /// Only report blocks of at least this many bytes.
     #[arg(long = "mem-size", value_name = "BYTES", default_value_t = 0)]
@@ -151,9 +189,17 @@ pub struct InefficientArgs {
     /// Classification rule.
     #[arg(long = "inefficient-rule", value_enum, default_value_t = RuleArg::Msmemscope)]
     pub rule: RuleArg,
+    /// Rewrite FILE itself with the annotations (msMemScope's check_inefficient, which the
+    /// Python API's check_inefficient and analyze("inefficient") use) instead of writing a
+    /// new annotated copy next to it. The annotated file replaces FILE in one rename.
+    #[arg(long = "in-place")]
+    pub in_place: bool,
     /// Replay order.
     #[command(flatten)]
     pub replay: ReplayArgs,
+    /// Summary JSON.
+    #[command(flatten)]
+    pub summary: crate::ci::SummaryArgs,
 }
 
 /// `memscope analyze decompose FILE|RUN_DIR [-o DIR] [--full]`.
@@ -181,6 +227,9 @@ pub struct DecomposeArgs {
     /// Replay order.
     #[command(flatten)]
     pub replay: ReplayArgs,
+    /// Summary JSON.
+    #[command(flatten)]
+    pub summary: crate::ci::SummaryArgs,
 }
 
 /// `memscope analyze gap FILE|RUN_DIR [--full]`.
@@ -199,6 +248,9 @@ pub struct GapArgs {
     /// Replay order.
     #[command(flatten)]
     pub replay: ReplayArgs,
+    /// Summary JSON.
+    #[command(flatten)]
+    pub summary: crate::ci::SummaryArgs,
 }
 
 /// `memscope analyze ...`.
@@ -315,7 +367,7 @@ pub fn run_compare(args: &CompareArgs) -> Result<()> {
     let mapped = compare::map_devices(&b, &mut c, &map).map_err(|e| anyhow!("{e}"))?;
     let res = compare::compare(&b, &c, level);
     if let Some(n) = mapped {
-        eprintln!("memscope: note: {n}");
+        args.note(&n);
     }
     if res.rows.is_empty() {
         return Err(anyhow!(
@@ -331,18 +383,19 @@ pub fn run_compare(args: &CompareArgs) -> Result<()> {
     }
     for (f, s) in [(&base, &b), (&cmp, &c)] {
         if let Some(w) = s.stats.torn_warning(f.name()) {
-            eprintln!("memscope: warning: {w}");
+            args.warn(&w);
         }
     }
     for n in &res.notes {
-        eprintln!("memscope: note: {n}");
+        args.note(n);
     }
-    let path = compare::write_compare_csv(&args.output, &res.rows).map_err(|e| {
-        anyhow!(
-            "cannot write {}: {e}",
-            args.output.join("compare").display()
-        )
-    })?;
+    let path = compare::write_compare_csv_as(&args.output, "", &res.rows, args.step_column)
+        .map_err(|e| {
+            anyhow!(
+                "cannot write {}: {e}",
+                args.output.join("compare").display()
+            )
+        })?;
     let matched = res
         .rows
         .iter()
@@ -370,11 +423,52 @@ fn device_map(args: &CompareArgs) -> Result<compare::DeviceMap> {
     })
 }
 
-/// Runs `memscope analyze ...`.
+/// Runs `memscope analyze ...`, then its `--fail-over` check and `--summary-json` (issue 24).
 ///
 /// # Errors
-/// An unreadable or malformed input, or an output that cannot be written.
+/// An unreadable or malformed input, or an output that cannot be written;
+/// [`crate::ci::LimitsCrossed`] when `--fail-over` is crossed.
 pub fn run_analyze(cmd: &AnalyzeCmd) -> Result<()> {
+    let (input, summary, limits, code) = match cmd {
+        AnalyzeCmd::Leaks(a) => (
+            &a.file,
+            &a.summary,
+            match &a.fail_over {
+                Some(t) => crate::ci::parse_limits("--fail-over", &format!("leaks>{t}"))
+                    .map_err(|e| anyhow!("{e}"))?,
+                None => Vec::new(),
+            },
+            a.fail_exit_code.unwrap_or(crate::ci::EXIT_LIMIT),
+        ),
+        AnalyzeCmd::Inefficient(a) => (&a.file, &a.summary, Vec::new(), crate::ci::EXIT_LIMIT),
+        AnalyzeCmd::Decompose(a) => (&a.file, &a.summary, Vec::new(), crate::ci::EXIT_LIMIT),
+        AnalyzeCmd::Gap(a) => (&a.file, &a.summary, Vec::new(), crate::ci::EXIT_LIMIT),
+    };
+    if let Some(p) = &summary.summary_json {
+        crate::ci::check_summary_path(p).map_err(|e| anyhow!("{e}"))?;
+    }
+    run_analysis(cmd)?;
+    if limits.is_empty() && summary.summary_json.is_none() {
+        return Ok(());
+    }
+    let processes = crate::ci::compute(std::slice::from_ref(input), &[])?;
+    crate::ci::finish_offline(
+        "analyze",
+        &limits,
+        Vec::new(),
+        code,
+        summary.summary_json.as_deref(),
+        vec![crate::ci::Input {
+            label: "input".into(),
+            path: input.clone(),
+            point: None,
+            processes,
+        }],
+        None,
+    )
+}
+
+fn run_analysis(cmd: &AnalyzeCmd) -> Result<()> {
     let here = Path::new(".");
     let dir = match cmd {
         AnalyzeCmd::Leaks(a) if a.file.is_dir() => {
@@ -503,6 +597,12 @@ fn run_inefficient(a: &InefficientArgs) -> Result<()> {
             RuleArg::OpEnd => IneffRule::OpEnd,
         },
     };
+    if a.in_place && a.file.is_symlink() {
+        return Err(anyhow!(
+            "{}: --in-place does not replace a symbolic link (give the real file)",
+            a.file.display()
+        ));
+    }
     let file = open(&a.file)?;
     let mut handles = Vec::new();
     let sections = run_offline(&file, a.replay, &mut || {
@@ -521,6 +621,15 @@ fn run_inefficient(a: &InefficientArgs) -> Result<()> {
     }
     print_sections(&sections, true);
     let out = annotate::write_annotated(&file, &found)?;
+    if a.in_place {
+        annotate::replace_input(&out, &a.file)?;
+        say(&format!(
+            "{} MALLOC row(s) annotated; {} rewritten",
+            found.len(),
+            a.file.display()
+        ));
+        return Ok(());
+    }
     say(&format!(
         "{} MALLOC row(s) annotated; annotated copy written to {}",
         found.len(),

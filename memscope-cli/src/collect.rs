@@ -40,6 +40,11 @@ pub struct CollectArgs {
     /// Do not print the summary.
     #[arg(short, long)]
     quiet: bool,
+    /// Append one JSON line per collection window (START_TRACE … STOP_TRACE) to FILE: per
+    /// device and allocator, the peak and leaks of the memory allocated in it (the pytest
+    /// plugin's per-test figures, issue 24).
+    #[arg(long, value_name = "FILE")]
+    windows: Option<PathBuf>,
 }
 
 /// Option values of `memscope config check` (the keys of the Python `config()`).
@@ -150,19 +155,18 @@ pub fn collect(a: &CollectArgs) -> ExitCode {
     let devices: Vec<u32> = std::env::var("ASCEND_RT_VISIBLE_DEVICES")
         .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
         .unwrap_or_default();
-    if let Err(e) = crate::recover_cmd::write_run_info(&a.spool, &cfg, &devices) {
+    if let Err(e) = crate::recover_cmd::write_run_info(&a.spool, &cfg, &devices, &[]) {
         return fail(e);
     }
     // The package waits for this line before it lets the job go on.
     println!("ready");
     let _ = std::io::stdout().flush();
     let cfg_used = cfg.clone();
-    let mut collector = Collector::new(
-        a.spool.clone(),
-        Arc::new(cfg),
-        devices,
-        crate::run::analysis_factory(),
-    );
+    let analyses = match a.windows.clone() {
+        Some(path) => with_windows(crate::run::analysis_factory(), path),
+        None => crate::run::analysis_factory(),
+    };
+    let mut collector = Collector::new(a.spool.clone(), Arc::new(cfg), devices, analyses);
     let mut last_flush = Instant::now();
     let mut gone_at: Option<Instant> = None;
     let barrier = a.spool.join("barrier");
@@ -219,6 +223,25 @@ pub fn collect(a: &CollectArgs) -> ExitCode {
     }
     drop(spool_guard);
     ExitCode::SUCCESS
+}
+
+/// `base`'s layers plus the per-window figures written to `path` (`--windows`).
+fn with_windows(
+    base: crate::collector::AnalysisFactory,
+    path: PathBuf,
+) -> crate::collector::AnalysisFactory {
+    Arc::new(move |cfg: &RunConfig, project: &Path| {
+        let mut v = base(cfg, project);
+        // first: the inefficient layer holds events back, and a window's STOP_TRACE must be
+        // handled as soon as the barrier makes the collector write everything
+        v.insert(
+            0,
+            Box::new(memscope_core::analysis::windows::WindowsLayer::new(
+                path.clone(),
+            )),
+        );
+        v
+    })
 }
 
 /// The bootstrap `sitecustomize.py` of `--events traceback` and `--call-stack python`: starts

@@ -2,9 +2,13 @@
 //! written for msMemScope run unchanged (behaviour spec §2, §10.3):
 //!
 //! ```text
-//! memscope --compare --input-path=base.csv,compare.csv [--level=op|kernel] [-o DIR]
-//!   ≡ memscope compare base.csv compare.csv [--level op|kernel] [-o DIR]
+//! memscope --compare --input-path=base.csv,compare.csv [--level=op|kernel] [-o DIR] [--log-level=L]
+//!   ≡ memscope compare base.csv compare.csv [--level op|kernel] [-o DIR] [--log-level L]
 //! ```
+//!
+//! The output is msMemScope's `memory_compare_{ts}.csv` with its exact two header lines (what
+//! its smoke suite checks); the note naming the equivalent command is left out at
+//! `--log-level` warning or error.
 //!
 //! Accepted as msMemScope's parser accepts them: options in any order, `--opt=value` or
 //! `--opt value`; `-i`/`--input` for `--input-path` and `--output`/`--output-path` for `-o`
@@ -18,7 +22,7 @@ pub enum Alias {
     /// Not msMemScope's compare form: parse the arguments as they are.
     None,
     /// The equivalent `memscope compare` arguments (program name first) and the note naming
-    /// them.
+    /// them (empty at `--log-level` warning or error).
     Compare(Vec<String>, String),
 }
 
@@ -68,6 +72,7 @@ pub fn rewrite(args: &[String]) -> Result<Alias, String> {
         );
     }
     let (mut inputs, mut level, mut output) = (None::<String>, None::<&str>, None::<String>);
+    let mut log_level = None::<String>;
     let mut i = 1;
     while i < args.len() {
         let a = args[i].as_str();
@@ -94,16 +99,50 @@ pub fn rewrite(args: &[String]) -> Result<Alias, String> {
             "-o" | "--output-path" | "--output" => {
                 output = Some(value(args, &mut i, inline, "--output-path")?.to_owned())
             }
+            "--log-level" => {
+                let v = value(args, &mut i, inline, "--log-level")?;
+                memscope_core::config::LogLevel::parse(v).map_err(|e| e.0)?;
+                log_level = Some(v.to_owned());
+            }
             _ if a.starts_with("-i") && a.len() > 2 => inputs = Some(a[2..].to_owned()),
             _ => {
                 return Err(format!(
-                    "--compare: unsupported option {a:?} (accepted: --input-path, --level, --output-path)"
+                    "--compare: unsupported option {a:?} (accepted: --input-path, --level, --output-path, --log-level)"
                 ))
             }
         }
         i += 1;
     }
-    let inputs = inputs.unwrap_or_default();
+    let quiet = matches!(log_level.as_deref(), Some("warning" | "warn" | "error"));
+    let mut out = vec![args[0].clone()];
+    out.extend(compare_command(
+        &inputs.unwrap_or_default(),
+        level,
+        output,
+        log_level,
+    )?);
+    let note = if quiet {
+        String::new()
+    } else {
+        format!(
+            "note: msMemScope's --compare runs as `memscope {}`",
+            out[1..].join(" ")
+        )
+    };
+    Ok(Alias::Compare(out, note))
+}
+
+/// The `memscope compare` arguments (without the program name) of msMemScope's compare
+/// options: `inputs` is the `--input-path` value (two paths split on `,` or `，`).
+///
+/// # Errors
+/// Not exactly two paths.
+pub fn compare_command(
+    inputs: &str,
+    level: Option<&str>,
+    output: Option<String>,
+    log_level: Option<String>,
+) -> Result<Vec<String>, String> {
     let paths: Vec<&str> = inputs
         .split([',', '，'])
         .filter(|p| !p.is_empty())
@@ -113,23 +152,17 @@ pub fn rewrite(args: &[String]) -> Result<Alias, String> {
             "--input-path {inputs:?}: give exactly two files, BASE.csv,COMPARE.csv"
         ));
     };
-    let mut out = vec![
-        args[0].clone(),
-        "compare".to_owned(),
-        base.to_owned(),
-        cmp.to_owned(),
-    ];
+    let mut out = vec!["compare".to_owned(), base.to_owned(), cmp.to_owned()];
     if let Some(l) = level {
         out.extend(["--level".to_owned(), l.to_owned()]);
     }
     if let Some(o) = output {
         out.extend(["-o".to_owned(), o]);
     }
-    let note = format!(
-        "note: msMemScope's --compare runs as `memscope {}`",
-        out[1..].join(" ")
-    );
-    Ok(Alias::Compare(out, note))
+    if let Some(l) = log_level {
+        out.extend(["--log-level".to_owned(), l]);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -165,6 +198,29 @@ mod tests {
             ["compare", "a.csv", "b.csv"]
         );
         assert_eq!(compare_args("--compare -ia,b"), ["compare", "a", "b"]);
+    }
+
+    #[test]
+    fn msmemscope_smoke_suite_command_line_with_log_level_is_accepted() {
+        // test/smoke/run_st.py's step_compare_cmd
+        assert_eq!(
+            compare_args("--input=a.csv,b.csv --compare --log-level=info --level=1"),
+            [
+                "compare",
+                "a.csv",
+                "b.csv",
+                "--level",
+                "kernel",
+                "--log-level",
+                "info"
+            ]
+        );
+        match rewrite(&args("--compare -i a,b --log-level=error")).unwrap() {
+            Alias::Compare(_, note) => assert!(note.is_empty(), "{note}"),
+            Alias::None => panic!("not recognised"),
+        }
+        let e = rewrite(&args("--compare -i a,b --log-level=loud")).unwrap_err();
+        assert!(e.contains("--log-level"), "{e}");
     }
 
     #[test]

@@ -30,6 +30,18 @@ impl LogFile {
         }
     }
 
+    /// Takes over the lines `old` logged before any file existed, ahead of this log's own
+    /// (`memscope.config()` moving a process's outputs before it wrote any; issue 27).
+    pub fn adopt(&mut self, mut old: LogFile) {
+        old.pending.append(&mut self.pending);
+        self.pending = old.pending;
+    }
+
+    /// Whether the file has been created.
+    pub fn is_open(&self) -> bool {
+        self.file.is_some()
+    }
+
     /// Creates the file (mode 0600, parents 0750) and writes the lines logged so far.
     pub fn open(&mut self) {
         if self.file.is_some() {

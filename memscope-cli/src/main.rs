@@ -28,17 +28,21 @@ mod adapters_cmd;
 mod analyze_cmd;
 mod builtin;
 mod capture_input;
+mod ci;
 mod collect;
 mod collector;
 mod compare_alias;
+mod diff_cmd;
 mod export;
 mod export_cmd;
 mod helpers;
 mod job;
 mod logfile;
+mod msmemscope_cli;
 mod plugin_check;
 mod rank_table;
 mod recover_cmd;
+mod recover_index;
 mod registry;
 mod report_cmd;
 mod run;
@@ -84,6 +88,9 @@ enum Cmd {
     /// Print the path of the probe library.
     #[command(hide = true)]
     ProbePath,
+    /// Live memory of two runs, dumps or captures (or two points of one) by site, owner, op
+    /// or role, sorted by growth.
+    Diff(Box<diff_cmd::DiffArgs>),
     /// Write a self-contained HTML report of a run (or compare two runs).
     Report(report_cmd::ReportArgs),
     /// Export runs: --to csv|db (the dumps `run` writes, HOST rows too, from captures),
@@ -124,14 +131,21 @@ fn one_line(text: &str) -> String {
 const EXIT_USAGE: u8 = 2;
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args_os()
+    let os_args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some(rest) = msmemscope_cli::invocation(&os_args) {
+        return msmemscope(rest);
+    }
+    let args: Vec<String> = os_args
+        .iter()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
     let parsed = match compare_alias::rewrite(&args) {
         // the arguments as the OS gave them (a job's arguments need not be UTF-8)
         Ok(compare_alias::Alias::None) => Cli::try_parse(),
         Ok(compare_alias::Alias::Compare(v, note)) => {
-            eprintln!("memscope: {note}");
+            if !note.is_empty() {
+                eprintln!("memscope: {note}");
+            }
             Cli::try_parse_from(v)
         }
         Err(e) => {
@@ -139,6 +153,51 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    dispatch(parsed, &args)
+}
+
+/// `msmemscope ARGS…` (`rest`: the arguments after the invocation): msMemScope's command line
+/// run as the memscope command it stands for.
+fn msmemscope(rest: &[std::ffi::OsString]) -> ExitCode {
+    let posixly_correct = std::env::var_os("POSIXLY_CORRECT").is_some();
+    let parsed = match msmemscope_cli::parse(rest, posixly_correct) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("msmemscope: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    for n in &parsed.notes {
+        eprintln!("msmemscope: {n}");
+    }
+    match parsed.action {
+        msmemscope_cli::Action::Help => {
+            print!("{}", msmemscope_cli::help());
+            ExitCode::SUCCESS
+        }
+        msmemscope_cli::Action::Version => {
+            println!("{}", msmemscope_cli::version());
+            ExitCode::SUCCESS
+        }
+        msmemscope_cli::Action::Memscope(argv) => dispatch(Cli::try_parse_from(argv), &[]),
+    }
+}
+
+/// `memscope PROGRAM …` (no `run`): the one line that says what was meant, if `first` is a
+/// program that can be run.
+fn not_a_command(args: &[String]) -> Option<String> {
+    let first = args.get(1)?;
+    if first.starts_with('-') || !run::resolve_program(first).is_some_and(|p| p.is_file()) {
+        return None;
+    }
+    let rest = args[1..].join(" ");
+    Some(format!(
+        "{first:?} is not a memscope command; did you mean `memscope run -- {rest}`? (msMemScope's way, `msmemscope {rest}`, works too)"
+    ))
+}
+
+/// Runs the parsed command line (`args`: the line as given, for the error messages).
+fn dispatch(parsed: Result<Cli, clap::Error>, args: &[String]) -> ExitCode {
     let cli = match parsed {
         Ok(c) => c,
         Err(e) => {
@@ -150,6 +209,12 @@ fn main() -> ExitCode {
             if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
                 let _ = e.print();
                 return ExitCode::from(EXIT_USAGE);
+            }
+            if e.kind() == ErrorKind::InvalidSubcommand {
+                if let Some(line) = not_a_command(args) {
+                    eprintln!("memscope: {line}");
+                    return ExitCode::from(EXIT_USAGE);
+                }
             }
             eprintln!("memscope: {}", one_line(&e.to_string()));
             return ExitCode::from(EXIT_USAGE);
@@ -177,6 +242,7 @@ fn main() -> ExitCode {
         Cmd::Compare(args) => analyze_cmd::run_compare(&args),
         Cmd::Analyze { cmd } => analyze_cmd::run_analyze(&cmd),
         Cmd::Report(args) => report_cmd::run(&args),
+        Cmd::Diff(args) => diff_cmd::run(&args),
         Cmd::Config {
             cmd: ConfigCmd::Schema,
         } => {
@@ -186,6 +252,11 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // the crossed limits are printed already (issue 24)
+        Err(e) if e.downcast_ref::<ci::LimitsCrossed>().is_some() => ExitCode::from(
+            e.downcast_ref::<ci::LimitsCrossed>()
+                .map_or(ci::EXIT_LIMIT, |l| l.code),
+        ),
         Err(e) => {
             eprintln!("memscope: {e:#}");
             ExitCode::from(EXIT_USAGE)

@@ -31,17 +31,31 @@ pub struct RunInfo {
     pub config: ConfigFile,
     /// `ASCEND_RT_VISIBLE_DEVICES` of the run.
     pub visible_devices: Vec<u32>,
+    /// The job's command line (for the run index a recover writes; empty for `memscope
+    /// collect`'s spool and in files of older versions).
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// When the run started, ns since the epoch (0: unknown).
+    #[serde(default)]
+    pub start_ns: u64,
 }
 
 /// Writes `<spool>/run.json` for `memscope recover`.
 ///
 /// # Errors
 /// The file cannot be written — one line naming it.
-pub fn write_run_info(spool: &Path, cfg: &RunConfig, visible: &[u32]) -> Result<(), String> {
+pub fn write_run_info(
+    spool: &Path,
+    cfg: &RunConfig,
+    visible: &[u32],
+    command: &[String],
+) -> Result<(), String> {
     let info = RunInfo {
         memscope: env!("CARGO_PKG_VERSION").to_owned(),
         config: cfg.to_config_file(),
         visible_devices: visible.to_vec(),
+        command: command.to_vec(),
+        start_ns: crate::run_index::now_ns(),
     };
     let path = spool.join(spool::RUN_INFO);
     let text = serde_json::to_vec_pretty(&info).map_err(|e| e.to_string())?;
@@ -80,7 +94,7 @@ fn spools(path: &Path) -> Result<Vec<PathBuf>, String> {
     Ok(v)
 }
 
-fn load_config(spool_dir: &Path) -> Result<(RunConfig, Vec<u32>), String> {
+fn load_config(spool_dir: &Path) -> Result<(RunConfig, RunInfo), String> {
     let p = spool_dir.join(spool::RUN_INFO);
     let meta = std::fs::metadata(&p).map_err(|_| {
         format!(
@@ -111,15 +125,19 @@ fn load_config(spool_dir: &Path) -> Result<(RunConfig, Vec<u32>), String> {
         info.config.output_path = Some(out.display().to_string());
     }
     let cwd = std::env::current_dir().map_err(|e| format!("current directory: {e}"))?;
-    let cfg = RawOptions::from_config_file(info.config)
+    let cfg = RawOptions::from_config_file(std::mem::take(&mut info.config))
         .validate(&cwd)
         .map_err(|e| format!("{}: {}", p.display(), e.0))?;
-    Ok((cfg, info.visible_devices))
+    Ok((cfg, info))
 }
 
+/// Processes whose outputs were complete before the recover: header and output directory.
+type Complete = Vec<(memscope_core::spool::StreamHeader, PathBuf)>;
+
 /// Checks that nobody follows or writes the spool any more; returns the pids whose outputs
-/// are complete already (skipped), after removing incomplete outputs and stale captures.
-fn prepare(spool_dir: &Path, cfg: &RunConfig) -> Result<HashSet<u32>, String> {
+/// are complete already (skipped), with their headers and directories, after removing
+/// incomplete outputs and stale captures.
+fn prepare(spool_dir: &Path, cfg: &RunConfig) -> Result<(HashSet<u32>, Complete), String> {
     let lock = spool_dir.join(spool::COLLECTOR_LOCK);
     if let Ok(f) = std::fs::File::open(&lock) {
         // A probe checking the lock holds it shared for an instant: retry before concluding.
@@ -140,6 +158,7 @@ fn prepare(spool_dir: &Path, cfg: &RunConfig) -> Result<HashSet<u32>, String> {
         }
     }
     let mut skip = HashSet::new();
+    let mut complete = Complete::new();
     let rd = std::fs::read_dir(spool_dir).map_err(|e| format!("{}: {e}", spool_dir.display()))?;
     for e in rd.flatten() {
         let p = e.path();
@@ -165,11 +184,11 @@ fn prepare(spool_dir: &Path, cfg: &RunConfig) -> Result<HashSet<u32>, String> {
         if dir.join(INCOMPLETE_MARKER).exists() {
             std::fs::remove_dir_all(&dir)
                 .map_err(|e| format!("cannot remove the incomplete {}: {e}", dir.display()))?;
-        } else if dir.exists() {
-            skip.insert(h.pid);
+        } else if dir.exists() && skip.insert(h.pid) {
+            complete.push((h.clone(), dir));
         }
     }
-    Ok(skip)
+    Ok((skip, complete))
 }
 
 /// Runs `memscope recover`.
@@ -183,11 +202,11 @@ pub fn run(a: &RecoverArgs) -> ExitCode {
         Err(e) => return fail(e),
     };
     for spool_dir in list {
-        let (cfg, visible) = match load_config(&spool_dir) {
+        let (cfg, info) = match load_config(&spool_dir) {
             Ok(c) => c,
             Err(e) => return fail(e),
         };
-        let skip = match prepare(&spool_dir, &cfg) {
+        let (skip, complete) = match prepare(&spool_dir, &cfg) {
             Ok(s) => s,
             Err(e) => return fail(e),
         };
@@ -199,13 +218,28 @@ pub fn run(a: &RecoverArgs) -> ExitCode {
         let mut c = Collector::new(
             spool_dir.clone(),
             std::sync::Arc::new(cfg),
-            visible,
+            info.visible_devices.clone(),
             crate::run::analysis_factory(),
         );
         c.skip_pids(skip.clone());
         let summaries = c.finish();
         // python_trace files into the .db dump, as `run` and `collect` do at their end
         crate::collect::finish_python(&cfg_used, &summaries);
+        // the run index the killed `memscope run` would have written (not for `memscope
+        // collect`'s private spool: a plain python run has none)
+        if let Some(pid) = spool_dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_prefix(spool::SPOOL_PREFIX))
+            .and_then(|p| p.parse::<u32>().ok())
+        {
+            let killed = crate::recover_index::Killed {
+                memscope_pid: pid,
+                command: &info.command,
+                start_ns: info.start_ns,
+            };
+            crate::recover_index::write(&cfg_used.output_path, &killed, &summaries, &complete);
+        }
         if !a.quiet {
             eprintln!("memscope: recovered {}", spool_dir.display());
             if !skip.is_empty() {

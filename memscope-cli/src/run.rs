@@ -82,6 +82,18 @@ pub struct RunArgs {
     /// writes the rows later].
     #[arg(long = "host-rows")]
     host_rows: bool,
+    /// Fail the run when a memory limit is crossed: METRIC[.SCOPE]>SIZE, comma-separated
+    /// (leaks>1MiB,peak.npu:0>40GiB,peak.host>2GiB; metrics peak, leaks, live, dropped).
+    /// Exit code 23 (--fail-exit-code) unless the job itself failed: its code wins.
+    #[arg(long = "fail-on", value_name = "LIMITS")]
+    fail_on: Option<String>,
+    /// Exit code when a --fail-on limit is crossed [default: 23].
+    #[arg(long = "fail-exit-code", value_name = "N", requires = "fail_on",
+          value_parser = clap::value_parser!(u8).range(1..=125))]
+    fail_exit_code: Option<u8>,
+    /// Summary JSON of the run (--summary-json FILE).
+    #[command(flatten)]
+    summary: crate::ci::SummaryArgs,
     /// The job and its arguments.
     #[arg(value_name = "PROGRAM", num_args = 0..)]
     program: Vec<String>,
@@ -92,7 +104,27 @@ fn usage_error(msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(2)
 }
 
-fn configure(a: &RunArgs) -> Result<RunConfig, String> {
+/// The config() keys the flags and `--config` set explicitly (`MEMSCOPE_RUN_EXPLICIT`: those
+/// win over the script's `memscope.config()`, issue 27).
+fn explicit_keys(raw: &RawOptions) -> String {
+    [
+        ("events", raw.events.is_some()),
+        ("level", raw.level.is_some()),
+        ("call_stack", raw.call_stack.is_some()),
+        ("analysis", raw.analysis.is_some()),
+        ("device", raw.device.is_some()),
+        ("output_path", raw.output_path.is_some()),
+        ("format", raw.format.is_some()),
+        ("watch", raw.watch.is_some()),
+    ]
+    .iter()
+    .filter(|(_, set)| *set)
+    .map(|(k, _)| *k)
+    .collect::<Vec<_>>()
+    .join(",")
+}
+
+fn configure(a: &RunArgs) -> Result<(RunConfig, String), String> {
     let flags = RawOptions {
         events: a.events.clone(),
         level: a.level.clone(),
@@ -124,6 +156,7 @@ fn configure(a: &RunArgs) -> Result<RunConfig, String> {
         None => flags,
     };
     let explicit_level = raw.log_level.is_some();
+    let explicit = explicit_keys(&raw);
     let mut cfg = raw.validate(&cwd).map_err(|e| e.0)?;
     if !explicit_level {
         if a.verbose {
@@ -132,7 +165,7 @@ fn configure(a: &RunArgs) -> Result<RunConfig, String> {
             cfg.log_level = LogLevel::Error;
         }
     }
-    Ok(cfg)
+    Ok((cfg, explicit))
 }
 
 /// Finds `libmemscope_probe.so`: `$MEMSCOPE_PROBE_PATH`, then next to the `memscope`
@@ -190,7 +223,8 @@ pub fn add_shipped_plugins(cfg: &mut RunConfig, probe: &Path) -> Result<(), Stri
     Ok(())
 }
 
-fn resolve_program(p: &str) -> Option<PathBuf> {
+/// `p` as `execvp` finds it: a path when it has a `/`, else the first match on `PATH`.
+pub fn resolve_program(p: &str) -> Option<PathBuf> {
     if p.contains('/') {
         let path = PathBuf::from(p);
         // a directory is found too, so that it is named as such
@@ -215,10 +249,26 @@ fn visible_devices() -> Vec<u32> {
 
 /// Runs `memscope run`.
 pub fn run(a: RunArgs) -> ExitCode {
-    let mut cfg = match configure(&a) {
+    let (mut cfg, explicit) = match configure(&a) {
         Ok(c) => c,
         Err(e) => return usage_error(e),
     };
+    let gate = crate::ci::RunGate {
+        limits: match &a.fail_on {
+            Some(t) => match crate::ci::parse_limits("--fail-on", t) {
+                Ok(l) => l,
+                Err(e) => return usage_error(e),
+            },
+            None => Vec::new(),
+        },
+        summary_json: a.summary.summary_json.clone(),
+        exit_code: a.fail_exit_code.unwrap_or(crate::ci::EXIT_LIMIT),
+    };
+    if let Some(p) = &gate.summary_json {
+        if let Err(e) = crate::ci::check_summary_path(p) {
+            return usage_error(e);
+        }
+    }
     let Some(program) = a.program.first() else {
         return usage_error(
             "no program given (usage: memscope run [OPTIONS] [--] PROGRAM [ARGS]...)",
@@ -269,12 +319,15 @@ pub fn run(a: RunArgs) -> ExitCode {
         Ok(f) => spool_guard.hold(f),
         Err(e) => return usage_error(e),
     }
-    if let Err(e) = crate::recover_cmd::write_run_info(&spool, &cfg, &visible_devices()) {
+    if let Err(e) = crate::recover_cmd::write_run_info(&spool, &cfg, &visible_devices(), &a.program)
+    {
         return usage_error(e);
     }
     let opts = Finish {
         quiet: a.quiet,
         report: a.report,
+        gate,
+        explicit,
     };
     launch_and_collect(&cfg, &probe, &spool, &a.program, opts, analysis_factory())
 }
@@ -501,24 +554,35 @@ fn spawn_job(
     probe: &Path,
     spool: &Path,
     argv: &[String],
+    explicit: &str,
 ) -> Result<std::process::Child, String> {
     let args: Vec<std::ffi::OsString> = argv[1..].iter().map(Into::into).collect();
-    let spawned = match job_command(cfg, probe, spool, argv[0].as_ref(), &args)?.spawn() {
+    let spawn = |program: &std::ffi::OsStr, args: &[std::ffi::OsString]| {
+        job_command(cfg, probe, spool, program, args).map(|mut c| {
+            c.env("MEMSCOPE_RUN_EXPLICIT", explicit);
+            c.spawn()
+        })
+    };
+    let spawned = match spawn(argv[0].as_ref(), &args)? {
         Err(e) if e.raw_os_error() == Some(nix::errno::Errno::ENOEXEC as i32) => {
             let path = resolve_program(&argv[0]).unwrap_or_else(|| PathBuf::from(&argv[0]));
             let mut sh_args = vec![path.into_os_string()];
             sh_args.extend(args);
-            job_command(cfg, probe, spool, "/bin/sh".as_ref(), &sh_args)?.spawn()
+            spawn("/bin/sh".as_ref(), &sh_args)?
         }
         other => other,
     };
     spawned.map_err(|e| format!("cannot run {:?}: {e}", argv[0]))
 }
 
-/// What happens after the job: the summary (unless quiet) and the HTML report (`--report`).
+/// What happens after the job: the summary (unless quiet) and the HTML report (`--report`);
+/// and the keys the flags set explicitly, for the job's environment.
 struct Finish {
     quiet: bool,
     report: bool,
+    /// `--fail-on` and `--summary-json` (issue 24).
+    gate: crate::ci::RunGate,
+    explicit: String,
 }
 
 fn launch_and_collect(
@@ -545,7 +609,7 @@ fn launch_and_collect(
     };
     crate::job::become_subreaper();
     let start_ns = crate::run_index::now_ns();
-    let mut child = match spawn_job(cfg, probe, spool, argv) {
+    let mut child = match spawn_job(cfg, probe, spool, argv, &opts.explicit) {
         Ok(c) => c,
         Err(e) => return usage_error(e),
     };
@@ -641,6 +705,7 @@ fn launch_and_collect(
             exit_code: code,
             interrupted_by: teardown.signal().map(|s| s.as_str().to_owned()),
             start_ns,
+            memscope_pid: std::process::id(),
         },
     );
     if !opts.quiet {
@@ -666,5 +731,29 @@ fn launch_and_collect(
             Err(e) => eprintln!("memscope: report: {e:#}"),
         }
     }
+    let code = if opts.gate.active() {
+        let dirs: Vec<PathBuf> = summaries
+            .iter()
+            .filter(|p| !p.counts.is_empty() && p.project_dir.is_dir())
+            .map(|p| p.project_dir.clone())
+            .collect();
+        let known: Vec<crate::ci::summary::Known> = summaries
+            .iter()
+            .map(|p| crate::ci::summary::Known {
+                pid: p.pid,
+                exe: p.exe.clone(),
+                dropped: p.dropped,
+            })
+            .collect();
+        let facts = crate::ci::summary::JobFacts {
+            command: argv,
+            exit_code: code,
+            output: &cfg.output_path,
+            known: &known,
+        };
+        crate::ci::after_run(&opts.gate, &dirs, &facts, opts.quiet)
+    } else {
+        code
+    };
     ExitCode::from(code.clamp(0, 255) as u8)
 }

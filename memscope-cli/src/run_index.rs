@@ -83,6 +83,8 @@ pub struct RunFacts<'a> {
     pub interrupted_by: Option<String>,
     /// Start of the run, ns since the epoch.
     pub start_ns: u64,
+    /// Pid of the `memscope run` that ran the job (`memscope recover`: the killed one's).
+    pub memscope_pid: u32,
 }
 
 /// The index entries of every traced process, those that recorded nothing (a launcher) too.
@@ -102,7 +104,7 @@ pub fn entries(
 pub fn write(root: &Path, processes: Vec<ProcessEntry>, facts: &RunFacts<'_>) {
     let entry = RunEntry {
         memscope: env!("CARGO_PKG_VERSION").to_owned(),
-        memscope_pid: std::process::id(),
+        memscope_pid: facts.memscope_pid,
         start_ns: facts.start_ns,
         end_ns: now_ns(),
         command: facts.command.to_vec(),

@@ -386,7 +386,9 @@ pub struct MemoryAttrs {
     pub process_used: Option<i64>,
     /// Whole-device memory in use (msMemScope `device_used`).
     pub device_used: Option<i64>,
-    /// Row made up for a block whose real event was not seen (synthetic FREE at exit).
+    /// Row made up for a block whose real event was not seen: a synthetic FREE at exit, or a
+    /// MALLOC written when a collection window opened for a block allocated before it
+    /// ([`Event::is_history_malloc`]).
     pub shadow: bool,
     /// A torch CPU tensor storage (issue 13's CPU-tensor hooks), not a HOST adapter malloc:
     /// written whether or not HOST adapter rows are (`--host-rows`).
@@ -513,6 +515,14 @@ impl Event {
             Attrs::Memory(m) => Some(m),
             _ => None,
         }
+    }
+
+    /// A MALLOC marked `shadow:true`: written when a collection window opened for a block
+    /// allocated before it (msMemScope's history blocks). A row of record only: the leak,
+    /// decompose and inefficient analyses leave it out, as msMemScope does; memory levels count
+    /// it.
+    pub fn is_history_malloc(&self) -> bool {
+        self.kind == EventKind::Malloc && self.memory().is_some_and(|m| m.shadow)
     }
 
     /// Mutable memory attributes, if this is a MALLOC/FREE row.

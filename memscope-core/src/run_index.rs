@@ -44,7 +44,9 @@ pub struct RunEntry {
     pub end_ns: u64,
     /// The job's command line.
     pub command: Vec<String>,
-    /// `memscope run`'s exit code (the job's; 128+N when killed by signal N).
+    /// The job's exit code (128+N when killed by signal N; for a run `memscope recover`
+    /// indexed, the job's first process's exit status, -1 if unknown): `memscope run`'s own
+    /// unless a `--fail-on` limit was crossed by a job that succeeded.
     pub exit_code: i32,
     /// The signal `memscope run` received and forwarded to the job (`SIGINT`, …), if any.
     pub interrupted_by: Option<String>,

@@ -523,6 +523,23 @@
     lv.rows, { sortKey: "i", sortDir: 1, page: 100, note: lv.rows.length < lv.rows_total ? "(" + lv.rows.length + " rows with the largest |diff| of " + lv.rows_total + ")" : "" }));
   }
 
+  function renderDiff() {
+    const D = DATA.diff, b = clear(body("diff"));
+    $("diff").hidden = !D;
+    if (!D) return;
+    b.append(el("div", { class: "note", text: "Live memory of " + D.compare + " minus " + D.base + " (as memscope diff), summed over each run's processes: by allocation site (innermost Python frame) or owner, at the end or at each allocator's peak. + grew, − shrank; allocators are never added together (pool blocks live inside driver memory)." }));
+    const by = state.diffBy || "python", point = state.diffPoint || "end";
+    const v = D.views.find((x) => x.by === by && x.point === point) || D.views[0];
+    b.append(el("div", { class: "bar" }, ["Group by ", seg([{ value: "python", label: "site" }, { value: "owner", label: "owner" }], v.by, (x) => { state.diffBy = x; renderDiff(); }),
+      " at ", seg([{ value: "end", label: "end" }, { value: "peak", label: "peak" }], v.point, (x) => { state.diffPoint = x; renderDiff(); })]));
+    if (!v.rows.length) { b.append(el("div", { class: "empty", text: "No group differs." })); return; }
+    const max = Math.max(1, ...v.rows.map((r) => Math.abs(r.diff)));
+    b.append(table([{ key: "device", label: "Device" }, { key: "pool", label: "Allocator" }, { key: "key", label: v.by === "owner" ? "Owner" : "Site", cls: "mono" },
+      bytesCol("base", "Base"), bytesCol("compare", "Compare"), { key: "diff", label: "+/−", num: true, sort: (r) => r.diff, fmt: (x) => diffCell(x, max) },
+      { key: "diff_blocks", label: "Blocks +/−", num: true, fmt: (x) => (x > 0 ? "+" : "") + x }],
+    v.rows, { sortKey: "diff", page: 50, note: v.rows.length < v.rows_total ? "(" + v.rows.length + " groups with the largest change of " + v.rows_total + ")" : "" }));
+  }
+
   function renderText() {
     const p = proc(), b = clear(body("text"));
     for (const s of p.text) b.append(el("details", {}, [el("summary", { text: s.title }), el("pre", { text: s.lines.join("\n") })]));
@@ -552,7 +569,7 @@
   function renderProcess() {
     destroyCharts();
     renderSummary(); renderMemory(); renderSteps(); renderLeaks(); renderPeak(); renderInefficient(); renderProcesses(); renderText();
-    renderCompare(); renderNav();
+    renderCompare(); renderDiff(); renderNav();
   }
   function renderRun() { renderProcess(); }
 

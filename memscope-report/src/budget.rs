@@ -104,6 +104,15 @@ pub fn shrink(data: &mut ReportData) -> bool {
             l.by_name.truncate(rows);
         }
     }
+    if let Some(d) = data.diff.as_mut() {
+        for v in &mut d.views {
+            if v.rows.len() > rows {
+                v.rows
+                    .sort_by_key(|r| std::cmp::Reverse(r.diff.unsigned_abs()));
+                v.rows.truncate(rows);
+            }
+        }
+    }
     true
 }
 

@@ -14,6 +14,7 @@
 
 pub mod budget;
 pub mod compare_view;
+pub mod diff_view;
 pub mod feed;
 pub mod html;
 pub mod input;
@@ -132,6 +133,8 @@ pub struct RunBuilder {
     current: Option<(Option<u32>, ProcessBuilder)>,
     rows: u64,
     warnings: Vec<String>,
+    /// Live memory by site and owner, for the +/− view of a two-run report.
+    live: Option<diff_view::RunLive>,
 }
 
 impl RunBuilder {
@@ -154,6 +157,7 @@ impl RunBuilder {
             current: None,
             rows: 0,
             warnings: Vec::new(),
+            live: compare.then(diff_view::RunLive::default),
         }
     }
 
@@ -187,6 +191,9 @@ impl RunBuilder {
         if self.current.as_ref().is_some_and(|(pid, _)| *pid != ev.pid) {
             self.close_process()?;
         }
+        if let Some(l) = self.live.as_mut() {
+            l.push(&ev);
+        }
         let (_, b) = self.current.get_or_insert_with(|| {
             (
                 ev.pid,
@@ -197,6 +204,9 @@ impl RunBuilder {
     }
 
     fn close_process(&mut self) -> Result<(), ReportError> {
+        if let Some(l) = self.live.as_mut() {
+            l.end_process();
+        }
         if let Some((_, b)) = self.current.take() {
             let mut p = b
                 .finish()
@@ -229,11 +239,11 @@ impl RunBuilder {
     }
 
     /// The run's data (times relative to its first event) and, when asked for, the compare
-    /// sequences at op and kernel level.
+    /// sequences at op and kernel level and the live memory of the +/− view.
     ///
     /// # Errors
     /// [`ReportError::Empty`] when no process had an event.
-    pub fn finish(mut self) -> Result<(RunData, Option<[Sequence; 2]>), ReportError> {
+    pub fn finish(mut self) -> Result<(RunData, Option<CompareSide>), ReportError> {
         self.close_process()?;
         if self.processes.is_empty() {
             return Err(ReportError::Empty(self.label));
@@ -254,11 +264,20 @@ impl RunBuilder {
             overview,
             warnings: self.warnings,
         };
-        let sides = self
-            .sides
-            .map(|[op, kernel]| [op.finish(), kernel.finish()]);
+        let sides = self.sides.map(|[op, kernel]| CompareSide {
+            sequences: [op.finish(), kernel.finish()],
+            live: self.live.unwrap_or_default(),
+        });
         Ok((run, sides))
     }
+}
+
+/// What a run of a two-run report brings to the compare and +/− views.
+pub struct CompareSide {
+    /// Op and kernel sequences of the compare analysis.
+    pub sequences: [Sequence; 2],
+    /// Live memory by site and owner.
+    pub live: diff_view::RunLive,
 }
 
 /// Reads every dump of `input` through a [`RunBuilder`].
@@ -269,7 +288,7 @@ pub fn read_run(
     input: &RunInput,
     budget: &Budget,
     compare: bool,
-) -> Result<(RunData, Option<[Sequence; 2]>), ReportError> {
+) -> Result<(RunData, Option<CompareSide>), ReportError> {
     let mut b = RunBuilder::new(&input.label, budget, compare);
     for f in input.files() {
         b.add_input(f.name());
@@ -356,15 +375,24 @@ pub fn build_report(inputs: &[RunInput], budget: &Budget) -> Result<ReportData, 
         runs.push(run);
         sides.extend(s);
     }
-    let compare = match sides.as_slice() {
-        [a, b] => Some(compare_view::compare(
-            &runs[0].label,
-            &runs[1].label,
-            a,
-            b,
-            budget,
-        )),
-        _ => None,
+    let (compare, diff) = match sides.as_slice() {
+        [a, b] => (
+            Some(compare_view::compare(
+                &runs[0].label,
+                &runs[1].label,
+                &a.sequences,
+                &b.sequences,
+                budget,
+            )),
+            Some(diff_view::view(
+                &runs[0].label,
+                &runs[1].label,
+                &a.live,
+                &b.live,
+                budget,
+            )),
+        ),
+        _ => (None, None),
     };
     Ok(ReportData {
         schema: SCHEMA,
@@ -372,6 +400,7 @@ pub fn build_report(inputs: &[RunInput], budget: &Budget) -> Result<ReportData, 
         tool: format!("memscope {}", env!("CARGO_PKG_VERSION")),
         runs,
         compare,
+        diff,
         limits: Limits {
             series_buckets: budget.series_buckets,
             table_rows: budget.table_rows,

@@ -23,6 +23,8 @@ pub struct ReportData {
     pub runs: Vec<RunData>,
     /// Op/kernel compare of the two runs.
     pub compare: Option<CompareData>,
+    /// The +/− view of the two runs: live memory by site and owner (issue 24).
+    pub diff: Option<crate::diff_view::DiffData>,
     /// The caps the data was cut to.
     pub limits: Limits,
 }

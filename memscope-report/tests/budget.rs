@@ -84,6 +84,7 @@ fn build(budget: &Budget, evs: Vec<Event>) -> memscope_report::model::ReportData
         tool: String::new(),
         runs: vec![run],
         compare: None,
+        diff: None,
         limits: memscope_report::model::Limits {
             series_buckets: budget.series_buckets,
             table_rows: budget.table_rows,

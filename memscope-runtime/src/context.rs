@@ -21,6 +21,21 @@ pub fn set_context_hook(f: ContextFn) {
     HOOK.store(f as usize, Ordering::Release);
 }
 
+/// Writes the `Shadow` record announcing `rec` when it is an allocation or a free (the memory
+/// hooks record those outside windows too, see [`crate::tracking`]); `true` when it did.
+#[cold]
+fn shadow_marker(rec: &Record<&[u8]>) -> bool {
+    use memscope_core::event::EventKind;
+    if !matches!(rec.event_kind(), Some(EventKind::Malloc | EventKind::Free)) {
+        return false;
+    }
+    let Some(ts) = rec.ts() else {
+        return false;
+    };
+    crate::writer::record_raw(&Record::Shadow { ts });
+    true
+}
+
 /// Whether `rec` becomes a row that takes context (false for definitions, thread switches,
 /// owner pushes, the tracer's call/return records and the context records themselves).
 #[inline]
@@ -42,12 +57,18 @@ fn takes_context(rec: &Record<&[u8]>) -> bool {
             | Record::PyFrameDef { .. }
             | Record::PyStack { .. }
             | Record::WatchDump { .. }
+            | Record::Shadow { .. }
     )
 }
 
-/// Runs the provider for `rec`, if one is registered and `rec` takes context.
+/// Runs the provider for `rec`, if one is registered and `rec` takes context. An allocation or
+/// free recorded outside a collection window gets a `Shadow` record instead (no context: the
+/// collector writes no stacks on those rows).
 #[inline]
 pub(crate) fn before_record(rec: &Record<&[u8]>) {
+    if !crate::state::recording() && shadow_marker(rec) {
+        return;
+    }
     let h = HOOK.load(Ordering::Acquire);
     if h == 0 || !takes_context(rec) {
         return;

@@ -92,7 +92,14 @@ unsafe extern "C" fn host_emit(ev: *const PluginEvent) -> c_int {
         if ev.kind == 0 || ev.kind > KIND_PLUGIN_MAX {
             return -1;
         }
-        if !state::plugins_enabled() {
+        // MALLOC (1) and FREE (2) are kept outside collection windows too, as shadow records
+        // (`state::tracking`); other events only inside one.
+        let on = if matches!(ev.kind, 1 | 2) {
+            state::plugins_tracking()
+        } else {
+            state::plugins_enabled()
+        };
+        if !on {
             return 1;
         }
         // Plugins emit from init, which the loader calls with this thread's guard held: take
@@ -109,7 +116,7 @@ unsafe extern "C" fn host_emit(ev: *const PluginEvent) -> c_int {
         };
         let ts = clock::now_ns();
         // ABI 1.1: the C stack of the code that called into the plugin, on request.
-        if ev.flags & EVENT_C_STACK != 0 {
+        if ev.flags & EVENT_C_STACK != 0 && state::recording() {
             if let Some(g) = g.as_mut() {
                 crate::stack::record_call_stack(g, ts, crate::stack::Skip::ProbeAndCaller);
             }
@@ -138,7 +145,7 @@ extern "C" fn host_now_ns() -> u64 {
 }
 
 extern "C" fn host_enabled() -> c_int {
-    state::plugins_enabled() as c_int
+    state::plugins_tracking() as c_int
 }
 
 unsafe extern "C" fn host_log(level: c_int, msg: *const c_char) {

@@ -22,6 +22,8 @@ static ADAPTERS: AtomicU32 = AtomicU32::new(0);
 static DEFERRED: AtomicBool = AtomicBool::new(false);
 static C_STACK: AtomicU32 = AtomicU32::new(0);
 static HOST_MMAP: AtomicBool = AtomicBool::new(false);
+/// The last [`load`] found no `MEMSCOPE_SPOOL`.
+static SPOOL_UNSET: AtomicBool = AtomicBool::new(false);
 /// The rank environment (`wire::FH_RANK_ENV` layout) found in `environ` at init.
 static RANK_ENV: RacyCell<[u8; FH_RANK_ENV_LEN]> = RacyCell::new([0; FH_RANK_ENV_LEN]);
 static RANK_ENV_LEN: AtomicUsize = AtomicUsize::new(0);
@@ -89,6 +91,7 @@ pub(crate) fn load() -> bool {
     unsafe { (&mut *PLUGINS.get())[..n].copy_from_slice(&plugins[..n]) };
     PLUGINS_LEN.store(n, Ordering::Relaxed);
 
+    SPOOL_UNSET.store(s.spool.is_none(), Ordering::Relaxed);
     let Some(spool) = s.spool else {
         SPOOL_LEN.store(0, Ordering::Relaxed);
         return false;
@@ -101,6 +104,11 @@ pub(crate) fn load() -> bool {
     unsafe { (&mut *SPOOL.get())[..spool.len()].copy_from_slice(spool) };
     SPOOL_LEN.store(spool.len(), Ordering::Relaxed);
     true
+}
+
+/// Whether the last [`load`] found `MEMSCOPE_SPOOL` unset (not launched by memscope).
+pub(crate) fn spool_unset() -> bool {
+    SPOOL_UNSET.load(Ordering::Relaxed)
 }
 
 /// The spool directory (empty before init or when passive).
@@ -133,6 +141,12 @@ pub(crate) fn adapters() -> u32 {
 /// `MEMSCOPE_COLLECT_MODE=deferred`.
 pub(crate) fn deferred() -> bool {
     DEFERRED.load(Ordering::Relaxed)
+}
+
+/// Sets the C stack depth after init (the Python API's `config(call_stack="c:N")` of a probe
+/// preloaded with `source msmemscope --load-api-env`), capped at 1000.
+pub(crate) fn set_c_stack_depth(depth: u32) {
+    C_STACK.store(depth.min(1000), Ordering::Relaxed);
 }
 
 /// `MEMSCOPE_C_STACK` (frames, ≤ 1000).

@@ -16,10 +16,16 @@ const UNINIT: u8 = 0;
 const INITIALIZING: u8 = 1;
 const READY: u8 = 2;
 const DISABLED: u8 = 3;
+/// Passive because `MEMSCOPE_SPOOL` was not set: like DISABLED for every hook, but [`wake`]
+/// may initialise again once it is.
+const DORMANT: u8 = 4;
 
 static STATE: AtomicU8 = AtomicU8::new(UNINIT);
 /// `selection mask | PLUGIN_BIT` while READY and recording, else 0: the one word a hook loads.
 static ACTIVE: AtomicU32 = AtomicU32::new(0);
+/// `selection mask | PLUGIN_BIT` while READY *outside* a collection window, else 0: the memory
+/// hooks (allocations and frees) still record there, as shadow records ([`tracking`]).
+static SHADOW: AtomicU32 = AtomicU32::new(0);
 /// Inside a collection window (`immediate` mode: from init; `deferred`: after `start()`).
 static RECORDING: AtomicBool = AtomicBool::new(false);
 /// Process-wide one-time registrations (atfork, atexit, key, pinning) done.
@@ -38,8 +44,8 @@ pub enum InitState {
     Initializing,
     /// A stream is open; hooks record according to [`enabled`].
     Ready,
-    /// Passive: not launched by memscope (`MEMSCOPE_SPOOL` unset) or the stream could not be
-    /// created; every hook only forwards.
+    /// Passive: not launched by memscope (`MEMSCOPE_SPOOL` unset: [`wake`] can still start it)
+    /// or the stream could not be created; every hook only forwards.
     Disabled,
 }
 
@@ -106,7 +112,12 @@ fn init_slow() -> bool {
     // hooks (when an adapter has them) forward instead of recording.
     let _internal = guard::Internal::begin(true);
     if !settings::load() {
-        STATE.store(DISABLED, Ordering::Release);
+        let passive = if settings::spool_unset() {
+            DORMANT
+        } else {
+            DISABLED
+        };
+        STATE.store(passive, Ordering::Release);
         return false;
     }
     clock::init();
@@ -188,12 +199,18 @@ pub(crate) fn after_fork_child() {
 }
 
 fn update_active() {
-    let v = if STATE.load(Ordering::Acquire) == READY && RECORDING.load(Ordering::Acquire) {
-        settings::adapters() | PLUGIN_BIT
+    let ready = STATE.load(Ordering::Acquire) == READY;
+    let recording = RECORDING.load(Ordering::Acquire);
+    let mask = settings::adapters() | PLUGIN_BIT;
+    // Outside a window first on, inside first off: a memory hook never sees both words zero
+    // while the window flips.
+    if recording {
+        ACTIVE.store(if ready { mask } else { 0 }, Ordering::Release);
+        SHADOW.store(0, Ordering::Release);
     } else {
-        0
-    };
-    ACTIVE.store(v, Ordering::Release);
+        SHADOW.store(if ready { mask } else { 0 }, Ordering::Release);
+        ACTIVE.store(0, Ordering::Release);
+    }
 }
 
 /// Whether adapter `id` should record now: it is selected (`MEMSCOPE_ADAPTERS`), the runtime is
@@ -209,6 +226,36 @@ pub fn enabled(id: AdapterId) -> bool {
 #[inline]
 pub fn plugins_enabled() -> bool {
     active_bit(PLUGIN_BIT)
+}
+
+/// Whether a memory hook of adapter `id` (an allocation or a free) should record now: inside a
+/// collection window as [`enabled`], and outside one too — there the record is written without
+/// stacks and marked `Shadow` by the record path, so the collector can write the blocks
+/// already live when the next window opens and give every free inside a window its malloc
+/// (issue 26). Same cost as [`enabled`] inside a window.
+#[inline]
+pub fn tracking(id: AdapterId) -> bool {
+    active_bit(id.bit()) || SHADOW.load(Ordering::Relaxed) & id.bit() != 0
+}
+
+/// [`tracking`] for third-party plugins' allocation and free events.
+#[inline]
+pub fn plugins_tracking() -> bool {
+    active_bit(PLUGIN_BIT) || SHADOW.load(Ordering::Relaxed) & PLUGIN_BIT != 0
+}
+
+/// Whether adapter `id` records outside a collection window now (one relaxed load, never
+/// initialises): for hooks that test [`active`] first (the HOST adapter).
+#[inline]
+pub fn shadow_active(id: AdapterId) -> bool {
+    SHADOW.load(Ordering::Relaxed) & id.bit() != 0
+}
+
+/// Whether the runtime is READY outside a collection window (memory events are shadow
+/// records now).
+#[inline]
+pub fn shadowing() -> bool {
+    SHADOW.load(Ordering::Relaxed) != 0
 }
 
 #[inline]
@@ -245,7 +292,17 @@ pub fn selected(id: AdapterId) -> bool {
     ensure_init() && settings::adapters() & id.bit() != 0
 }
 
+/// Initialises a dormant runtime again: a probe preloaded without a spool (`source msmemscope
+/// --load-api-env`, then `python train.py`) forwards everything until the Python package has
+/// set `MEMSCOPE_SPOOL` and the other settings in `environ` and calls this. `true` once READY
+/// (at once when it already was).
+pub fn wake() -> bool {
+    let _ = STATE.compare_exchange(DORMANT, UNINIT, Ordering::AcqRel, Ordering::Acquire);
+    ensure_init()
+}
+
 /// Whether a collection window is open (READY and recording).
+#[inline]
 pub fn recording() -> bool {
     ACTIVE.load(Ordering::Relaxed) != 0
 }
@@ -262,6 +319,12 @@ pub fn adapters_mask() -> u32 {
 /// C stack depth requested (`MEMSCOPE_C_STACK`, frames; 0 = none).
 pub fn c_stack_depth() -> u32 {
     settings::c_stack_depth()
+}
+
+/// Sets the C stack depth (frames, capped at 1000; 0: none) from now on: the Python API's
+/// `config(call_stack=...)` when the probe was preloaded without the launcher.
+pub fn set_c_stack_depth(depth: u32) {
+    settings::set_c_stack_depth(depth);
 }
 
 /// Whether the HOST adapter should also record `mmap`/`munmap` (`MEMSCOPE_HOST_MMAP=1`).

@@ -4,7 +4,7 @@
 use crate::{enabled, now_ns, record, start, step, stop, tid};
 use memscope_core::adapter::AdapterId;
 use memscope_core::wire::{
-    decode, ChunkState, Record, SystemCode, CHUNK_HEADER_SIZE, CHUNK_MAGIC, CHUNK_SIZE,
+    decode, ChunkState, PoolId, Record, SystemCode, CHUNK_HEADER_SIZE, CHUNK_MAGIC, CHUNK_SIZE,
     CH_COMMITTED, CH_MAGIC, CH_SEALED, FH_DROPPED, FH_PID, FILE_HEADER_SIZE, STREAM_MAGIC,
 };
 use std::collections::HashMap;
@@ -63,9 +63,32 @@ fn stream_end_to_end() {
     assert!(crate::ensure_init());
     assert!(!enabled(AdapterId::Mstx));
     assert!(!step());
+    // Outside a window the memory hooks of selected adapters still record (issue 26): their
+    // allocations and frees get a Shadow record first; other records do not.
+    assert!(crate::tracking(AdapterId::Mstx) && crate::shadowing());
+    assert!(!crate::tracking(AdapterId::Host), "not selected");
+    let shadow_ts = now_ns();
+    assert!(record(&Record::RegionRegister {
+        ts: shadow_ts,
+        pool: PoolId::PtaCaching,
+        device: 0,
+        ptr: 0x1000,
+        size: 64,
+    }));
+    assert!(record(&Record::OwnerPush {
+        ts: now_ns(),
+        label: b"outside"
+    }));
     assert!(start());
     assert!(enabled(AdapterId::Mstx));
     assert!(!enabled(AdapterId::Host));
+    assert!(crate::tracking(AdapterId::Mstx) && !crate::shadowing());
+    let window_ts = now_ns();
+    assert!(record(&Record::RegionUnregister {
+        ts: window_ts,
+        pool: PoolId::PtaCaching,
+        ptr: 0x1000,
+    }));
 
     let main_tid = tid();
     let t0 = now_ns();
@@ -139,6 +162,21 @@ fn stream_end_to_end() {
     assert_eq!(files.len(), 1, "{files:?}");
     let (recs, chunks, sealed, dropped) = read_stream(&files[0]);
     assert_eq!(dropped, 0);
+
+    // the Shadow record comes right before the allocation made outside the window, and only
+    // there
+    let shadows: Vec<usize> = (0..recs.len())
+        .filter(|&i| matches!(recs[i].1, Record::Shadow { .. }))
+        .collect();
+    assert_eq!(shadows.len(), 1, "{:?}", &recs[..8]);
+    assert_eq!(recs[shadows[0]].1, Record::Shadow { ts: shadow_ts });
+    assert!(matches!(
+        recs[shadows[0] + 1],
+        (t, Record::RegionRegister { ts, .. }) if t == main_tid && ts == shadow_ts
+    ));
+    assert!(recs
+        .iter()
+        .any(|(_, r)| matches!(r, Record::RegionUnregister { ts, .. } if *ts == window_ts)));
 
     let mut per_tid: HashMap<u32, Vec<(u64, u64)>> = HashMap::new();
     let mut pops = 0;

@@ -190,6 +190,11 @@ pub fn record(rec: &Record<&[u8]>) -> bool {
     }
 }
 
+/// [`record`] without the context service (for the context records themselves).
+pub(crate) fn record_raw(rec: &Record<&[u8]>) -> bool {
+    TS.try_with(|ts| record_in(ts, rec)).unwrap_or_default()
+}
+
 /// [`record`] with the thread state at hand (the hooks' fast path, through the guard; inlined
 /// into each hook so the record's variant, and with it the encoder, is known at compile time).
 #[inline(always)]

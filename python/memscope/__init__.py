@@ -1,13 +1,14 @@
 """memscope: memory analysis for AI jobs, msMemScope-compatible (``import msmemscope`` API).
 
-Two ways to run, same rows: under the launcher (``memscope run -- python train.py``, every
-hook available), or plain ``python train.py``, where the first :func:`start` starts a
-collector and msTX marks, framework pools, owners, steps, snapshots and the Python trace are
-recorded (driver/ACL/kernel/host hooks need the launcher; see ``memscope._session``).
+Three ways to run, same rows: under the launcher (``memscope run -- python train.py``, every
+hook available); after ``source msmemscope --load-api-env`` (the probe preloaded, every hook);
+or plain ``python train.py``, where the first :func:`start` starts a collector and msTX marks,
+framework pools, owners, steps, snapshots and the Python trace are recorded (driver/ACL/kernel/
+host hooks need the probe preloaded; see ``memscope._session``).
 
 API: :func:`config`, :func:`start`, :func:`stop`, :func:`step`, :func:`take_snapshot`,
 :class:`TakeSnapshot`, :data:`describer`, :class:`RecordFunction`, :data:`tracer`,
-:mod:`memscope.analyzer`.
+:mod:`memscope.analyzer`, :func:`init_framework_hooks` (:mod:`memscope.framework`).
 """
 
 import sys as _sys
@@ -28,6 +29,7 @@ from .analyzer import (  # noqa: E402
     list_analyzers,
 )
 from .describe import describer  # noqa: E402
+from .framework import cleanup_framework_hooks, init_framework_hooks  # noqa: E402
 from .record_function import RecordFunction  # noqa: E402
 from .take_snapshot import TakeSnapshot, take_snapshot  # noqa: E402
 
@@ -49,4 +51,5 @@ if "1" in (_env.get("MEMSCOPE_PY_TRACE"), _env.get("MEMSCOPE_PY_STACK")) \
 
 __all__ = ["config", "start", "stop", "step", "take_snapshot", "TakeSnapshot", "describer",
            "RecordFunction", "tracer", "analyzer", "analyze", "list_analyzers",
-           "get_analyzer_config", "check_leaks", "check_inefficient", "watcher"]
+           "get_analyzer_config", "check_leaks", "check_inefficient", "watcher",
+           "init_framework_hooks", "cleanup_framework_hooks"]

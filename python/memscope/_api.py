@@ -19,7 +19,8 @@ def start():
         from . import _config, _tracer
 
         if s.config is None:
-            s.config = _config._check({})
+            launched = s.run_config() if s.mode in ("launcher", "attached") else None
+            s.config = launched or _config._check({})
         s.ensure_collector(s.config)
         if lib.memscope_start() != 0:
             raise RuntimeError("memscope.start(): the probe is passive in this process "
@@ -31,9 +32,11 @@ def start():
             _tracer.start_stacks()
         from . import _aten
 
-        _aten.hooks().enable(lib, s.run_config() if s.mode == "launcher" and s.run_config() else s.config)
+        # under the launcher s.config is what is in force for this process (its flags, and what
+        # config() applied)
+        _aten.hooks().enable(lib, s.config if s.config is not None else (s.run_config() or {}))
         if _tracer.wanted and not lib.memscope_py_trace_active():
-            _tracer.tracer.start()
+            _tracer.tracer._start(standalone=False)
 
 
 def stop():

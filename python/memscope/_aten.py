@@ -41,6 +41,7 @@ class _State:
         # [name, tensor-or-None, addr, length, device, dumps left (None: no limit), full, cli]
         self.watched = []
         self.cli_watching = False
+        self.refused = set()        # watched names whose memory could not be copied out
         self.calls = {}
         self.live = {}
         self.mode = None
@@ -115,7 +116,13 @@ def _dump(s, opname, n, when):
             except RuntimeError:
                 continue
         label = "%s_%d-%s_%s" % (opname, n, wname, when)
-        s.lib.memscope_py_watch_dump(label.encode(), dev, addr, length, 1 if full else 0)
+        rc = s.lib.memscope_py_watch_dump(label.encode(), dev, addr, length, 1 if full else 0)
+        if rc == -2 and wname not in s.refused:
+            s.refused.add(wname)
+            print("memscope: watch %s: the runtime could not copy 0x%x (%d bytes) out "
+                  "(aclrtMemcpy device to host failed); nothing is dumped for it (watch a "
+                  "tensor, or device memory of the current device)" % (wname, addr, length),
+                  file=sys.stderr)
         if left is not None:
             w[5] = left - 1
         if w[5] is None or w[5] > 0:
@@ -267,6 +274,43 @@ def enable(lib, cfg):
     return True
 
 
+def _readable(addr, length):
+    """Whether ``[addr, addr+length)`` lies in readable mappings of this process."""
+    end, at = addr + length, addr
+    try:
+        with open("/proc/self/maps") as f:
+            spans = []
+            for line in f:
+                parts = line.split()
+                lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                if parts[1].startswith("r"):
+                    spans.append((lo, hi))
+    except (OSError, ValueError):
+        return False
+    for lo, hi in sorted(spans):
+        if lo <= at < hi:
+            at = hi
+            if at >= end:
+                return True
+    return False
+
+
+def _addr_device(addr, length):
+    """The device of watched memory given by address: device memory (copied out through the
+    runtime's ``aclrtMemcpy``) when the ACL runtime is in the process, else CPU memory of this
+    process (copied directly). ``ValueError`` when it is neither."""
+    try:
+        ctypes.CDLL(None).aclrtMemcpy  # noqa: B018 - is the runtime there?
+        return UNKNOWN
+    except AttributeError:
+        pass
+    if _readable(addr, length):
+        return CPU
+    raise ValueError("memscope.watcher.watch(0x%x, length=%d): not memory of this process, and "
+                     "no ACL runtime is loaded to copy device memory out (watch a tensor, or "
+                     "memory this process can read)" % (addr, length))
+
+
 def watch(name, tensor=None, addr=0, length=0, dump_nums=-1, full=False):
     """``watcher.watch``: dump ``tensor`` (or ``[addr, addr+length)``) around every operator,
     ``dump_nums`` times at most (-1: no limit)."""
@@ -274,7 +318,8 @@ def watch(name, tensor=None, addr=0, length=0, dump_nums=-1, full=False):
     if s is None:
         raise RuntimeError("memscope.watcher: the torch hooks are not enabled (call "
                            "memscope.start() first, with torch importable)")
-    s.watched.append([name, tensor, addr, length, UNKNOWN, None if dump_nums < 0 else dump_nums,
+    dev = UNKNOWN if tensor is not None else _addr_device(addr, length)
+    s.watched.append([name, tensor, addr, length, dev, None if dump_nums < 0 else dump_nums,
                       full, False])
 
 

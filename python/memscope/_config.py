@@ -4,6 +4,7 @@ Values are parsed by the memscope CLI itself (``memscope config check``), so the
 what the ``memscope run`` flags of the same name mean.
 """
 
+import os
 import warnings
 
 from . import _locate
@@ -44,18 +45,69 @@ def _check(values):
     return json.loads(r.stdout)
 
 
-def python_depth(cfg):
-    """Frames of ``python[:N]`` in a config.json dict's ``call_stack`` (0: none)."""
+def _depth(cfg, which):
+    """Frames of ``which[:N]`` (``python`` or ``c``) in a config.json dict's ``call_stack``
+    (0: none)."""
     for item in cfg.get("call_stack") or []:
         kind, _, n = item.partition(":")
-        if kind == "python":
+        if kind == which:
             return int(n) if n else 50
     return 0
 
 
-def _differences(mine, run):
-    keys = ("events", "level", "call_stack", "analysis", "device", "format", "output_path")
-    return [k for k in keys if run is not None and mine.get(k) != run.get(k)]
+def python_depth(cfg):
+    """Frames of ``python[:N]`` in a config.json dict's ``call_stack`` (0: none)."""
+    return _depth(cfg, "python")
+
+
+def _kernel_launches(c):
+    """Whether config.json dict ``c`` has the probe hook kernel launches (set at start)."""
+    events, level = set(c.get("events") or []), set(c.get("level") or [])
+    return ("launch" in events or "inefficient" in set(c.get("analysis") or [])) \
+        and "kernel" in level
+
+
+def _under_launcher(s, values, cfg):
+    """``config()`` in a process of ``memscope run`` (issue 27): the keys the script gave that
+    the run's flags did not set explicitly go to this process's collector; explicit flags win,
+    said in one line. Returns the configuration in force for this process."""
+    run = s.run_config()
+    if run is None:
+        return cfg
+    explicit = set(filter(None, os.environ.get("MEMSCOPE_RUN_EXPLICIT", "").split(",")))
+    conflicts = [k for k in values if k in explicit and cfg.get(k) != run.get(k)]
+    if conflicts:
+        warnings.warn("memscope.config(): %s set explicitly by `memscope run` (%s); the launcher's "
+                      "flags win over the script's config() for the keys they give — drop the "
+                      "flag to let config() decide"
+                      % (", ".join(conflicts),
+                         " ".join("%s=%s" % (KEYS[k], _text_of(run.get(k))) for k in conflicts)),
+                      RuntimeWarning, stacklevel=3)
+    wanted = {k: cfg[k] for k in values if k not in explicit and cfg.get(k) != run.get(k)}
+    effective = dict(run)
+    effective.update(wanted)
+    fixed = []
+    if _kernel_launches(effective) and not _kernel_launches(run):
+        fixed.append("kernel launches (--level kernel with launch)")
+    if _depth(effective, "c") != _depth(run, "c"):
+        fixed.append("C call stacks (--call-stack c:N)")
+    if fixed:
+        warnings.warn("memscope.config(): %s are set up when the process starts; they stay as "
+                      "`memscope run` started it — pass them to memscope run"
+                      % " and ".join(fixed), RuntimeWarning, stacklevel=3)
+    if not wanted:
+        return effective
+    answer = s.ask_collector(wanted)
+    if answer != "applied":
+        warnings.warn("memscope.config(): %s not applied (%s); the flags of `memscope run` stay "
+                      "in force" % (", ".join(sorted(wanted)), answer), RuntimeWarning,
+                      stacklevel=3)
+        return run
+    return effective
+
+
+def _text_of(v):
+    return ",".join(v) if isinstance(v, list) else str(v)
 
 
 def config(**kwargs):
@@ -73,10 +125,16 @@ def config(**kwargs):
 
     Raises ``ValueError`` naming the key for an unknown key, a bad value or no arguments;
     ``TypeError`` for a value that is not a ``str``.
+    Under ``memscope run`` (msMemScope's documented workflow): the keys the script gives that
+    the ``memscope run`` flags (or its ``--config`` file) did not set explicitly apply to this
+    process — its output path, format, analyses, events, levels, devices, Python stacks and
+    watch — as long as it has not written anything yet; a key the flags set explicitly stays
+    the flag's, and one warning line names it (the launcher's explicit flags win). Kernel-launch
+    hooks and C stacks are set up when the process starts and stay as the flags set them (one
+    warning line says so).
+
     Where memscope does better than msMemScope: the message names the key and the reason
-    (msMemScope: "Set msmemscope trace config failed!"); under ``memscope run`` every key that
-    differs from the launcher's flags is named in a warning (the launcher's flags are in force
-    there, its collector is already running). ``call_stack="python[:N]"`` makes
+    (msMemScope: "Set msmemscope trace config failed!"). ``call_stack="python[:N]"`` makes
     :func:`memscope.start` turn Python stacks on every row on (they stay on for the process).
     """
     if not kwargs:
@@ -108,19 +166,18 @@ def config(**kwargs):
                 values[k] = prev[k] if isinstance(prev[k], str) else ",".join(prev[k])
         cfg = _check(values)
         s.config_set_once.update(k for k in ONCE if k in values)
-        s.config = cfg
         if s.mode in ("launcher", "attached"):
-            diff = _differences(cfg, s.run_config())
-            if diff:
-                warnings.warn("memscope.config(): %s differ(s) from the flags of `memscope run`, "
-                              "which are in force in this run; pass them to memscope run"
-                              % ", ".join(diff), RuntimeWarning, stacklevel=2)
+            cfg = _under_launcher(s, values, cfg)
             if not s.api_started and s.lib is not None:
                 s.lib.memscope_py_defer()
-        elif s.mode == "plain" and s.collector is not None:
+        elif s.mode == "preloaded" and s.lib is not None:
+            # every hook is preloaded: C stacks work from now on
+            s.lib.memscope_py_set_c_stack(_depth(cfg, "c"))
+        if s.mode in ("plain", "preloaded") and s.collector is not None:
             warnings.warn("memscope.config(): the collector of this process is already running; "
                           "the new configuration does not reach it (call config() before the "
                           "first start())", RuntimeWarning, stacklevel=2)
+        s.config = cfg
         from . import _tracer
 
         _tracer.stacks_wanted = python_depth(cfg) > 0
@@ -129,7 +186,7 @@ def config(**kwargs):
         if "traceback" in cfg.get("events", []):
             _tracer.wanted = True
             if s.window:
-                _tracer.tracer.start()
+                _tracer.tracer._start(standalone=False)
         else:
             _tracer.wanted = False
             if s.lib is not None and s.lib.memscope_py_trace_active():

@@ -68,18 +68,21 @@ def probe():
         _cache["probe"] = env
         return env
     r = subprocess.run([cli(), "probe-path"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       universal_newlines=True, env=untraced_env())
+                       universal_newlines=True, env=child_env())
     if r.returncode != 0:
         raise RuntimeError(r.stderr.strip() or "memscope: probe library not found")
     _cache["probe"] = r.stdout.strip()
     return _cache["probe"]
 
 
-def untraced_env():
-    """This process's environment without the probe's preload: memscope's own helper
-    processes (``memscope config check``, ``memscope probe-path``) are not part of the job
-    (under ``memscope run`` they would be traced processes of their own, issue 23)."""
+def child_env():
+    """This process's environment for a memscope process this package starts (the CLI, the
+    collector): without ``MEMSCOPE_SPOOL`` and without the probe in ``LD_PRELOAD``, so it is
+    never traced into the job's spool — not when the probe is preloaded everywhere (``source
+    msmemscope --load-api-env``), and not as a process of its own under ``memscope run``
+    (issue 23)."""
     env = dict(os.environ)
+    env.pop("MEMSCOPE_SPOOL", None)
     keep = [p for p in env.get("LD_PRELOAD", "").split(":")
             if p and not os.path.basename(p).startswith("libmemscope")]
     if keep:
@@ -90,8 +93,8 @@ def untraced_env():
 
 
 def run_cli(args, **kw):
-    """Runs the CLI with ``args``, untraced; returns the CompletedProcess (text mode)."""
-    kw.setdefault("env", untraced_env())
+    """Runs the CLI with ``args``; returns the CompletedProcess (text mode)."""
+    kw.setdefault("env", child_env())
     return subprocess.run([cli()] + list(args), universal_newlines=True, **kw)
 
 

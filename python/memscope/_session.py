@@ -8,6 +8,12 @@ Three ways this process can be traced:
 * ``attached``: ``MEMSCOPE_SPOOL`` is inherited from a traced parent but the probe is not
   preloaded (``LD_PRELOAD`` was cleared): the probe is loaded here and writes to the parent's
   collector.
+* ``preloaded``: ``source msmemscope --load-api-env`` (or ``LD_PRELOAD`` set by hand) put the
+  probe into every process, but no collector follows it: the probe waits, dormant, until this
+  module points ``MEMSCOPE_SPOOL`` at a private spool and wakes it at import
+  (``memscope_py_attach``); the first :func:`memscope.start` starts the collector as in plain
+  mode. Every hook works, as under the launcher (msMemScope's Python-API mode); what happened
+  before the import is not seen.
 * ``plain``: ``python train.py``. At import this module sets ``MSTX_INJECTION_PATH`` to the
   probe (before the framework loads its msTX front end; the front end reads it at its first
   call), points ``MEMSCOPE_SPOOL`` at a private spool and loads the probe without making it
@@ -39,6 +45,8 @@ EXIT_WAIT_MS = 30000
 #: Adapters that work without the launcher (bit masks of memscope_core::adapter::AdapterId).
 PLAIN_ADAPTERS = "mstx,pta,mindspore,atb"
 _PLAIN_MASK = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 3)
+#: The launcher's default adapters (all built-in ones but host): a preloaded probe's selection.
+_PRELOADED_MASK = _PLAIN_MASK | (1 << 4) | (1 << 5)
 
 LAUNCHER_NOTE = (
     "memscope: plain-python mode records msTX marks/ranges, framework pool blocks (PTA, "
@@ -55,6 +63,8 @@ _FUNCS = {
     "memscope_py_status": ([], ctypes.c_int),
     "memscope_py_defer": ([], ctypes.c_int),
     "memscope_py_wait_at_exit": ([ctypes.c_int], ctypes.c_int),
+    "memscope_py_attach": ([], ctypes.c_int),
+    "memscope_py_set_c_stack": ([ctypes.c_int], ctypes.c_int),
     "memscope_py_last_error": ([], ctypes.c_char_p),
     "memscope_py_trace_start": ([], ctypes.c_int),
     "memscope_py_trace_thread": ([], ctypes.c_int),
@@ -62,6 +72,7 @@ _FUNCS = {
     "memscope_py_stacks_start_with": ([ctypes.c_int], ctypes.c_int),
     "memscope_py_trace_stop": ([], ctypes.c_int),
     "memscope_py_trace_active": ([], ctypes.c_int),
+    "memscope_py_trace_standalone": ([ctypes.c_int], ctypes.c_int),
     "memscope_py_owner_addr": ([ctypes.c_uint64, ctypes.c_char_p], ctypes.c_int),
     "memscope_py_record_function": ([ctypes.c_char_p, ctypes.c_int], ctypes.c_int),
     "memscope_py_snapshot": ([ctypes.c_char_p, ctypes.c_uint32, ctypes.c_uint32,
@@ -84,6 +95,8 @@ class Session:
         self.window = False
         self.api_started = False
         self.note_printed = False
+        # extra arguments of `memscope collect` (the pytest plugin's `--windows FILE`)
+        self.collect_args = []
         self._setup()
 
     # ---- set-up -----------------------------------------------------------------------
@@ -105,6 +118,9 @@ class Session:
         if spool and preloaded:
             self.mode = "launcher"
             self._bind(glob)
+            return
+        if preloaded and not spool:
+            self._setup_preloaded(glob)
             return
         try:
             probe = _locate.probe()
@@ -136,6 +152,23 @@ class Session:
             atexit.register(self._at_exit)
         self._bind(ctypes.PyDLL(probe, mode=os.RTLD_NOW | os.RTLD_LOCAL))
 
+    def _setup_preloaded(self, glob):
+        """The probe is preloaded without a collector: give it a private spool and wake it."""
+        self.mode = "preloaded"
+        self.spool = tempfile.mkdtemp(prefix="memscope_spool_")
+        os.environ["MEMSCOPE_SPOOL"] = self.spool
+        os.environ["MEMSCOPE_ADAPTERS"] = str(_PRELOADED_MASK)
+        os.environ["MEMSCOPE_COLLECT_MODE"] = "deferred"
+        probe = _preloaded_probe()
+        mstx = os.environ.get("MSTX_INJECTION_PATH")
+        if probe and not mstx:
+            os.environ["MSTX_INJECTION_PATH"] = probe
+        self._bind(glob)
+        atexit.register(self._at_exit)
+        if not self.lib.memscope_py_attach():
+            self.error = "memscope: the preloaded probe could not start recording (%s)" % (
+                self.last_error() or "see the messages above")
+
     def _at_exit(self):
         try:
             if self.lib is not None and self.lib.memscope_py_trace_active():
@@ -153,17 +186,22 @@ class Session:
                 self.lib.memscope_py_wait_at_exit(EXIT_WAIT_MS)
 
     def _barrier(self, timeout=10.0):
-        """Waits until the collector has written everything committed so far."""
+        """Waits until the collector has written everything committed so far; returns whether
+        it said so in time. Callable any number of times (the pytest plugin calls it after
+        each test with a limit)."""
         done = os.path.join(self.spool, "barrier.done")
         try:
+            if os.path.exists(done):
+                os.unlink(done)
             open(os.path.join(self.spool, "barrier"), "w").close()
         except OSError:
-            return
+            return False
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and self.collector.poll() is None:
             if os.path.exists(done):
-                return
-            time.sleep(0.01)
+                return True
+            time.sleep(0.005)
+        return False
 
     # ---- helpers ----------------------------------------------------------------------
     def require(self):
@@ -187,33 +225,73 @@ class Session:
         except ValueError:
             return None
 
+    def ask_collector(self, settings, timeout=10.0):
+        """Asks the collector of ``memscope run`` to apply ``settings`` (config.json keys) to
+        this process's outputs (``memscope.config()``, issue 27); returns its answer,
+        ``"applied"`` or the reason it was not."""
+        spool = os.environ.get("MEMSCOPE_SPOOL")
+        if not spool or not os.path.isdir(spool):
+            return "no collector spool"
+        self.requests = getattr(self, "requests", 0) + 1
+        base = os.path.join(spool, "api-config-%d-%d" % (os.getpid(), self.requests))
+        try:
+            with open(base + ".json.tmp", "w") as f:
+                json.dump(settings, f)
+            os.rename(base + ".json.tmp", base + ".json")
+        except OSError as e:
+            return "cannot write %s.json: %s" % (base, e)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                with open(base + ".done") as f:
+                    return f.read().strip() or "no answer"
+            except OSError:
+                time.sleep(0.01)
+        return "the collector did not answer in %d s" % timeout
+
     # ---- the collector of plain mode --------------------------------------------------
     def ensure_collector(self, cfg):
-        """Starts ``memscope collect`` on the private spool (plain mode, first start())."""
-        if self.mode != "plain" or self.collector is not None:
+        """Starts ``memscope collect`` on the private spool (plain and preloaded modes, first
+        start())."""
+        if self.mode not in ("plain", "preloaded") or self.collector is not None:
             return
-        if not self.note_printed:
-            print(LAUNCHER_NOTE, file=sys.stderr)
-            self.note_printed = True
         cfg = dict(cfg)
         cfg["collect_mode"] = "deferred"
-        cfg["adapters"] = PLAIN_ADAPTERS.split(",")
+        if self.mode == "plain":
+            if not self.note_printed:
+                print(LAUNCHER_NOTE, file=sys.stderr)
+                self.note_printed = True
+            cfg["adapters"] = PLAIN_ADAPTERS.split(",")
         path = os.path.join(self.spool, "memscope-config.json")
         with open(path, "w") as f:
             json.dump(cfg, f)
         # Own session: a Ctrl-C to the job must not kill its collector before it has read
         # everything the job recorded.
         p = subprocess.Popen([_locate.cli(), "collect", "--spool", self.spool, "--pid",
-                              str(os.getpid()), "--config", path],
+                              str(os.getpid()), "--config", path] + list(self.collect_args),
                              stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
                              universal_newlines=True, start_new_session=True,
-                             env=_locate.untraced_env())
+                             env=_locate.child_env())
         line = p.stdout.readline().strip()
         if line != "ready":
             p.wait()
             raise RuntimeError("memscope: the collector did not start (exit code %s)"
                                % p.returncode)
         self.collector = p
+
+
+def _preloaded_probe():
+    """The ``LD_PRELOAD`` entry that is memscope's probe (loaded, exporting its Python API)."""
+    for entry in os.environ.get("LD_PRELOAD", "").replace(" ", ":").split(":"):
+        if not entry:
+            continue
+        try:
+            lib = ctypes.CDLL(entry, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        except OSError:
+            continue
+        if hasattr(lib, "memscope_py_attach"):
+            return entry
+    return None
 
 
 SESSION = None

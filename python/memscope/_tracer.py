@@ -45,25 +45,42 @@ def _thread_hook(*_):
 
 
 class Tracer:
-    """``tracer.start()`` / ``tracer.stop()`` (msMemScope's Python tracing; rows are written
-    while a collection window is open)."""
+    """``tracer.start()`` / ``tracer.stop()`` (msMemScope's Python tracing).
+
+    As msMemScope's, a tracer started by ``tracer.start()`` works on its own: calls are traced
+    whether or not a :func:`memscope.start` window is open (in a plain ``python`` process it
+    starts the collector, as :func:`memscope.start` does). The tracer that
+    ``config(events="...traceback")`` asks for traces inside the windows only."""
 
     def start(self):
-        """Starts tracing every thread. Warns (and does nothing) when it cannot run here."""
+        """Starts tracing every thread, inside and outside collection windows. Warns (and does
+        nothing) when it cannot run here."""
+        self._start(standalone=True, stacklevel=3)
+
+    def _start(self, standalone, stacklevel=3):
         s = session()
         if sysconfig.get_config_var("Py_GIL_DISABLED"):
             warnings.warn("memscope.tracer.start(): free-threaded Python builds are not supported",
-                          RuntimeWarning, stacklevel=2)
+                          RuntimeWarning, stacklevel=stacklevel)
             return
         lib = s.require()
+        if standalone:
+            with s.lock:
+                if s.mode == "plain" and s.collector is None:
+                    from . import _config
+
+                    if s.config is None:
+                        s.config = _config._check({})
+                    s.ensure_collector(s.config)
+            lib.memscope_py_trace_standalone(1)
         rc = lib.memscope_py_trace_start()
         if rc < 0:
             warnings.warn("memscope.tracer.start(): %s" % s.last_error(), RuntimeWarning,
-                          stacklevel=2)
+                          stacklevel=stacklevel)
             return
-        if rc == 1:
+        if rc == 1 and standalone:
             warnings.warn("memscope.tracer.start(): the tracer is already running",
-                          RuntimeWarning, stacklevel=2)
+                          RuntimeWarning, stacklevel=stacklevel)
         threading.setprofile(_thread_hook)
 
     def stop(self):
@@ -73,6 +90,7 @@ class Tracer:
         if not stacks_wanted:
             threading.setprofile(None)
         rc = lib.memscope_py_trace_stop()
+        lib.memscope_py_trace_standalone(0)
         if rc == 1:
             warnings.warn("memscope.tracer.stop(): the tracer is not running", RuntimeWarning,
                           stacklevel=2)

@@ -9,34 +9,62 @@ from ._session import session
 
 #: Labels a thread can stack (USER_DEFINED_1..3); msMemScope drops extras silently.
 MAX_DEPTH = 3
-_depth = threading.local()
+#: Per thread: the open ``describer(owner=...)`` levels, innermost last, as
+#: ``[owner label bytes, pushed on the probe's owner stack]``.
+_open = threading.local()
+
+
+def _levels():
+    v = getattr(_open, "levels", None)
+    if v is None:
+        v = _open.levels = []
+    return v
 
 
 class _Context:
     def __init__(self, owner):
         self.owner = owner
         self._label = _text.label("describer", "owner", owner)
-        self._pushed = []
 
     def __enter__(self):
         lib = session().require()
-        d = getattr(_depth, "n", 0)
-        if d >= MAX_DEPTH:
+        levels = _levels()
+        if sum(1 for _, pushed in levels if pushed) >= MAX_DEPTH:
             warnings.warn("memscope.describer(owner=%r): more than %d nested labels on this "
                           "thread; this one is dropped" % (self.owner, MAX_DEPTH),
                           RuntimeWarning, stacklevel=2)
-            self._pushed.append(False)
+            levels.append([self._label, False])
             return self
-        ok = lib.memscope_owner_push(self._label) == 0
-        if ok:
-            _depth.n = d + 1
-        self._pushed.append(ok)
+        levels.append([self._label, lib.memscope_owner_push(self._label) == 0])
         return self
 
     def __exit__(self, *exc):
-        if self._pushed.pop():
-            session().require().memscope_owner_pop()
-            _depth.n = getattr(_depth, "n", 1) - 1
+        # msMemScope undescribes by owner string: the innermost open level with this owner
+        # ends, whichever describer object opened it (way 2 of its user guide:
+        # describer(owner="x").__enter__() ... describer(owner="x").__exit__()).
+        levels = _levels()
+        at = next((i for i in range(len(levels) - 1, -1, -1) if levels[i][0] == self._label),
+                  None)
+        if at is None:
+            warnings.warn("memscope.describer(owner=%r).__exit__(): no describer with this owner "
+                          "is open on this thread; nothing to end" % (self.owner,),
+                          RuntimeWarning, stacklevel=2)
+            return False
+        above = levels[at + 1:]
+        _, pushed = levels[at]
+        del levels[at:]
+        if pushed:
+            lib = session().require()
+            # the probe's owner stack is a stack: take the inner levels off, end this one,
+            # and put the inner levels back in their order
+            for _, p in reversed(above):
+                if p:
+                    lib.memscope_owner_pop()
+            lib.memscope_owner_pop()
+            for entry in above:
+                if entry[1]:
+                    entry[1] = lib.memscope_owner_push(entry[0]) == 0
+        levels.extend(above)
         return False
 
     def __call__(self, func):
@@ -61,8 +89,13 @@ class Describe:
     with that level (memscope writes MALLOC rows when they happen, msMemScope only when the
     block dies, so the MALLOC row keeps the owner it had).
 
-    Differences from msMemScope: a fourth nested label warns instead of vanishing silently;
-    bad arguments raise ``TypeError``/``ValueError`` naming the argument.
+    As in msMemScope, a level ends by its owner string: ``describer(owner="x").__exit__()`` on
+    another object than the one entered ends the innermost open ``"x"`` level of the thread
+    (levels opened inside it stay open).
+
+    Differences from msMemScope: a fourth nested label warns instead of vanishing silently, an
+    ``__exit__`` with no open level of its owner warns instead of a log line; bad arguments
+    raise ``TypeError``/``ValueError`` naming the argument.
     """
 
     def __call__(self, obj=None, owner=None):

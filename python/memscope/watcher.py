@@ -6,6 +6,11 @@ hooks, so torch must be imported and :func:`memscope.start` called), ``dump_nums
 most (default: no limit), into ``device_<n>/watch_dump/watch_dump_data_check_sum_<ts>.csv``;
 ``config(watch="...,full-content")`` writes the bytes instead. ``remove(tensor | addr,
 length=L)`` stops it.
+
+An address range is device memory, copied out through the runtime's ``aclrtMemcpy``, when the
+ACL runtime is in the process; in a process without it, it is CPU memory of the process,
+copied directly (``ValueError`` when the range is not readable memory of the process). A copy
+the runtime refuses is said once on stderr, naming the watch.
 """
 
 from . import _aten as _mod

@@ -10,6 +10,9 @@ Usage:
                                      mul_ on its output (the overwrite), then sum
   torch_job.py watch-addr SIM_DIR    watcher.watch(addr, length=...) of sim-npu device memory
                                      (dumped through aclrtMemcpy), overwritten by fill_
+  torch_job.py watch-cpu             watcher.watch(addr, length=...) of CPU memory in a process
+                                     without the ACL runtime, overwritten by fill_; then an
+                                     address that is not memory of the process (ValueError)
 """
 
 import ctypes
@@ -71,6 +74,21 @@ def main():
         print("result %d" % (int(u.sum()) + int(t.sum())))
         memscope.watcher.remove(ptr.value, length=4096)
         npu.halMemFree(ptr)
+
+    elif what == "watch-cpu":
+        import memscope
+
+        raw = (ctypes.c_uint8 * 4096)()
+        t = torch.frombuffer(raw, dtype=torch.uint8)
+        memscope.watcher.watch(ctypes.addressof(raw), length=4096, name="cpubuf")
+        u = t + 1
+        t.fill_(5)           # overwrites the watched CPU memory
+        print("result %d" % (int(u.sum()) + int(t.sum())))
+        memscope.watcher.remove(ctypes.addressof(raw), length=4096)
+        try:
+            memscope.watcher.watch(8, length=4096, name="nowhere")
+        except ValueError as e:
+            print("refused: %s" % e)
 
 
 if __name__ == "__main__":

@@ -48,6 +48,18 @@ fn capture_of(dir: &Path) -> PathBuf {
     v.remove(0)
 }
 
+/// The sim-npu demo (`train.py --steps STEPS`) under `memscope run ARGS`; it must succeed.
+fn demo(args: &[&str], steps: &str) -> Run {
+    let train = repo_root().join("examples/sim-npu/train.py");
+    let run = memscope_run(
+        args,
+        &["python3", train.to_str().unwrap(), "--steps", steps],
+        &[("SIM_NPU_DIR", sim_npu_dir().to_str().unwrap())],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    run
+}
+
 /// A host-only run with HOST rows off: the dumps have no HOST row, the capture has them all.
 fn host_run() -> Run {
     let prog = program("host_mix");
@@ -160,20 +172,7 @@ fn memory_viz_of_a_capture_equals_that_of_its_dumps_and_host_only_runs_have_no_n
     );
 
     // a PTA + HOST run: the snapshot comes from the capture, NPU 0 and device-less events
-    let run = memscope_run(
-        &["--adapters", "pta,mstx,host", "--call-stack", "c:4"],
-        &[
-            "python3",
-            repo_root()
-                .join("examples/sim-npu/train.py")
-                .to_str()
-                .unwrap(),
-            "--steps",
-            "3",
-        ],
-        &[("SIM_NPU_DIR", sim_npu_dir().to_str().unwrap())],
-    );
-    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let run = demo(&["--adapters", "pta,mstx,host", "--call-stack", "c:4"], "3");
     // the job's processes (the interpreter's children too), each with its capture; one uses
     // NPU 0
     let mut npu_proc = None;
@@ -207,4 +206,45 @@ fn memory_viz_of_a_capture_equals_that_of_its_dumps_and_host_only_runs_have_no_n
     assert_eq!(bytes, std::fs::read(&from_run).unwrap());
     let v = py_check("check_memory_viz.py", &[from_capture.to_str().unwrap()]);
     assert!(v["entries"][0].as_u64().unwrap() > 10, "{v}");
+}
+
+/// Distinct events (pid, ID) of CSV rows: device-less rows are copied into every device file.
+fn distinct(rows: &[memscope_tests::Row]) -> usize {
+    rows.iter()
+        .map(|r| (r["Process Id"].clone(), r["ID"].clone()))
+        .collect::<std::collections::HashSet<_>>()
+        .len()
+}
+
+/// Issue 27 item 5, the rule: the dumps (and `export --to csv|db`, which makes them again)
+/// hold what `--device` asked for; the viewer exports hold every event recorded — here the
+/// pinned host memory (HOST on cpu) that the default `--device npu` keeps out of the dumps.
+#[test]
+fn viewer_exports_hold_every_recorded_event_and_dumps_what_device_asked_for() {
+    let run = demo(&["--adapters", "pta,mstx,hal,acl"], "4");
+    let dumped = run.rows();
+    assert!(
+        dumped.iter().all(|r| r["Device Id"] != "cpu"),
+        "--device npu"
+    );
+    let d = distinct(&dumped);
+    let out = tempfile::tempdir().unwrap();
+    export("csv", &[&capture_of(run.out.path())], out.path());
+    assert_eq!(
+        distinct(&csv_rows(out.path())),
+        d,
+        "export --to csv = the dumps"
+    );
+    let ds = run.out.path().join("ds");
+    let stdout = export("parquet", &[run.out.path()], &ds);
+    let e = exported_events(&stdout);
+    let v = py_check("count_parquet.py", &[ds.to_str().unwrap()]);
+    assert_eq!(v["rows"].as_u64().unwrap(), e, "{v}");
+    let host = v["by_type"]["HOST"].as_u64().unwrap_or(0);
+    assert!(host > 0, "the demo pins host memory: {v}");
+    assert_eq!(
+        e,
+        d as u64 + host,
+        "the Parquet dataset = the dumps + the pinned HOST rows --device left out: {v}"
+    );
 }

@@ -284,6 +284,8 @@ fn sigkill_of_memscope_then_recover_writes_every_recorded_event_and_counts_the_r
         .arg("--")
         .arg(&prog)
         .args(["300000", "unique", "1000", "2000"])
+        .env("RANK", "3")
+        .env("WORLD_SIZE", "4")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -329,6 +331,45 @@ fn sigkill_of_memscope_then_recover_writes_every_recorded_event_and_counts_the_r
     });
     assert!(spools.is_empty(), "spool removed: {spools:?}");
     assert!(!run.out.path().join("x").exists());
+    // issue 27 item 4: the run index the killed run never wrote, with its rank
+    let index: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(run.out.path().join("memscope_run.json")).unwrap(),
+    )
+    .unwrap();
+    let runs = index["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1, "{index}");
+    let r = &runs[0];
+    assert_eq!(r["memscope_pid"], ms.id(), "the killed run's pid: {r}");
+    assert_eq!(
+        r["exit_code"], 0,
+        "the job's exit, as its probe recorded it: {r}"
+    );
+    assert!(
+        r["command"][0].as_str().unwrap().ends_with("mstx_many") && r["command"][1] == "300000",
+        "{r}"
+    );
+    let procs = r["processes"].as_array().unwrap();
+    assert_eq!(procs.len(), 1, "{r}");
+    assert_eq!(procs[0]["rank"], 3, "{r}");
+    assert_eq!(procs[0]["world_size"], 4, "{r}");
+    assert_eq!(procs[0]["rows"], rows.len() as u64, "{r}");
+    assert_eq!(procs[0]["ended"]["how"], "exit", "{r}");
+    // and the analyses of the run directory see the rank
+    let o = Command::new(memscope_bin())
+        .args(["analyze", "leaks"])
+        .arg(run.out.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        text.lines().any(|l| l.trim_start().starts_with("3 ")),
+        "rank 3 in the per-rank table: {text}"
+    );
 }
 
 #[test]

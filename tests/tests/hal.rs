@@ -49,6 +49,19 @@ fn log_text(run: &Run) -> String {
     s
 }
 
+/// A SNAPSHOT row's Attr has the seed's eight keys, in its order.
+fn assert_seed_keys(row: &Row) {
+    let keys: Vec<String> = memscope_core::attr_text::parse_attr(&row["Attr"])
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(
+        keys,
+        memscope_core::snapshot::SEED_KEYS,
+        "the seed's keys, in its order"
+    );
+}
+
 fn run_ok(args: &[&str], prog: &Path, envs: &[(&str, &str)]) -> Run {
     let run = memscope_run(args, &[prog.to_str().unwrap()], envs);
     assert_eq!(
@@ -258,15 +271,7 @@ fn out_of_memory_gives_an_oom_snapshot_with_pool_and_device_figures_under_the_se
     assert!(snaps
         .iter()
         .all(|r| r["Name"] == "OOM_Snapshot" && r["Device Id"] == "0"));
-    let keys: Vec<String> = memscope_core::attr_text::parse_attr(&snaps[0]["Attr"])
-        .into_iter()
-        .map(|(k, _)| k)
-        .collect();
-    assert_eq!(
-        keys,
-        memscope_core::snapshot::SEED_KEYS,
-        "the seed's keys, in its order"
-    );
+    assert_seed_keys(snaps[0]);
     let s = attrs(snaps[0]);
     let mib = |n: u64| (n << 20).to_string();
     assert_eq!(s["reserved"], mib(32));
@@ -366,5 +371,36 @@ fn hal_selected_alone_records_only_hal_rows_and_other_adapters_leave_hal_alone()
     assert!(
         run.rows().iter().all(|r| r["Event Type"] != "HAL"),
         "hal not selected: no HAL rows"
+    );
+}
+
+#[test]
+fn a_hal_only_oom_snapshot_has_all_eight_keys_and_the_log_names_what_was_not_known() {
+    // issue 27 item 2: no ACL runtime in the process, so no device totals
+    let prog = compile(
+        &[&repo_root().join("tests/programs/hal_only_oom.c")],
+        "hal_only_oom",
+        &["-lascend_hal"],
+        false,
+    );
+    let limit = (64u64 << 20).to_string();
+    let run = run_ok(
+        &["--adapters", "hal", "--device", "npu,cpu"],
+        &prog,
+        &[("SIM_NPU_HBM_LIMIT", &limit)],
+    );
+    assert!(run.stdout().contains("oom 6"), "{}", run.stdout());
+    let rows = run.rows();
+    let snaps = select(&rows, "SNAPSHOT", "SNAPSHOT");
+    assert_eq!(snaps.len(), 1, "{rows:?}");
+    assert_seed_keys(snaps[0]);
+    let s = attrs(snaps[0]);
+    assert_eq!(s["total_mem"], "0");
+    assert_eq!(s["free_mem"], "0");
+    assert_eq!(s["device_utilization"], "0.000000");
+    let log = log_text(&run);
+    assert!(
+        log.contains("total and free memory could not be obtained") && log.contains("written as 0"),
+        "{log}"
     );
 }

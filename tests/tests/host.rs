@@ -399,3 +399,48 @@ fn python_runs_under_the_host_adapter() {
     );
     assert!(run.stderr().contains("HOST memory live at exit"));
 }
+
+#[test]
+fn blocks_from_before_a_deferred_window_are_written_once_and_not_summarised() {
+    // issue 26: with --host-rows the block live at memscope_start() is written once (shadow)
+    // and its FREE in the window pairs with it; the HOST summary, on the rows or on the fast
+    // path, lists the window's leak only
+    let p = prog("host_history");
+    let deferred = ["--collect-mode", "deferred"];
+    let run = run_host(&deferred, &[p.to_str().unwrap()]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let rows = run.rows();
+    let h = host(&rows);
+    let of = |sz: u64| -> Vec<String> {
+        h.iter()
+            .filter(|r| size(r) == sz)
+            .map(|r| {
+                let shadow = attrs(r).get("shadow").is_some_and(|v| v == "true");
+                format!("{}{}", r["Event"], if shadow { " history" } else { "" })
+            })
+            .collect()
+    };
+    assert_eq!(of(777777), ["MALLOC history"]);
+    assert_eq!(of(111111), ["MALLOC history", "FREE"]);
+    assert!(of(222222).is_empty(), "made and freed before the window");
+    assert_eq!(
+        of(333333),
+        ["MALLOC", "FREE"],
+        "its FREE after stop() is written"
+    );
+    assert_eq!(of(555555), ["MALLOC"]);
+    let fast = memscope_run(
+        &["--adapters", "host", "--collect-mode", "deferred"],
+        &[p.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(fast.code(), 0, "{}", fast.stderr());
+    for r in [&run, &fast] {
+        let err = r.stderr();
+        assert!(err.contains("555555 bytes"), "the window's leak:\n{err}");
+        assert!(
+            !err.contains("777777"),
+            "no history block in the summary:\n{err}"
+        );
+    }
+}

@@ -423,3 +423,49 @@ fn the_three_rules_give_the_tables_classes_online_and_offline_for_both_rules() {
     }
     assert!(failures.is_empty(), "\n{}", failures.join("\n"));
 }
+
+#[test]
+fn in_place_rewrites_the_input_as_msmemscope_does_and_repeats_without_new_files() {
+    use std::os::unix::fs::PermissionsExt;
+    let seq = CASES[0].seq;
+    let t = tempfile::tempdir().unwrap();
+    let csv = dump(&events(seq), Vec::new(), t.path());
+    std::fs::set_permissions(&csv, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let other = tempfile::tempdir().unwrap();
+    let want = offline(seq, IneffRule::MsMemScope, other.path());
+    for _ in 0..2 {
+        let o = Command::new(memscope_bin())
+            .args([
+                "analyze",
+                "inefficient",
+                "--idle-threshold",
+                "2",
+                "--in-place",
+            ])
+            .arg(&csv)
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success(), "{out}");
+        assert!(
+            out.contains(&format!("{} rewritten", csv.display())),
+            "{out}"
+        );
+        assert_eq!(
+            classes(&csv, &block_names(seq)),
+            want,
+            "annotated in place, once"
+        );
+    }
+    let names: Vec<String> = std::fs::read_dir(t.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["memscope_dump_0.csv"], "no copy left next to it");
+    assert_eq!(
+        std::fs::metadata(&csv).unwrap().permissions().mode() & 0o777,
+        0o640,
+        "the input keeps its mode"
+    );
+}

@@ -425,11 +425,131 @@ fn c_api_only_program_dump_holds_start_trace_step_and_stop_trace_rows() {
         "{}",
         run.stderr()
     );
-    // the rows of the window only: 4 HAL allocations of 1 MiB (the shadow block's are not rows)
-    let mallocs = rows.iter().filter(|r| r["Event"] == "MALLOC").count();
-    assert_eq!(mallocs, 4, "{}", run.stderr());
+    // the 4 allocations of the window, and (issue 26) the block allocated before it, written
+    // once right after START_TRACE with its time and marked shadow:true; freed after stop(),
+    // it gets its FREE too, so every MALLOC has its FREE
+    let mut rows = rows;
+    rows.sort_by_key(|r| r["ID"].parse::<u64>().unwrap());
+    let start = rows
+        .iter()
+        .position(|r| r["Event Type"] == "START_TRACE")
+        .unwrap();
+    let mallocs: Vec<&Row> = rows.iter().filter(|r| r["Event"] == "MALLOC").collect();
+    assert_eq!(mallocs.len(), 5, "{}", run.stderr());
+    let history = &rows[start + 1];
+    assert_eq!(
+        (history["Event"].as_str(), history["Event Type"].as_str()),
+        ("MALLOC", "HAL")
+    );
+    assert_eq!(history["Timestamp(ns)"], rows[start]["Timestamp(ns)"]);
+    let a = attrs(history);
+    assert_eq!(a.get("shadow").map(String::as_str), Some("true"), "{a:?}");
+    assert_eq!(a.get("size").map(String::as_str), Some("1048576"));
+    assert!(
+        !a.contains_key("used"),
+        "no figures on a history row: {a:?}"
+    );
+    assert_eq!(
+        mallocs
+            .iter()
+            .filter(|r| attrs(r).contains_key("shadow"))
+            .count(),
+        1
+    );
+    let ids = |kind: &str| -> Vec<String> {
+        let mut v: Vec<String> = rows
+            .iter()
+            .filter(|r| r["Event"] == kind)
+            .map(|r| attrs(r)["allocation_id"].clone())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(ids("MALLOC"), ids("FREE"), "every MALLOC has its FREE");
+    let stop = rows
+        .iter()
+        .position(|r| r["Event Type"] == "STOP_TRACE")
+        .unwrap();
+    let last_free = rows.iter().rposition(|r| r["Event"] == "FREE").unwrap();
+    assert!(last_free > stop, "the block's FREE after stop() is written");
+    assert_eq!(attrs(&rows[last_free])["allocation_id"], a["allocation_id"]);
     // step() drives the analyses' step numbering
     assert!(run.stderr().contains("4 step(s) ended"), "{}", run.stderr());
+}
+
+#[test]
+fn step_rows_of_a_cpu_only_c_api_program_are_in_its_dump_device_less_between_the_window_rows() {
+    // issue 27 item 3: no device at all, `--device cpu`: the STEP rows are not dropped
+    let src = repo_root().join("tests/programs/capi_cpu_steps.c");
+    let prog = compile(&[&src], "capi_cpu_steps", &[], false);
+    let run = memscope_run(
+        &[
+            "--adapters",
+            "host",
+            "--device",
+            "cpu",
+            "--collect-mode",
+            "deferred",
+            "--host-rows",
+        ],
+        &[prog.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    assert!(run.stdout().contains("api 0 0 0 0 0"), "{}", run.stdout());
+    let dumps = run.dumps(".csv");
+    assert_eq!(dumps.len(), 1, "{dumps:?}");
+    assert!(
+        dumps[0].to_string_lossy().contains("/device_cpu/"),
+        "{dumps:?}"
+    );
+    let rows = run.rows();
+    let system: Vec<(String, String, String)> = rows
+        .iter()
+        .filter(|r| r["Event"] == "SYSTEM")
+        .map(|r| {
+            (
+                r["Event Type"].clone(),
+                r["Name"].clone(),
+                r["Device Id"].clone(),
+            )
+        })
+        .collect();
+    let s = |t: &str, n: &str| (t.to_string(), n.to_string(), "N/A".to_string());
+    assert_eq!(
+        system,
+        vec![
+            s("START_TRACE", "N/A"),
+            s("STEP", "1"),
+            s("STEP", "2"),
+            s("STEP", "3"),
+            s("STOP_TRACE", "N/A"),
+        ],
+        "{}",
+        run.stderr()
+    );
+    // IDs have no gap: the STEP rows are the ones that were missing
+    let ids: Vec<u64> = rows.iter().map(|r| r["ID"].parse().unwrap()).collect();
+    let first = ids[0];
+    assert!(
+        ids.iter()
+            .enumerate()
+            .all(|(i, id)| *id == first + i as u64),
+        "{ids:?}"
+    );
+    // every step has its malloc/free after its STEP row
+    let step_at: Vec<usize> = rows
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r["Event Type"] == "STEP")
+        .map(|(i, _)| i)
+        .collect();
+    for w in step_at.windows(2) {
+        assert!(
+            rows[w[0]..w[1]].iter().any(|r| r["Event"] == "MALLOC"),
+            "{rows:?}"
+        );
+    }
 }
 
 #[test]
@@ -743,7 +863,8 @@ fn compare_rows(path: &Path) -> Vec<Vec<String>> {
     assert_eq!(lines.next(), Some(",,,Base,Compare"));
     assert_eq!(
         lines.next(),
-        Some("Event,Name,Device Id,Allocated Memory(byte),Allocated Memory(byte),Diff Memory(byte),Step")
+        Some("Event,Name,Device Id,Allocated Memory(byte),Allocated Memory(byte),Diff Memory(byte),Step"),
+        "--step-column"
     );
     lines
         .map(|l| l.split(',').map(str::to_owned).collect())
@@ -783,6 +904,7 @@ fn compare_ignore_device_aligns_rank_0_with_rank_5_and_run_dirs_pair_ranks_by_ra
         "--level".as_ref(),
         "kernel".as_ref(),
         "--ignore-device".as_ref(),
+        "--step-column".as_ref(),
         "-o".as_ref(),
         o,
     ]);
@@ -823,6 +945,7 @@ fn compare_ignore_device_aligns_rank_0_with_rank_5_and_run_dirs_pair_ranks_by_ra
         leaky.out.path().as_os_str(),
         "--level".as_ref(),
         "kernel".as_ref(),
+        "--step-column".as_ref(),
         "-o".as_ref(),
         o,
     ]);

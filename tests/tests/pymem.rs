@@ -284,3 +284,80 @@ fn pymem_keeps_the_adapter_contract() {
         flood: None,
     });
 }
+
+/// Bytes and objects per line of `pymem_lines.py` of a `memscope diff --json` (frames of one
+/// line in different functions — a comprehension and its caller — add up, as tracemalloc's
+/// "lineno" groups them).
+fn diff_by_line(diff: &serde_json::Value) -> std::collections::BTreeMap<u64, (i64, i64)> {
+    let mut m = std::collections::BTreeMap::new();
+    for r in diff["pairs"][0]["rows"].as_array().unwrap() {
+        let key = r["key"].as_str().unwrap();
+        let Some((_, rest)) = key.split_once("pymem_lines.py(") else {
+            continue;
+        };
+        let line: u64 = rest.split(')').next().unwrap().parse().unwrap();
+        let e = m.entry(line).or_insert((0, 0));
+        e.0 += r["delta_bytes"].as_i64().unwrap();
+        e.1 += r["delta_blocks"].as_i64().unwrap();
+    }
+    m
+}
+
+#[test]
+fn diff_between_two_points_agrees_with_tracemalloc_compare_to_by_line_within_one_percent() {
+    let script = memscope_tests::repo_root().join("tests/python/pymem_lines.py");
+    let dir = tempfile::tempdir().unwrap();
+    let tm = dir.path().join("tm.json");
+    let o = std::process::Command::new(python3())
+        .arg(&script)
+        .arg("tracemalloc")
+        .arg(&tm)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let top: serde_json::Value = serde_json::from_slice(&std::fs::read(&tm).unwrap()).unwrap();
+    let py = python3();
+    let r = memscope_run(
+        &["-q", "--adapters", "pymem", "--call-stack", "python:1"],
+        &[py.to_str().unwrap(), script.to_str().unwrap(), "memscope"],
+        &[("PYTHONDONTWRITEBYTECODE", "1")],
+    );
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    // the points are the job's two memscope_step() calls; PYMEM rows are in the capture
+    let o = std::process::Command::new(memscope_tests::memscope_bin())
+        .args([
+            "diff",
+            "--between",
+            "step:1",
+            "step:2",
+            "--type",
+            "PYMEM",
+            "--json",
+        ])
+        .arg(r.out.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let diff: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let ours = diff_by_line(&diff);
+    let mut ranked: Vec<(u64, i64)> = ours.iter().map(|(l, (b, _))| (*l, *b)).collect();
+    ranked.sort_by_key(|r| std::cmp::Reverse(r.1));
+    let theirs = top.as_array().unwrap();
+    assert_eq!(theirs.len(), 10);
+    let their_lines: Vec<u64> = theirs.iter().map(|t| t["line"].as_u64().unwrap()).collect();
+    let our_lines: Vec<u64> = ranked.iter().take(10).map(|r| r.0).collect();
+    assert_eq!(
+        our_lines, their_lines,
+        "top 10 lines: ours {ranked:?}, tracemalloc {top}"
+    );
+    for t in theirs {
+        let line = t["line"].as_u64().unwrap();
+        let want = t["size_diff"].as_i64().unwrap() as f64;
+        let got = ours[&line].0 as f64;
+        assert!(
+            (got - want).abs() <= 0.01 * want,
+            "line {line}: memscope {got} bytes, tracemalloc {want}"
+        );
+    }
+}

@@ -278,7 +278,34 @@ fn a_two_run_report_compares_the_leaking_kernel() {
         .expect("LinearOperationKernel");
     // steps 3 and 4 leak 4 MiB each in the base run only
     assert_eq!(lin["diff"].as_i64(), Some(-2 * 4194304), "{lin}");
+    // the +/− view (issue 24): at the end, the pool's owner holds the two leaked blocks less
+    let owner_end = data["diff"]["views"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["by"] == "owner" && v["point"] == "end")
+        .expect("the owner view at the end");
+    let pta = owner_end["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["pool"] == "PTA")
+        .expect("a PTA row");
+    assert_eq!(
+        (
+            pta["key"].as_str(),
+            pta["diff"].as_i64(),
+            pta["diff_blocks"].as_i64()
+        ),
+        (Some("PTA"), Some(-2 * 4194304), Some(-2)),
+        "{owner_end}"
+    );
     let script = r##"
+        const d = document.getElementById("diff");
+        r.diffHidden = d.hidden;
+        [...d.querySelectorAll(".seg button")].find((b) => b.textContent === "owner").click();
+        r.diffOwner = document.getElementById("diff").querySelector(".seg button.on").textContent;
+        r.diffText = document.getElementById("diff").textContent;
         const sec = document.getElementById("compare");
         r.hidden = sec.hidden;
         r.level = sec.querySelector(".seg button.on").textContent;
@@ -295,6 +322,11 @@ fn a_two_run_report_compares_the_leaking_kernel() {
     assert_clean(&page);
     let r = selftest(&page);
     assert_eq!(r["hidden"], false);
+    assert_eq!(
+        (r["diffHidden"].as_bool(), r["diffOwner"].as_str()),
+        (Some(false), Some("owner"))
+    );
+    assert!(r["diffText"].as_str().unwrap().contains("PTA"), "{r}");
     assert_eq!(
         r["level"], "kernel",
         "the level that differs is shown first"

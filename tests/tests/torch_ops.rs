@@ -321,3 +321,37 @@ fn watching_device_memory_dumps_it_through_the_runtime_memcpy() {
         before.0
     );
 }
+
+#[test]
+fn watching_cpu_memory_by_address_without_the_runtime_dumps_it_and_a_stray_address_is_refused() {
+    // issue 27 item 8: no ACL runtime in the process, so the range is CPU memory, copied directly
+    let r = run(&["--device", "npu,cpu"], &["watch-cpu"]);
+    let s = sums(&r);
+    let c = changed(&s);
+    assert_eq!(c.len(), 1, "{s:?}");
+    assert!(
+        c[0].contains("/torch._ops.aten.fill_.Scalar_0-cpubuf"),
+        "{c:?}"
+    );
+    assert!(
+        c[0].starts_with("cpu_"),
+        "a CPU-memory dump is named after cpu: {c:?}"
+    );
+    let hex = memscope_core::watch::crc64_hex;
+    let crc = memscope_core::watch::crc64;
+    let after = s
+        .iter()
+        .find(|(i, _)| i.contains("fill_.Scalar_0-cpubuf_after"))
+        .unwrap();
+    assert_eq!(after.1, hex(crc(&[5u8; 4096])));
+    let out = r.stdout();
+    let refused = out
+        .lines()
+        .find(|l| l.starts_with("refused: "))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        refused.contains("watch(0x8, length=4096)")
+            && refused.contains("not memory of this process"),
+        "{refused}"
+    );
+}

@@ -151,7 +151,8 @@ pub unsafe extern "C" fn aclrt_host_register_v2(ptr: *mut c_void, size: u64, fla
     // SAFETY: forwarding the caller's arguments.
     let rc = unsafe { f(ptr, size, flag) };
     if rc == 0 && flag & ACL_HOST_REG_PINNED != 0 {
-        record_if(rt::enabled(AdapterId::Acl), || Record::PinnedRegister {
+        // outside a collection window too, as a shadow record (`rt::tracking`)
+        record_if(rt::tracking(AdapterId::Acl), || Record::PinnedRegister {
             ts: rt::now_ns(),
             addr: ptr as u64,
             size,
@@ -178,7 +179,7 @@ pub unsafe extern "C" fn aclrt_host_unregister(ptr: *mut c_void) -> c_int {
     let ts = rt::now_ns();
     // SAFETY: forwarding the caller's argument.
     let rc = unsafe { f(ptr) };
-    record_if(rt::enabled(AdapterId::Acl), || Record::PinnedUnregister {
+    record_if(rt::tracking(AdapterId::Acl), || Record::PinnedUnregister {
         ts,
         addr: ptr as u64,
         ret: rc,

@@ -9,7 +9,9 @@
 //!   `libascend_hal.so` (already loaded, then `$ASCEND_HOME_PATH/lib64`, then the search
 //!   path). Only when no driver exists at all does a hook answer `DRV_ERROR_NOT_SUPPORT`.
 //! * A record is written only when the `hal` adapter is enabled and the thread is not already
-//!   inside the probe (the runtime's reentrancy guard plays msMemScope's suppression window).
+//!   inside the probe (the runtime's reentrancy guard plays msMemScope's suppression window);
+//!   allocations and frees are recorded outside collection windows too, as shadow records
+//!   (`rt::tracking`).
 //! * Successful allocations record `HalAlloc`/`HalCreate` (time taken after the call); frees
 //!   record `HalFree` with the driver's return code, failures included, stamped *before* the
 //!   call so a concurrent re-allocation of the same address always sorts after the free.
@@ -92,11 +94,12 @@ static MEM_INFO: Real = Real::new(&[
 /// `ACL_HBM_MEM`, the `attr` of `aclrtGetMemInfo` for device memory.
 const ACL_HBM_MEM: c_int = 1;
 
-/// Records `rec` if the `hal` adapter is enabled and the thread is not inside the probe; an
+/// Records `rec` if the `hal` adapter tracks memory now (inside a collection window, or outside
+/// one as a shadow record: `rt::tracking`) and the thread is not inside the probe; an
 /// allocation carries the caller's C stack (`--call-stack c:N`, the runtime's stack service).
 #[inline]
 fn record_if_enabled(make: impl FnOnce() -> Record<&'static [u8]>) {
-    if rt::enabled(AdapterId::Hal) {
+    if rt::tracking(AdapterId::Hal) {
         if let Some(mut g) = rt::enter() {
             let rec = make();
             if matches!(rec, Record::HalFree { .. }) {
@@ -168,7 +171,7 @@ unsafe fn free_like(real: &Real, p: *mut c_void, create: bool) -> c_int {
     // SAFETY: guaranteed by the caller.
     let f: FreeFn = unsafe { core::mem::transmute::<*mut c_void, FreeFn>(f) };
     // The time is taken before the call (see the module docs), only when recording.
-    let ts = if rt::enabled(AdapterId::Hal) {
+    let ts = if rt::tracking(AdapterId::Hal) {
         rt::now_ns()
     } else {
         0

@@ -10,11 +10,11 @@
 //! On the `SNAPSHOT` row named `OOM_Snapshot` it replaces the Attr with the snapshot figures of
 //! the failing device, under the seed's keys (seed table 2; msMemScope's own spellings in
 //! brackets): `total_mem`, `free_mem` (`total`, `free`: device memory as the runtime reported
-//! it, when it did), `reserved` and `allocated` (sums of the framework pools' `total` and
-//! `used`), `peak_reserved`, `peak_allocated` (`max_*`: their peaks so far),
-//! `device_utilization = (total-free)/total*100` (`device_rate`, when the runtime reported
-//! device memory) and `pt_utilization = allocated/reserved*100` (`reserved_rate`); rates with 6
-//! decimals as msMemScope prints them.
+//! it; 0 when it did not, as msMemScope writes them, and the log says so), `reserved` and
+//! `allocated` (sums of the framework pools' `total` and `used`), `peak_reserved`,
+//! `peak_allocated` (`max_*`: their peaks so far), `device_utilization = (total-free)/total*100`
+//! (`device_rate`; 0 without device figures) and `pt_utilization = allocated/reserved*100`
+//! (`reserved_rate`); all eight on every row, rates with 6 decimals as msMemScope prints them.
 //!
 //! With `--analysis oom[:K]` the typer follows the snapshot with an `OOM_TRIGGER` row
 //! (`{func,req_size,flag}`) and K `OOM_RECENT_ALLOC` and K `OOM_TOP_ALLOC` placeholders; this
@@ -169,24 +169,24 @@ impl OomLayer {
                 .find(|(key, _)| seed_key(key) == k)
                 .and_then(|(_, v)| v.parse::<i64>().ok())
         };
-        let (total, free) = (find("total_mem"), find("free_mem"));
+        // All eight of the seed's keys on every row (issue 27), as msMemScope writes them: device
+        // figures the runtime did not report are 0 (the typer says so in the log).
+        let (total, free) = match (find("total_mem"), find("free_mem")) {
+            (Some(t), Some(f)) if t > 0 => (t, f),
+            _ => (0, 0),
+        };
         let (reserved, allocated) = self.figures(ev.device);
         let (max_r, max_a) = self.peaks.get(&ev.device).copied().unwrap_or_default();
-        let mut a: Vec<(String, String)> = Vec::new();
-        if let (Some(t), Some(f)) = (total, free) {
-            a.push(("total_mem".into(), t.to_string()));
-            a.push(("free_mem".into(), f.to_string()));
-        }
-        a.extend([
+        let a: Vec<(String, String)> = vec![
+            ("total_mem".into(), total.to_string()),
+            ("free_mem".into(), free.to_string()),
             ("reserved".into(), reserved.to_string()),
             ("peak_reserved".into(), max_r.max(reserved).to_string()),
             ("allocated".into(), allocated.to_string()),
             ("peak_allocated".into(), max_a.max(allocated).to_string()),
-        ]);
-        if let (Some(t), Some(f)) = (total, free) {
-            a.push(("device_utilization".into(), pct(t - f, t)));
-        }
-        a.push(("pt_utilization".into(), pct(allocated, reserved)));
+            ("device_utilization".into(), pct(total - free, total)),
+            ("pt_utilization".into(), pct(allocated, reserved)),
+        ];
         ev.attrs = Attrs::Pairs(a);
         // Prepare the detail rows that follow (if the typer reserved any).
         self.dropping_detail = self

@@ -245,7 +245,7 @@ impl HalTyper {
         }
     }
 
-    fn oom(&self, ctx: &TypeCtx, at: At, rec: &Record<Box<[u8]>>, out: &mut Vec<Event>) {
+    fn oom(&self, ctx: &mut TypeCtx, at: At, rec: &Record<Box<[u8]>>, out: &mut Vec<Event>) {
         let Record::HalOom {
             create,
             size,
@@ -274,6 +274,11 @@ impl HalTyper {
         if total > 0 {
             snap_attrs.push(("total_mem".to_owned(), total.to_string()));
             snap_attrs.push(("free_mem".to_owned(), free.to_string()));
+        } else {
+            ctx.warn(format!(
+                "OOM_Snapshot ({func} of {size} bytes on device {}): the device's total and free memory could not be obtained (aclrtGetMemInfo is not in the process or failed: no ACL runtime, or no device set on the thread); total_mem, free_mem and device_utilization are written as 0",
+                device.to_text()
+            ));
         }
         let row = |t: EventType, name: &str, attrs: Vec<(String, String)>| {
             let mut ev = Event::new(t, ts, ctx.pid, tid);

@@ -10,12 +10,13 @@ use memscope_core::adapter::AdapterId;
 use memscope_core::wire::Record;
 use memscope_runtime as rt;
 
-/// Whether HOST records now: one relaxed load once the runtime is ready. Before libc has
-/// initialised, `environ` is not set yet and the runtime must not initialise (it would find no
-/// settings and stay passive for good), so such early calls only forward.
+/// Whether HOST records now: one relaxed load once the runtime is ready (a second one outside
+/// collection windows, where allocations and frees are shadow records: `rt::tracking`). Before
+/// libc has initialised, `environ` is not set yet and the runtime must not initialise (it would
+/// find no settings and stay passive for good), so such early calls only forward.
 #[inline]
 fn host_on() -> bool {
-    rt::active(AdapterId::Host) || host_on_slow()
+    rt::active(AdapterId::Host) || rt::shadow_active(AdapterId::Host) || host_on_slow()
 }
 
 #[cold]
@@ -23,7 +24,7 @@ fn host_on_slow() -> bool {
     if rt::init_state() == rt::InitState::Uninit && !real::libc_ready() {
         return false;
     }
-    rt::enabled(AdapterId::Host)
+    rt::tracking(AdapterId::Host)
 }
 
 /// Captures and interns the caller's stack into the hook's scratch buffers (0: none, or no
@@ -33,7 +34,8 @@ fn host_on_slow() -> bool {
 #[inline]
 fn stack_id(g: &mut rt::Guard, sp: usize, fp: usize) -> u32 {
     let depth = rt::c_stack_depth() as usize;
-    if depth == 0 || sp == 0 {
+    // no stacks on shadow records (outside a collection window)
+    if depth == 0 || sp == 0 || !rt::recording() {
         return 0;
     }
     let Some(s) = g.scratch() else {

@@ -186,6 +186,10 @@ impl HostLeaks {
         let (Some(mapped), Some(m)) = (host_table(ev), ev.memory()) else {
             return;
         };
+        if ev.is_history_malloc() {
+            // a block from before the collection window: not summarised (msMemScope)
+            return;
+        }
         self.saw_maps |= mapped;
         match ev.kind {
             EventKind::Malloc => {

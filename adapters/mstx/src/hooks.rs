@@ -333,7 +333,7 @@ pub unsafe extern "C" fn mem_heap_unregister(domain: *mut c_void, heap: *mut c_v
 /// `mstxMemRegionsRegister(domain, batch)`: for each region, writes
 /// `regionHandleArrayOut[i] = ptr` when the array is non-NULL (so HANDLE-type unregister refs
 /// are the block addresses; done whether or not recording), and records one `RegionRegister`
-/// per region while the pool's adapter is enabled (selected and inside a window).
+/// per region while the pool's adapter is selected (outside a window as shadow records).
 ///
 /// # Safety
 /// `batch` is NULL or valid, with `regionCount` readable descriptors and, if non-NULL, a
@@ -354,7 +354,8 @@ pub unsafe extern "C" fn mem_regions_register(
         if descs.is_null() {
             return;
         }
-        let mut guard = if rt::enabled(pool_adapter(pool)) {
+        // blocks are recorded outside collection windows too, as shadow records (`rt::tracking`)
+        let mut guard = if rt::tracking(pool_adapter(pool)) {
             rt::enter()
         } else {
             None
@@ -385,7 +386,7 @@ pub unsafe extern "C" fn mem_regions_register(
 }
 
 /// `mstxMemRegionsUnregister(domain, batch)`: one `RegionUnregister` per ref while the pool's
-/// adapter is enabled. The ref's pointer/handle union is read as the block address whatever
+/// adapter is selected (outside a window as shadow records). The ref's pointer/handle union is read as the block address whatever
 /// `refType` says (this probe's region handles are the addresses).
 ///
 /// # Safety
@@ -397,7 +398,7 @@ pub unsafe extern "C" fn mem_regions_unregister(
     guarded((), || {
         rt::safe_point();
         let Some(pool) = pool_of(domain) else { return };
-        if batch.is_null() || !rt::enabled(pool_adapter(pool)) {
+        if batch.is_null() || !rt::tracking(pool_adapter(pool)) {
             return;
         }
         // SAFETY: caller contract.

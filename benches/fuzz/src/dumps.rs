@@ -197,7 +197,7 @@ pub fn run_dump(path: &Path, ctx: &Ctx) -> String {
     for level in [Level::Op, Level::Kernel] {
         if let Ok(seq) = compare::collect(&file, level, &mut opts(ctx)) {
             let res = compare::compare(&seq, &seq, level);
-            let _ = compare::compare_csv(&res.rows);
+            let _ = compare::compare_csv(&res.rows, true);
             assert!(
                 res.rows.iter().all(|r| r.diff() == 0),
                 "a dump compared with itself differs"

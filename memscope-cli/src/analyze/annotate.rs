@@ -1,7 +1,8 @@
 //! The annotated copy written by `memscope analyze inefficient`: the input, record for record,
-//! with the inefficient types added to the Attr of the MALLOC rows found. The input is never
-//! rewritten; the copy gets a name that does not exist yet (`<stem>_inefficient.<ext>`,
-//! `_1`, …), mode 0600.
+//! with the inefficient types added to the Attr of the MALLOC rows found. The copy gets a name
+//! that does not exist yet (`<stem>_inefficient.<ext>`, `_1`, …), mode 0600; with
+//! `--in-place` (msMemScope's behaviour, the Python API's) it then replaces the input in one
+//! rename ([`replace_input`]).
 //!
 //! * CSV: records are copied with RFC 4180 quoting; a MALLOC row's Attr gets
 //!   `inefficient:<t1,t2>` (merged into an existing `inefficient`/`inefficient_type` pair).
@@ -200,6 +201,23 @@ pub fn write_annotated(file: &DumpFile, found: &Found) -> Result<PathBuf> {
         DumpFormat::Csv => write_csv(file, found),
         DumpFormat::Db => write_db(file, found),
     }
+}
+
+/// Puts the annotated copy `copy` in the place of `input` (`--in-place`): the copy takes the
+/// input's permission bits, then one rename replaces the input, so a reader sees the old file
+/// or the new one, never a part of either.
+///
+/// # Errors
+/// The input's mode cannot be read or set on the copy, or the rename fails (the copy is then
+/// removed and the input left as it was).
+pub fn replace_input(copy: &std::path::Path, input: &std::path::Path) -> Result<()> {
+    let done = std::fs::metadata(input)
+        .and_then(|m| std::fs::set_permissions(copy, m.permissions()))
+        .and_then(|()| std::fs::rename(copy, input));
+    done.map_err(|e| {
+        let _ = std::fs::remove_file(copy);
+        anyhow!("cannot rewrite {}: {e}", input.display())
+    })
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@ use super::{say, CompareArgs};
 /// The processes of run directory `dir` (its run `run`, or its newest, when it holds several)
 /// by rank.
 fn by_rank(
+    args: &CompareArgs,
     dir: &std::path::Path,
     run: Option<usize>,
 ) -> Result<(BTreeMap<u32, ProcessInput>, Vec<String>)> {
@@ -31,7 +32,7 @@ fn by_rank(
         memscope_export::resolve(&inputs, index_ref, &mut memscope_export::progress::Silent)
             .map_err(|e| anyhow!("{e}"))?;
     for n in notes {
-        eprintln!("memscope: note: {}: {n}", dir.display());
+        args.note(&format!("{}: {n}", dir.display()));
     }
     let mut m = BTreeMap::new();
     let mut left = Vec::new();
@@ -79,10 +80,10 @@ pub fn run(args: &CompareArgs, level: Level, map: &DeviceMap) -> Result<()> {
     if runs.len() > 2 {
         return Err(anyhow!("--run: two run numbers at most (base, compare)"));
     }
-    let (a, left_a) = by_rank(&args.base, runs.first().copied())?;
-    let (b, left_b) = by_rank(&args.compare, runs.get(1).copied())?;
+    let (a, left_a) = by_rank(args, &args.base, runs.first().copied())?;
+    let (b, left_b) = by_rank(args, &args.compare, runs.get(1).copied())?;
     for l in left_a.iter().chain(&left_b) {
-        eprintln!("memscope: note: {l}: not compared");
+        args.note(&format!("{l}: not compared"));
     }
     let pairs: Vec<u32> = a.keys().filter(|r| b.contains_key(r)).copied().collect();
     for (r, dir) in a
@@ -95,10 +96,10 @@ pub fn run(args: &CompareArgs, level: Level, map: &DeviceMap) -> Result<()> {
                 .map(|r| (r, &args.base)),
         )
     {
-        eprintln!(
-            "memscope: note: rank {r} is not in {}: not compared",
+        args.note(&format!(
+            "rank {r} is not in {}: not compared",
             dir.display()
-        );
+        ));
     }
     if pairs.is_empty() {
         return Err(anyhow!(
@@ -115,22 +116,27 @@ pub fn run(args: &CompareArgs, level: Level, map: &DeviceMap) -> Result<()> {
             compare::map_devices(&base, &mut cmp, map).map_err(|e| anyhow!("rank {r}: {e}"))?;
         let res = compare::compare(&base, &cmp, level);
         if let Some(n) = mapped {
-            eprintln!("memscope: note: rank {r}: {n}");
+            args.note(&format!("rank {r}: {n}"));
         }
         for n in &res.notes {
-            eprintln!("memscope: note: rank {r}: {n}");
+            args.note(&format!("rank {r}: {n}"));
         }
         if res.rows.is_empty() {
             say(&format!("rank {r}: no rows to compare at this level"));
             continue;
         }
-        let path = compare::write_compare_csv_as(&args.output, &format!("_rank{r}"), &res.rows)
-            .map_err(|e| {
-                anyhow!(
-                    "cannot write {}: {e}",
-                    args.output.join("compare").display()
-                )
-            })?;
+        let path = compare::write_compare_csv_as(
+            &args.output,
+            &format!("_rank{r}"),
+            &res.rows,
+            args.step_column,
+        )
+        .map_err(|e| {
+            anyhow!(
+                "cannot write {}: {e}",
+                args.output.join("compare").display()
+            )
+        })?;
         written += 1;
         let matched = res
             .rows

@@ -70,6 +70,12 @@ impl Layer for CollectFilter {
         };
         if keep && self.device_selected(ev.device) {
             out.push(ev);
+        } else if keep && ev.event_type == EventType::Step {
+            // A step boundary belongs to every dump the run writes (issue 27): on a device
+            // `--device` leaves out it goes on device-less, like a mark without a device.
+            let mut ev = ev;
+            ev.device = Device::NotApplicable;
+            out.push(ev);
         }
         Ok(())
     }

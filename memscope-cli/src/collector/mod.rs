@@ -1,6 +1,8 @@
 //! The collector: follows every traced process's stream in the spool directory while the job
 //! runs, and turns each process into its output directory (dumps, log, config.json, reports).
 
+pub mod api_config;
+pub mod history;
 pub mod layers;
 pub mod pipeline;
 pub mod plugin_typer;
@@ -50,6 +52,8 @@ pub struct Collector {
     skip: HashSet<u32>,
     /// How processes reaped by `memscope run` ended (its direct child and reparented ranks).
     ended: BTreeMap<u32, crate::job::Ended>,
+    /// `memscope.config()` of the job's Python processes (issue 27).
+    api: api_config::ApiConfigs,
 }
 
 fn monotonic_ns() -> u64 {
@@ -90,6 +94,7 @@ impl Collector {
             done: Vec::new(),
             skip: HashSet::new(),
             ended: BTreeMap::new(),
+            api: api_config::ApiConfigs::default(),
         }
     }
 
@@ -133,13 +138,15 @@ impl Collector {
         let Ok(rd) = std::fs::read_dir(&self.spool) else {
             return;
         };
+        let paths: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
         // Images of one pid in creation order (`<pid>-<start ns>.stream`).
-        let mut new: Vec<(u32, u64, PathBuf)> = rd
-            .flatten()
-            .map(|e| e.path())
+        let mut new: Vec<(u32, u64, PathBuf)> = paths
+            .iter()
             .filter(|p| {
-                p.extension().and_then(|e| e.to_str()) == Some("stream") && !self.seen.contains(p)
+                p.extension().and_then(|e| e.to_str()) == Some("stream")
+                    && !self.seen.contains(p.as_path())
             })
+            .cloned()
             .map(|p| {
                 let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
                 let pid = memscope_core::spool::pid_of_stream_name(name).unwrap_or(0);
@@ -195,11 +202,49 @@ impl Collector {
             }
         }
         self.unready = still;
+        self.api_configs(&paths);
+    }
+
+    /// Applies the `memscope.config()` requests found in the spool (issue 27): to the
+    /// process's pipeline if it is followed already, else when its first stream appears.
+    fn api_configs(&mut self, paths: &[PathBuf]) {
+        for (pid, req) in self.api.new_requests(paths) {
+            let answer = match api_config::config_for(&self.cfg, &req) {
+                Err(e) => Err(e),
+                Ok(cfg) => {
+                    let cfg = Arc::new(cfg);
+                    let done = match self.procs.get_mut(&pid) {
+                        Some((p, _)) => match p.first_header() {
+                            Some(h) => {
+                                let factory = PipelineFactory {
+                                    cfg: &cfg,
+                                    visible_devices: &self.visible_devices,
+                                    analyses: &self.analyses,
+                                };
+                                let setup = factory.setup(&h, None);
+                                let r = p.pipeline_mut().reconfigure(setup);
+                                if r.is_ok() {
+                                    p.pipeline_mut().log().info(&api_config::applied_line(&req));
+                                }
+                                r
+                            }
+                            None => Ok(()),
+                        },
+                        None => Ok(()),
+                    };
+                    if done.is_ok() {
+                        self.api.set(pid, cfg);
+                    }
+                    done
+                }
+            };
+            api_config::answer(&req, &answer);
+        }
     }
 
     fn new_pipeline(&self, h: &StreamHeader) -> Pipeline {
         let setup = PipelineFactory {
-            cfg: &self.cfg,
+            cfg: self.api.get(h.pid).unwrap_or(&self.cfg),
             visible_devices: &self.visible_devices,
             analyses: &self.analyses,
         };
@@ -281,6 +326,14 @@ impl PipelineFactory<'_> {
     /// capture is written there while the process is followed (moved into the process's output
     /// directory at the end).
     pub fn build(&self, h: &StreamHeader, capture_dir: Option<&Path>) -> Pipeline {
+        let mut p = Pipeline::new(self.setup(h, capture_dir));
+        p.set_rank_env(&h.rank_env);
+        p.set_ppid(h.ppid);
+        p
+    }
+
+    /// What [`PipelineFactory::build`] builds its pipeline from.
+    pub fn setup(&self, h: &StreamHeader, capture_dir: Option<&Path>) -> PipelineSetup {
         let cfg = self.cfg;
         let ts = layout::timestamp_name(h.start_ns);
         let project = layout::project_dir(&cfg.output_path, h.pid, &ts);
@@ -359,7 +412,7 @@ impl PipelineFactory<'_> {
                 }
             }
         });
-        let mut p = Pipeline::new(PipelineSetup {
+        PipelineSetup {
             pid: h.pid,
             project_dir: project,
             exe: h.exe.clone(),
@@ -374,10 +427,7 @@ impl PipelineFactory<'_> {
                 && !cfg.host_rows,
             host_fast: host_fast.then(crate::builtin::wiring::host_fast),
             py_depth: cfg.call_stack.python,
-        });
-        p.set_rank_env(&h.rank_env);
-        p.set_ppid(h.ppid);
-        p
+        }
     }
 }
 

@@ -11,9 +11,12 @@ use memscope_core::bus::{Bus, ReportSection};
 use memscope_core::capture::{CaptureEnd, CaptureStats, CaptureWriter, ImageHeader, ImageInfo};
 use memscope_core::event::{Event, EventKind};
 use memscope_core::sink::SharedStats;
-use memscope_core::wire::{Record, StackFrames};
+use memscope_core::wire::{Record, StackFrames, SystemCode};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
+
+#[path = "reconfigure.rs"]
+mod reconfigure;
 
 /// Receives every typed event of a pipeline (the replay API).
 pub type Observer = Box<dyn FnMut(&Event)>;
@@ -149,6 +152,8 @@ pub struct Pipeline {
     pystacks: super::pystacks::PyStacks,
     /// Rows of the package's torch hooks and watch files (issue 13).
     torch: super::torch::TorchState,
+    /// Blocks seen outside collection windows (issue 26).
+    history: super::history::History,
 }
 
 impl Pipeline {
@@ -181,6 +186,7 @@ impl Pipeline {
             python: Default::default(),
             pystacks: super::pystacks::PyStacks::new(p.py_depth),
             torch: Default::default(),
+            history: Default::default(),
         }
     }
 
@@ -280,9 +286,14 @@ impl Pipeline {
             _ => {}
         }
         self.ctx.set_image(image);
+        if let Record::Shadow { ts } = rec {
+            self.history.marker(image, tid, *ts);
+            return;
+        }
+        let shadow = self.history.is_shadow(image, tid, rec.ts());
         if self.host_fast.is_some() && is_host_record(rec) && !matches!(rec, Record::Module { .. })
         {
-            self.host_record(image, tid, rec);
+            self.host_record(image, tid, rec, shadow);
             return;
         }
         let resolved = self.resolve_text(image, rec);
@@ -352,22 +363,67 @@ impl Pipeline {
         }
         let c_stack = self.ctx.take_call_stack(tid, rec.ts());
         for mut ev in out.drain(..) {
-            self.pystacks.attach(image, tid, &mut ev);
+            if !shadow {
+                self.pystacks.attach(image, tid, &mut ev);
+            }
             if ev.c_stack.is_none() {
                 ev.c_stack.clone_from(&c_stack);
             }
             if !handled {
                 self.python.observe(&ev);
             }
+            if shadow {
+                if let Some(ev) = self.history.divert(image, ev) {
+                    self.emit(ev);
+                }
+                continue;
+            }
+            match self.history.touch(image, &ev) {
+                super::history::Touch::Pass => {}
+                super::history::Touch::Drop => continue,
+                super::history::Touch::PromoteFirst(m) => self.emit(*m),
+            }
             self.emit(ev);
         }
         self.out = out;
+        match rec {
+            Record::System {
+                ts,
+                code: SystemCode::StartTrace,
+                ..
+            } => self.window_opened(image, *ts),
+            Record::System {
+                code: SystemCode::StopTrace,
+                ..
+            } => self.history.closed(),
+            _ => {}
+        }
     }
 
-    /// A HOST record of thread `tid` on the fast path: accounted without events (with the
+    /// A collection window opened at `ts`: the blocks held from outside windows are written
+    /// once, right after the `START_TRACE` row.
+    fn window_opened(&mut self, image: usize, ts: u64) {
+        for ev in self.history.opened(image, ts) {
+            self.emit(ev);
+        }
+    }
+
+    /// A HOST record of thread `tid` on the fast path (`shadow`: made outside a collection
+    /// window, see `history`: not accounted unless it frees a block from a window).
+    fn host_record(&mut self, image: usize, tid: u32, rec: &Record<Box<[u8]>>, shadow: bool) {
+        if shadow {
+            if let Some(rec) = self.history.divert_host(rec) {
+                self.host_account(image, tid, rec);
+            }
+            return;
+        }
+        self.host_account(image, tid, rec);
+    }
+
+    /// Accounts a HOST record of thread `tid` on the fast path without events (with the
     /// thread's Python stack, so its summaries name Python lines); the IDs and per-kind counts
     /// move as if its events had been emitted.
-    fn host_record(&mut self, image: usize, tid: u32, rec: &Record<Box<[u8]>>) {
+    fn host_account(&mut self, image: usize, tid: u32, rec: &Record<Box<[u8]>>) {
         if self.failed.is_some() {
             return;
         }
@@ -417,6 +473,9 @@ impl Pipeline {
         }
         for e in self.python.take_errors() {
             self.log.error(&format!("python trace: {e}"));
+        }
+        for w in self.python.take_warnings() {
+            self.log.warn(&w);
         }
         for e in self.torch.take_errors() {
             self.log.error(&format!("memory watch: {e}"));

@@ -120,6 +120,16 @@ impl ProcessState {
         n
     }
 
+    /// The header of the process's first image.
+    pub fn first_header(&self) -> Option<memscope_core::spool::StreamHeader> {
+        self.merge.images().first()?.known_header().cloned()
+    }
+
+    /// The process's pipeline.
+    pub fn pipeline_mut(&mut self) -> &mut Pipeline {
+        &mut self.pipeline
+    }
+
     /// Periodic flush of the sinks.
     pub fn flush(&mut self) {
         self.pipeline.flush();

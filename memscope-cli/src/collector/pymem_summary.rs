@@ -140,7 +140,8 @@ impl Layer for PyObjects {
     }
 
     fn on_event(&mut self, ev: Event, _ctx: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError> {
-        if ev.event_type == self.ty {
+        // blocks from before a collection window are written, not summarised (msMemScope)
+        if ev.event_type == self.ty && !ev.is_history_malloc() {
             if let Some(m) = ev.memory() {
                 match ev.kind {
                     EventKind::Malloc => {

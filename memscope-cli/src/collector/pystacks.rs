@@ -29,6 +29,11 @@ pub struct PyStacks {
 }
 
 impl PyStacks {
+    /// Frames per row from now on (`None`: off), definitions kept.
+    pub fn set_depth(&mut self, depth: Option<u32>) {
+        self.depth = depth;
+    }
+
     /// Stacks of `depth` frames per row (`None`: off).
     pub fn new(depth: Option<u32>) -> PyStacks {
         PyStacks {

@@ -17,13 +17,15 @@
 //! (`collect::python_warnings`).
 //!
 //! **SYSTEM** rows of `start()`/`stop()`/`step()` (`START_TRACE`, `STOP_TRACE` device-less;
-//! `STEP` with the 1-based count as Name on the thread's current device).
+//! `STEP` with the 1-based count as Name on the thread's current device, else the last NPU the
+//! process used, else device-less).
 //!
 //! **SNAPSHOT** rows: Attr keys are the seed's `total_mem, free_mem, reserved, peak_reserved,
 //! allocated, peak_allocated, device_utilization, pt_utilization`. Figures the framework did
 //! not give come from the PTA pool accounting of this process (the `used`/`total` of its last
 //! PTA row on that device, and their maxima so far); utilisations are percentages with 6
-//! decimals (msMemScope's `std::to_string`).
+//! decimals (msMemScope's `std::to_string`). Device totals nobody could report are written 0,
+//! as msMemScope does, and the log says so.
 
 use memscope_core::adapter::TypeCtx;
 use memscope_core::event::{Attrs, Device, Event, EventType};
@@ -65,6 +67,8 @@ pub struct PythonState {
     last_npu: Option<u32>,
     steps: u64,
     errors: Vec<String>,
+    /// Lines for the log: SNAPSHOT figures that could not be obtained (issue 27).
+    warnings: Vec<String>,
     /// No python_trace file is written (the replay API types records without writing).
     dry: bool,
 }
@@ -174,7 +178,12 @@ impl PythonState {
                 if t == EventType::Step {
                     self.steps += 1;
                     ev.name = Some(self.steps.to_string());
-                    ev.device = Device::Npu(ctx.current_device(tid).or(self.last_npu).unwrap_or(0));
+                    // A thread without a device gives a device-less STEP (issue 27): copied
+                    // into every dump of the process, like a device-less mark.
+                    ev.device = ctx
+                        .current_device(tid)
+                        .or(self.last_npu)
+                        .map_or(Device::NotApplicable, Device::Npu);
                 }
                 out.push(ev);
             }
@@ -185,7 +194,15 @@ impl PythonState {
                 values,
                 ref name,
             } => {
-                out.push(self.snapshot(ctx, tid, ts, device, k, values, name));
+                let ev = self.snapshot(ctx, tid, ts, device, k, values, name);
+                if k & (known::TOTAL | known::FREE) != known::TOTAL | known::FREE {
+                    self.warnings.push(format!(
+                        "SNAPSHOT {:?} (device {}): the device's total and free memory could not be obtained (no torch_npu, and the ACL runtime's aclrtGetMemInfo is not in the process or failed); total_mem, free_mem and device_utilization are written as 0",
+                        String::from_utf8_lossy(name),
+                        ev.device.to_text()
+                    ));
+                }
+                out.push(ev);
             }
             _ => return false,
         }
@@ -336,6 +353,16 @@ impl PythonState {
     /// Errors met writing trace files since the last call (for the process log).
     pub fn take_errors(&mut self) -> Vec<String> {
         std::mem::take(&mut self.errors)
+    }
+
+    /// Whether a python_trace file has been written into the process's directory.
+    pub fn wrote_files(&self) -> bool {
+        !self.files.is_empty()
+    }
+
+    /// Takes the warnings for the log (SNAPSHOT figures that could not be obtained).
+    pub fn take_warnings(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.warnings)
     }
 
     /// The process ended: writes the calls still open (EndTime `N/A`), flushes, and returns

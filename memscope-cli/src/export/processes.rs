@@ -15,14 +15,25 @@ use crate::export_cmd::ExportArgs;
 /// # Errors
 /// A missing or unreadable input, a directory without dumps or captures, a malformed file.
 pub fn resolve(a: &ExportArgs, bar: &mut Bar) -> anyhow::Result<Vec<ProcessInput>> {
+    resolve_paths(&a.inputs, bar)
+}
+
+/// The processes of `inputs` (run directories, process directories, dumps, captures), as
+/// [`resolve`] finds them; shared with `memscope diff` and the summaries of issue 24.
+///
+/// # Errors
+/// As [`resolve`].
+pub fn resolve_paths(
+    inputs: &[std::path::PathBuf],
+    progress: &mut dyn memscope_export::Progress,
+) -> anyhow::Result<Vec<ProcessInput>> {
     // ranks from the run index of `memscope run` when the inputs have one (issue 18)
-    let index =
-        memscope_export::rank::RunIndexFiles::load(&a.inputs).map_err(|e| anyhow!("{e}"))?;
+    let index = memscope_export::rank::RunIndexFiles::load(inputs).map_err(|e| anyhow!("{e}"))?;
     let index_ref: Option<&dyn memscope_export::rank::RunIndex> =
         (!index.is_empty()).then_some(&index as _);
     let mut captures = Vec::new();
     let mut dumps = Vec::new();
-    for input in &a.inputs {
+    for input in inputs {
         for f in crate::capture_input::find(input).map_err(|e| anyhow!("{e}"))? {
             captures.push(Captured {
                 dir: f.dir,
@@ -33,7 +44,7 @@ pub fn resolve(a: &ExportArgs, bar: &mut Bar) -> anyhow::Result<Vec<ProcessInput
             dumps.push(input.clone());
         }
     }
-    let (procs, notes) = memscope_export::resolve_with(&dumps, &captures, index_ref, bar)
+    let (procs, notes) = memscope_export::resolve_with(&dumps, &captures, index_ref, progress)
         .map_err(|e| anyhow!("{e}"))?;
     for n in notes {
         eprintln!("memscope: note: {n}");

@@ -153,6 +153,10 @@ impl DecomposeLayer {
 
     fn observe(&mut self, ev: &Event) {
         let Some(m) = ev.memory() else { return };
+        if ev.is_history_malloc() {
+            // blocks from before the window: written, not decomposed (msMemScope)
+            return;
+        }
         let addr = ev.ptr.unwrap_or(m.addr);
         let key = (ev.event_type, addr);
         match ev.kind {

@@ -278,6 +278,10 @@ impl IneffTracker {
                 let Some(fam) = family_of_pool(ev.event_type) else {
                     return out;
                 };
+                if ev.is_history_malloc() {
+                    // a block from before the window is not judged (msMemScope)
+                    return out;
+                }
                 let (size, alloc_id) = ev.memory().map_or((0, 0), |m| (m.size, m.allocation_id));
                 let addr = ev.ptr.or_else(|| ev.memory().map(|m| m.addr)).unwrap_or(0);
                 let uid = self.next_uid;

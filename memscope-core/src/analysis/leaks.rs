@@ -11,6 +11,9 @@
 //! marked `shadow:true`; such a FREE does not end a block here (it is what "live at exit"
 //! looks like in a dump). A later MALLOC at the same address does.
 //!
+//! **History blocks** (MALLOC rows marked `shadow:true`, written when a window opened for
+//! blocks allocated before it) are not judged, as in msMemScope.
+//!
 //! **HAL.** Every HAL block live at the end is reported too (msMemScope writes these only to
 //! its log; here they reach the console). HAL blocks are keyed by address, because 2025 dumps
 //! write HAL FREEs without a device.
@@ -147,6 +150,9 @@ impl LeakLayer {
     fn observe(&mut self, ev: &Event, ctx: &BusCtx) {
         self.steps.observe(ev, ctx);
         self.ops.observe(ev);
+        if ev.is_history_malloc() {
+            return;
+        }
         let (Some(m), Some(addr)) = (ev.memory(), ev.ptr.or_else(|| ev.memory().map(|m| m.addr)))
         else {
             return;

@@ -16,18 +16,23 @@
 pub use crate::cann_modules as cann;
 pub mod compare;
 pub mod decompose;
+pub mod diff;
+pub mod figures;
 pub mod gap;
 pub mod inefficient;
 pub mod inefficient_layer;
 pub mod leak_range;
 pub mod leaks;
 pub mod levels;
+pub mod live_points;
 pub mod offline;
 pub mod ops;
 pub mod outfile;
 pub mod peak;
 pub mod step_stats;
 pub mod steps;
+pub mod thresholds;
+pub mod windows;
 
 use std::path::PathBuf;
 

@@ -37,6 +37,7 @@ pub(crate) mod tag {
     pub const HOST_MREMAP: u8 = 26;
     pub const HOST_MREMAP_KEEP: u8 = 27;
     pub const CALL_STACK: u8 = 28;
+    pub const SHADOW: u8 = 29;
 }
 
 /// Delta state of one chunk, shared by encoder and decoder. Starts at zero for every chunk.
@@ -294,6 +295,9 @@ pub fn decode<'a>(
         tag::CALL_STACK => Record::CallStack {
             ts: i.ts(&mut next)?,
             stack: i.var()? as u32,
+        },
+        tag::SHADOW => Record::Shadow {
+            ts: i.ts(&mut next)?,
         },
         tag::SYSTEM => {
             let ts = i.ts(&mut next)?;

@@ -117,6 +117,10 @@ impl<B: AsRef<[u8]>> Record<B> {
                 ts(&mut o, &mut next, *t);
                 o.var(*stack as u64);
             }
+            Record::Shadow { ts: t } => {
+                o.u8(tag::SHADOW);
+                ts(&mut o, &mut next, *t);
+            }
             Record::System {
                 ts: t,
                 code,

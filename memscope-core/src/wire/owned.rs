@@ -78,6 +78,7 @@ impl<B: AsRef<[u8]>> Record<B> {
                 ts: *ts,
                 stack: *stack,
             },
+            Record::Shadow { ts } => Record::Shadow { ts: *ts },
             Record::System { ts, code, device } => Record::System {
                 ts: *ts,
                 code: *code,

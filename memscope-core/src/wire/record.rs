@@ -106,6 +106,14 @@ pub enum Record<B = Box<[u8]>> {
         /// Interned C stack id (see `StackDef`).
         stack: u32,
     },
+    /// The thread's next record (the one with the same `ts`, written right after this one) is
+    /// an allocation or free made outside a collection window: the memory hooks keep recording
+    /// those (without stacks) so the collector can write the blocks already live when a window
+    /// opens (msMemScope's shadow blocks).
+    Shadow {
+        /// Time stamp of the record it belongs to.
+        ts: u64,
+    },
     /// Pop the writing thread's owner stack.
     OwnerPop {
         /// Time.
@@ -583,6 +591,7 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::OwnerPush { ts, .. }
             | Record::OwnerPop { ts }
             | Record::CallStack { ts, .. }
+            | Record::Shadow { ts }
             | Record::System { ts, .. }
             | Record::HostMalloc { ts, .. }
             | Record::HostFree { ts, .. }
@@ -668,6 +677,7 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::OwnerPush { .. }
             | Record::OwnerPop { .. }
             | Record::CallStack { .. }
+            | Record::Shadow { .. }
             | Record::HeapRegister { .. }
             | Record::HeapUnregister { .. }
             | Record::SetDevice { .. }

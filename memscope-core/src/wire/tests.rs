@@ -82,6 +82,9 @@ fn every_record_kind_round_trips() {
             ts: 1_700_000_000_000_000_950,
             stack: 77,
         },
+        Record::Shadow {
+            ts: 1_700_000_000_000_000_960,
+        },
         Record::System {
             ts: 1_700_000_000_000_001_000,
             code: SystemCode::AclInit,

@@ -54,6 +54,22 @@ pub unsafe extern "C" fn memscope_py_status() -> c_int {
     })
 }
 
+/// `int memscope_py_attach(void)`: a probe preloaded without a spool (`source msmemscope
+/// --load-api-env`) stays dormant; the Python package sets `MEMSCOPE_SPOOL` and the other
+/// settings in the environment, then calls this to start recording. 1 when the probe records
+/// now, 0 when it stays passive.
+///
+/// # Safety
+/// None.
+#[no_mangle]
+pub unsafe extern "C" fn memscope_py_attach() -> c_int {
+    guard(0, || {
+        let ready = rt::wake();
+        rt::safe_point();
+        c_int::from(ready)
+    })
+}
+
 /// `int memscope_py_wait_at_exit(int ms)`: when this process exits, wait at most `ms`
 /// milliseconds for its collector to end, so that the plain-python mode's summary (with the
 /// exit status) is printed before the process is gone (issue 23). 0.
@@ -64,6 +80,23 @@ pub unsafe extern "C" fn memscope_py_status() -> c_int {
 pub unsafe extern "C" fn memscope_py_wait_at_exit(ms: c_int) -> c_int {
     guard(-1, || {
         rt::wait_for_collector_at_exit(ms.max(0) as u32);
+        0
+    })
+}
+
+/// `int memscope_py_set_c_stack(int depth)`: C stacks of `depth` frames (capped at 1000; 0:
+/// none) on the rows from now on — `config(call_stack="c:N")` of a probe preloaded with
+/// `source msmemscope --load-api-env`. 0, or -1 when passive.
+///
+/// # Safety
+/// None.
+#[no_mangle]
+pub unsafe extern "C" fn memscope_py_set_c_stack(depth: c_int) -> c_int {
+    guard(-1, || {
+        if !rt::ensure_init() {
+            return -1;
+        }
+        rt::set_c_stack_depth(depth.max(0) as u32);
         0
     })
 }
@@ -164,6 +197,18 @@ pub unsafe extern "C" fn memscope_py_trace_stop() -> c_int {
             -1
         }
     })
+}
+
+/// `int memscope_py_trace_standalone(int on)`: with `on`, the tracer traces outside collection
+/// windows too (`tracer.start()` called by the user, as msMemScope's tracer works on its own);
+/// with 0, only inside them (the tracer of `--events traceback`). Always 0.
+///
+/// # Safety
+/// None.
+#[no_mangle]
+pub unsafe extern "C" fn memscope_py_trace_standalone(on: c_int) -> c_int {
+    trace::set_standalone(on != 0);
+    0
 }
 
 /// `int memscope_py_trace_active(void)`: 1 while the tracer is installed.

@@ -78,7 +78,8 @@ pub unsafe extern "C" fn memscope_py_aten_tensor(
 }
 
 /// `int memscope_py_cpu_tensor(int free, uint64_t addr, uint64_t size)`: a CPU tensor storage
-/// of `size` bytes at `addr` was created (`free` 0) or released. 0 recorded, -1 not.
+/// of `size` bytes at `addr` was created (`free` 0) or released (outside a collection window
+/// too: a shadow record, see `memscope_runtime::tracking`). 0 recorded, -1 not.
 ///
 /// # Safety
 /// None.
@@ -86,7 +87,7 @@ pub unsafe extern "C" fn memscope_py_aten_tensor(
 pub unsafe extern "C" fn memscope_py_cpu_tensor(free: c_int, addr: u64, size: u64) -> c_int {
     guard(|| {
         addr != 0
-            && rt::recording()
+            && (rt::recording() || rt::shadowing())
             && rt::record(&Record::CpuTensor {
                 ts: rt::now_ns(),
                 free: free != 0,
@@ -145,7 +146,8 @@ fn copy_out(device: u32, addr: u64, len: usize) -> Option<Vec<u8>> {
 /// `int memscope_py_watch_dump(const char *name, uint32_t device, uint64_t addr, uint64_t len,
 /// int full)`: dumps the watched memory `[addr, addr+len)` of `device` now, as `name`
 /// (`<op>_<n>-<watched>_<idx>_<before|after>`): its checksum, or with `full` its bytes. 0
-/// recorded, -1 not (outside a window, copy refused).
+/// recorded, -1 not (outside a window, dropped), -2 the memory could not be copied out (the
+/// runtime refused, or is not there).
 ///
 /// # Safety
 /// `name` is NULL or NUL-terminated; `[addr, addr+len)` is memory of a live tensor or block.
@@ -157,7 +159,8 @@ pub unsafe extern "C" fn memscope_py_watch_dump(
     len: u64,
     full: c_int,
 ) -> c_int {
-    guard(|| {
+    let mut refused = false;
+    let rc = guard(|| {
         // SAFETY: caller contract.
         let Some(n) = (unsafe { rt::c_text(name) }) else {
             return false;
@@ -166,6 +169,7 @@ pub unsafe extern "C" fn memscope_py_watch_dump(
             return false;
         }
         let Some(bytes) = copy_out(device, addr, len as usize) else {
+            refused = true;
             return false;
         };
         let ts = rt::now_ns();
@@ -197,5 +201,10 @@ pub unsafe extern "C" fn memscope_py_watch_dump(
             }
         }
         ok
-    })
+    });
+    if refused {
+        -2
+    } else {
+        rc
+    }
 }

@@ -24,6 +24,20 @@ use memscope_runtime as rt;
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 /// Bumped at every start: a thread whose stack belongs to an older epoch clears it first.
 static EPOCH: AtomicU32 = AtomicU32::new(0);
+/// The tracer was started by `tracer.start()` itself (issue 27): as msMemScope's, it traces
+/// whether or not a collection window is open.
+static STANDALONE: AtomicBool = AtomicBool::new(false);
+
+/// Whether calls are traced now: inside a collection window, or while a standalone tracer
+/// runs.
+fn tracing_now() -> bool {
+    rt::recording() || (STANDALONE.load(Ordering::Relaxed) && ACTIVE.load(Ordering::Relaxed))
+}
+
+/// Makes the tracer trace outside collection windows too (`on`), or only inside them.
+pub fn set_standalone(on: bool) {
+    STANDALONE.store(on, Ordering::Relaxed);
+}
 
 thread_local! {
     static STACK: ManuallyDrop<RefCell<Vec<u32>>> = const { ManuallyDrop::new(RefCell::new(Vec::new())) };
@@ -169,7 +183,7 @@ unsafe extern "C" fn profile(_obj: Obj, frame: Frame, what: c_int, arg: Obj) -> 
                 }
             }
             what::C_CALL if tracing => {
-                if !rt::recording() {
+                if !tracing_now() {
                     with_stack(|s| s.push(0));
                     return;
                 }
@@ -187,7 +201,7 @@ unsafe extern "C" fn profile(_obj: Obj, frame: Frame, what: c_int, arg: Obj) -> 
 
 /// Tracer side of a Python call; `found` is the code's (function id, is `_call_impl`).
 fn trace_call(api: &Api, frame: Frame, found: Option<(u32, bool)>) {
-    if !rt::recording() {
+    if !tracing_now() {
         // Keep calls and returns balanced across closed windows: a placeholder.
         with_stack(|s| s.push(0));
         return;
@@ -203,7 +217,7 @@ fn trace_call(api: &Api, frame: Frame, found: Option<(u32, bool)>) {
 
 /// Tracer side of a Python or C return.
 fn trace_return(api: &Api, frame: Frame, what: c_int, arg: Obj) {
-    let recording = rt::recording();
+    let recording = tracing_now();
     match with_stack(|s| s.pop()).flatten() {
         Some(0) => {}
         Some(id) if recording => ret(id),
@@ -368,13 +382,14 @@ pub fn stop() -> Result<bool, &'static str> {
     Ok(true)
 }
 
-/// `RecordFunction(name)` start (`end` false) or end. Recorded only inside a collection window
-/// (msMemScope writes these rows only while tracing). `false` when nothing was recorded.
+/// `RecordFunction(name)` start (`end` false) or end. Recorded inside a collection window or
+/// while a standalone tracer runs (msMemScope writes these rows while tracing). `false` when
+/// nothing was recorded.
 pub fn record_function(name: &[u8], end: bool) -> bool {
     let Ok(api) = cpython::api() else {
         return false;
     };
-    if !rt::recording() {
+    if !tracing_now() {
         return false;
     }
     let Some(id) = slow(api, || intern::user_id(api, name)) else {

@@ -160,11 +160,12 @@ unsafe extern "C" fn walk_from(
 
 /// Records `rec` through `g`, preceded by its C stack ([`record_call_stack`], leaving out the
 /// probe's frames) when C stacks are on: the one call an adapter hook makes for a row that
-/// should carry `Call Stack(C)`. Records without a time stamp are written without a stack.
+/// should carry `Call Stack(C)`. Records without a time stamp, and shadow records (outside a
+/// collection window: [`crate::tracking`]), are written without a stack.
 #[inline]
 pub fn record_with_stack(g: &mut Guard, rec: &Record<&[u8]>) -> bool {
     if let Some(ts) = rec.ts() {
-        if crate::c_stack_depth() != 0 {
+        if crate::c_stack_depth() != 0 && crate::recording() {
             record_call_stack(g, ts, Skip::Probe);
         }
     }

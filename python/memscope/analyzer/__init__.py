@@ -1,9 +1,12 @@
 """``memscope.analyzer``: msMemScope's offline analyzers, run by the memscope CLI's Rust
 analyses (``memscope analyze leaks|inefficient``), not re-implemented in Python.
 
-Differences from msMemScope: ``check_inefficient`` writes an annotated copy next to the input
-instead of rewriting the user's file in place; the leak check also reads memscope's dumps; bad
-arguments raise ``TypeError``/``ValueError`` naming the argument.
+As in msMemScope, ``check_inefficient``, ``analyze("inefficient", ...)`` and
+``InefficientAnalyzer`` rewrite the input file with the annotations (``memscope analyze
+inefficient --in-place``; the CLI without ``--in-place`` writes a new annotated copy instead), so
+a script reads the input afterwards. The file is replaced in one rename: a reader sees the old
+file or the annotated one, never a part. Differences from msMemScope: the leak check also reads
+memscope's dumps; bad arguments raise ``TypeError``/``ValueError`` naming the argument.
 """
 
 import inspect
@@ -72,6 +75,10 @@ class InefficientConfig(AnalysisConfig):
 
     def __init__(self, input_path, mem_size=0, inefficient_type=None, idle_threshold=3000):
         super().__init__(_input_path("InefficientConfig", input_path, (".csv", ".db")))
+        # the file is rewritten (msMemScope checks the same)
+        if not os.access(self.input_path, os.W_OK):
+            raise PermissionError("InefficientConfig(input_path=%r): not writable (the analysis "
+                                  "rewrites it)" % self.input_path)
         self.mem_size = _int("InefficientConfig", "mem_size", mem_size, 0)
         if inefficient_type is None:
             types = list(INEFFICIENT_TYPES)
@@ -112,14 +119,15 @@ class LeaksAnalyzer:
 
 
 class InefficientAnalyzer:
-    """Runs ``memscope analyze inefficient FILE`` (prints the findings, writes an annotated
-    copy next to the input)."""
+    """Runs ``memscope analyze inefficient FILE --in-place`` (prints the findings, rewrites the
+    input with the annotations, as msMemScope does)."""
 
     def analyze(self, config):
         if not isinstance(config, InefficientConfig):
             raise TypeError("InefficientAnalyzer.analyze(config): expected an InefficientConfig")
         sys.stdout.flush()
-        _run(["analyze", "inefficient", config.input_path, "--mem-size", str(config.mem_size),
+        _run(["analyze", "inefficient", config.input_path, "--in-place",
+              "--mem-size", str(config.mem_size),
               "--types", ",".join(config.inefficient_type),
               "--idle-threshold", str(config.idle_threshold)])
 

@@ -32,11 +32,10 @@ pub fn check(out: &Output, what: &str) {
     );
 }
 
-/// Builds the wheel (dev or release profile, as this test binary) and installs it into a fresh
-/// venv under the build directory, once per test binary.
-pub fn venv() -> &'static Venv {
-    static V: OnceLock<Venv> = OnceLock::new();
-    V.get_or_init(|| {
+/// Builds the wheel (dev or release profile, as this test binary), once per test binary.
+pub fn wheel() -> &'static PathBuf {
+    static W: OnceLock<PathBuf> = OnceLock::new();
+    W.get_or_init(|| {
         let maturin = Command::new("python3")
             .args(["-m", "maturin", "--version"])
             .output();
@@ -57,27 +56,59 @@ pub fn venv() -> &'static Venv {
             .expect("wheel path")
             .trim()
             .to_owned();
-        let dir = profile.join("python-wheel-venv");
-        let _ = std::fs::remove_dir_all(&dir);
-        check(
-            &Command::new("python3")
-                .args(["-m", "venv"])
-                .arg(&dir)
-                .output()
-                .expect("python3 -m venv"),
-            "python3 -m venv",
-        );
-        let v = Venv {
-            dir,
-            wheel: PathBuf::from(&wheel),
-        };
-        check(
-            &Command::new(v.python())
-                .args(["-m", "pip", "install", "-q", "--no-index", "--no-deps"])
-                .arg(&wheel)
-                .output()
-                .expect("pip install"),
-            "pip install the wheel",
+        PathBuf::from(wheel)
+    })
+}
+
+/// A fresh venv `name` under the build directory with the wheel installed (and, with
+/// `system_site`, the packages of `python3` visible, e.g. its pytest).
+fn make_venv(name: &str, system_site: bool) -> Venv {
+    let wheel = wheel();
+    let dir = memscope_tests::profile_dir().join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut cmd = Command::new("python3");
+    cmd.args(["-m", "venv"]);
+    if system_site {
+        cmd.arg("--system-site-packages");
+    }
+    check(
+        &cmd.arg(&dir).output().expect("python3 -m venv"),
+        "python3 -m venv",
+    );
+    let v = Venv {
+        dir,
+        wheel: wheel.clone(),
+    };
+    check(
+        &Command::new(v.python())
+            .args(["-m", "pip", "install", "-q", "--no-index", "--no-deps"])
+            .arg(wheel)
+            .output()
+            .expect("pip install"),
+        "pip install the wheel",
+    );
+    v
+}
+
+/// The wheel installed into a fresh venv with nothing else, once per test binary.
+pub fn venv() -> &'static Venv {
+    static V: OnceLock<Venv> = OnceLock::new();
+    V.get_or_init(|| make_venv("python-wheel-venv", false))
+}
+
+/// The wheel in a fresh venv that also sees `python3`'s own packages, where pytest must be
+/// (`.ci/run` installs it: `python3 -m pip install pytest`), once per test binary.
+pub fn pytest_venv() -> &'static Venv {
+    static V: OnceLock<Venv> = OnceLock::new();
+    V.get_or_init(|| {
+        let v = make_venv("python-wheel-pytest-venv", true);
+        let ok = Command::new(v.python())
+            .args(["-c", "import pytest"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        assert!(
+            ok,
+            "pytest is not importable by python3: `python3 -m pip install pytest` (.ci/run installs it)"
         );
         v
     })

@@ -22,9 +22,13 @@ use crate::reader::{DumpFile, ReadError, ReadOptions};
 
 /// First header line of `memory_compare_{ts}.csv`.
 pub const COMPARE_HEADER_1: &str = ",,,Base,Compare";
-/// Second header line of `memory_compare_{ts}.csv` (msMemScope's six columns, then memscope's
-/// `Step`: the step the entry started in, issue 18).
+/// Second header line of `memory_compare_{ts}.csv`: msMemScope's six columns, exactly as its
+/// smoke suite checks them.
 pub const COMPARE_HEADER_2: &str =
+    "Event,Name,Device Id,Allocated Memory(byte),Allocated Memory(byte),Diff Memory(byte)";
+/// Second header line with memscope's `Step` column (`memscope compare --step-column`: the
+/// step each entry started in, issue 18); only written when asked for (issue 27).
+pub const COMPARE_HEADER_2_STEP: &str =
     "Event,Name,Device Id,Allocated Memory(byte),Allocated Memory(byte),Diff Memory(byte),Step";
 /// Most differences traced per device before falling back to positional pairing.
 pub const MAX_DIFFERENCES: usize = 4000;
@@ -275,23 +279,32 @@ pub fn compare_files(
 
 /// The CSV text of `rows`: the two header lines, then one line per row (RFC 4180 quoting;
 /// names neutralised against formula injection, [`crate::sanitize::csv_report_cell`]).
-pub fn compare_csv(rows: &[CompareRow]) -> Vec<u8> {
-    let mut out = format!("{COMPARE_HEADER_1}\n{COMPARE_HEADER_2}\n").into_bytes();
+/// `step_column` adds memscope's `Step` column after msMemScope's six.
+pub fn compare_csv(rows: &[CompareRow], step_column: bool) -> Vec<u8> {
+    let header_2 = if step_column {
+        COMPARE_HEADER_2_STEP
+    } else {
+        COMPARE_HEADER_2
+    };
+    let mut out = format!("{COMPARE_HEADER_1}\n{header_2}\n").into_bytes();
     let mut w = csv::WriterBuilder::new()
         .terminator(csv::Terminator::Any(b'\n'))
         .from_writer(Vec::new());
     let na = |v: Option<i64>| v.map_or("N/A".to_owned(), |x| x.to_string());
     for r in rows {
-        // writing into a Vec cannot fail
-        let _ = w.write_record([
+        let mut fields = vec![
             r.event.to_owned(),
             crate::sanitize::csv_report_cell(&r.name).into_owned(),
             r.device.to_string(),
             na(r.base),
             na(r.compare),
             r.diff().to_string(),
-            r.step.map_or_else(String::new, |s| s.to_string()),
-        ]);
+        ];
+        if step_column {
+            fields.push(r.step.map_or_else(String::new, |s| s.to_string()));
+        }
+        // writing into a Vec cannot fail
+        let _ = w.write_record(&fields);
     }
     out.extend(w.into_inner().unwrap_or_default());
     out
@@ -303,11 +316,11 @@ pub fn compare_csv(rows: &[CompareRow]) -> Vec<u8> {
 /// # Errors
 /// The folder or file cannot be created or written.
 pub fn write_compare_csv(output: &Path, rows: &[CompareRow]) -> std::io::Result<PathBuf> {
-    write_compare_csv_as(output, "", rows)
+    write_compare_csv_as(output, "", rows, false)
 }
 
 /// As [`write_compare_csv`], the name ending in `suffix` (`memory_compare_{ts}{suffix}.csv`,
-/// e.g. `_rank3` for one rank pair of two runs).
+/// e.g. `_rank3` for one rank pair of two runs), with the `Step` column when `step_column`.
 ///
 /// # Errors
 /// As [`write_compare_csv`].
@@ -315,12 +328,13 @@ pub fn write_compare_csv_as(
     output: &Path,
     suffix: &str,
     rows: &[CompareRow],
+    step_column: bool,
 ) -> std::io::Result<PathBuf> {
     let dir = output.join("compare");
     create_dir_private(&dir)?;
     let ts = chrono::Local::now().format("%Y%m%d%H%M%S");
     let (path, mut f) = create_unique(&dir, &format!("memory_compare_{ts}{suffix}"), "csv")?;
-    f.write_all(&compare_csv(rows))?;
+    f.write_all(&compare_csv(rows, step_column))?;
     f.sync_all()?;
     Ok(path)
 }

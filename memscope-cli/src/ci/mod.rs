@@ -1,0 +1,242 @@
+//! Memory as a test (issue 24): the figures of every process of a run or of dumps (peak, live
+//! at exit, leaks, drops, counts per device and allocator), the limits that fail a command
+//! (`run --fail-on`, `analyze leaks --fail-over`), and the `--summary-json` document
+//! (`schemas/memscope_summary.schema.json`).
+//!
+//! Exit code: [`EXIT_LIMIT`] (23, as LeakSanitizer's) when a limit is crossed, or the code of
+//! `--fail-exit-code`; memscope's own errors stay 2; under `memscope run` a job that failed
+//! keeps its own code (its failure wins), and the job's code is in the summary either way.
+
+pub mod summary;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, Result};
+
+use memscope_core::analysis::thresholds::{check, Crossing, Limit, Metric};
+
+pub use summary::{compute, Input, ProcessRow};
+
+/// The exit code of a crossed limit, unless `--fail-exit-code` says otherwise.
+pub const EXIT_LIMIT: u8 = 23;
+
+/// Limits were crossed: the lines are printed; `main` exits with `code`.
+#[derive(Debug)]
+pub struct LimitsCrossed {
+    /// The exit code.
+    pub code: u8,
+}
+
+impl std::fmt::Display for LimitsCrossed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "memory limits crossed (exit code {})", self.code)
+    }
+}
+
+impl std::error::Error for LimitsCrossed {}
+
+/// `--summary-json FILE` and the exit code of a crossed limit, shared by `run`, `analyze` and
+/// `diff`.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct SummaryArgs {
+    /// Write the figures of every process — per device and allocator: peak, live at exit,
+    /// leaks, drops, row counts — and the limits checked, as JSON
+    /// (schemas/memscope_summary.schema.json).
+    #[arg(long = "summary-json", value_name = "FILE")]
+    pub summary_json: Option<PathBuf>,
+}
+
+/// Checks a `--summary-json` path before anything runs: its folder must exist and the path
+/// must not be a directory.
+///
+/// # Errors
+/// One line naming the path.
+pub fn check_summary_path(path: &Path) -> Result<(), String> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        return Err(format!(
+            "--summary-json {}: no such directory {}",
+            path.display(),
+            dir.display()
+        ));
+    }
+    if path.is_dir() {
+        return Err(format!("--summary-json {}: is a directory", path.display()));
+    }
+    Ok(())
+}
+
+/// Parses `--fail-on` (or `--fail-over`'s `leaks>SIZE`), for a one-line error before anything
+/// runs.
+///
+/// # Errors
+/// The limit list does not parse.
+pub fn parse_limits(flag: &str, text: &str) -> Result<Vec<Limit>, String> {
+    Limit::parse_list(text).map_err(|e| format!("{flag} {text}: {e}"))
+}
+
+/// The crossings of `limits` over `procs`, printed one line each on stderr.
+pub fn evaluate(limits: &[Limit], procs: &[ProcessRow]) -> Vec<Crossing> {
+    let mut v = Vec::new();
+    for l in limits {
+        for p in procs {
+            for c in check(l, &p.label(), &p.figures, p.dropped) {
+                eprintln!("memscope: {}", c.line(l.metric == Metric::Dropped));
+                v.push(c);
+            }
+        }
+    }
+    v
+}
+
+/// Writes `doc` to `path` (beside it first, then moved into place).
+///
+/// # Errors
+/// The file cannot be written (one line naming it).
+pub fn write_json(path: &Path, doc: &serde_json::Value) -> Result<()> {
+    let text = serde_json::to_string_pretty(doc).map_err(|e| anyhow!("{e}"))?;
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .ok_or_else(|| anyhow!("--summary-json {}: not a file name", path.display()))?;
+    let tmp = dir.join(format!(
+        ".{}.{}.tmp",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    std::fs::write(&tmp, text + "\n")
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            anyhow!("--summary-json {}: {e}", path.display())
+        })
+}
+
+/// What `memscope run` hands over after the job: the limits and the summary file.
+#[derive(Clone, Debug, Default)]
+pub struct RunGate {
+    /// `--fail-on`.
+    pub limits: Vec<Limit>,
+    /// `--summary-json`.
+    pub summary_json: Option<PathBuf>,
+    /// `--fail-exit-code`.
+    pub exit_code: u8,
+}
+
+impl RunGate {
+    /// Whether the run needs its figures.
+    pub fn active(&self) -> bool {
+        !self.limits.is_empty() || self.summary_json.is_some()
+    }
+}
+
+/// After `memscope run`: the figures of its processes (read back from their captures and
+/// dumps), the limits checked, the summary written. Returns the run's exit code: the job's
+/// when it failed (or nothing was crossed), else the limit's. A summary or figures that cannot
+/// be made are said on one line; with the job successful that is exit code 2.
+pub fn after_run(
+    gate: &RunGate,
+    dirs: &[PathBuf],
+    facts: &summary::JobFacts<'_>,
+    quiet: bool,
+) -> i32 {
+    let job = facts.exit_code;
+    let procs = match compute(dirs, facts.known) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("memscope: figures of the run: {e:#}");
+            return if job != 0 { job } else { 2 };
+        }
+    };
+    let crossed = evaluate(&gate.limits, &procs);
+    let code = if job != 0 {
+        job
+    } else if !crossed.is_empty() {
+        i32::from(gate.exit_code)
+    } else {
+        0
+    };
+    if !crossed.is_empty() {
+        eprintln!(
+            "memscope: {} limit crossing(s); exit code {code} (the job exited with {job}{})",
+            crossed.len(),
+            if job != 0 { ": its failure wins" } else { "" }
+        );
+    } else if !gate.limits.is_empty() && !quiet {
+        let names: Vec<&str> = gate.limits.iter().map(|l| l.text.as_str()).collect();
+        eprintln!("memscope: limits kept: {}", names.join(", "));
+    }
+    if let Some(path) = &gate.summary_json {
+        let doc = summary::document(
+            "run",
+            code,
+            Some(facts),
+            &gate.limits,
+            &crossed,
+            &[Input {
+                label: "run".into(),
+                path: facts.output.to_path_buf(),
+                point: None,
+                processes: procs,
+            }],
+            None,
+        );
+        if let Err(e) = write_json(path, &doc) {
+            eprintln!("memscope: {e:#}");
+            if code == 0 {
+                return 2;
+            }
+        }
+    }
+    code
+}
+
+/// After an offline command (`analyze`, `diff`): checks `limits` over `inputs` (`extra`: the
+/// crossings the command found itself, already printed), writes the summary, and turns
+/// crossings into [`LimitsCrossed`].
+///
+/// # Errors
+/// The summary cannot be written; [`LimitsCrossed`] when a limit was crossed.
+pub fn finish_offline(
+    command: &str,
+    limits: &[Limit],
+    extra: Vec<Crossing>,
+    exit_code: u8,
+    summary_json: Option<&Path>,
+    inputs: Vec<Input>,
+    diff: Option<serde_json::Value>,
+) -> Result<()> {
+    let procs: Vec<ProcessRow> = inputs.iter().flat_map(|i| i.processes.clone()).collect();
+    let mut crossed = extra;
+    crossed.extend(evaluate(limits, &procs));
+    let code = if crossed.is_empty() { 0 } else { exit_code };
+    if !crossed.is_empty() {
+        eprintln!(
+            "memscope: {} limit crossing(s); exit code {code}",
+            crossed.len()
+        );
+    }
+    if let Some(path) = summary_json {
+        let doc = summary::document(
+            command,
+            i32::from(code),
+            None,
+            limits,
+            &crossed,
+            &inputs,
+            diff,
+        );
+        write_json(path, &doc)?;
+    }
+    if crossed.is_empty() {
+        Ok(())
+    } else {
+        Err(LimitsCrossed { code }.into())
+    }
+}

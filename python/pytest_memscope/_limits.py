@@ -1,0 +1,123 @@
+"""Sizes, device scopes and the checks of the markers (no pytest, no memscope imports)."""
+
+import re
+
+_UNITS = {
+    "": 1, "B": 1,
+    "K": 1 << 10, "KIB": 1 << 10, "M": 1 << 20, "MIB": 1 << 20,
+    "G": 1 << 30, "GIB": 1 << 30, "T": 1 << 40, "TIB": 1 << 40,
+    "KB": 10 ** 3, "MB": 10 ** 6, "GB": 10 ** 9, "TB": 10 ** 12,
+}
+_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*$")
+DEVICES = "None, 'npu', 'npu:N', 'cpu' or 'pymem'"
+
+
+def parse_size(text, what="limit"):
+    """Bytes of ``text``: ``1048576``, ``"1 MiB"``, ``"1.5GiB"``, ``"2 GB"`` (``K/M/G/T`` and
+    ``KiB…TiB`` are powers of 1024, ``KB…TB`` powers of 1000), as ``memscope run --fail-on``
+    reads them. ``ValueError`` naming ``what`` otherwise."""
+    if isinstance(text, bool):
+        raise ValueError("%s: %r is not a size" % (what, text))
+    if isinstance(text, int):
+        if text < 0:
+            raise ValueError("%s: %r is negative" % (what, text))
+        return text
+    m = _SIZE.match(str(text))
+    unit = m.group(2).upper() if m else None
+    if not m or unit not in _UNITS:
+        raise ValueError("%s: %r is not a size (e.g. 512, '64 KiB', '1.5 GiB', '2 GB')"
+                         % (what, text))
+    return int(round(float(m.group(1)) * _UNITS[unit]))
+
+
+def size(n):
+    """``4.0 MiB`` for people."""
+    if n < 1024:
+        return "%d B" % n
+    v = float(n)
+    for u in ("KiB", "MiB", "GiB", "TiB"):
+        v /= 1024.0
+        if v < 1024.0 or u == "TiB":
+            return "%.1f %s" % (v, u)
+    return "%d B" % n  # pragma: no cover
+
+
+def check_device(device, what):
+    """``device`` if it is a scope the plugin knows, else ``ValueError`` naming ``what``."""
+    if device is None or device in ("npu", "cpu", "pymem"):
+        return device
+    if isinstance(device, str) and re.match(r"^npu:[0-9]+$", device):
+        return device
+    raise ValueError("%s: device=%r: expected %s" % (what, device, DEVICES))
+
+
+def device_name(alloc):
+    """``npu:N`` or ``cpu`` of an allocator record."""
+    d = alloc["device"]
+    return "npu:" + d if d.isdigit() else d
+
+
+def covers(device, alloc):
+    """Whether an allocator record of a window is in scope ``device`` (``None``: all).
+    Allocators nest (pool blocks live in driver memory), so each is checked on its own."""
+    name = device_name(alloc)
+    pymem = alloc["allocator"].startswith("PYMEM")
+    if device is None:
+        return not alloc["allocator"].endswith("_ARENA")
+    if device == "npu":
+        return name.startswith("npu:")
+    if device == "cpu":
+        return name == "cpu" and not pymem
+    if device == "pymem":
+        return alloc["allocator"] == "PYMEM"
+    return name == device
+
+
+class Limit:
+    """One limit of a test: ``kind`` ``memory`` (peak) or ``leaks``, from a marker or the
+    ini default."""
+
+    def __init__(self, kind, text, device, origin, warmup=0):
+        self.kind = kind
+        self.text = text
+        self.max = parse_size(text, origin)
+        self.device = check_device(device, origin)
+        self.origin = origin
+        self.warmup = warmup
+
+    def describe(self):
+        dev = "" if self.device is None else ", device=%r" % self.device
+        return "limit_%s(%r%s)" % (self.kind, self.text, dev)
+
+    def check(self, record, test_file=None):
+        """``None`` when kept, else the failure message (which allocator, by how much, the
+        allocating line, the test's own line — the first frame in ``test_file`` — and the
+        stack down to pytest)."""
+        field = "peak_bytes" if self.kind == "memory" else "leaked_bytes"
+        sites = "peak_sites" if self.kind == "memory" else "leak_sites"
+        allocs = [a for a in record.get("allocators", []) if covers(self.device, a)]
+        if not allocs:
+            return None
+        worst = max(allocs, key=lambda a: a[field])
+        value = worst[field]
+        if value <= self.max:
+            return None
+        what = "peaked at" if self.kind == "memory" else "leaked"
+        lines = ["memscope: %s crossed (%s): %s %s on %s %s, %s over the limit"
+                 % (self.describe(), self.origin, what, size(value), device_name(worst),
+                    worst["allocator"], size(value - self.max))]
+        for s in worst.get(sites, [])[:3]:
+            lines.append("  %s in %d block(s) allocated at %s"
+                         % (size(s["bytes"]), s["blocks"], s["site"]))
+            stack = []
+            for f in s.get("stack", "").splitlines():
+                if "/_pytest/" in f or "/pluggy/" in f:
+                    break
+                if f.strip():
+                    stack.append(f.strip())
+            own = [f for f in stack if test_file and f.startswith(test_file + "(")]
+            if own and own[0] != s["site"]:
+                lines.append("    in the test at %s" % own[0])
+            for f in stack[:12]:
+                lines.append("      %s" % f)
+        return "\n".join(lines)

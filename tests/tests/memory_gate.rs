@@ -1,0 +1,403 @@
+//! Issue 24, memory as a test on the command line: `memscope diff` between runs and between
+//! points of one run (`--at`, `--between`, `--by`, text and `--json`), limits that fail the
+//! command with their own exit code (`run --fail-on`, `analyze leaks --fail-over`, `diff
+//! --fail-over`) with the job's own code kept, and `--summary-json` validated by
+//! `schemas/memscope_summary.schema.json` (the diff's JSON by `schemas/memscope_diff.schema.json`).
+
+mod export_common;
+
+use memscope_tests::*;
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// The documented exit code of a crossed limit.
+const EXIT_LIMIT: i32 = 23;
+
+fn train() -> String {
+    repo_root()
+        .join("examples/sim-npu/train.py")
+        .display()
+        .to_string()
+}
+
+/// The demo, with or without its leak, Python stacks on every row.
+fn demo(extra: &[&str], job: &[&str]) -> Run {
+    let mut args = vec!["-q", "--call-stack", "python:8"];
+    args.extend_from_slice(extra);
+    let t = train();
+    let mut prog = vec!["python3", t.as_str()];
+    prog.extend_from_slice(job);
+    memscope_run(
+        &args,
+        &prog,
+        &[("SIM_NPU_DIR", sim_npu_dir().to_str().unwrap())],
+    )
+}
+
+fn memscope(args: &[&str]) -> Output {
+    Command::new(memscope_bin())
+        .args(args)
+        .output()
+        .expect("run memscope")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// Validates `doc` against `schemas/<schema>` (jsonschema, as the run index test does).
+fn valid(schema: &str, doc: &Path) -> serde_json::Value {
+    let s = repo_root().join("schemas").join(schema);
+    let v = export_common::py_check(
+        "check_schema.py",
+        &[s.to_str().unwrap(), doc.to_str().unwrap()],
+    );
+    assert_eq!(v["valid"], true);
+    serde_json::from_slice(&std::fs::read(doc).unwrap()).unwrap()
+}
+
+fn leak_line() -> String {
+    format!(
+        "train.py({}): alloc",
+        script_line_in(
+            "examples/sim-npu/train.py",
+            "self.npu.mstxMemRegionsRegister"
+        )
+    )
+}
+
+fn script_line_in(file: &str, needle: &str) -> usize {
+    let t = std::fs::read_to_string(repo_root().join(file)).unwrap();
+    t.lines().position(|l| l.contains(needle)).unwrap() + 1
+}
+
+#[test]
+fn diff_of_the_leaking_demo_against_its_fixed_twin_puts_the_leaking_line_first() {
+    let base = demo(&[], &["--no-leak"]);
+    let leak = demo(&[], &[]);
+    let (a, b) = (base.out.path(), leak.out.path());
+    let o = memscope(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    // the first site row is the pool's: the 8 blocks of steps 3..10, 4 MiB each, all live at
+    // the end (the leak analysis calls 7 of them leaks: the last step's is not judged)
+    let first = out
+        .lines()
+        .find(|l| l.contains("blocks  ("))
+        .expect("a site row");
+    assert!(first.contains(&leak_line()), "{out}");
+    assert!(
+        first.contains("+32.0 MiB") && first.contains("+8 blocks"),
+        "{first}"
+    );
+    assert!(out.contains("npu:0 PTA: 0 B -> 32.0 MiB"), "{out}");
+    // the same at the end of step 9: 7 blocks
+    let o = memscope(&[
+        "diff",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--at",
+        "step:9",
+        "--json",
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let path = base.out.path().join("diff.json");
+    std::fs::write(&path, &out).unwrap();
+    let d = valid("memscope_diff.schema.json", &path);
+    let row = &d["pairs"][0]["rows"][0];
+    assert_eq!(row["allocator"], "PTA");
+    assert!(
+        row["key"].as_str().unwrap().ends_with(&leak_line()),
+        "{row}"
+    );
+    assert_eq!(
+        (row["delta_bytes"].as_i64(), row["delta_blocks"].as_i64()),
+        (Some(7 * (4 << 20)), Some(7))
+    );
+    // grouped by owner: the PTA pool's chain
+    let o = memscope(&[
+        "diff",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--by",
+        "owner",
+        "--type",
+        "PTA",
+        "--json",
+    ]);
+    let d: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = d["pairs"][0]["rows"].as_array().unwrap();
+    assert!(rows.iter().all(|r| r["allocator"] == "PTA"), "{d}");
+    assert_eq!(rows[0]["key"], "PTA");
+}
+
+#[test]
+fn diff_between_two_steps_marks_and_times_of_one_run_shows_one_step_of_growth() {
+    let leak = demo(&[], &[]);
+    let out = leak.out.path().to_str().unwrap().to_owned();
+    for (p1, p2) in [("step:3", "step:4"), ("step:8", "step:9")] {
+        let o = memscope(&["diff", &out, "--between", p1, p2, "--type", "PTA"]);
+        let (text, err) = text(&o);
+        assert!(o.status.success(), "{err}");
+        let first = text.lines().find(|l| l.contains("blocks  (")).unwrap();
+        assert!(
+            first.contains("+4.0 MiB") && first.contains("+1 blocks"),
+            "{text}"
+        );
+        assert!(first.contains(&leak_line()));
+    }
+    // marks: the 3rd and 4th "op:backward" marks of the Python msTX module (steps 3 and 4)
+    // bracket one step's leak; a time between the rows of the file does too
+    let o = memscope(&[
+        "diff",
+        &out,
+        "--between",
+        "mark:op:backward#3",
+        "mark:op:backward#5",
+        "--json",
+    ]);
+    let d: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let pta: Vec<&serde_json::Value> = d["pairs"][0]["totals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["allocator"] == "PTA")
+        .collect();
+    assert_eq!(pta[0]["delta_bytes"], 2 * (4 << 20), "{d}");
+    let rows = leak.rows();
+    let ts = |step: &str| -> u64 {
+        let ends: Vec<&Row> = rows
+            .iter()
+            .filter(|r| r["Event Type"] == "Range_end")
+            .collect();
+        ends[step.parse::<usize>().unwrap() - 1]["Timestamp(ns)"]
+            .parse()
+            .unwrap()
+    };
+    let (t5, t7) = (format!("ts:{}", ts("5")), format!("ts:{}", ts("7")));
+    let o = memscope(&["diff", &out, "--between", &t5, &t7, "--json"]);
+    let d: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let row = &d["pairs"][0]["rows"][0];
+    assert_eq!(
+        (row["delta_bytes"].as_i64(), row["delta_blocks"].as_i64()),
+        (Some(2 * (4 << 20)), Some(2)),
+        "{d}"
+    );
+    // a point the run never reaches is an error naming it
+    let o = memscope(&["diff", &out, "--between", "step:3", "step:40"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(err.contains("step:40 is never reached"), "{err}");
+    for (args, needle) in [
+        (vec!["--at", "later"], "expected peak, end"),
+        (vec!["--by", "colour"], "--by colour"),
+        (vec!["--device", "gpu"], "--device gpu"),
+        (vec!["--fail-over", "lots"], "--fail-over"),
+    ] {
+        let mut a = vec!["diff", out.as_str(), out.as_str()];
+        a.extend(args);
+        let o = memscope(&a);
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{a:?}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(needle), "{err}");
+    }
+}
+
+#[test]
+fn run_fail_on_exits_23_naming_the_limit_by_how_much_and_where_and_writes_a_valid_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("summary.json");
+    let run = demo(
+        &[
+            "--fail-on",
+            "leaks.npu:0.PTA>1MiB,peak.npu:0>40GiB,peak.host>2GiB",
+            "--summary-json",
+            summary.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(run.code(), EXIT_LIMIT, "{}", run.stderr());
+    let err = run.stderr();
+    let line = err
+        .lines()
+        .find(|l| l.contains("limit leaks.npu:0.PTA>1MiB crossed"))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(
+        line.contains("28.0 MiB (npu:0 PTA), 27.0 MiB over 1.0 MiB"),
+        "{line}"
+    );
+    assert!(line.contains(&leak_line()), "{line}");
+    assert!(
+        err.contains("exit code 23 (the job exited with 0)"),
+        "{err}"
+    );
+    assert!(!err.contains("peak.npu:0>40GiB crossed"), "{err}");
+    let s = valid("memscope_summary.schema.json", &summary);
+    assert_eq!(
+        (s["command"].as_str(), s["exit_code"].as_i64()),
+        (Some("run"), Some(23))
+    );
+    assert_eq!(s["job"]["exit_code"], 0);
+    let p = &s["inputs"][0]["processes"][0];
+    assert_eq!(p["dropped"], 0);
+    assert!(p["counts"]["MALLOC"].as_u64().unwrap() > 0);
+    let pta = p["allocators"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["allocator"] == "PTA")
+        .unwrap();
+    assert_eq!(pta["leaked_bytes"], 7 * (4 << 20));
+    assert_eq!(pta["live_at_exit_blocks"], 8);
+    assert!(pta["reserved_peak_bytes"].as_u64().unwrap() >= 1 << 30);
+    assert_eq!(s["crossed"].as_array().unwrap().len(), 1);
+    // the fixed twin keeps every limit: the job's code
+    let ok = demo(&["--fail-on", "leaks>1MiB"], &["--no-leak"]);
+    assert_eq!(ok.code(), 0, "{}", ok.stderr());
+    // --fail-exit-code, and a job that fails keeps its own code (its failure wins)
+    let code = demo(&["--fail-on", "leaks>1MiB", "--fail-exit-code", "99"], &[]);
+    assert_eq!(code.code(), 99, "{}", code.stderr());
+    let failing = memscope_run(
+        &["-q", "--fail-on", "peak>0"],
+        &["python3", "-c", "import sys; sys.exit(5)"],
+        &[],
+    );
+    assert_eq!(failing.code(), 5, "{}", failing.stderr());
+    // bad limits and summary paths: one line, exit 2, nothing launched
+    let nowhere = dir.path().join("no/such/dir/s.json");
+    for (flag, bad, needle) in [
+        ("--fail-on", "leak>1MiB", "unknown metric"),
+        ("--fail-on", "peak.gpu:0>1", "unknown scope"),
+        ("--fail-on", "peak>1XB", "is not a size"),
+        ("--fail-on", "peak", "expected METRIC"),
+        (
+            "--summary-json",
+            nowhere.to_str().unwrap(),
+            "no such directory",
+        ),
+        (
+            "--summary-json",
+            dir.path().to_str().unwrap(),
+            "is a directory",
+        ),
+    ] {
+        let r = memscope_run(&[flag, bad], &["python3", "-c", "print('ran')"], &[]);
+        assert_eq!(r.code(), 2, "{bad}: {}", r.stderr());
+        assert_eq!(r.stderr().lines().count(), 1, "{}", r.stderr());
+        assert!(r.stderr().contains(needle), "{}", r.stderr());
+        assert!(!r.stdout().contains("ran"));
+    }
+}
+
+#[test]
+fn analyze_leaks_fail_over_and_diff_fail_over_exit_23_and_their_summaries_validate() {
+    let leak = demo(&[], &[]);
+    let base = demo(&[], &["--no-leak"]);
+    let (l, b) = (
+        leak.out.path().to_str().unwrap().to_owned(),
+        base.out.path().to_str().unwrap().to_owned(),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let s1 = dir.path().join("a.json");
+    let o = memscope(&[
+        "analyze",
+        "leaks",
+        &l,
+        "--fail-over",
+        "1MiB",
+        "--summary-json",
+        s1.to_str().unwrap(),
+    ]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(EXIT_LIMIT), "{out}{err}");
+    assert!(
+        out.contains("pool leaks"),
+        "the report is printed first: {out}"
+    );
+    assert!(err.contains("limit leaks>1MiB crossed"), "{err}");
+    assert!(err.contains(&leak_line()), "{err}");
+    let s = valid("memscope_summary.schema.json", &s1);
+    assert_eq!(s["command"], "analyze");
+    assert_eq!(s["exit_code"], 23);
+    assert!(s["job"].is_null());
+    // one dump file of the fixed twin keeps the limit
+    let dumps = base.dumps(".csv");
+    let o = memscope(&[
+        "analyze",
+        "leaks",
+        dumps[0].to_str().unwrap(),
+        "--fail-over",
+        "1MiB",
+    ]);
+    assert!(o.status.success(), "{}", text(&o).1);
+    // --mstx-info has no --fail-over; --fail-exit-code needs a limit
+    let o = memscope(&[
+        "analyze",
+        "leaks",
+        &l,
+        "--mstx-info",
+        "x",
+        "--fail-over",
+        "1",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = memscope(&["analyze", "gap", &l, "--fail-exit-code", "9"]);
+    assert_eq!(o.status.code(), Some(2));
+    // diff --fail-over: the leak run grew the PTA pool by 32 MiB over its twin
+    let s2 = dir.path().join("d.json");
+    let o = memscope(&[
+        "diff",
+        &b,
+        &l,
+        "--fail-over",
+        "16MiB",
+        "--summary-json",
+        s2.to_str().unwrap(),
+    ]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(EXIT_LIMIT), "{err}");
+    assert!(err.contains("limit growth>16MiB crossed"), "{err}");
+    assert!(
+        err.contains("32.0 MiB (npu:0 PTA), 16.0 MiB over 16.0 MiB"),
+        "{err}"
+    );
+    let s = valid("memscope_summary.schema.json", &s2);
+    assert_eq!(s["inputs"].as_array().unwrap().len(), 2);
+    assert_eq!(s["diff"]["format"], "memscope-diff");
+    let o = memscope(&["diff", &b, &l, "--fail-over", "2GiB"]);
+    assert!(o.status.success());
+}
+
+#[test]
+fn summaries_of_msmemscope_dumps_validate() {
+    let fx = repo_root().join("../shared/fixtures/msmemscope");
+    if !fx.is_dir() {
+        eprintln!("SKIP: {} is absent", fx.display());
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for f in std::fs::read_dir(&fx).unwrap().flatten() {
+        let p = f.path();
+        if p.extension().is_none_or(|e| e != "csv") {
+            continue;
+        }
+        let s = dir.path().join("s.json");
+        let o = memscope(&[
+            "analyze",
+            "gap",
+            p.to_str().unwrap(),
+            "--summary-json",
+            s.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}: {}", p.display(), text(&o).1);
+        let v = valid("memscope_summary.schema.json", &s);
+        let procs = v["inputs"][0]["processes"].as_array().unwrap();
+        assert!(!procs.is_empty(), "{}", p.display());
+        assert!(procs.iter().all(|p| p["rows"].as_u64().unwrap() > 0));
+    }
+}
