@@ -81,7 +81,7 @@ fn leak_of_three_blocks_is_reported_with_counts_bytes_and_functions() {
                 .unwrap_or_else(|| panic!("{site} in report:\n{err}"));
             assert!(
                 head.contains("1 block(s), 1024 bytes")
-                    && head.contains("← main at ")
+                    && head.contains(" ← ")
                     && head.ends_with("[first frame in your code, C stack]"),
                 "{site}: {head}\n{err}"
             );
