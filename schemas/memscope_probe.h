@@ -51,6 +51,9 @@ const char *memscope_version(void);
 int memscope_py_status(void);
 /* Closes the collection window without a STOP_TRACE row (config() gives deferred semantics). */
 int memscope_py_defer(void);
+/* At exit, wait at most ms milliseconds for the collector to end (plain-python mode: the
+ * summary, with the exit status, is printed before the process is gone). 0. */
+int memscope_py_wait_at_exit(int ms);
 /* Why the last memscope_py_* call returned -1 (static buffer; empty when no reason). */
 const char *memscope_py_last_error(void);
 /* Python tracer (python_trace files): start on every thread (0; 1 already running; -1 error),

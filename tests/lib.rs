@@ -405,3 +405,36 @@ pub fn pythons(minors: std::ops::RangeInclusive<u32>) -> Vec<PathBuf> {
     }
     v
 }
+
+/// A folder holding a pyenv-style `python3` shim, to put first on `PATH`: a bash script (run
+/// through `/usr/bin/env bash`, as pyenv's are) that starts helper processes (`readlink`,
+/// `dirname`, `basename`, subshells) before it execs the real python, as pyenv's shims do.
+pub fn pyenv_shim() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::tempdir().expect("tempdir");
+    let script = format!(
+        r#"#!/usr/bin/env bash
+set -e
+program="$(basename "$0")"
+root="$(dirname "$(readlink -f "$0")")"
+version="$(echo "3" | cat)"
+PYENV_COMMAND_PATH="{}"
+[ -x "$PYENV_COMMAND_PATH" ] && [ -n "$program" ] && [ -n "$root" ] && [ -n "$version" ]
+exec "$PYENV_COMMAND_PATH" "$@"
+"#,
+        python3().display()
+    );
+    let p = d.path().join("python3");
+    std::fs::write(&p, script).expect("write the shim");
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    d
+}
+
+/// `PATH` with `dir` first.
+pub fn path_with(dir: &Path) -> String {
+    format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}

@@ -96,6 +96,10 @@ pub struct CompareArgs {
     #[arg(long = "log-level", value_name = "LEVEL", default_value = "info",
           value_parser = |s: &str| LogLevel::parse(s).map_err(|e| e.0))]
     pub log_level: LogLevel,
+    /// Output directories that hold several runs: which run of each (`N,M`: base, compare;
+    /// their numbers as memscope lists them) [default: the newest].
+    #[arg(long, value_name = "N[,M]")]
+    pub run: Option<String>,
 }
 
 impl CompareArgs {
@@ -119,9 +123,14 @@ impl CompareArgs {
 pub struct LeaksArgs {
     /// Dump to analyse, or an output directory: every process in it, one line per rank.
     pub file: PathBuf,
-    /// With a directory: print every process's own report before the per-rank table.
+    /// Print every line of long lists (top items only by default); with a directory, every
+    /// process's own report before the per-rank table.
     #[arg(long)]
     pub full: bool,
+    /// With an output directory that holds several runs: which one (its number as memscope
+    /// lists them) [default: the newest].
+    #[arg(long, value_name = "N")]
+    pub run: Option<usize>,
     /// HAL leak check in the range given by the msTX marks with this exact message
     /// (msMemScope's check_leaks) instead of the step-based check.
     #[arg(long = "mstx-info", value_name = "MSG")]
@@ -199,9 +208,14 @@ pub struct DecomposeArgs {
     /// Dump to analyse, or an output directory: every process in it (one CSV each), one line
     /// per rank.
     pub file: PathBuf,
-    /// With a directory: print every process's own report before the per-rank table.
+    /// Print every line of long lists (top items only by default); with a directory, every
+    /// process's own report before the per-rank table.
     #[arg(long)]
     pub full: bool,
+    /// With an output directory that holds several runs: which one (its number as memscope
+    /// lists them) [default: the newest].
+    #[arg(long, value_name = "N")]
+    pub run: Option<usize>,
     /// Output folder of decompose_{ts}.csv.
     #[arg(
         short = 'o',
@@ -223,9 +237,14 @@ pub struct DecomposeArgs {
 pub struct GapArgs {
     /// Dump to analyse, or an output directory: every process in it, one line per rank.
     pub file: PathBuf,
-    /// With a directory: print every process's own report before the per-rank table.
+    /// Print every line of long lists (top items only by default); with a directory, every
+    /// process's own report before the per-rank table.
     #[arg(long)]
     pub full: bool,
+    /// With an output directory that holds several runs: which one (its number as memscope
+    /// lists them) [default: the newest].
+    #[arg(long, value_name = "N")]
+    pub run: Option<usize>,
     /// Replay order.
     #[command(flatten)]
     pub replay: ReplayArgs,
@@ -258,13 +277,18 @@ fn say(line: &str) {
 }
 
 /// Prints report sections on stdout, each line escaped whole (text from the dump can neither
-/// drive the terminal nor break a line).
-fn print_sections(sections: &[ReportSection]) {
+/// drive the terminal nor break a line); lists cut to their top items unless `full` (then a
+/// note on stderr says how to get every line).
+fn print_sections(sections: &[ReportSection], full: bool) {
     for s in sections {
         println!("==== {} ====", escape_controls(&s.title));
-        for l in &s.lines {
+        let lines = if full { s.all_lines() } else { &s.lines };
+        for l in lines {
             println!("{}", escape_controls(l));
         }
+    }
+    if !full && sections.iter().any(|s| s.full.is_some()) {
+        eprintln!("memscope: long lists show their top items; --full prints every line");
     }
 }
 
@@ -314,6 +338,11 @@ pub fn run_compare(args: &CompareArgs) -> Result<()> {
     let map = device_map(args)?;
     match (args.base.is_dir(), args.compare.is_dir()) {
         (true, true) => return compare_runs::run(args, level, &map),
+        (false, false) if args.run.is_some() => {
+            return Err(anyhow!(
+                "--run goes with output directories that hold several runs, not dump files"
+            ))
+        }
         (false, false) => {}
         _ => {
             return Err(anyhow!(
@@ -449,35 +478,46 @@ fn run_analysis(cmd: &AnalyzeCmd) -> Result<()> {
                     a.file.display()
                 ));
             }
-            Some((&a.file, run_dir::Which::Leaks, a.replay, a.full, here))
+            Some((
+                &a.file,
+                run_dir::Which::Leaks,
+                a.replay,
+                (a.full, a.run),
+                here,
+            ))
         }
-        AnalyzeCmd::Gap(a) if a.file.is_dir() => {
-            Some((&a.file, run_dir::Which::Gap, a.replay, a.full, here))
-        }
+        AnalyzeCmd::Gap(a) if a.file.is_dir() => Some((
+            &a.file,
+            run_dir::Which::Gap,
+            a.replay,
+            (a.full, a.run),
+            here,
+        )),
         AnalyzeCmd::Decompose(a) if a.file.is_dir() => Some((
             &a.file,
             run_dir::Which::Decompose,
             a.replay,
-            a.full,
+            (a.full, a.run),
             a.output.as_path(),
         )),
         _ => None,
     };
-    if let Some((d, which, replay, full, out)) = dir {
-        return run_dir::run(d, which, replay, full, out);
+    if let Some((d, which, replay, (full, run), out)) = dir {
+        return run_dir::run(d, which, replay, (full, run), out);
     }
-    let file_full = match cmd {
-        AnalyzeCmd::Leaks(a) => a.full.then_some(&a.file),
-        AnalyzeCmd::Gap(a) => a.full.then_some(&a.file),
-        AnalyzeCmd::Decompose(a) => a.full.then_some(&a.file),
-        AnalyzeCmd::Inefficient(_) => None,
+    let (file_run, full) = match cmd {
+        AnalyzeCmd::Leaks(a) => (a.run.map(|_| &a.file), a.full),
+        AnalyzeCmd::Gap(a) => (a.run.map(|_| &a.file), a.full),
+        AnalyzeCmd::Decompose(a) => (a.run.map(|_| &a.file), a.full),
+        AnalyzeCmd::Inefficient(_) => (None, false),
     };
-    if let Some(f) = file_full {
+    if let Some(f) = file_run {
         return Err(anyhow!(
-            "{}: --full goes with an output directory (a single dump prints its whole report)",
+            "{}: --run goes with an output directory that holds several runs",
             f.display()
         ));
     }
+    let print_sections = |sections: &[ReportSection]| print_sections(sections, full);
     match cmd {
         AnalyzeCmd::Leaks(a) => {
             let file = open(&a.file)?;
@@ -579,7 +619,7 @@ fn run_inefficient(a: &InefficientArgs) -> Result<()> {
             found.insert((f.pid, f.malloc_id), f.types.clone());
         }
     }
-    print_sections(&sections);
+    print_sections(&sections, true);
     let out = annotate::write_annotated(&file, &found)?;
     if a.in_place {
         annotate::replace_input(&out, &a.file)?;

@@ -55,7 +55,7 @@ pub mod wiring {
         Box::new(HostFast::for_config(cfg))
     }
 
-    pub use memscope_adapter_host::fast::{is_host_record, HostFast};
+    pub use memscope_adapter_host::fast::{is_host_record, HostFast, PyStack};
 
     /// HOST's pre-launch warnings about `program` (statically linked, own allocator).
     pub fn preflight_warnings(program: &Path, host: bool) -> Vec<String> {

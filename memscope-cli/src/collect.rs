@@ -187,11 +187,18 @@ pub fn collect(a: &CollectArgs) -> ExitCode {
                 barrier_since = None;
             }
         }
-        if gone_at.is_none() && !pid_alive(a.pid) {
+        // The job passed exit(): its probe waits there (bounded) for this collector, so the
+        // summary with its exit status comes before the process is gone (issue 23).
+        let exited = collector.exited(a.pid) && pid_alive(a.pid);
+        if gone_at.is_none() && (exited || !pid_alive(a.pid)) {
             gone_at = Some(Instant::now());
         }
         if let Some(t) = gone_at {
-            if collector.live_processes() == 0 || t.elapsed() > Duration::from_secs(5) {
+            let others = collector.live_processes() - usize::from(exited);
+            if others == 0 || t.elapsed() > Duration::from_secs(5) {
+                if exited {
+                    spool_guard.ignore_writer(a.pid);
+                }
                 break;
             }
         }
@@ -203,10 +210,16 @@ pub fn collect(a: &CollectArgs) -> ExitCode {
             std::thread::sleep(Duration::from_millis(5));
         }
     }
-    let summaries = collector.finish();
+    let mut summaries = collector.finish();
     finish_python(&cfg_used, &summaries);
+    let left_out = crate::helpers::set_aside(&mut summaries);
     if !a.quiet {
-        crate::summary::print(&summaries, 0);
+        // the job's own exit status, as its probe recorded it at exit()
+        let code = summaries
+            .iter()
+            .find(|s| s.pid == a.pid)
+            .and_then(|s| s.exit_status);
+        crate::summary::print(&summaries, code, &left_out, &cfg_used.output_path);
     }
     drop(spool_guard);
     ExitCode::SUCCESS

@@ -35,6 +35,7 @@ mod compare_alias;
 mod diff_cmd;
 mod export;
 mod export_cmd;
+mod helpers;
 mod job;
 mod logfile;
 mod msmemscope_cli;
@@ -46,6 +47,7 @@ mod registry;
 mod report_cmd;
 mod run;
 mod run_index;
+mod run_select;
 mod summary;
 
 use clap::{Parser, Subcommand};

@@ -8,7 +8,7 @@
 use crate::collector::process::ProcessSummary;
 use memscope_core::run_index::ProcessEntry;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 const MIB: f64 = 1024.0 * 1024.0;
 
@@ -70,47 +70,49 @@ fn ended_text(e: &ProcessEntry) -> String {
     }
 }
 
-/// Whether the run gets the per-rank table: more than one process recorded events.
-pub fn wanted(procs: &[ProcessSummary]) -> bool {
-    procs
-        .iter()
-        .filter(|p| !p.counts.is_empty() || !p.typed.is_empty())
-        .count()
-        > 1
-}
+/// Rows of the per-rank table on the console (the first and last ranks; the summary file has
+/// every process).
+pub const MAX_RANK_ROWS: usize = 16;
 
-/// Writes the full per-process summary to a new file at `root`; returns its path.
-fn write_full(root: &Path, procs: &[ProcessSummary], head: &str) -> Result<PathBuf, String> {
-    let ts = memscope_core::layout::timestamp_name(crate::run_index::now_ns());
-    let path = root.join(format!("memscope_summary_{ts}_{}.txt", std::process::id()));
-    let (mut f, _) = memscope_core::layout::create_new_0600(&path)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    std::io::Write::write_all(&mut f, format!("{head}\n").as_bytes())
-        .and_then(|()| crate::summary::write_processes(&mut f, procs))
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(path)
+/// Whether the run gets the per-rank table: more than one listed process (not a helper)
+/// recorded events.
+pub fn wanted(procs: &[ProcessSummary]) -> bool {
+    procs.iter().filter(|p| crate::summary::listed(p)).count() > 1
 }
 
 /// Prints the per-rank summary of a run whose job exited with `code` (`entries`: the run
-/// index's processes, for rank and how each ended), after writing the full one under `root`.
-pub fn print(procs: &[ProcessSummary], entries: &[ProcessEntry], code: i32, root: &Path) {
-    let active: Vec<&ProcessSummary> = procs
-        .iter()
-        .filter(|p| !p.counts.is_empty() || !p.typed.is_empty())
-        .collect();
-    let idle = procs.len() - active.len();
-    let head = format!(
-        "memscope: job exited with code {code}; {} process(es) recorded events{}",
-        active.len(),
-        if idle == 0 {
-            String::new()
-        } else {
-            format!(", {idle} recorded none")
-        }
-    );
+/// index's processes, for rank and how each ended; `left_out`: the processes not listed, by
+/// program), after writing the full one under `root`.
+pub fn print(
+    procs: &[ProcessSummary],
+    entries: &[ProcessEntry],
+    code: i32,
+    root: &Path,
+    left_out: &BTreeMap<String, usize>,
+) {
+    let active: Vec<&ProcessSummary> = procs.iter().filter(|p| crate::summary::listed(p)).collect();
+    let head = crate::summary::head(procs, Some(code));
     eprintln!("{head}");
+    if let Some(l) = crate::helpers::count_line(left_out) {
+        eprintln!("{l}");
+    }
     // the one-line figures of each process (rows per kind, drops), then the table
-    let _ = crate::summary::write_sections(&mut std::io::stderr().lock(), procs, false);
+    let firsts: Vec<ProcessSummary> = active
+        .iter()
+        .take(MAX_RANK_ROWS)
+        .map(|p| (*p).clone())
+        .collect();
+    let _ = crate::summary::write_sections(
+        &mut std::io::stderr().lock(),
+        &firsts,
+        crate::summary::Detail::Line,
+    );
+    if active.len() > MAX_RANK_ROWS {
+        eprintln!(
+            "memscope: … {} more process(es) (every one in the full summary)",
+            active.len() - MAX_RANK_ROWS
+        );
+    }
     let by_pid: BTreeMap<u32, &ProcessEntry> = entries.iter().map(|e| (e.pid, e)).collect();
     let pools: BTreeSet<&str> = active
         .iter()
@@ -163,7 +165,7 @@ pub fn print(procs: &[ProcessSummary], entries: &[ProcessEntry], code: i32, root
             .collect();
         format!("  {}", v.join("  ").trim_end())
     };
-    match write_full(root, procs, &head) {
+    match crate::summary::write_full(root, procs, &head) {
         Ok(path) => eprintln!(
             "memscope: per process (the full per-process summary: {}):",
             path.display()
@@ -171,8 +173,13 @@ pub fn print(procs: &[ProcessSummary], entries: &[ProcessEntry], code: i32, root
         Err(e) => eprintln!("memscope: per process (full summary not written: {e}):"),
     }
     eprintln!("{}", line(&header));
-    for (_, _, c) in &rows {
-        eprintln!("{}", line(c));
+    for l in memscope_core::listing::ends(
+        &rows,
+        MAX_RANK_ROWS,
+        |(_, _, c)| line(c),
+        |n| format!("  … {n} more process(es)"),
+    ) {
+        eprintln!("{l}");
     }
     let name = |p: &ProcessSummary| {
         let e = by_pid.get(&p.pid);

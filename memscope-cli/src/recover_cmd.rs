@@ -222,7 +222,9 @@ pub fn run(a: &RecoverArgs) -> ExitCode {
             crate::run::analysis_factory(),
         );
         c.skip_pids(skip.clone());
-        let summaries = c.finish();
+        let mut summaries = c.finish();
+        // launcher/wrapper helpers set aside, as `run` does (issue 23)
+        let left_out = crate::helpers::set_aside(&mut summaries);
         // python_trace files into the .db dump, as `run` and `collect` do at their end
         crate::collect::finish_python(&cfg_used, &summaries);
         // the run index the killed `memscope run` would have written (not for `memscope
@@ -249,7 +251,15 @@ pub fn run(a: &RecoverArgs) -> ExitCode {
                     "memscope: outputs of pid(s) {v:?} were complete already; left as they are"
                 );
             }
-            crate::summary::print_processes(&summaries);
+            if let Some(l) = crate::helpers::count_line(&left_out) {
+                eprintln!("{l}");
+            }
+            let listed: Vec<_> = summaries
+                .iter()
+                .filter(|p| crate::summary::listed(p))
+                .cloned()
+                .collect();
+            crate::summary::print_processes(&listed);
         }
         drop(lock);
         if let Err(e) = std::fs::remove_dir_all(&spool_dir) {

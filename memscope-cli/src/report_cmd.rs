@@ -28,6 +28,10 @@ pub struct ReportArgs {
     /// Replace FILE if it exists.
     #[arg(long)]
     pub force: bool,
+    /// Which run of an output directory that holds several (`N`, or `N,M` for two inputs: the
+    /// runs' numbers as memscope lists them) [default: the newest].
+    #[arg(long, value_name = "N[,M]")]
+    pub run: Option<String>,
 }
 
 /// A free name `dir/memscope_report_<ts>.html` (or `_1`, `_2`, … when taken).
@@ -97,10 +101,28 @@ pub fn run(a: &ReportArgs) -> Result<()> {
         .clone()
         .unwrap_or_else(|| default_output(Path::new(".")));
     check_output(&out, a.force)?;
+    let choices = match &a.run {
+        Some(r) => crate::run_select::parse_runs(r).map_err(|e| anyhow!(e))?,
+        None => Vec::new(),
+    };
+    if choices.len() > a.inputs.len() {
+        return Err(anyhow!(
+            "--run {}: one run number per input ({} given)",
+            a.run.as_deref().unwrap_or(""),
+            a.inputs.len()
+        ));
+    }
     let inputs = a
         .inputs
         .iter()
-        .map(|p| discover_run(p))
+        .enumerate()
+        .map(
+            |(i, p)| match crate::run_select::choose(p, choices.get(i).copied())? {
+                // one run of a directory that holds several: its process directories only
+                Some(dirs) => run_of(p, &dirs),
+                None => discover_run(p),
+            },
+        )
         .collect::<Result<Vec<_>>>()?;
     let (path, size) = write(&inputs, &out, a.force)?;
     let files: usize = inputs.iter().map(|i| i.files().count()).sum();
@@ -120,17 +142,13 @@ pub fn run(a: &ReportArgs) -> Result<()> {
     Ok(())
 }
 
-/// The report at the end of `memscope run --report`: every process directory of the run, into
-/// `<output>/memscope_report_<ts>.html`. Returns the file written.
-///
-/// # Errors
-/// No process recorded a dump, or the file cannot be written.
-pub fn run_report(output: &Path, process_dirs: &[PathBuf]) -> Result<PathBuf> {
+/// The run made of process directories `dirs` (one run of output directory `root`).
+fn run_of(root: &Path, dirs: &[PathBuf]) -> Result<RunInput> {
     let mut run = RunInput {
-        label: output.display().to_string(),
+        label: root.display().to_string(),
         groups: Vec::new(),
     };
-    for d in process_dirs {
+    for d in dirs {
         // processes that recorded nothing have no dump folder
         if let Ok(r) = discover_run(d) {
             run.groups.extend(r.groups);
@@ -138,10 +156,25 @@ pub fn run_report(output: &Path, process_dirs: &[PathBuf]) -> Result<PathBuf> {
     }
     if run.groups.is_empty() {
         return Err(anyhow!(
-            "{}: the run wrote no dump files; no report",
-            output.display()
+            "{}: the run holds no dump files or captures",
+            root.display()
         ));
     }
+    Ok(run)
+}
+
+/// The report at the end of `memscope run --report`: every process directory of the run, into
+/// `<output>/memscope_report_<ts>.html`. Returns the file written.
+///
+/// # Errors
+/// No process recorded a dump, or the file cannot be written.
+pub fn run_report(output: &Path, process_dirs: &[PathBuf]) -> Result<PathBuf> {
+    let run = run_of(output, process_dirs).map_err(|_| {
+        anyhow!(
+            "{}: the run wrote no dump files; no report",
+            output.display()
+        )
+    })?;
     let (path, _) = write(&[run], &default_output(output), false)?;
     Ok(path)
 }

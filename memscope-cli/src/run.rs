@@ -26,7 +26,7 @@ pub struct RunArgs {
     /// Call stacks: c[:N],python[:N] (N ≤ 1000, default 50) [default: none].
     #[arg(long = "call-stack")]
     call_stack: Option<String>,
-    /// Online analyses: leaks,decompose,inefficient,oom[:K],none [default: leaks].
+    /// Online analyses: leaks,gap,decompose,inefficient,oom[:K],none [default: leaks,gap].
     #[arg(long)]
     analysis: Option<String>,
     /// Keep only these steps (≤ 5 numbers ≥ 1; a step is an msTX range named "step start").
@@ -53,7 +53,7 @@ pub struct RunArgs {
     /// immediate, or deferred (record only between memscope_start() and memscope_stop()).
     #[arg(long = "collect-mode")]
     collect_mode: Option<String>,
-    /// Built-in adapters: mstx,pta,mindspore,atb,hal,acl,host [default: all but host].
+    /// Adapters: mstx,pta,mindspore,atb,hal,acl,host,pymem [default: all but host and pymem].
     #[arg(long)]
     adapters: Option<String>,
     /// A third-party adapter library (repeatable).
@@ -342,6 +342,9 @@ pub(crate) struct SpoolGuard {
     who: &'static str,
     /// `<spool>/collector.lock`, locked (released after the spool is removed).
     lock: Option<std::fs::File>,
+    /// Processes whose stream is still locked but that passed `exit()` and wait for this
+    /// collector to end: their spool is removed all the same.
+    ignored: Vec<u32>,
 }
 
 impl SpoolGuard {
@@ -351,7 +354,14 @@ impl SpoolGuard {
             path,
             who,
             lock: None,
+            ignored: Vec::new(),
         }
+    }
+
+    /// Removes the spool even while process `pid` still holds its stream (it passed `exit()`
+    /// and waits for this collector, plain-python mode).
+    pub(crate) fn ignore_writer(&mut self, pid: u32) {
+        self.ignored.push(pid);
     }
 
     /// Keeps the locked `collector.lock` ([`hold_collector_lock`]) until the spool is removed.
@@ -386,7 +396,8 @@ impl Drop for SpoolGuard {
         // Never delete a spool a live process still writes (issue 18, B2): its stream would go
         // on into a deleted file. It stays for `memscope recover`; the probes see the collector
         // gone once the lock below is released and stop after a bounded number of chunks.
-        let live = live_writers(&self.path);
+        let mut live = live_writers(&self.path);
+        live.retain(|p| !self.ignored.contains(p));
         if !live.is_empty() {
             eprintln!(
                 "{}: spool {} kept: {} process(es) still write to it (pid {}); `memscope recover {}` collects it once they end",
@@ -469,6 +480,7 @@ pub(crate) fn analysis_factory() -> AnalysisFactory {
             output_dir: Some(project.to_path_buf()),
             ..AnalysisConfig::default()
         };
+        ac.hal_untraced = !cfg.has_adapter(AdapterId::Hal);
         ac.inefficient.idle_threshold = cfg.idle_threshold;
         ac.inefficient.rule = cfg.inefficient_rule;
         online_layers(&ac)
@@ -669,7 +681,9 @@ fn launch_and_collect(
         }
     }
     let reaped = collector.ended().clone();
-    let summaries = collector.finish();
+    let mut summaries = collector.finish();
+    // launcher/wrapper helpers: no directory, no console line (issue 23)
+    let left_out = crate::helpers::set_aside(&mut summaries);
     crate::collect::finish_python(cfg, &summaries);
     let code = match status {
         Some(s) => {
@@ -696,9 +710,9 @@ fn launch_and_collect(
     );
     if !opts.quiet {
         if crate::rank_table::wanted(&summaries) {
-            crate::rank_table::print(&summaries, &entries, code, &cfg.output_path);
+            crate::rank_table::print(&summaries, &entries, code, &cfg.output_path, &left_out);
         } else {
-            crate::summary::print(&summaries, code);
+            crate::summary::print(&summaries, Some(code), &left_out, &cfg.output_path);
         }
         if let Some(sig) = teardown.signal() {
             eprintln!("memscope: the job was interrupted by {sig}; everything it recorded until it ended is written");
@@ -708,7 +722,7 @@ fn launch_and_collect(
         // the job's exit code stays the run's; a report that cannot be made is said, not fatal
         let dirs: Vec<PathBuf> = summaries
             .iter()
-            .filter(|p| !p.counts.is_empty())
+            .filter(|p| !p.counts.is_empty() && !p.helper)
             .map(|p| p.project_dir.clone())
             .collect();
         match crate::report_cmd::run_report(&cfg.output_path, &dirs) {

@@ -43,7 +43,9 @@ pub fn process_entry(
             signal: None,
         },
     };
-    let mut devices: Vec<String> = p.files.iter().filter_map(|(f, _)| device_of(f)).collect();
+    // a helper's outputs were not kept: it has no files, devices or rows (issue 23)
+    let files: &[(std::path::PathBuf, u64)] = if p.helper { &[] } else { &p.files };
+    let mut devices: Vec<String> = files.iter().filter_map(|(f, _)| device_of(f)).collect();
     devices.sort();
     devices.dedup();
     ProcessEntry {
@@ -58,16 +60,16 @@ pub fn process_entry(
         devices,
         dir: p.project_dir.is_dir().then(|| rel(root, &p.project_dir)),
         ended,
-        rows: p.counts.values().sum(),
+        rows: if p.helper { 0 } else { p.counts.values().sum() },
         dropped: p.dropped,
-        files: p
-            .files
+        files: files
             .iter()
             .map(|(f, rows)| FileEntry {
                 path: rel(root, f),
                 rows: *rows,
             })
             .collect(),
+        helper: p.helper,
     }
 }
 

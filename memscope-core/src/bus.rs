@@ -101,8 +101,39 @@ pub struct BusCtx {
 pub struct ReportSection {
     /// Heading, e.g. `Leaks (pid 42)`.
     pub title: String,
-    /// Body lines.
+    /// Body lines: what the console shows (a bounded excerpt when [`ReportSection::full`] is
+    /// set, `memscope_core::listing`).
     pub lines: Vec<String>,
+    /// Every line, when `lines` leaves some out: the process log and the run's summary file
+    /// get these (issue 23: console lists are bounded, the files have everything).
+    pub full: Option<Vec<String>>,
+}
+
+impl ReportSection {
+    /// A section whose lines are all shown.
+    pub fn new(title: String, lines: Vec<String>) -> ReportSection {
+        ReportSection {
+            title,
+            lines,
+            full: None,
+        }
+    }
+
+    /// A section whose console lines `shown` leave out some of `all` (no `full` when they are
+    /// the same).
+    pub fn bounded(title: String, shown: Vec<String>, all: Vec<String>) -> ReportSection {
+        let full = (shown != all).then_some(all);
+        ReportSection {
+            title,
+            lines: shown,
+            full,
+        }
+    }
+
+    /// Every line (the full list when the console lines are an excerpt).
+    pub fn all_lines(&self) -> &[String] {
+        self.full.as_deref().unwrap_or(&self.lines)
+    }
 }
 
 /// One stage of the bus.

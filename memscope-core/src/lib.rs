@@ -9,11 +9,14 @@
 #![forbid(unsafe_code)]
 
 pub mod adapter;
+pub mod attribution;
 pub mod cann_modules;
 pub mod event;
+pub mod listing;
 pub mod owner;
 pub mod pool;
 pub mod probe_env;
+pub mod sites;
 pub mod snapshot;
 pub mod watch;
 pub mod wire;

@@ -86,6 +86,10 @@ pub struct ProcessEntry {
     pub dropped: u64,
     /// Its dump files, relative to the output root, with their rows.
     pub files: Vec<FileEntry>,
+    /// A launcher or wrapper helper of the job (a shell script, a pyenv shim, memscope's own
+    /// helper): its outputs were not kept and the console did not list it (issue 23).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub helper: bool,
 }
 
 /// How a process ended.

@@ -88,6 +88,14 @@ fn through_bus(text: &str, layers: Vec<Box<dyn Layer>>) -> Vec<ReportSection> {
     bus.finish().unwrap()
 }
 
+/// Every line of section `title` (the log's and the summary file's, not the console's excerpt).
+fn all_lines<'a>(r: &'a [ReportSection], title: &str) -> &'a [String] {
+    r.iter()
+        .find(|s| s.title.starts_with(title))
+        .unwrap_or_else(|| panic!("no {title} in {r:?}"))
+        .all_lines()
+}
+
 fn lines<'a>(r: &'a [ReportSection], title: &str) -> &'a [String] {
     &r.iter()
         .find(|s| s.title.starts_with(title))
@@ -150,10 +158,18 @@ fn only_blocks_of_step_2_on_that_outlive_a_later_step_and_the_run_are_leaks() {
             "====== ERROR: Detected memory leaks on device 0 ======",
             "Direct Pytorch Caching memory pool leak of 1.000000 Mb(s) at 0x0000000000002000 in aten::mul at step 2. owner: PTA@activation",
             "Direct Pytorch Caching memory pool leak of 0.500000 Mb(s) at 0x0000000000004000 in kernel_0 (add_kernel) at step 3. owner: N/A",
+            "    at train.py(12): step ← main.py(3): <module> (first frame in your code, Python stack)",
+            "====== SUMMARY: 1.500000 Mb(s) leaked in 2 allocation(s) ======",
+        ]
+    );
+    // the log and the summary file get the call stacks too
+    let full = all_lines(&r, "Memory pool leaks");
+    assert_eq!(
+        &full[4..7],
+        &[
             "    Call Stack(Python):",
             "        train.py(12): step",
             "        main.py(3): <module>",
-            "====== SUMMARY: 1.500000 Mb(s) leaked in 2 allocation(s) ======",
         ]
     );
     assert_eq!(
@@ -322,8 +338,76 @@ fn a_leak_outside_any_op_names_the_python_frame_of_its_allocation() {
         l[1].contains("in /w/train.py(305): main at step 2"),
         "{l:?}"
     );
+    assert_eq!(
+        l[2],
+        "    called from /w/train.py(330): <module> (first frame in your code, Python stack)"
+    );
+    let full = all_lines(&r, "Memory pool leaks");
     assert!(
-        l.iter().any(|x| x == "        /w/train.py(330): <module>"),
+        full.iter()
+            .any(|x| x == "        /w/train.py(330): <module>"),
+        "{full:?}"
+    );
+}
+
+#[test]
+fn a_long_leak_list_shows_its_first_leaks_counts_the_rest_and_ends_with_the_summary() {
+    let mut d = Dump::new();
+    for step in 1..=30u64 {
+        d.step_start();
+        d.mem("MALLOC", "PTA", 0x10_0000 * step, MIB, "");
+        d.step_end();
+    }
+    let r = through_bus(&d.text(), vec![Box::new(LeakLayer::new())]);
+    let l = lines(&r, "Memory pool leaks");
+    // ERROR line, 10 leaks, the count of the 18 others, SUMMARY
+    assert_eq!(l.len(), 13, "{l:?}");
+    assert_eq!(l[11], "… 18 more leak(s), 18.000000 Mb(s), at steps 12–29");
+    assert_eq!(
+        l[12],
+        "====== SUMMARY: 28.000000 Mb(s) leaked in 28 allocation(s) ======"
+    );
+    assert_eq!(
+        all_lines(&r, "Memory pool leaks").len(),
+        30,
+        "every leak in the full list"
+    );
+}
+
+#[test]
+fn a_leak_with_no_op_and_no_stack_says_so_instead_of_n_a() {
+    let mut d = Dump::new();
+    for _ in 0..3 {
+        d.step_start();
+        d.mem("MALLOC", "PTA", 0x10_0000 * d.rows.len() as u64, MIB, "");
+        d.step_end();
+    }
+    let r = through_bus(&d.text(), vec![Box::new(LeakLayer::new())]);
+    let l = lines(&r, "Memory pool leaks");
+    assert!(
+        l[1].contains(" in (no op, kernel or call stack recorded) at step 2."),
         "{l:?}"
+    );
+    assert!(l.iter().all(|x| !x.contains(" in N/A ")), "{l:?}");
+}
+
+#[test]
+fn a_run_that_does_not_trace_hal_says_nothing_about_hal_memory() {
+    let r = through_bus(
+        &step_dump().text(),
+        vec![Box::new(LeakLayer::without_hal())],
+    );
+    assert!(
+        r.iter().all(|s| !s.title.starts_with("HAL memory")),
+        "{r:?}"
+    );
+    let cfg = AnalysisConfig {
+        hal_untraced: true,
+        ..AnalysisConfig::default()
+    };
+    let r = through_bus(&step_dump().text(), online_layers(&cfg));
+    assert!(
+        r.iter().all(|s| !s.title.starts_with("HAL memory")),
+        "{r:?}"
     );
 }

@@ -117,7 +117,12 @@
   function shortFrame(s) {
     return String(s).replace(/ at (?:\S*\/)?([^/\s]+:\d+)/, " ($1)");
   }
-  const MS = { fmtBytes, fmtAxisBytes, fmtTime, sortRows, alignSeries, icicleLayout, colour, shortFrame, BYTE_INCRS };
+  /** "2 dump file(s), 1 capture(s)": a run's inputs as `memscope report` counts them. */
+  function inputCounts(inputs) {
+    const caps = inputs.filter((n) => /\.mscap$/.test(n)).length;
+    return (inputs.length - caps) + " dump file(s)" + (caps ? ", " + caps + " capture(s)" : "");
+  }
+  const MS = { fmtBytes, fmtAxisBytes, fmtTime, sortRows, alignSeries, icicleLayout, colour, shortFrame, inputCounts, BYTE_INCRS };
   if (typeof module !== "undefined" && module.exports) { module.exports = MS; }
   root.MS = MS;
 })(typeof window !== "undefined" ? window : globalThis);

@@ -447,7 +447,10 @@
     }
     const cols = el("div", { class: "cols2" });
     const left = el("div", {}, [el("h3", { text: "Top allocation sites (" + v.site_kind + ")" }),
-      table([{ key: "site", label: "Site", cls: "mono", fmt: (x) => (x ? el("span", { title: x, text: shortFrame(x) }) : "—") }, bytesCol("bytes", "Bytes"), { key: "blocks", label: "Blocks", num: true },
+      v.site_kind === "op/kernel" ? null : el("div", { class: "note", text: "Each block is counted at the first frame of your code in its stacks (Python frames over C frames; interpreter, memscope and library frames skipped: MEMSCOPE_OWN_FRAMES and MEMSCOPE_LIBRARY_FRAMES change the lists), split by the frame that called it. Hover a site for its full stack." }),
+      table([{ key: "site", label: "Site", cls: "mono", fmt: (x, r) => (x ? el("span", { title: (r.rule ? "[" + r.rule + "]\n" : "") + (r.stack || x), text: shortFrame(x) }) : "—") },
+        { key: "caller", label: "Called from", cls: "mono", fmt: (x) => (x ? el("span", { title: x, text: shortFrame(x) }) : "—") },
+        bytesCol("bytes", "Bytes"), { key: "blocks", label: "Blocks", num: true },
         { key: "share", label: "Share", num: true, sort: (r) => r.bytes, fmt: (x, r) => (100 * r.bytes / Math.max(1, moment === "peak" ? a.peak : a.end)).toFixed(1) + "%" }],
       v.sites, { sortKey: "bytes", page: 25 })]);
     const right = el("div", {}, [el("h3", { text: "Largest blocks" }),
@@ -580,7 +583,7 @@
       state.proc = r0.processes.reduce((best, p, i) => (p.events > r0.processes[best].events ? i : best), 0);
       renderPicks();
       renderProcess();
-      $("footer").textContent = DATA.tool + " · generated " + DATA.generated + " · " + DATA.runs.map((r) => r.inputs.length + " dump file(s)").join(" + ") +
+      $("footer").textContent = DATA.tool + " · generated " + DATA.generated + " · " + DATA.runs.map((r) => MS.inputCounts(r.inputs)).join(" + ") +
         " · series ≤ " + DATA.limits.series_buckets + " buckets, tables ≤ " + DATA.limits.table_rows + " rows";
       let t;
       window.addEventListener("resize", () => { clearTimeout(t); t = setTimeout(renderProcess, 200); });

@@ -108,7 +108,11 @@ pub fn render(data: &mut ReportData, budget: &Budget) -> Result<String, ReportEr
     }
 }
 
-/// Writes `page` to `path` through a temporary file in the same folder (mode 0600). An
+/// Mode of the page before the umask: a report is meant to be shared, as the exports are
+/// (`memscope-export`'s outputs; the dumps stay 0600).
+pub const PAGE_MODE: u32 = 0o666;
+
+/// Writes `page` to `path` through a temporary file in the same folder ([`PAGE_MODE`]). An
 /// existing `path` is an error unless `replace`. The folder is opened without following
 /// symbolic links and every step is relative to it ([`memscope_core::safe_fs`]): the page is
 /// never written through a link (a link as `path` itself is an existing file, replaced only
@@ -118,7 +122,7 @@ pub fn render(data: &mut ReportData, budget: &Budget) -> Result<String, ReportEr
 /// [`ReportError::Write`] (a symbolic link in the folder's path included), or
 /// [`ReportError::Input`] when `path` exists.
 pub fn write_new(path: &Path, page: &str, replace: bool) -> Result<PathBuf, ReportError> {
-    use memscope_core::safe_fs::{split_file, Dir, FILE_MODE};
+    use memscope_core::safe_fs::{split_file, Dir};
     let werr = |e: std::io::Error| ReportError::Write {
         path: path.display().to_string(),
         source: e,
@@ -133,7 +137,7 @@ pub fn write_new(path: &Path, page: &str, replace: bool) -> Result<PathBuf, Repo
     }
     let tmp = format!(".{name}.{}.tmp", std::process::id());
     let result = (|| -> std::io::Result<()> {
-        let mut f: File = dir.create_new(&tmp, FILE_MODE)?;
+        let mut f: File = dir.create_new(&tmp, PAGE_MODE)?;
         f.write_all(page.as_bytes())?;
         f.sync_all()?;
         if replace {

@@ -277,7 +277,7 @@ pub struct LiveView {
     pub c_inverted: Option<Tree>,
     /// Top allocation sites.
     pub sites: Vec<SiteRow>,
-    /// What a site is: `C frame`, `Python frame` or `op/kernel`.
+    /// What a site is: `first frame of your code, by caller` or `op/kernel`.
     pub site_kind: &'static str,
     /// The largest blocks.
     pub blocks: Vec<BlockRow>,
@@ -300,12 +300,23 @@ pub struct Tree {
 /// An allocation site.
 #[derive(Clone, Debug, Serialize)]
 pub struct SiteRow {
-    /// Frame text or op name.
+    /// The first frame of the user's code (or the op name).
     pub site: String,
+    /// The next frame of the user's code below it (its caller), if any.
+    pub caller: Option<String>,
+    /// The rule that chose the frame (`memscope_core::attribution::Rule::describe`; empty for
+    /// ops).
+    pub rule: &'static str,
     /// Bytes live.
     pub bytes: u64,
     /// Blocks live.
     pub blocks: u64,
+    /// The stacks of the site's largest group (`Call Stack(Python):` and `Call Stack(C):`
+    /// blocks), shown on demand.
+    pub stack: String,
+    /// Bytes of that group (not on the page).
+    #[serde(skip)]
+    pub top: u64,
 }
 
 /// A live block.

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use memscope_core::analysis::decompose::DecomposeRow;
 use memscope_core::analysis::levels::LevelKey;
 use memscope_core::analysis::peak::{Group, LiveSet, PeakResult};
+use memscope_core::attribution::site_of;
 
 use crate::model::*;
 use crate::series::Series;
@@ -15,14 +16,6 @@ use crate::Budget;
 /// `0x` and 16 hex digits.
 pub fn hex(a: u64) -> String {
     format!("0x{a:016x}")
-}
-
-/// The first non-empty line of a stack text (its innermost frame).
-pub fn first_frame(text: &str) -> &str {
-    text.lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("")
 }
 
 /// Keeps every k-th item so that at most `cap` remain (always the last one too).
@@ -91,44 +84,14 @@ fn view(
     let c = stack_tree(&set.by_c, false);
     let py_inverted = stack_tree(&set.by_py, true);
     let c_inverted = stack_tree(&set.by_c, true);
-    // sites: innermost C frame, else innermost Python frame, else the op/kernel
-    let (groups, kind): (&[(u32, _)], &'static str) = if c.is_some() {
-        (&set.by_c, "C frame")
-    } else if py.is_some() {
-        (&set.by_py, "Python frame")
-    } else {
-        (&set.by_under, "op/kernel")
-    };
-    let mut sites: HashMap<String, (u64, u64)> = HashMap::new();
-    for (s, g) in groups {
-        let text = r.text(*s);
-        let key = match first_frame(text) {
-            "" if kind == "op/kernel" => "(outside any op)".to_owned(),
-            "" => "(no stack)".to_owned(),
-            f => label(f),
-        };
-        let e = sites.entry(key).or_default();
-        e.0 += g.bytes;
-        e.1 += g.blocks;
-    }
-    let mut sites: Vec<SiteRow> = sites
-        .into_iter()
-        .map(|(site, (bytes, blocks))| SiteRow {
-            site,
-            bytes,
-            blocks,
-        })
-        .collect();
-    sites.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.site.cmp(&b.site)));
-    sites.truncate(budget.table_rows.min(1000));
+    let (sites, kind) = sites(r, set, budget);
     let blocks = set
         .top
         .iter()
         .map(|b| {
-            let frame = match first_frame(r.text(b.c)) {
-                "" => first_frame(r.text(b.py)),
-                f => f,
-            };
+            let frame = site_of(nonempty(r.text(b.py)), nonempty(r.text(b.c)))
+                .map(|s| s.label())
+                .unwrap_or_default();
             BlockRow {
                 id: b.id,
                 t: b.ts_ns,
@@ -136,7 +99,7 @@ fn view(
                 addr: hex(b.addr),
                 owner: r.text(b.owner).to_owned(),
                 under: r.text(b.under).to_owned(),
-                frame: label(frame),
+                frame: label(&frame),
             }
         })
         .collect();
@@ -150,6 +113,73 @@ fn view(
         site_kind: kind,
         blocks,
     }
+}
+
+fn nonempty(s: &str) -> Option<&str> {
+    (!s.is_empty()).then_some(s)
+}
+
+/// The top allocation sites of a live set and what a site is: with stacks, the first frame of
+/// the user's code ([`memscope_core::attribution`]: Python over C, library and interpreter
+/// frames skipped) with its caller, so a helper is split by who called it; without, the op or
+/// kernel the blocks were allocated under.
+fn sites(r: &PeakResult, set: &LiveSet, budget: &Budget) -> (Vec<SiteRow>, &'static str) {
+    type Key = (String, Option<String>, &'static str);
+    let mut m: HashMap<Key, SiteRow> = HashMap::new();
+    let stacked = set.by_stacks.iter().any(|((p, c), _)| *p != 0 || *c != 0);
+    let mut add = |key: Key, g: &Group, stack: String| {
+        let e = m.entry(key.clone()).or_insert_with(|| SiteRow {
+            site: label(&key.0),
+            caller: key.1.as_deref().map(label),
+            rule: key.2,
+            bytes: 0,
+            blocks: 0,
+            stack: String::new(),
+            top: 0,
+        });
+        e.bytes += g.bytes;
+        e.blocks += g.blocks;
+        // "full stack on demand": the stacks of the site's largest group
+        if g.bytes > e.top {
+            e.top = g.bytes;
+            e.stack = stack;
+        }
+    };
+    let kind = if stacked {
+        for ((p, c), g) in &set.by_stacks {
+            let (py, c) = (nonempty(r.text(*p)), nonempty(r.text(*c)));
+            let key = match site_of(py, c) {
+                Some(s) => (s.frame, s.caller, s.rule.describe()),
+                None => ("(no stack)".to_owned(), None, ""),
+            };
+            let mut stack = String::new();
+            for (name, t) in [("Python", py), ("C", c)] {
+                if let Some(t) = t.filter(|t| t.trim() != "NA") {
+                    stack.push_str(&format!("Call Stack({name}):\n{t}"));
+                }
+            }
+            add(key, g, stack);
+        }
+        "first frame of your code, by caller"
+    } else {
+        for (u, g) in &set.by_under {
+            let name = match r.text(*u) {
+                "" => "(outside any op)".to_owned(),
+                n => n.to_owned(),
+            };
+            add((name, None, ""), g, String::new());
+        }
+        "op/kernel"
+    };
+    let mut sites: Vec<SiteRow> = m.into_values().collect();
+    sites.sort_by(|a, b| {
+        b.bytes
+            .cmp(&a.bytes)
+            .then(a.site.cmp(&b.site))
+            .then(a.caller.cmp(&b.caller))
+    });
+    sites.truncate(budget.table_rows.min(1000));
+    (sites, kind)
 }
 
 /// The page's allocators: peak and end live sets with owners from decompose's rows.

@@ -83,6 +83,7 @@ pub use context::{set_context_hook, ContextFn};
 pub use device::note_thread_device;
 pub use guard::{enter, internal, internal_unmasked, Guard};
 pub use intern::{record_mark, record_range_start};
+pub use liveness::wait_for_collector_at_exit;
 pub use plugin::{safe_point, start_at_load};
 pub use scratch::{on_stack, Scratch, ALT_STACK, MAX_FRAMES};
 pub use stack::{record_call_stack, record_with_stack, Skip};

@@ -100,6 +100,51 @@ fn spool_exists() -> bool {
     unsafe { libc::stat(settings::spool_c(), &mut st) == 0 }
 }
 
+/// Milliseconds the process waits at exit for its collector to end (0: it does not wait).
+static EXIT_WAIT_MS: AtomicU32 = AtomicU32::new(0);
+
+/// Asks that the process, when it exits (after its exit status is in the stream header),
+/// wait at most `ms` milliseconds for its collector to end. The Python package's plain mode
+/// asks for it (issue 23): its collector (`memscope collect`) sees the exit status, writes
+/// the outputs and prints the summary before the process ends, i.e. before the shell prompt
+/// returns. Bounded: a collector that does not end within `ms` is not waited for longer.
+pub fn wait_for_collector_at_exit(ms: u32) {
+    EXIT_WAIT_MS.store(ms, Ordering::Relaxed);
+}
+
+/// A fork child does not wait for its parent's collector at exit.
+pub(crate) fn after_fork_child() {
+    EXIT_WAIT_MS.store(0, Ordering::Relaxed);
+}
+
+fn monotonic_ms() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is writable; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec as u64 * 1000 + t.tv_nsec as u64 / 1_000_000
+}
+
+/// At exit, after the exit status was stored: waits (polling every 5 ms, at most the time
+/// [`wait_for_collector_at_exit`] asked for) until the collector is gone.
+pub(crate) fn wait_at_exit() {
+    let ms = EXIT_WAIT_MS.swap(0, Ordering::Relaxed);
+    if ms == 0 {
+        return;
+    }
+    let deadline = monotonic_ms() + u64::from(ms);
+    while check() == Collector::Alive && monotonic_ms() < deadline {
+        let pause = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 5_000_000,
+        };
+        // SAFETY: `pause` is a valid duration; the remainder is not wanted.
+        unsafe { libc::nanosleep(&pause, core::ptr::null_mut()) };
+    }
+}
+
 /// At stream creation: whether to create the stream (`false`: the collector is gone — stay
 /// passive and silent), and whether to keep watching.
 pub(crate) fn at_create() -> bool {

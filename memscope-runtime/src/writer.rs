@@ -352,6 +352,7 @@ pub(crate) extern "C" fn fork_child() {
     stream::after_fork_child();
     crate::state::after_fork_child();
     crate::clock::after_fork_child();
+    crate::liveness::after_fork_child();
     let _ = TS.try_with(|ts| {
         ts.in_fork.set(false);
         for slot in &ts.slots {

@@ -68,7 +68,7 @@ def probe():
         _cache["probe"] = env
         return env
     r = subprocess.run([cli(), "probe-path"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       universal_newlines=True)
+                       universal_newlines=True, env=child_env())
     if r.returncode != 0:
         raise RuntimeError(r.stderr.strip() or "memscope: probe library not found")
     _cache["probe"] = r.stdout.strip()
@@ -76,11 +76,19 @@ def probe():
 
 
 def child_env():
-    """This process's environment without ``MEMSCOPE_SPOOL``: a memscope process this package
-    starts (the CLI, the collector) must not be traced into the job's spool when the probe is
-    preloaded everywhere (``source msmemscope --load-api-env``)."""
+    """This process's environment for a memscope process this package starts (the CLI, the
+    collector): without ``MEMSCOPE_SPOOL`` and without the probe in ``LD_PRELOAD``, so it is
+    never traced into the job's spool — not when the probe is preloaded everywhere (``source
+    msmemscope --load-api-env``), and not as a process of its own under ``memscope run``
+    (issue 23)."""
     env = dict(os.environ)
     env.pop("MEMSCOPE_SPOOL", None)
+    keep = [p for p in env.get("LD_PRELOAD", "").split(":")
+            if p and not os.path.basename(p).startswith("libmemscope")]
+    if keep:
+        env["LD_PRELOAD"] = ":".join(keep)
+    else:
+        env.pop("LD_PRELOAD", None)
     return env
 
 

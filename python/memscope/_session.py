@@ -39,6 +39,9 @@ import warnings
 
 from . import _locate
 
+#: How long a plain-python process waits at exit for its collector's summary, ms.
+EXIT_WAIT_MS = 30000
+
 #: Adapters that work without the launcher (bit masks of memscope_core::adapter::AdapterId).
 PLAIN_ADAPTERS = "mstx,pta,mindspore,atb"
 _PLAIN_MASK = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 3)
@@ -59,6 +62,7 @@ _FUNCS = {
     "memscope_owner_pop": ([], ctypes.c_int),
     "memscope_py_status": ([], ctypes.c_int),
     "memscope_py_defer": ([], ctypes.c_int),
+    "memscope_py_wait_at_exit": ([ctypes.c_int], ctypes.c_int),
     "memscope_py_attach": ([], ctypes.c_int),
     "memscope_py_set_c_stack": ([ctypes.c_int], ctypes.c_int),
     "memscope_py_last_error": ([], ctypes.c_char_p),
@@ -176,6 +180,10 @@ class Session:
                 shutil.rmtree(self.spool, ignore_errors=True)
             elif self.collector is not None:
                 self._barrier()
+                # The collector prints the summary once this process has its exit status,
+                # which only exit() knows: the probe's exit handler waits for it (bounded),
+                # so the summary comes before the shell prompt (issue 23).
+                self.lib.memscope_py_wait_at_exit(EXIT_WAIT_MS)
 
     def _barrier(self, timeout=10.0):
         """Waits until the collector has written everything committed so far; returns whether

@@ -193,3 +193,92 @@ fn missing_arguments_are_named_on_the_one_line() {
     let o = memscope(&["compare", "only-one.csv"]);
     assert_usage_error(&o, "<COMPARE>");
 }
+
+#[test]
+fn help_and_the_schema_give_the_defaults_config_check_prints_and_every_adapter() {
+    // issue 23: `--help` and the schema said `leaks` while the default is `leaks,gap`
+    let o = memscope(&["config", "check"]);
+    assert!(o.status.success());
+    let cfg: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let list = |k: &str| -> Vec<String> {
+        cfg[k]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_owned())
+            .collect()
+    };
+    let help = String::from_utf8_lossy(&memscope(&["run", "--help"]).stdout).into_owned();
+    let option = |flag: &str| -> String {
+        let at = help
+            .find(flag)
+            .unwrap_or_else(|| panic!("{flag} in --help"));
+        help[at..].lines().take(3).collect::<Vec<_>>().join(" ")
+    };
+    let analysis = list("analysis").join(",");
+    assert!(
+        option("--analysis").contains(&format!("[default: {analysis}]")),
+        "{}",
+        option("--analysis")
+    );
+    let adapters = String::from_utf8_lossy(&memscope(&["adapters", "list"]).stdout).into_owned();
+    for a in [
+        "mstx",
+        "pta",
+        "mindspore",
+        "atb",
+        "hal",
+        "acl",
+        "host",
+        "pymem",
+    ] {
+        assert!(adapters.contains(a), "{a} in adapters list");
+        assert!(
+            option("--adapters").contains(a),
+            "{a} in --help: {}",
+            option("--adapters")
+        );
+    }
+    let schema: serde_json::Value =
+        serde_json::from_slice(&memscope(&["config", "schema"]).stdout).unwrap();
+    let desc = schema["properties"]["analysis"]["description"]
+        .as_str()
+        .unwrap();
+    assert!(
+        desc.contains(&format!("Default {}.", list("analysis").join(", "))),
+        "{desc}"
+    );
+}
+
+#[test]
+fn the_readme_names_nothing_outside_the_repository_and_says_where_memscope_is() {
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    assert!(
+        !readme.contains("../shared"),
+        "a folder that is not in the repository"
+    );
+    assert!(
+        readme.contains("export PATH=\"$PWD/target/release:$PATH\""),
+        "the bare `memscope` of the examples is explained"
+    );
+}
+
+#[test]
+fn building_an_example_adapter_leaves_no_untracked_target_folder() {
+    // issue 23: `cargo build --manifest-path examples/adapter-jemalloc/Cargo.toml` writes
+    // examples/adapter-jemalloc/target/, which .gitignore must cover
+    let root = repo_root();
+    let o = Command::new("git")
+        .arg("-C")
+        .arg(&root)
+        .args(["check-ignore", "-q", "--no-index"])
+        .arg("examples/adapter-jemalloc/target/release/libmemscope_jemalloc_adapter.so")
+        .output();
+    match o {
+        Ok(o) if o.status.code() == Some(128) => {
+            eprintln!("SKIP: {} is not a git checkout", root.display())
+        }
+        Ok(o) => assert!(o.status.success(), "not ignored: {o:?}"),
+        Err(e) => eprintln!("SKIP: git not available: {e}"),
+    }
+}

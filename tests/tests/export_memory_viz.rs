@@ -474,3 +474,35 @@ fn msmemscope_fixture_dumps_export_to_snapshots_the_viewer_accepts() {
     });
     assert_eq!(n, 4);
 }
+
+#[test]
+fn a_block_s_frames_start_with_the_first_frame_of_the_users_code() {
+    // issue 23: Python over C when both were recorded, so the viewer names the user's line
+    let d = tempfile::tempdir().unwrap();
+    let mut p = Proc::new(778, 1_767_225_600_000_000_000);
+    let cpython =
+        "_PyObject_Malloc at Objects/obmalloc.c:1998\ntype_call at Objects/typeobject.c:1134\n";
+    let native = "grow_arena at /srv/app/arena.c:40\nmain at /srv/app/main.c:9\n";
+    p.malloc("PTA", "0", 0x1000, 4096, Some(4096), "PTA", PY_FWD, cpython);
+    p.malloc("PTA", "0", 0x3000, 4096, Some(8192), "PTA", "", native);
+    let run = p.write_layout(d.path());
+    let out = d.path().join("snap.pickle");
+    export("memory-viz", &[&run], &out);
+    let o = std::process::Command::new(python())
+        .args([
+            "-c",
+            "import pickle, sys\n\
+             s = pickle.load(open(sys.argv[1], 'rb'))\n\
+             for t in s['device_traces'][0]:\n\
+             \x20   if t['action'] == 'alloc': print(t['frames'][0]['name'])",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let names: Vec<String> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(names, ["forward", "grow_arena"]);
+}

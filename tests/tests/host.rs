@@ -67,15 +67,22 @@ fn leak_of_three_blocks_is_reported_with_counts_bytes_and_functions() {
             "{}",
             level2[0]["Call Stack(C)"]
         );
-        // The leak summary: one group per site, 1 block of 1024 bytes each, with the function.
+        // The leak summary: one line per site (the first frame of the program's own code, its
+        // caller and the rule), 1 block of 1024 bytes each.
         let err = run.stderr();
+        let live = err
+            .split_once("HOST memory live at exit")
+            .unwrap_or_else(|| panic!("{err}"))
+            .1;
         for site in ["leak_site_alpha", "leak_site_beta", "leak_site_gamma"] {
-            let i = err
-                .find(&format!("        {site}"))
+            let head = live
+                .lines()
+                .find(|l| l.contains(&format!(" bytes at {site} at ")))
                 .unwrap_or_else(|| panic!("{site} in report:\n{err}"));
-            let head = err[..i].lines().last().unwrap();
             assert!(
-                head.contains("1 block(s), 1024 bytes"),
+                head.contains("1 block(s), 1024 bytes")
+                    && head.contains(" ← ")
+                    && head.ends_with("[first frame in your code, C stack]"),
                 "{site}: {head}\n{err}"
             );
         }

@@ -759,12 +759,67 @@ fn analyze_over_a_run_dir_prints_one_line_per_rank_sorted_by_peak_with_the_imbal
     let one = dumps_by_pid(run.out.path()).into_values().next().unwrap()[0]
         .0
         .clone();
+    // --run goes with a directory only; --full on a dump prints every line
+    let o = Command::new(memscope_bin())
+        .args(["analyze", "leaks", "--run", "1"])
+        .arg(&one)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
     let o = Command::new(memscope_bin())
         .args(["analyze", "leaks", "--full"])
         .arg(&one)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(2));
+    assert!(o.status.success(), "{o:?}");
+}
+
+#[test]
+fn analyze_over_a_directory_of_two_runs_uses_the_newest_and_does_not_call_them_ranks() {
+    let out = tempfile::tempdir().unwrap();
+    for step in ["1", "2"] {
+        let o = Command::new(memscope_bin())
+            .args(["run", "-q", "--adapters", "acl,hal,mstx", "-o"])
+            .arg(out.path())
+            .arg("--")
+            .arg(worker())
+            .args(["1", step])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{o:?}");
+    }
+    let o = Command::new(memscope_bin())
+        .args(["analyze", "leaks"])
+        .arg(out.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("holds 2 runs") && err.contains("using run 2, the newest"),
+        "{err}"
+    );
+    assert!(!err.contains("map to rank"), "{err}");
+    assert!(
+        stdout.contains("==== per process: 1 process(es)"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("imbalance"), "one process: {stdout}");
+    // the first run, asked for
+    let o = Command::new(memscope_bin())
+        .args(["analyze", "leaks", "--run", "1"])
+        .arg(out.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("using run 1"));
+    let o = Command::new(memscope_bin())
+        .args(["analyze", "leaks", "--run", "3"])
+        .arg(out.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
 }
 
 /// 8 ranks of train.py (5 steps) through `tests/python/rank_launch.py`, rank r on device r,

@@ -93,19 +93,17 @@ fn assert_objects_attributed(r: &Run) {
     assert_eq!(freed, 0, "kept objects are not freed");
 }
 
-/// The `n object(s), …` line heading the group whose first frame ends with `first` in the
-/// summary section titled `title`.
-fn summary_group(stderr: &str, title: &str, first: &str) -> Option<u64> {
+/// The objects of the site line `N object(s), B bytes at …FIRST ← CALLER [rule]` in the summary
+/// section titled `title` (issue 23: objects summed up by the first frame of the user's code
+/// and its caller).
+fn summary_group(stderr: &str, title: &str, first: &str, caller: &str) -> Option<u64> {
     let sec = stderr.split_once(title)?.1;
-    let lines: Vec<&str> = sec.lines().collect();
-    for w in lines.windows(2) {
-        if w[1].trim_end().ends_with(first) {
-            if let Some((n, _)) = w[0].trim().split_once(" object(s)") {
-                return n.parse().ok();
-            }
-        }
-        if w[1].starts_with("  PYMEM") {
+    for l in sec.lines().skip(1) {
+        if l.starts_with("  PYMEM") {
             break;
+        }
+        if l.contains(&format!("{first} ← {caller} ")) {
+            return l.trim().split_once(" object(s)")?.0.parse().ok();
         }
     }
     None
@@ -145,23 +143,19 @@ fn pymem_summary_reports_the_kept_objects_live_at_exit_by_python_stack() {
     let r = run(&[], &[], &[]);
     let err = r.stderr();
     let inner = frame("out.append(object())", "build_objects");
-    let live = summary_group(&err, "PYMEM Python objects live at exit", &inner)
-        .unwrap_or_else(|| panic!("no live group for build_objects:\n{err}"));
+    // the site is build_objects' line, split by its caller: the one that kept them
+    let live = summary_group(
+        &err,
+        "PYMEM Python objects live at exit",
+        &inner,
+        &kept_caller(),
+    )
+    .unwrap_or_else(|| panic!("no live group for build_objects:\n{err}"));
     assert!(
         (OBJECTS as u64..=(OBJECTS + GROWTH) as u64).contains(&live),
         "{live} objects live at exit from build_objects:\n{err}"
     );
-    // the group's next frame is the caller that kept them, not churn()
-    let sec = err
-        .split_once("PYMEM Python objects live at exit")
-        .unwrap()
-        .1;
-    let at = sec.find(&inner).unwrap();
-    assert!(
-        sec[at..].lines().nth(1).unwrap().ends_with(&kept_caller()),
-        "{sec}"
-    );
-    let peak = summary_group(&err, "PYMEM peak", &inner)
+    let peak = summary_group(&err, "PYMEM peak", &inner, &kept_caller())
         .unwrap_or_else(|| panic!("no peak group for build_objects:\n{err}"));
     assert!(peak >= OBJECTS as u64, "{peak} at the peak:\n{err}");
 }

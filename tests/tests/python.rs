@@ -611,6 +611,81 @@ fn plain_python_config_call_stack_python_puts_python_stacks_on_the_rows() {
     }
 }
 
+#[test]
+fn plain_python_prints_its_summary_before_it_exits_with_the_script_s_own_exit_status() {
+    // issue 23: the summary comes before the shell's next line, and names the real status
+    let code = r#"
+import sys, memscope
+memscope.start()
+memscope.step()
+memscope.stop()
+if sys.argv[1] == "raise":
+    raise RuntimeError("boom")
+sys.exit(int(sys.argv[1]))
+"#;
+    for (arg, want) in [("3", 3), ("raise", 1), ("0", 0)] {
+        let d = tempfile::tempdir().unwrap();
+        let job = d.path().join("job.py");
+        std::fs::write(&job, code).unwrap();
+        // the shell says the status once python has exited: the summary must come first
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", r#""$0" "$1" "$2"; echo "python exited $?" >&2"#])
+            .arg(venv().python())
+            .arg(&job)
+            .arg(arg);
+        clean(&mut cmd, d.path());
+        let out = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        let summary = err
+            .find(&format!("memscope: job exited with code {want};"))
+            .unwrap_or_else(|| panic!("exit {arg}: the summary names code {want}:\n{err}"));
+        let exited = err
+            .find(&format!("python exited {want}"))
+            .unwrap_or_else(|| panic!("{err}"));
+        assert!(
+            summary < exited,
+            "the summary comes before python is gone:\n{err}"
+        );
+        // nothing left behind: the collector removed its spool
+        let left: Vec<_> = std::fs::read_dir(d.path().join("tmp"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
+}
+
+#[test]
+fn import_memscope_under_memscope_run_traces_no_memscope_process_of_its_own() {
+    // issue 23: memscope.config() runs `memscope config check`; it is not part of the job
+    let d = tempfile::tempdir().unwrap();
+    let code = "import memscope; memscope.config(events='alloc,free'); print('ok')";
+    let mut cmd = Command::new(venv().memscope());
+    cmd.args(["run", "--adapters", "host", "-o"])
+        .arg(d.path().join("out"))
+        .arg("--")
+        .arg(venv().python())
+        .args(["-c", code]);
+    clean(&mut cmd, d.path());
+    let out = cmd.output().unwrap();
+    check(&out, "memscope run with import memscope");
+    let idx: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(d.path().join("out/memscope_run.json")).unwrap(),
+    )
+    .unwrap();
+    let exes: Vec<&str> = idx["runs"][0]["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["exe"].as_str().unwrap())
+        .collect();
+    assert!(
+        exes.iter().all(|e| !e.ends_with("/memscope")),
+        "traced: {exes:?}"
+    );
+}
+
 /// Runs `api_parity.py MODE` in `cwd`: under `memscope run RUN_ARGS` with `Some`, else plainly;
 /// it must succeed.
 fn parity(mode: &str, cwd: &Path, run_args: Option<&[&str]>) -> std::process::Output {

@@ -8,7 +8,7 @@
 //! [`HostFast::observe`] accounts them in the same leak layer.
 #![forbid(unsafe_code)]
 
-use crate::addr_hash::AddrMap;
+use crate::addr_hash::{AddrHasher, AddrMap};
 use crate::leaks::HostLeaks;
 use memscope_core::adapter::TypeCtx;
 use memscope_core::bus::ReportSection;
@@ -16,6 +16,7 @@ use memscope_core::event::Event;
 use memscope_core::symbolize::Symbolizer;
 use memscope_core::wire::Record;
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 
 #[derive(Clone, Copy)]
 struct Live {
@@ -34,14 +35,27 @@ pub struct Typed {
     pub mallocs: u64,
 }
 
+/// The Python stack of the thread that made a record (`--call-stack python:N`).
+#[derive(Clone, Copy, Debug)]
+pub struct PyStack<'a> {
+    /// Identifies the stack in its process (`image << 32 | node`).
+    pub key: u64,
+    /// Its `Call Stack(Python)` text.
+    pub text: &'a str,
+}
+
+/// No Python stack (a key no stack has).
+const NO_PY: u64 = u64::MAX;
+
 /// HOST typer and leak/peak accounting of one process, without events.
 #[derive(Default)]
 pub struct HostFast {
     leaks: HostLeaks,
     live: AddrMap<Live>,
     syms: HashMap<usize, Symbolizer>,
-    /// Stack group by (image << 32 | stack id); emptied for an image when it gets a module.
-    groups: AddrMap<u32>,
+    /// Stack group by (image << 32 | C stack id, Python stack key); emptied for an image when
+    /// it gets a module.
+    groups: HashMap<(u64, u64), u32, BuildHasherDefault<AddrHasher>>,
     image: usize,
     unknown_frees: u64,
 }
@@ -74,32 +88,37 @@ impl HostFast {
         self.unknown_frees
     }
 
-    fn group(&mut self, ctx: &TypeCtx, stack: u32) -> u32 {
-        if stack == 0 {
-            return self.leaks.stack_index(None);
-        }
+    fn group(&mut self, ctx: &TypeCtx, stack: u32, py: Option<PyStack<'_>>) -> u32 {
         let key = ((ctx.image() as u64) << 32) | stack as u64;
-        if let Some(&g) = self.groups.get(&key) {
+        let py_key = py.map_or(NO_PY, |p| p.key);
+        if let Some(&g) = self.groups.get(&(key, py_key)) {
+            return g;
+        }
+        let py_text = py.map(|p| p.text);
+        if stack == 0 {
+            let g = self.leaks.stack_index(py_text, None);
+            self.groups.insert((key, py_key), g);
             return g;
         }
         let Some(frames) = ctx.stack(stack) else {
-            // Not defined (yet): no text, and nothing cached (as the typer does).
-            return self.leaks.stack_index(None);
+            // Not defined (yet): no C text, and nothing cached (as the typer does).
+            return self.leaks.stack_index(py_text, None);
         };
         let text = self.syms.entry(ctx.image()).or_default().stack_text(frames);
-        let g = self.leaks.stack_index(Some(&text));
-        self.groups.insert(key, g);
+        let g = self.leaks.stack_index(py_text, Some(&text));
+        self.groups.insert((key, py_key), g);
         g
     }
 
-    /// Accounts HOST record `rec` (of the image `ctx` is set to) whose first event, if any,
-    /// gets ID `first_id`. Returns the events it stood for, or `None` when `rec` is not a
-    /// HOST record.
+    /// Accounts HOST record `rec` (of the image `ctx` is set to, made by a thread whose
+    /// Python stack is `py`) whose first event, if any, gets ID `first_id`. Returns the events
+    /// it stood for, or `None` when `rec` is not a HOST record.
     pub fn record<B: AsRef<[u8]>>(
         &mut self,
         ctx: &mut TypeCtx,
         rec: &Record<B>,
         first_id: u64,
+        py: Option<PyStack<'_>>,
     ) -> Option<Typed> {
         let mut t = Typed::default();
         if ctx.image() != self.image && !matches!(rec, Record::Module { .. }) && is_host_record(rec)
@@ -113,10 +132,10 @@ impl HostFast {
                 addr,
                 size,
                 stack,
-            } => self.malloc(ctx, ts, addr, size, stack, first_id, &mut t),
+            } => self.malloc(ctx, (ts, addr, size, stack), py, first_id, &mut t),
             Record::HostFree { addr, .. } => match self.live.remove(&addr) {
                 Some(b) => {
-                    self.leaks.other_free(b.size);
+                    self.leaks.other_free(b.size, b.group);
                     t.frees += 1;
                 }
                 None => self.unknown_frees += 1,
@@ -138,44 +157,39 @@ impl HostFast {
                     build_id.as_ref(),
                 );
                 // Stacks grouped before this module was known are symbolised again on next use.
-                self.groups.retain(|k, _| (k >> 32) as usize != image);
+                self.groups.retain(|k, _| (k.0 >> 32) as usize != image);
             }
             _ => return None,
         }
         Some(t)
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// A `HostMalloc` (`ts, addr, size, stack`).
     fn malloc(
         &mut self,
         ctx: &mut TypeCtx,
-        ts: u64,
-        addr: u64,
-        size: u64,
-        stack: u32,
+        (ts, addr, size, stack): (u64, u64, u64, u32),
+        py: Option<PyStack<'_>>,
         first_id: u64,
         t: &mut Typed,
     ) {
         if let Some(old) = self.live.remove(&addr) {
-            self.leaks.other_free(old.size);
+            self.leaks.other_free(old.size, old.group);
             ctx.warn(format!("HOST: block 0x{addr:x} allocated again before its free was seen; closed with a synthetic FREE"));
             t.frees += 1;
         }
         // Consumed as the typer does: allocation ids are shared with the other pools.
         ctx.next_allocation_id();
-        let b = Live {
-            size,
-            group: self.group(ctx, stack),
-        };
-        self.live.insert(addr, b);
-        self.leaks.other_alloc(size, first_id + t.frees, ts);
+        let group = self.group(ctx, stack, py);
+        self.live.insert(addr, Live { size, group });
+        self.leaks.other_alloc(size, group, first_id + t.frees, ts);
         t.mallocs += 1;
     }
 
     /// `exec` replaced the process image: every live block gets a synthetic FREE.
     fn exec_boundary(&mut self, t: &mut Typed) {
         for (_, b) in self.live.drain() {
-            self.leaks.other_free(b.size);
+            self.leaks.other_free(b.size, b.group);
             t.frees += 1;
         }
     }
@@ -218,7 +232,7 @@ mod tests {
         let mut ctx = TypeCtx::new(7, vec![]);
         let mut id = 0;
         let mut feed = |f: &mut HostFast, ctx: &mut TypeCtx, r: Record| {
-            let t = f.record(ctx, &r, id).unwrap();
+            let t = f.record(ctx, &r, id, None).unwrap();
             id += t.frees + t.mallocs;
             t
         };
@@ -314,7 +328,7 @@ mod tests {
                 leaks.on_event(ev, &bctx, &mut Vec::new()).unwrap();
             }
             if is_host_record(&rec) {
-                let t = fast.record(&mut fctx, &rec, id_f).unwrap();
+                let t = fast.record(&mut fctx, &rec, id_f, None).unwrap();
                 id_f += t.frees + t.mallocs;
             } else {
                 let mut out = Vec::new();

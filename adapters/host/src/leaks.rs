@@ -1,6 +1,7 @@
 //! The HOST leak summary: blocks of the libc allocator still live when the process ended,
-//! grouped by allocation stack, largest first — a bus layer whose report section the CLI
-//! prints and logs. Mapped memory (`HOST_MMAP`, with `MEMSCOPE_HOST_MMAP=1`) gets a section of
+//! summed up by where they were allocated (the first frame of the user's code in their Python
+//! or C stack, `memscope_core::sites`), largest first — a bus layer whose report section the
+//! CLI prints and logs. Mapped memory (`HOST_MMAP`, with `MEMSCOPE_HOST_MMAP=1`) gets a section of
 //! its own, so heap and mapped bytes are never added up. It runs for killed processes too (the
 //! collector finishes every process whose stream ended, however it ended).
 #![forbid(unsafe_code)]
@@ -9,12 +10,13 @@ use memscope_core::adapter::AdapterId;
 use memscope_core::bus::{BusCtx, BusError, Layer, ReportSection};
 use memscope_core::config::RunConfig;
 use memscope_core::event::{Device, Event, EventKind, EventType};
+use memscope_core::sites::{site_lines, StackGroup};
 use std::collections::HashMap;
 
-/// Stack groups listed in the report.
-pub const MAX_GROUPS: usize = 10;
-/// Frames shown per group.
-pub const MAX_FRAMES: usize = 6;
+/// What the report says of blocks recorded without any call stack.
+const NO_STACK: &str = "run with --call-stack c:N or python:N";
+/// Why a block has no stack when the run asked for C stacks (not a matter of options).
+const NO_STACK_RECORDED: &str = "none was recorded for these blocks";
 
 /// The leak layer when the HOST adapter is selected.
 pub fn leak_layer(cfg: &RunConfig) -> Option<Box<dyn Layer>> {
@@ -27,14 +29,15 @@ pub fn c_stacks_requested(cfg: &RunConfig) -> bool {
     cfg.call_stack.c.is_some_and(|d| d > 0)
 }
 
-/// Tracks live HOST blocks and mappings by allocation id, with an interned stack text.
+/// Tracks live HOST blocks and mappings by allocation id, with an interned pair of stack
+/// texts (Python, C).
 #[derive(Default)]
 pub struct HostLeaks {
     live: crate::addr_hash::AddrMap<(u64, u32)>,
     maps: crate::addr_hash::AddrMap<(u64, u32)>,
     saw_maps: bool,
-    stack_ids: HashMap<String, u32>,
-    stacks: Vec<String>,
+    stack_ids: HashMap<(String, String), u32>,
+    stacks: Vec<(String, String)>,
     live_bytes: u64,
     peak: Peak,
     /// Index of the empty stack (events without a call stack), once seen.
@@ -43,6 +46,14 @@ pub struct HostLeaks {
     other_blocks: u64,
     /// The run asked for C stacks: a block without one is not a matter of options.
     c_stacks: bool,
+    /// Live heap (blocks, bytes) per stack group, now.
+    by_group: Vec<(u64, u64)>,
+    /// `by_group` at the last local maximum that raised the peak by 1 % or more, and its live
+    /// bytes (the peak's sites, within 1 % of the exact peak).
+    at_peak: Vec<(u64, u64)>,
+    at_peak_bytes: u64,
+    /// The peak rose since `at_peak` was taken.
+    rising: bool,
 }
 
 /// The highest number of live HOST heap bytes the process reached (mappings are not counted).
@@ -91,58 +102,84 @@ impl HostLeaks {
         self.peak
     }
 
-    /// The peak report section.
+    /// The peak report section: the peak, and what was live at it by where it was
+    /// allocated.
     pub fn peak_report(&self, pid: Option<u32>) -> ReportSection {
         let pid = pid.map(|p| format!(" (pid {p})")).unwrap_or_default();
         let p = self.peak;
-        ReportSection {
-            title: format!("HOST peak{pid}: {} bytes in {} block(s)", p.bytes, p.blocks),
-            lines: if p.bytes == 0 {
-                Vec::new()
-            } else {
-                vec![format!(
-                    "reached at event ID {} (timestamp {} ns)",
-                    p.id, p.ts_ns
-                )]
-            },
+        let title = format!("HOST peak{pid}: {} bytes in {} block(s)", p.bytes, p.blocks);
+        if p.bytes == 0 {
+            return ReportSection::new(title, Vec::new());
         }
+        let first = format!(
+            "reached at event ID {} (timestamp {} ns); live at the peak:",
+            p.id, p.ts_ns
+        );
+        // the current totals are the latest local maximum when they rose past the copy
+        let groups = if self.rising && self.live_bytes >= self.at_peak_bytes * 101 / 100 {
+            &self.by_group
+        } else {
+            &self.at_peak
+        };
+        let (mut shown, mut all) = self.site_lines(
+            groups.iter().enumerate().map(|(s, g)| (s as u32, *g)),
+            "block(s)",
+        );
+        shown.insert(0, first.clone());
+        all.insert(0, first);
+        ReportSection::bounded(title, shown, all)
     }
 
-    /// The group index of stack text `text` (`None`: no call stack).
-    pub(crate) fn stack_index(&mut self, text: Option<&str>) -> u32 {
-        if text.is_none() {
+    /// Takes the per-group totals as the peak's when the peak rose by 1 % since the last copy.
+    fn note_local_max(&mut self) {
+        if self.rising && self.live_bytes >= self.at_peak_bytes + self.at_peak_bytes / 100 {
+            self.at_peak.clone_from(&self.by_group);
+            self.at_peak_bytes = self.live_bytes;
+        }
+        self.rising = false;
+    }
+
+    /// The group index of the stacks `py` and `c` (`None`: not recorded).
+    pub(crate) fn stack_index(&mut self, py: Option<&str>, c: Option<&str>) -> u32 {
+        let py = py.filter(|t| *t != "NA");
+        if py.is_none() && c.is_none() {
             if let Some(i) = self.no_stack {
                 return i;
             }
         }
-        let t = text.unwrap_or("");
-        if let Some(&i) = self.stack_ids.get(t) {
+        let key = (py.unwrap_or("").to_owned(), c.unwrap_or("").to_owned());
+        if let Some(&i) = self.stack_ids.get(&key) {
             return i;
         }
         let i = self.stacks.len() as u32;
-        self.stacks.push(t.to_owned());
-        self.stack_ids.insert(t.to_owned(), i);
-        if t.is_empty() {
+        if key.0.is_empty() && key.1.is_empty() {
             self.no_stack = Some(i);
         }
+        self.stacks.push(key.clone());
+        self.stack_ids.insert(key, i);
+        self.by_group.push((0, 0));
         i
     }
 
-    /// A heap block of `size` bytes accounted outside this layer's map became live as event
-    /// `id` stamped `ts_ns` (the HOST fast path): moves the live figures and the peak.
-    pub(crate) fn other_alloc(&mut self, size: u64, id: u64, ts_ns: u64) {
+    /// A heap block of `size` bytes of stack group `group`, accounted outside this layer's
+    /// map, became live as event `id` stamped `ts_ns` (the HOST fast path): moves the live
+    /// figures and the peak.
+    pub(crate) fn other_alloc(&mut self, size: u64, group: u32, id: u64, ts_ns: u64) {
         self.other_blocks += 1;
-        self.grow(size, id, ts_ns);
+        self.grow(size, group, id, ts_ns);
     }
 
-    /// A heap block accounted outside this layer's map was freed.
-    pub(crate) fn other_free(&mut self, size: u64) {
+    /// A heap block of stack group `group` accounted outside this layer's map was freed.
+    pub(crate) fn other_free(&mut self, size: u64, group: u32) {
         self.other_blocks -= 1;
-        self.live_bytes -= size;
+        self.shrink(size, group);
     }
 
-    fn grow(&mut self, size: u64, id: u64, ts_ns: u64) {
+    fn grow(&mut self, size: u64, group: u32, id: u64, ts_ns: u64) {
         self.live_bytes += size;
+        let g = &mut self.by_group[group as usize];
+        g.0 += 1;
+        g.1 += size;
         if self.live_bytes > self.peak.bytes {
             self.peak = Peak {
                 bytes: self.live_bytes,
@@ -150,7 +187,16 @@ impl HostLeaks {
                 id,
                 ts_ns,
             };
+            self.rising = true;
         }
+    }
+
+    fn shrink(&mut self, size: u64, group: u32) {
+        self.note_local_max();
+        self.live_bytes -= size;
+        let g = &mut self.by_group[group as usize];
+        g.0 -= 1;
+        g.1 -= size;
     }
 
     /// Accounts one event (a host block's or mapping's MALLOC or FREE; others are ignored).
@@ -165,21 +211,21 @@ impl HostLeaks {
         self.saw_maps |= mapped;
         match ev.kind {
             EventKind::Malloc => {
-                let s = self.stack_index(ev.c_stack.as_deref());
+                let s = self.stack_index(ev.py_stack.as_deref(), ev.c_stack.as_deref());
                 if mapped {
                     self.maps.insert(m.allocation_id, (m.size, s));
                 } else {
-                    if let Some((old, _)) = self.live.insert(m.allocation_id, (m.size, s)) {
-                        self.live_bytes -= old;
+                    if let Some((old, og)) = self.live.insert(m.allocation_id, (m.size, s)) {
+                        self.shrink(old, og);
                     }
-                    self.grow(m.size, ev.id, ev.ts_ns);
+                    self.grow(m.size, s, ev.id, ev.ts_ns);
                 }
             }
             EventKind::Free => {
                 if mapped {
                     self.maps.remove(&m.allocation_id);
-                } else if let Some((size, _)) = self.live.remove(&m.allocation_id) {
-                    self.live_bytes -= size;
+                } else if let Some((size, g)) = self.live.remove(&m.allocation_id) {
+                    self.shrink(size, g);
                 }
             }
             _ => {}
@@ -227,41 +273,44 @@ impl HostLeaks {
             g.1 += size;
         }
         let (blocks, bytes) = groups.values().fold((0, 0), |a, g| (a.0 + g.0, a.1 + g.1));
-        let mut v: Vec<(u32, u64, u64)> = groups.into_iter().map(|(s, (n, b))| (s, n, b)).collect();
-        v.sort_by(|a, b| b.2.cmp(&a.2).then(b.1.cmp(&a.1)).then(a.0.cmp(&b.0)));
+        let (shown, all) = self.site_lines(groups.into_iter(), unit);
         let pid = pid.map(|p| format!(" (pid {p})")).unwrap_or_default();
-        let mut lines = Vec::new();
-        for (s, n, b) in v.iter().take(MAX_GROUPS) {
-            lines.push(format!("{n} {unit}, {b} bytes, allocated at:"));
-            let text = &self.stacks[*s as usize];
-            if text.is_empty() {
-                lines.push(if self.c_stacks {
-                    "    (no call stack was recorded for these blocks)".to_owned()
-                } else {
-                    "    (no call stack: run with --call-stack c:N)".to_owned()
-                });
-            }
-            let frames: Vec<&str> = text.lines().collect();
-            for f in frames.iter().take(MAX_FRAMES) {
-                lines.push(format!("    {f}"));
-            }
-            if frames.len() > MAX_FRAMES {
-                lines.push(format!("    … {} more frame(s)", frames.len() - MAX_FRAMES));
-            }
-        }
-        if v.len() > MAX_GROUPS {
-            let rest = &v[MAX_GROUPS..];
-            let (n, b) = rest.iter().fold((0, 0), |a, g| (a.0 + g.1, a.1 + g.2));
-            lines.push(format!(
-                "… {} more stack(s): {n} {unit}, {b} bytes",
-                rest.len()
-            ));
-        }
-        ReportSection {
-            title: format!("{what}{pid}: {blocks} {unit}, {bytes} bytes"),
-            lines,
-        }
+        ReportSection::bounded(
+            format!("{what}{pid}: {blocks} {unit}, {bytes} bytes"),
+            shown,
+            all,
+        )
     }
+
+    /// Console and full lines of (stack group, (blocks, bytes)) summed up by site.
+    fn site_lines(
+        &self,
+        groups: impl Iterator<Item = (u32, (u64, u64))>,
+        unit: &str,
+    ) -> (Vec<String>, Vec<String>) {
+        let list: Vec<StackGroup> = groups
+            .filter(|(_, (n, _))| *n > 0)
+            .map(|(s, (n, b))| {
+                let (py, c) = &self.stacks[s as usize];
+                StackGroup {
+                    py: non_empty(py),
+                    c: non_empty(c),
+                    count: n,
+                    bytes: b,
+                }
+            })
+            .collect();
+        let no_stack = if self.c_stacks {
+            NO_STACK_RECORDED
+        } else {
+            NO_STACK
+        };
+        site_lines(&list, unit, no_stack)
+    }
+}
+
+fn non_empty(s: &str) -> Option<&str> {
+    (!s.is_empty()).then_some(s)
 }
 
 impl Layer for HostLeaks {
@@ -310,15 +359,21 @@ mod tests {
     fn a_block_without_a_stack_suggests_the_option_only_when_it_was_not_given() {
         let ctx = BusCtx::default();
         for (asked, line) in [
-            (false, "    (no call stack: run with --call-stack c:N)"),
-            (true, "    (no call stack was recorded for these blocks)"),
+            (
+                false,
+                "1 block(s), 64 bytes with no call stack (run with --call-stack c:N or python:N)",
+            ),
+            (
+                true,
+                "1 block(s), 64 bytes with no call stack (none was recorded for these blocks)",
+            ),
         ] {
             let mut l = HostLeaks::new(asked);
             let mut out = Vec::new();
             l.on_event(ev(EventKind::Malloc, 1, 64, None), &ctx, &mut out)
                 .unwrap();
             let r = l.report(None);
-            assert_eq!(r.lines, ["1 block(s), 64 bytes, allocated at:", line]);
+            assert_eq!(r.lines, [line]);
         }
     }
 
@@ -342,9 +397,13 @@ mod tests {
             r.title,
             "HOST memory live at exit (pid 9): 3 block(s), 1200 bytes"
         );
-        assert_eq!(r.lines[0], "1 block(s), 1000 bytes, allocated at:");
-        assert_eq!(r.lines[1], "    b");
-        assert_eq!(r.lines[3], "2 block(s), 200 bytes, allocated at:");
+        assert_eq!(
+            r.lines,
+            [
+                "1 block(s), 1000 bytes at b ← main [first frame in your code, C stack]",
+                "2 block(s), 200 bytes at a ← main [first frame in your code, C stack]"
+            ]
+        );
         assert_eq!(
             l.peak(),
             Peak {
@@ -358,6 +417,32 @@ mod tests {
             l.peak_report(Some(9)).title,
             "HOST peak (pid 9): 1205 bytes in 4 block(s)"
         );
+    }
+
+    #[test]
+    fn live_blocks_are_named_by_the_python_line_over_interpreter_c_frames() {
+        let mut l = HostLeaks::default();
+        let ctx = BusCtx::default();
+        let mut out = Vec::new();
+        let c = "_PyObject_Malloc at Objects/obmalloc.c:1998\nbytearray___init__ at Objects/bytearrayobject.c:821\n";
+        for id in 1..=3 {
+            let mut e = ev(EventKind::Malloc, id, 1 << 20, Some(c));
+            e.py_stack = Some("/job/keep.py(4): grow\n/job/keep.py(8): <module>\n".into());
+            l.on_event(e, &ctx, &mut out).unwrap();
+        }
+        l.on_event(ev(EventKind::Malloc, 9, 7, None), &ctx, &mut out)
+            .unwrap();
+        let r = l.report(None);
+        assert_eq!(
+            r.lines[0],
+            "3 block(s), 3145728 bytes at /job/keep.py(4): grow ← keep.py(8): <module> [first frame in your code, Python stack]"
+        );
+        assert_eq!(
+            r.lines[1],
+            "1 block(s), 7 bytes with no call stack (run with --call-stack c:N or python:N)"
+        );
+        // the log gets the full stacks
+        assert!(r.all_lines().iter().any(|l| l.contains("_PyObject_Malloc")));
     }
 
     #[test]

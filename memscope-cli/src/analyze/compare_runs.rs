@@ -15,13 +15,18 @@ use memscope_export::ProcessInput;
 
 use super::{say, CompareArgs};
 
-/// The processes of run directory `dir` by rank.
+/// The processes of run directory `dir` (its run `run`, or its newest, when it holds several)
+/// by rank.
 fn by_rank(
     args: &CompareArgs,
     dir: &std::path::Path,
+    run: Option<usize>,
 ) -> Result<(BTreeMap<u32, ProcessInput>, Vec<String>)> {
-    let inputs = [dir.to_path_buf()];
-    let index = RunIndexFiles::load(&inputs).map_err(|e| anyhow!("{e}"))?;
+    let inputs = match crate::run_select::choose(dir, run)? {
+        Some(dirs) => dirs,
+        None => vec![dir.to_path_buf()],
+    };
+    let index = RunIndexFiles::load(&[dir.to_path_buf()]).map_err(|e| anyhow!("{e}"))?;
     let index_ref: Option<&dyn RunIndex> = (!index.is_empty()).then_some(&index as _);
     let (procs, notes) =
         memscope_export::resolve(&inputs, index_ref, &mut memscope_export::progress::Silent)
@@ -68,8 +73,15 @@ fn side(p: &ProcessInput, level: Level) -> Result<compare::Sequence> {
 /// A directory without dumps, an unreadable input, no rank both runs have, a device map that
 /// does not fit a pair, an output that cannot be written.
 pub fn run(args: &CompareArgs, level: Level, map: &DeviceMap) -> Result<()> {
-    let (a, left_a) = by_rank(args, &args.base)?;
-    let (b, left_b) = by_rank(args, &args.compare)?;
+    let runs = match &args.run {
+        Some(r) => crate::run_select::parse_runs(r).map_err(|e| anyhow!(e))?,
+        None => Vec::new(),
+    };
+    if runs.len() > 2 {
+        return Err(anyhow!("--run: two run numbers at most (base, compare)"));
+    }
+    let (a, left_a) = by_rank(args, &args.base, runs.first().copied())?;
+    let (b, left_b) = by_rank(args, &args.compare, runs.get(1).copied())?;
     for l in left_a.iter().chain(&left_b) {
         args.note(&format!("{l}: not compared"));
     }

@@ -19,7 +19,7 @@ use memscope_core::analysis::gap::GapLayer;
 use memscope_core::analysis::leaks::LeakLayer;
 use memscope_core::bus::{BusCtx, BusError, Layer, ReportSection};
 use memscope_core::event::{Device, Event, EventKind};
-use memscope_export::rank::{RunIndex, RunIndexFiles};
+use memscope_export::rank::{RankInfo, RankSource, RunIndex, RunIndexFiles};
 use memscope_export::ProcessInput;
 
 use super::{print_sections, run_offline, say, ReplayArgs};
@@ -184,15 +184,40 @@ fn analyse(p: &ProcessInput, which: Which, replay: ReplayArgs, out_dir: &Path) -
 ///
 /// # Errors
 /// No dumps under `dir`, an unreadable run index or dump, an output that cannot be written.
-pub fn run(dir: &Path, which: Which, replay: ReplayArgs, full: bool, out_dir: &Path) -> Result<()> {
-    let inputs = [dir.to_path_buf()];
-    let index = RunIndexFiles::load(&inputs).map_err(|e| anyhow!("{e}"))?;
+pub fn run(
+    dir: &Path,
+    which: Which,
+    replay: ReplayArgs,
+    (full, run): (bool, Option<usize>),
+    out_dir: &Path,
+) -> Result<()> {
+    // one run of a directory that holds several (issue 23)
+    let inputs = match crate::run_select::choose(dir, run)? {
+        Some(dirs) => dirs,
+        None => vec![dir.to_path_buf()],
+    };
+    let index = RunIndexFiles::load(&[dir.to_path_buf()]).map_err(|e| anyhow!("{e}"))?;
     let index_ref: Option<&dyn RunIndex> = (!index.is_empty()).then_some(&index as _);
-    let (procs, notes) =
+    let (mut procs, notes) =
         memscope_export::resolve(&inputs, index_ref, &mut memscope_export::progress::Silent)
             .map_err(|e| anyhow!("{e}"))?;
+    // With a run index, ranks are what it says: a process it gives no rank has none (two
+    // one-process runs are not ranks 0 and 0 of a job).
+    let indexed = !index.files.is_empty();
+    if indexed {
+        for p in &mut procs {
+            if p.rank.source != RankSource::RunIndex {
+                p.rank = RankInfo {
+                    rank: None,
+                    source: RankSource::Unknown,
+                };
+            }
+        }
+    }
     for n in notes {
-        eprintln!("memscope: note: {n}");
+        if !(indexed && n.contains("ranks come from")) {
+            eprintln!("memscope: note: {n}");
+        }
     }
     let mut results = Vec::new();
     for p in &procs {
@@ -222,7 +247,7 @@ pub fn run(dir: &Path, which: Which, replay: ReplayArgs, full: bool, out_dir: &P
                 p.rank.rank.map_or("?".into(), |r| r.to_string()),
                 p.pid.map_or("?".into(), |r| r.to_string())
             ));
-            print_sections(&f.sections);
+            print_sections(&f.sections, true);
         }
     }
     let mut header: Vec<String> = ["rank", "pid", "device", "rows analysed"]
@@ -288,8 +313,10 @@ pub fn run(dir: &Path, which: Which, replay: ReplayArgs, full: bool, out_dir: &P
             *w = (*w).max(c.chars().count());
         }
     }
+    let any_rank = results.iter().any(|(p, _)| p.rank.rank.is_some());
     say(&format!(
-        "==== per rank: {} process(es), sorted by peak{} ====",
+        "==== per {}: {} process(es), sorted by peak{} ====",
+        if any_rank { "rank" } else { "process" },
         results.len(),
         if framework {
             " (framework pools)"
@@ -309,6 +336,10 @@ pub fn run(dir: &Path, which: Which, replay: ReplayArgs, full: bool, out_dir: &P
         .iter()
         .filter(|(_, f)| !f.peaks.is_empty())
         .collect();
+    if ranked.len() < 2 {
+        // one process: there is nothing to be imbalanced against
+        return Ok(());
+    }
     // the smallest peak: of equal ones, the lowest rank
     let least = ranked.last().map(|(_, f)| ranking(f));
     let min = ranked.iter().find(|(_, f)| Some(ranking(f)) == least);

@@ -108,6 +108,12 @@ impl Collector {
         self.procs.len() + self.unready.len()
     }
 
+    /// Whether process `pid` is followed and has passed `exit()` (it may be waiting at exit
+    /// for this collector, [`process::ProcessState::exited`]).
+    pub fn exited(&self, pid: u32) -> bool {
+        self.procs.get(&pid).is_some_and(|(p, _)| p.exited())
+    }
+
     /// Pids of every traced process being followed (streams found in the spool).
     pub fn traced_pids(&self) -> Vec<u32> {
         let mut v: Vec<u32> = self.procs.keys().copied().collect();

@@ -4,7 +4,7 @@
 //! spool merge) and `memscope export` (fed by a capture) drive the same pipeline, so they
 //! write the same rows.
 
-use crate::builtin::wiring::{is_host_record, HostFast};
+use crate::builtin::wiring::{is_host_record, HostFast, PyStack};
 use crate::logfile::LogFile;
 use memscope_core::adapter::{TypeCtx, Typer};
 use memscope_core::bus::{Bus, ReportSection};
@@ -74,6 +74,11 @@ pub struct ProcessSummary {
     pub exit_status: Option<i32>,
     /// Parent process id (of its first image).
     pub ppid: u32,
+    /// Executable of each image, in exec order.
+    pub image_exes: Vec<String>,
+    /// A launcher or wrapper helper of the job (`crate::helpers`): no directory, no console
+    /// line.
+    pub helper: bool,
     /// Peak `used` bytes per device-memory pool (`Event Type`: PTA, HAL, …; the highest of its
     /// devices), over every MALLOC typed (the per-rank table, issue 18).
     pub peaks: BTreeMap<String, u64>,
@@ -288,7 +293,7 @@ impl Pipeline {
         let shadow = self.history.is_shadow(image, tid, rec.ts());
         if self.host_fast.is_some() && is_host_record(rec) && !matches!(rec, Record::Module { .. })
         {
-            self.host_record(rec, shadow);
+            self.host_record(image, tid, rec, shadow);
             return;
         }
         let resolved = self.resolve_text(image, rec);
@@ -316,7 +321,7 @@ impl Pipeline {
                 self.ctx.add_module((*base, *start, *size), path, build_id);
                 if let Some(fast) = &mut self.host_fast {
                     // the fast path symbolises the stacks of its leak/peak summaries itself
-                    fast.record(&mut self.ctx, rec, self.next_id);
+                    fast.record(&mut self.ctx, rec, self.next_id, None);
                 }
                 return;
             }
@@ -403,21 +408,22 @@ impl Pipeline {
         }
     }
 
-    /// A HOST record on the fast path (`shadow`: made outside a collection window, see
-    /// `history`: not accounted unless it frees a block from a window).
-    fn host_record(&mut self, rec: &Record<Box<[u8]>>, shadow: bool) {
+    /// A HOST record of thread `tid` on the fast path (`shadow`: made outside a collection
+    /// window, see `history`: not accounted unless it frees a block from a window).
+    fn host_record(&mut self, image: usize, tid: u32, rec: &Record<Box<[u8]>>, shadow: bool) {
         if shadow {
             if let Some(rec) = self.history.divert_host(rec) {
-                self.host_account(rec);
+                self.host_account(image, tid, rec);
             }
             return;
         }
-        self.host_account(rec);
+        self.host_account(image, tid, rec);
     }
 
-    /// Accounts a HOST record on the fast path without events; the IDs and per-kind counts
+    /// Accounts a HOST record of thread `tid` on the fast path without events (with the
+    /// thread's Python stack, so its summaries name Python lines); the IDs and per-kind counts
     /// move as if its events had been emitted.
-    fn host_account(&mut self, rec: &Record<Box<[u8]>>) {
+    fn host_account(&mut self, image: usize, tid: u32, rec: &Record<Box<[u8]>>) {
         if self.failed.is_some() {
             return;
         }
@@ -431,7 +437,12 @@ impl Pipeline {
         let Some(fast) = &mut self.host_fast else {
             return;
         };
-        if let Some(t) = fast.record(&mut self.ctx, rec, self.next_id) {
+        let py = match rec {
+            Record::HostMalloc { .. } => self.pystacks.current(image, tid),
+            _ => None,
+        };
+        let py = py.as_ref().map(|(key, text)| PyStack { key: *key, text });
+        if let Some(t) = fast.record(&mut self.ctx, rec, self.next_id, py) {
             self.next_id += t.frees + t.mallocs;
             self.typed[FREE_SLOT] += t.frees;
             self.typed[MALLOC_SLOT] += t.mallocs;
@@ -607,6 +618,7 @@ impl Pipeline {
         }
         self.summary.visible_devices = self.ctx.visible_devices.clone();
         self.summary.exit_status = images.last().and_then(|i| i.exit_status);
+        self.summary.image_exes = images.iter().map(|i| i.exe.clone()).collect();
         for img in &images {
             self.summary.dropped += img.dropped;
             if img.flags & memscope_core::wire::FLAG_HOST_UNAVAILABLE != 0 {
@@ -665,7 +677,7 @@ impl Pipeline {
         }
         for sec in &self.summary.report {
             self.log.info(&sec.title);
-            for l in &sec.lines {
+            for l in sec.all_lines() {
                 self.log.info(&format!("  {l}"));
             }
         }
@@ -704,7 +716,9 @@ impl Pipeline {
                 }
             }
         };
-        if self.next_id == 0 && records == 0 {
+        // A process that recorded no event (a launcher, a shell helper) gets no directory
+        // (issue 23), unless it wrote something there already (a Python trace).
+        if self.next_id == 0 && (records == 0 || !self.summary.project_dir.is_dir()) {
             let _ = std::fs::remove_file(&tmp);
             return;
         }

@@ -76,6 +76,16 @@ impl ProcessState {
         }
     }
 
+    /// Whether the process's latest image passed `exit()` (its probe set `FLAG_EXITED`): it
+    /// may still be alive, waiting at exit for its collector (plain-python mode, issue 23).
+    pub fn exited(&self) -> bool {
+        self.merge
+            .images()
+            .last()
+            .and_then(|s| s.flags().ok())
+            .is_some_and(|f| f & memscope_core::wire::FLAG_EXITED != 0)
+    }
+
     /// Whether every image's writer is gone (process exited, was killed, or exec'd away with no
     /// new image yet).
     pub fn writers_gone(&self) -> bool {

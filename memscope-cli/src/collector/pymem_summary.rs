@@ -1,5 +1,6 @@
-//! Leak and peak summaries of Python objects (issue 16): the PYMEM adapter's blocks grouped by
-//! Python stack — what was still live when the process ended, and what was live at the peak
+//! Leak and peak summaries of Python objects (issue 16): the PYMEM adapter's blocks summed up by
+//! where they were allocated (the first frame of the user's code, `memscope_core::sites`,
+//! issue 23) — what was still live when the process ended, and what was live at the peak
 //! of live PYMEM bytes ("where did my memory go"). pymalloc arenas (`PYMEM_ARENA`) are never
 //! added in: they hold the objects.
 //!
@@ -13,12 +14,8 @@
 use memscope_core::bus::{BusCtx, BusError, Layer, ReportSection};
 use memscope_core::config::RunConfig;
 use memscope_core::event::{Event, EventKind, EventType};
+use memscope_core::sites::{site_lines, StackGroup};
 use std::collections::HashMap;
-
-/// Stack groups listed per section.
-pub const MAX_GROUPS: usize = 10;
-/// Frames shown per group.
-pub const MAX_FRAMES: usize = 8;
 
 /// The layer when the PYMEM adapter is selected.
 pub fn layer(cfg: &RunConfig) -> Option<Box<dyn Layer>> {
@@ -90,58 +87,31 @@ impl PyObjects {
         self.rising = false;
     }
 
-    fn section(
-        &self,
-        groups: &HashMap<u32, (u64, u64)>,
-        title: String,
-        lines: &mut Vec<String>,
-    ) -> ReportSection {
-        let mut v: Vec<(u32, u64, u64)> = groups
+    fn section(&self, groups: &HashMap<u32, (u64, u64)>, title: String) -> ReportSection {
+        let list: Vec<StackGroup> = groups
             .iter()
             .filter(|(_, g)| g.0 > 0)
-            .map(|(&s, &(n, b))| (s, n, b))
+            .map(|(&s, &(count, bytes))| StackGroup {
+                py: Some(self.stacks[s as usize].as_str()).filter(|t| !t.is_empty()),
+                c: None,
+                count,
+                bytes,
+            })
             .collect();
-        v.sort_by(|a, b| b.2.cmp(&a.2).then(b.1.cmp(&a.1)).then(a.0.cmp(&b.0)));
-        for (s, n, b) in v.iter().take(MAX_GROUPS) {
-            lines.push(format!("{n} object(s), {b} bytes, allocated at:"));
-            let text = &self.stacks[*s as usize];
-            if text.is_empty() {
-                lines.push("    (no Python stack: run with --call-stack python:N)".to_owned());
-            }
-            let frames: Vec<&str> = text.lines().collect();
-            for f in frames.iter().take(MAX_FRAMES) {
-                lines.push(format!("    {f}"));
-            }
-            if frames.len() > MAX_FRAMES {
-                lines.push(format!("    … {} more frame(s)", frames.len() - MAX_FRAMES));
-            }
-        }
-        if v.len() > MAX_GROUPS {
-            let rest = &v[MAX_GROUPS..];
-            let (n, b) = rest.iter().fold((0, 0), |a, g| (a.0 + g.1, a.1 + g.2));
-            lines.push(format!(
-                "… {} more stack(s): {n} object(s), {b} bytes",
-                rest.len()
-            ));
-        }
-        ReportSection {
-            title,
-            lines: std::mem::take(lines),
-        }
+        let (shown, all) = site_lines(&list, "object(s)", "run with --call-stack python:N");
+        ReportSection::bounded(title, shown, all)
     }
 
     /// The two sections: peak, then live at exit.
     pub fn report(&mut self, pid: Option<u32>) -> Vec<ReportSection> {
         self.note_local_max();
         let pid = pid.map(|p| format!(" (pid {p})")).unwrap_or_default();
-        let mut lines = Vec::new();
         let peak = self.section(
             &self.at_peak,
             format!(
-                "PYMEM peak{pid}: {} bytes in {} Python object(s), by Python stack at the peak",
+                "PYMEM peak{pid}: {} bytes in {} Python object(s), by where they were allocated at the peak",
                 self.peak_bytes, self.peak_objects
             ),
-            &mut lines,
         );
         let (n, b) = self
             .by_stack
@@ -153,7 +123,6 @@ impl PyObjects {
                 "PYMEM Python objects live at exit{pid}: {n} object(s), {b} bytes ({} freed before)",
                 self.frees
             ),
-            &mut lines,
         );
         vec![peak, live]
     }
@@ -259,15 +228,19 @@ mod tests {
         let r = l.report(Some(7));
         assert_eq!(
             r[0].title,
-            "PYMEM peak (pid 7): 1200 bytes in 3 Python object(s), by Python stack at the peak"
+            "PYMEM peak (pid 7): 1200 bytes in 3 Python object(s), by where they were allocated at the peak"
         );
-        assert_eq!(r[0].lines[0], "1 object(s), 1000 bytes, allocated at:");
-        assert_eq!(r[0].lines[1], "    a.py(9): temp");
+        assert_eq!(
+            r[0].lines[0],
+            "1 object(s), 1000 bytes at a.py(9): temp [first frame in your code, Python stack]"
+        );
         assert_eq!(
             r[1].title,
             "PYMEM Python objects live at exit (pid 7): 3 object(s), 210 bytes (1 freed before)"
         );
-        assert_eq!(r[1].lines[0], "3 object(s), 210 bytes, allocated at:");
-        assert_eq!(r[1].lines[1], "    a.py(3): keep");
+        assert_eq!(
+            r[1].lines[0],
+            "3 object(s), 210 bytes at a.py(3): keep [first frame in your code, Python stack]"
+        );
     }
 }

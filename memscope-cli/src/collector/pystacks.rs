@@ -86,6 +86,19 @@ impl PyStacks {
         }
     }
 
+    /// The Python stack thread `tid` of image `image` is in now, as a key that identifies it
+    /// in this process and its text; `None` when Python stacks are off or the thread has no
+    /// Python frame.
+    pub fn current(&mut self, image: usize, tid: u32) -> Option<(u64, Arc<str>)> {
+        let depth = self.depth.filter(|d| *d > 0)?;
+        let (img, node) = *self.current.get(&tid)?;
+        if img != image || node == 0 {
+            return None;
+        }
+        let text = self.render(image, node, depth);
+        Some((((image as u64) << 32) | node as u64, text))
+    }
+
     /// Sets the Python stack of `ev`, a row typed from a record of thread `tid`.
     pub fn attach(&mut self, image: usize, tid: u32, ev: &mut Event) {
         let Some(depth) = self.depth else {

@@ -77,13 +77,17 @@ pub fn owner_label(ev: &Event) -> String {
 }
 
 /// The owner a decompose row counts a MALLOC under: [`owner_label`]; a block without an
-/// owner whose row has a Python stack is counted under its allocating frame instead,
-/// `(no owner) at file(line): function` (issue 13), so untagged memory still names its code.
+/// owner whose row has a call stack is counted under the first frame of the user's code
+/// instead ([`crate::attribution`]), `(no owner) at file(line): function` (issues 13, 23), so
+/// untagged memory still names its code.
 pub fn decompose_label(ev: &Event) -> String {
     let label = owner_label(ev);
-    match super::py_frame(ev.py_stack.as_deref()) {
-        Some(frame) if label == "(no owner)" => format!("(no owner) at {frame}"),
-        _ => label,
+    if label != "(no owner)" {
+        return label;
+    }
+    match crate::attribution::site_of(ev.py_stack.as_deref(), ev.c_stack.as_deref()) {
+        Some(site) => format!("(no owner) at {}", site.frame),
+        None => label,
     }
 }
 
@@ -250,15 +254,23 @@ pub fn write_decompose_csv(
     Ok(path)
 }
 
-/// Console lines of a decompose result.
+/// Console lines of a decompose result: every owner.
 pub fn format_table(rows: &[DecomposeRow]) -> Vec<String> {
+    format_table_top(rows, usize::MAX)
+}
+
+/// As [`format_table`], with at most `top` owners per device and allocator (in the rows'
+/// order) and a line counting the others.
+pub fn format_table_top(rows: &[DecomposeRow], top: usize) -> Vec<String> {
     let mut lines = Vec::new();
     if rows.is_empty() {
         lines.push("No MALLOC rows on any device.".to_owned());
     }
     let mut last: Option<(Device, EventType)> = None;
-    for r in rows {
+    let mut shown = 0;
+    for (i, r) in rows.iter().enumerate() {
         if last != Some((r.device, r.pool)) {
+            shown = 0;
             last = Some((r.device, r.pool));
             let (peak, end): (i64, i64) = rows
                 .iter()
@@ -276,12 +288,21 @@ pub fn format_table(rows: &[DecomposeRow]) -> Vec<String> {
                 "Owner", "Peak(MiB)", "End(MiB)"
             ));
         }
-        lines.push(format!(
-            "  {:<48} {:>16.6} {:>16.6}",
-            r.owner,
-            r.peak as f64 / 1_048_576.0,
-            r.end as f64 / 1_048_576.0
-        ));
+        shown += 1;
+        if shown <= top {
+            lines.push(format!(
+                "  {:<48} {:>16.6} {:>16.6}",
+                r.owner,
+                r.peak as f64 / 1_048_576.0,
+                r.end as f64 / 1_048_576.0
+            ));
+        }
+        let group_ends = rows
+            .get(i + 1)
+            .is_none_or(|n| (n.device, n.pool) != (r.device, r.pool));
+        if group_ends && shown > top {
+            lines.push(format!("  … {} more owner(s)", shown - top));
+        }
     }
     lines
 }
@@ -310,6 +331,7 @@ impl Layer for DecomposeLayer {
         }
         let rows = self.rows();
         let mut lines = format_table(&rows);
+        let mut shown = format_table_top(&rows, crate::listing::CONSOLE_TOP);
         let tagged: Vec<(Option<u32>, DecomposeRow)> =
             rows.into_iter().map(|r| (ctx.pid, r)).collect();
         if let Some(h) = &self.collect {
@@ -322,12 +344,14 @@ impl Layer for DecomposeLayer {
                 source: e,
             })?;
             lines.push(format!("written to {}", p.display()));
+            shown.push(format!("written to {}", p.display()));
         }
         let sfx = ctx.pid.map_or(String::new(), |p| format!(" (pid {p})"));
-        report.push(ReportSection {
-            title: format!("Memory decomposition{sfx}"),
+        report.push(ReportSection::bounded(
+            format!("Memory decomposition{sfx}"),
+            shown,
             lines,
-        });
+        ));
         Ok(())
     }
 }

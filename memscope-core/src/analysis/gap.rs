@@ -103,8 +103,19 @@ impl GapLayer {
     }
 }
 
-/// Console lines for one pool of one device.
+/// Console lines for one pool of one device: every step.
 pub fn format_pool(pool: EventType, device: Device, steps: &[GapStep]) -> Vec<String> {
+    format_pool_rows(pool, device, steps, usize::MAX)
+}
+
+/// As [`format_pool`], with at most `top` step rows (the first and the last ones, and a line
+/// counting those between; the MinGap and MaxGap lines always).
+pub fn format_pool_rows(
+    pool: EventType,
+    device: Device,
+    steps: &[GapStep],
+    top: usize,
+) -> Vec<String> {
     let mb = |b: i64| b as f64 / 1_048_576.0;
     let mut lines = vec![format!(
         "======= {} Gap Analysis of Device {} =======",
@@ -119,15 +130,20 @@ pub fn format_pool(pool: EventType, device: Device, steps: &[GapStep]) -> Vec<St
         "{:<8}{:>25}{:>25}{:>25}",
         "Step", "MinAllocMem(MB)", "MaxAllocMem(MB)", "MinAlloc/MaxAlloc(%)"
     ));
-    for s in steps {
-        lines.push(format!(
-            "{:<8}{:>25.4}{:>25.4}{:>25.4}",
-            s.step,
-            mb(s.min),
-            mb(s.max),
-            s.ratio()
-        ));
-    }
+    lines.extend(crate::listing::ends(
+        steps,
+        top,
+        |s| {
+            format!(
+                "{:<8}{:>25.4}{:>25.4}{:>25.4}",
+                s.step,
+                mb(s.min),
+                mb(s.max),
+                s.ratio()
+            )
+        },
+        |n| format!("… {n} more step(s)"),
+    ));
     let mut min_gap = steps[0];
     let mut max_gap = steps[0];
     for s in &steps[1..] {
@@ -171,18 +187,27 @@ impl Layer for GapLayer {
         _out: &mut Vec<Event>,
         report: &mut Vec<ReportSection>,
     ) -> Result<(), BusError> {
-        let mut lines = Vec::new();
+        let (mut shown, mut all) = (Vec::new(), Vec::new());
         for ((pool, dev), steps) in self.results() {
-            lines.extend(format_pool(pool, dev, &steps));
+            shown.extend(format_pool_rows(
+                pool,
+                dev,
+                &steps,
+                crate::listing::CONSOLE_TOP,
+            ));
+            all.extend(format_pool(pool, dev, &steps));
         }
-        if lines.is_empty() {
-            lines.push("No PTA, ATB or MindSpore rows with a used value.".to_owned());
+        if all.is_empty() {
+            let none = "No PTA, ATB or MindSpore rows with a used value.".to_owned();
+            shown.push(none.clone());
+            all.push(none);
         }
         let sfx = ctx.pid.map_or(String::new(), |p| format!(" (pid {p})"));
-        report.push(ReportSection {
-            title: format!("Memory gap{sfx}"),
-            lines,
-        });
+        report.push(ReportSection::bounded(
+            format!("Memory gap{sfx}"),
+            shown,
+            all,
+        ));
         Ok(())
     }
 }

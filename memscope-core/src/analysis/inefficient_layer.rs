@@ -42,7 +42,6 @@ pub struct InefficientLayer {
     released: HashSet<Key>,
     late: Vec<Finding>,
     forced: u64,
-    max_len: usize,
     counts: [u64; 3],
     /// Innermost Python frame of each tracked MALLOC row that has one (until classified).
     frames: HashMap<Key, Arc<str>>,
@@ -67,7 +66,6 @@ impl InefficientLayer {
             released: HashSet::new(),
             late: Vec::new(),
             forced: 0,
-            max_len: 0,
             counts: [0; 3],
             frames: HashMap::new(),
             sites: HashMap::new(),
@@ -140,7 +138,8 @@ impl InefficientLayer {
         }
     }
 
-    fn report(&self) -> Vec<String> {
+    /// The report's lines, listing at most `late_max` of the rows written unannotated.
+    fn report(&self, late_max: usize) -> Vec<String> {
         let mut lines: Vec<String> = [
             Inefficiency::EarlyAllocation,
             Inefficiency::LateDeallocation,
@@ -169,27 +168,22 @@ impl InefficientLayer {
             v
         })
         .collect();
-        if self.collect.is_none() {
+        if self.collect.is_none() && self.forced > 0 {
+            // the queue's size is internal; that rows went out unannotated is the user's news
             lines.push(format!(
-                "held-back queue: at most {} event(s) (cap {})",
-                self.max_len, self.cap
+                "WARNING: {} MALLOC row(s) were written before their block was classified (the analysis holds at most {} rows back); their classes:",
+                self.forced, self.cap
             ));
-            if self.forced > 0 {
+            for f in self.late.iter().take(late_max) {
+                let t: Vec<&str> = f.types.iter().map(|t| t.as_str()).collect();
                 lines.push(format!(
-                    "WARNING: the held-back queue reached its cap; {} MALLOC row(s) were written before their block was classified",
-                    self.forced
+                    "  MALLOC ID {} (written unannotated): {}",
+                    f.malloc_id,
+                    t.join(",")
                 ));
-                for f in self.late.iter().take(100) {
-                    let t: Vec<&str> = f.types.iter().map(|t| t.as_str()).collect();
-                    lines.push(format!(
-                        "  MALLOC ID {} (written unannotated): {}",
-                        f.malloc_id,
-                        t.join(",")
-                    ));
-                }
-                if self.late.len() > 100 {
-                    lines.push(format!("  ... and {} more", self.late.len() - 100));
-                }
+            }
+            if self.late.len() > late_max {
+                lines.push(format!("  ... and {} more", self.late.len() - late_max));
             }
         }
         lines
@@ -204,8 +198,9 @@ impl Layer for InefficientLayer {
     fn on_event(&mut self, ev: Event, _ctx: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError> {
         let obs = self.tracker.observe(&ev);
         if obs.tracked_malloc {
-            if let Some(fr) = super::py_frame(ev.py_stack.as_deref()) {
-                self.frames.insert((ev.pid, ev.id), fr.into());
+            let site = crate::attribution::site_of(ev.py_stack.as_deref(), ev.c_stack.as_deref());
+            if let Some(site) = site {
+                self.frames.insert((ev.pid, ev.id), site.frame.into());
             }
         }
         if self.collect.is_some() {
@@ -216,7 +211,6 @@ impl Layer for InefficientLayer {
                     .insert((ev.pid, ev.id), self.base + self.queue.len() as u64);
             }
             self.queue.push_back((ev, obs.tracked_malloc));
-            self.max_len = self.max_len.max(self.queue.len());
         }
         for f in obs.findings {
             self.apply(f);
@@ -243,10 +237,11 @@ impl Layer for InefficientLayer {
                 .append(&mut self.collected);
         }
         let sfx = ctx.pid.map_or(String::new(), |p| format!(" (pid {p})"));
-        report.push(ReportSection {
-            title: format!("Inefficient memory{sfx}"),
-            lines: self.report(),
-        });
+        report.push(ReportSection::bounded(
+            format!("Inefficient memory{sfx}"),
+            self.report(crate::listing::CONSOLE_TOP),
+            self.report(100),
+        ));
         Ok(())
     }
 }

@@ -167,6 +167,7 @@ impl Layer for RangeLeakLayer {
         report.push(ReportSection {
             title: format!("HAL leaks in the range of \"{}\"{sfx}", self.msg),
             lines: self.report(),
+            full: None,
         });
         Ok(())
     }

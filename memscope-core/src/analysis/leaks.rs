@@ -23,15 +23,20 @@
 
 use std::collections::HashMap;
 
+use crate::attribution::{Attribution, Site};
 use crate::bus::{BusCtx, BusError, Layer, ReportSection};
 use crate::event::{Device, Event, EventKind, EventType};
+use crate::listing::{top_n, CONSOLE_TOP};
 
 use super::ops::Under;
 use super::steps::StepTracker;
 use super::{mib, pool_name, OpTracker};
 
-/// Longest list of live HAL blocks printed; the rest is summed up.
+/// Longest list of live HAL blocks in the log; the rest is summed up.
 pub const MAX_HAL_LINES: usize = 200;
+
+/// A leak's place when neither an op or kernel nor a call stack was recorded.
+pub const NOWHERE: &str = "(no op, kernel or call stack recorded)";
 
 /// One pool leak, as [`LeakLayer::pool_leaks`] returns it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,8 +56,13 @@ pub struct PoolLeak {
     /// Step the block was allocated in.
     pub step: u32,
     /// The op or kernel it was allocated under, as the report prints it; without one, the
-    /// innermost Python frame of its MALLOC row (`file(line): function`); else `N/A`.
+    /// first frame of the user's code in its stacks ([`crate::attribution`]); else
+    /// [`NOWHERE`].
     pub under: String,
+    /// Where in the user's code it was allocated (`frame ← caller`), when stacks were recorded.
+    pub site: Option<String>,
+    /// The rule that chose [`PoolLeak::site`].
+    pub site_rule: Option<&'static str>,
     /// Owner chain, when the MALLOC row had one.
     pub owner: Option<String>,
     /// Python stack of the MALLOC row, when recorded.
@@ -88,12 +98,18 @@ struct PoolBlock {
 }
 
 impl PoolBlock {
-    /// Where the block was allocated: its op or kernel, else its Python frame, else `N/A`.
-    fn where_(&self) -> String {
-        match (&self.under, &self.stacks) {
-            (Under::Nothing, Some((py, _))) => {
-                super::py_frame(py.as_deref()).map_or_else(|| "N/A".to_owned(), str::to_owned)
-            }
+    /// The first frame of the user's code in its stacks.
+    fn site(&self) -> Option<Site> {
+        let (py, c) = self.stacks.as_ref()?;
+        Attribution::global().site(py.as_deref(), c.as_deref())
+    }
+
+    /// Where the block was allocated: its op or kernel, else its site's frame, else
+    /// [`NOWHERE`].
+    fn where_(&self, site: Option<&Site>) -> String {
+        match (&self.under, site) {
+            (Under::Nothing, Some(s)) => s.frame.clone(),
+            (Under::Nothing, None) => NOWHERE.to_owned(),
             (u, _) => u.to_string(),
         }
     }
@@ -112,12 +128,23 @@ pub struct LeakLayer {
     ops: OpTracker,
     pool: HashMap<(EventType, u64), PoolBlock>,
     hal: HashMap<u64, HalBlock>,
+    /// Driver memory (HAL) is not traced in this run: no HAL section (issue 23: "There is no
+    /// hal leak memory" would be a claim about memory nobody looked at).
+    hal_untraced: bool,
 }
 
 impl LeakLayer {
     /// A fresh layer.
     pub fn new() -> LeakLayer {
         LeakLayer::default()
+    }
+
+    /// A layer for a run that does not trace driver memory (HAL): it reports pool leaks only.
+    pub fn without_hal() -> LeakLayer {
+        LeakLayer {
+            hal_untraced: true,
+            ..LeakLayer::default()
+        }
     }
 
     fn observe(&mut self, ev: &Event, ctx: &BusCtx) {
@@ -193,7 +220,11 @@ impl LeakLayer {
     pub fn pool_leaks(&self) -> Vec<PoolLeak> {
         self.leaked()
             .into_iter()
-            .map(|b| PoolLeak {
+            .map(|b| {
+                let site = b.site();
+                (b, site)
+            })
+            .map(|(b, site)| PoolLeak {
                 id: b.id,
                 ts_ns: b.ts_ns,
                 addr: b.addr,
@@ -201,7 +232,9 @@ impl LeakLayer {
                 pool: b.pool,
                 size: b.size,
                 step: b.step,
-                under: b.where_(),
+                under: b.where_(site.as_ref()),
+                site: site.as_ref().map(Site::label),
+                site_rule: site.as_ref().map(|s| s.rule.describe()),
                 owner: b.owner.clone(),
                 py_stack: b.stacks.as_ref().and_then(|s| s.0.clone()),
                 c_stack: b.stacks.as_ref().and_then(|s| s.1.clone()),
@@ -233,91 +266,135 @@ impl LeakLayer {
     fn pool_report(&self, title: String) -> ReportSection {
         let s_max = self.steps.closed_max();
         let leaks = self.leaked();
-        let mut lines = Vec::new();
+        let (mut shown, mut all) = (Vec::new(), Vec::new());
         if leaks.is_empty() {
-            lines.push(format!(
+            let none = format!(
                 "No memory pool leaks detected ({} step(s) ended; blocks of step 1 and of the last ended step are not judged).",
                 s_max
-            ));
+            );
+            shown.push(none.clone());
+            all.push(none);
         }
         let mut i = 0;
         while i < leaks.len() {
             let dev = leaks[i].device;
-            let group: Vec<&PoolBlock> = leaks[i..]
+            let group: Vec<(&PoolBlock, Option<Site>)> = leaks[i..]
                 .iter()
                 .take_while(|b| b.device == dev)
-                .copied()
+                .map(|b| (*b, b.site()))
                 .collect();
             i += group.len();
-            lines.push(format!(
+            let head = format!(
                 "====== ERROR: Detected memory leaks on device {} ======",
                 dev.to_text()
-            ));
-            let mut sum = 0u64;
-            for b in &group {
-                sum = sum.saturating_add(b.size);
-                lines.push(format!(
-                    "Direct {} leak of {:.6} Mb(s) at 0x{:016x} in {} at step {}. owner: {}",
-                    pool_name(b.pool),
-                    mib(b.size),
-                    b.addr,
-                    b.where_(),
-                    b.step,
-                    b.owner.as_deref().unwrap_or("N/A"),
-                ));
-                if let Some((py, c)) = &b.stacks {
-                    for (label, st) in [("Python", py), ("C", c)] {
-                        if let Some(st) = st
-                            .as_deref()
-                            .filter(|s| !s.trim().is_empty() && s.trim() != "NA")
-                        {
-                            lines.push(format!("    Call Stack({label}):"));
-                            lines.extend(
-                                st.lines()
-                                    .filter(|l| !l.is_empty())
-                                    .map(|l| format!("        {l}")),
-                            );
-                        }
-                    }
-                }
+            );
+            shown.push(head.clone());
+            all.push(head);
+            for (b, site) in &group {
+                leak_lines(b, site.as_ref(), true, &mut all);
             }
-            lines.push(format!(
+            shown.extend(top_n(
+                &group,
+                CONSOLE_TOP,
+                |(b, site), out| leak_lines(b, site.as_ref(), false, out),
+                |rest| {
+                    let bytes: u64 = rest.iter().map(|(b, _)| b.size).sum();
+                    let steps = (
+                        rest.iter().map(|(b, _)| b.step).min().unwrap_or(0),
+                        rest.iter().map(|(b, _)| b.step).max().unwrap_or(0),
+                    );
+                    format!(
+                        "… {} more leak(s), {:.6} Mb(s), at steps {}–{}",
+                        rest.len(),
+                        mib(bytes),
+                        steps.0,
+                        steps.1
+                    )
+                },
+            ));
+            let sum = group
+                .iter()
+                .fold(0u64, |a, (b, _)| a.saturating_add(b.size));
+            let summary = format!(
                 "====== SUMMARY: {:.6} Mb(s) leaked in {} allocation(s) ======",
                 mib(sum),
                 group.len()
-            ));
+            );
+            shown.push(summary.clone());
+            all.push(summary);
         }
-        ReportSection { title, lines }
+        ReportSection::bounded(title, shown, all)
     }
 
     fn hal_report(&self, title: String) -> ReportSection {
         let mut live: Vec<(&u64, &HalBlock)> = self.hal.iter().collect();
         live.sort_by_key(|(a, b)| (b.device, b.pid, **a));
-        let mut lines = Vec::new();
-        if live.is_empty() {
-            lines.push("There is no hal leak memory".to_owned());
-        }
-        for (addr, b) in live.iter().take(MAX_HAL_LINES) {
-            lines.push(format!(
+        let line = |(addr, b): &(&u64, &HalBlock)| {
+            format!(
                 "[client {}][device: {}]: Leak memory in Malloc operator, addr: 0x{:016x}, size: {} bytes",
                 b.pid.map_or("N/A".to_owned(), |p| p.to_string()),
                 b.device.to_text(),
                 addr,
                 b.size
-            ));
-        }
-        if live.len() > MAX_HAL_LINES {
-            lines.push(format!("... and {} more", live.len() - MAX_HAL_LINES));
-        }
-        if !live.is_empty() {
+            )
+        };
+        let more = |rest: &[(&u64, &HalBlock)]| format!("... and {} more", rest.len());
+        let mut shown = top_n(&live, CONSOLE_TOP, |h, out| out.push(line(h)), more);
+        let mut all = top_n(&live, MAX_HAL_LINES, |h, out| out.push(line(h)), more);
+        let tail = if live.is_empty() {
+            "There is no hal leak memory".to_owned()
+        } else {
             let total: u64 = live.iter().map(|(_, b)| b.size).sum();
-            lines.push(format!(
+            format!(
                 "{} HAL block(s), {:.6} Mb(s), live at exit",
                 live.len(),
                 mib(total)
-            ));
+            )
+        };
+        shown.push(tail.clone());
+        all.push(tail);
+        ReportSection::bounded(title, shown, all)
+    }
+}
+
+/// The lines of one pool leak: msMemScope's line, where in the user's code it was allocated,
+/// and with `stacks`, its call stacks.
+fn leak_lines(b: &PoolBlock, site: Option<&Site>, stacks: bool, out: &mut Vec<String>) {
+    out.push(format!(
+        "Direct {} leak of {:.6} Mb(s) at 0x{:016x} in {} at step {}. owner: {}",
+        pool_name(b.pool),
+        mib(b.size),
+        b.addr,
+        b.where_(site),
+        b.step,
+        b.owner.as_deref().unwrap_or("N/A"),
+    ));
+    match (site, &b.under) {
+        // the line names the frame already: its caller and the rule
+        (Some(s), Under::Nothing) => out.push(match &s.caller {
+            Some(c) => format!("    called from {c} ({})", s.rule.describe()),
+            None => format!("    ({})", s.rule.describe()),
+        }),
+        (Some(s), _) => out.push(format!("    at {} ({})", s.label(), s.rule.describe())),
+        (None, _) => {}
+    }
+    if !stacks {
+        return;
+    }
+    if let Some((py, c)) = &b.stacks {
+        for (label, st) in [("Python", py), ("C", c)] {
+            if let Some(st) = st
+                .as_deref()
+                .filter(|s| !s.trim().is_empty() && s.trim() != "NA")
+            {
+                out.push(format!("    Call Stack({label}):"));
+                out.extend(
+                    st.lines()
+                        .filter(|l| !l.is_empty())
+                        .map(|l| format!("        {l}")),
+                );
+            }
         }
-        ReportSection { title, lines }
     }
 }
 
@@ -344,7 +421,9 @@ impl Layer for LeakLayer {
     ) -> Result<(), BusError> {
         let sfx = suffix(ctx);
         report.push(self.pool_report(format!("Memory pool leaks{sfx}")));
-        report.push(self.hal_report(format!("HAL memory live at exit{sfx}")));
+        if !self.hal_untraced {
+            report.push(self.hal_report(format!("HAL memory live at exit{sfx}")));
+        }
         Ok(())
     }
 }

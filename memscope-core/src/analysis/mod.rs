@@ -79,6 +79,8 @@ pub struct AnalysisConfig {
     pub hold_back_cap: usize,
     /// Where `decompose_{ts}.csv` goes (none: console/log only).
     pub output_dir: Option<PathBuf>,
+    /// The run does not trace driver memory (HAL): the leak report leaves HAL out.
+    pub hal_untraced: bool,
 }
 
 impl Default for AnalysisConfig {
@@ -88,6 +90,7 @@ impl Default for AnalysisConfig {
             inefficient: IneffConfig::default(),
             hold_back_cap: inefficient_layer::DEFAULT_HOLD_BACK_CAP,
             output_dir: None,
+            hal_untraced: false,
         }
     }
 }
@@ -121,7 +124,11 @@ impl AnalysisConfig {
 pub fn online_layers(cfg: &AnalysisConfig) -> Vec<Box<dyn Layer>> {
     let mut v: Vec<Box<dyn Layer>> = Vec::new();
     if cfg.has(AnalysisKind::Leaks) {
-        v.push(Box::new(leaks::LeakLayer::new()));
+        v.push(Box::new(if cfg.hal_untraced {
+            leaks::LeakLayer::without_hal()
+        } else {
+            leaks::LeakLayer::new()
+        }));
     }
     if cfg.has(AnalysisKind::Gap) {
         v.push(Box::new(gap::GapLayer::new()));
@@ -155,14 +162,6 @@ pub fn pool_name(t: EventType) -> &'static str {
 /// Bytes in MiB (msMemScope prints these as `Mb(s)`).
 pub fn mib(bytes: u64) -> f64 {
     bytes as f64 / 1_048_576.0
-}
-
-/// The innermost frame (`file(line): function`) of a `Call Stack(Python)` cell, if the row has
-/// a Python stack (not empty, not msMemScope's `NA` for non-Python threads). The reports name
-/// it as where a block was allocated (issue 13).
-pub fn py_frame(stack: Option<&str>) -> Option<&str> {
-    let first = stack?.lines().find(|l| !l.trim().is_empty())?.trim();
-    (first != "NA").then_some(first)
 }
 
 /// Parses a `--types` list (`early_allocation,late_deallocation,...`).

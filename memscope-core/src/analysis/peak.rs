@@ -63,6 +63,9 @@ pub struct LiveSet {
     pub by_py: Vec<(u32, Group)>,
     /// By C stack text.
     pub by_c: Vec<(u32, Group)>,
+    /// By the pair (Python stack text, C stack text): what the sites are made of
+    /// ([`crate::attribution`]).
+    pub by_stacks: Vec<((u32, u32), Group)>,
     /// By owner text.
     pub by_owner: Vec<(u32, Group)>,
     /// By op/kernel name.
@@ -252,14 +255,17 @@ impl PeakLayer {
 }
 
 fn summarise(mut blocks: Vec<LiveBlock>) -> LiveSet {
-    fn group(blocks: &[LiveBlock], key: impl Fn(&LiveBlock) -> u32) -> Vec<(u32, Group)> {
-        let mut m: HashMap<u32, Group> = HashMap::new();
+    fn group<K: std::hash::Hash + Eq + Ord + Copy>(
+        blocks: &[LiveBlock],
+        key: impl Fn(&LiveBlock) -> K,
+    ) -> Vec<(K, Group)> {
+        let mut m: HashMap<K, Group> = HashMap::new();
         for b in blocks {
             let g = m.entry(key(b)).or_default();
             g.bytes += b.size;
             g.blocks += 1;
         }
-        let mut v: Vec<(u32, Group)> = m.into_iter().collect();
+        let mut v: Vec<(K, Group)> = m.into_iter().collect();
         v.sort_by(|a, b| b.1.bytes.cmp(&a.1.bytes).then(a.0.cmp(&b.0)));
         v
     }
@@ -271,6 +277,7 @@ fn summarise(mut blocks: Vec<LiveBlock>) -> LiveSet {
         total,
         by_py: group(&blocks, |b| b.py),
         by_c: group(&blocks, |b| b.c),
+        by_stacks: group(&blocks, |b| (b.py, b.c)),
         by_owner: group(&blocks, |b| b.owner),
         by_under: group(&blocks, |b| b.under),
         top: Vec::new(),
@@ -318,6 +325,7 @@ impl Layer for PeakLayer {
         report.push(ReportSection {
             title: format!("Live at the peak{sfx}"),
             lines,
+            full: None,
         });
         Ok(())
     }

@@ -191,6 +191,7 @@ impl Layer for StepStatsLayer {
         report.push(ReportSection {
             title: format!("Steps{sfx}"),
             lines,
+            full: None,
         });
         Ok(())
     }

@@ -280,13 +280,17 @@ impl<W: DeviceWriter> Layer for DumpSink<W> {
     ) -> Result<(), BusError> {
         let (files, rows, less) = self.router.finish();
         self.take_router_warnings();
-        report.push(ReportSection {
-            title: "Dump files".into(),
-            lines: files
-                .iter()
-                .map(|(p, n)| format!("{} ({n} rows)", p.display()))
-                .collect(),
-        });
+        let line = |(p, n): &(PathBuf, u64)| format!("{} ({n} rows)", p.display());
+        let all: Vec<String> = files.iter().map(line).collect();
+        let shown = crate::listing::top_n(
+            &files,
+            crate::listing::CONSOLE_TOP,
+            |f, out| out.push(line(f)),
+            |rest| format!("… {} more dump file(s)", rest.len()),
+        );
+        if !files.is_empty() {
+            report.push(ReportSection::bounded("Dump files".into(), shown, all));
+        }
         if let Ok(mut s) = self.stats.lock() {
             s.files = files;
             s.rows = rows;

@@ -119,8 +119,11 @@ impl<W: Sink> Doc<W> {
         self.p.memoize(&key).map(|_| ())
     }
 
-    /// Writes the frame list of stacks `py` / `c`: the C frames (innermost first, as the dump
-    /// lists them), then the Python frames. Returns how to write it again.
+    /// Writes the frame list of stacks `py` / `c`, each innermost first as the dump lists
+    /// them: the C frames, then the Python frames — or the Python frames first when the first
+    /// frame of the user's code is a Python frame (`memscope_core::attribution`, issue 23), so
+    /// a viewer that names a block by its first frames names the user's line, not CPython's
+    /// allocator. Returns how to write it again.
     pub fn frames(&mut self, py: Option<&str>, c: Option<&str>) -> io::Result<FramesRef> {
         if lines(c).next().is_none() && lines(py).next().is_none() {
             self.p.empty_list()?;
@@ -137,8 +140,15 @@ impl<W: Sink> Doc<W> {
         }
         self.p.empty_list()?;
         self.p.mark()?;
+        let python_first = memscope_core::attribution::site_of(py, c)
+            .is_some_and(|s| s.rule.lang == memscope_core::attribution::Lang::Python);
+        let order = if python_first {
+            [(true, py), (false, c)]
+        } else {
+            [(false, c), (true, py)]
+        };
         let mut n = 0usize;
-        for (python, stack) in [(false, c), (true, py)] {
+        for (python, stack) in order {
             for l in lines(stack) {
                 self.frame(l, python)?;
                 n += 1;

@@ -70,6 +70,20 @@ pub unsafe extern "C" fn memscope_py_attach() -> c_int {
     })
 }
 
+/// `int memscope_py_wait_at_exit(int ms)`: when this process exits, wait at most `ms`
+/// milliseconds for its collector to end, so that the plain-python mode's summary (with the
+/// exit status) is printed before the process is gone (issue 23). 0.
+///
+/// # Safety
+/// None.
+#[no_mangle]
+pub unsafe extern "C" fn memscope_py_wait_at_exit(ms: c_int) -> c_int {
+    guard(-1, || {
+        rt::wait_for_collector_at_exit(ms.max(0) as u32);
+        0
+    })
+}
+
 /// `int memscope_py_set_c_stack(int depth)`: C stacks of `depth` frames (capped at 1000; 0:
 /// none) on the rows from now on — `config(call_stack="c:N")` of a probe preloaded with
 /// `source msmemscope --load-api-env`. 0, or -1 when passive.
