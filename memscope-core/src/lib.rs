@@ -14,6 +14,7 @@ pub mod event;
 pub mod owner;
 pub mod pool;
 pub mod probe_env;
+pub mod roles;
 pub mod snapshot;
 pub mod watch;
 pub mod wire;

@@ -16,6 +16,7 @@
 pub use crate::cann_modules as cann;
 pub mod compare;
 pub mod decompose;
+pub mod fragmentation;
 pub mod gap;
 pub mod inefficient;
 pub mod inefficient_layer;
@@ -26,6 +27,7 @@ pub mod offline;
 pub mod ops;
 pub mod outfile;
 pub mod peak;
+pub mod role_timeline;
 pub mod step_stats;
 pub mod steps;
 
