@@ -1,4 +1,4 @@
-//! `memscope compare` and `memscope analyze {leaks,inefficient,decompose,gap}`: offline
+//! `memscope compare` and `memscope analyze {leaks,inefficient,decompose,gap,fragmentation}`: offline
 //! analyses of dump files (CSV or `.db`, memscope's or msMemScope's).
 //!
 //! Every error is one line that names the input or output at fault; `main` prints it as
@@ -28,6 +28,8 @@ use memscope_core::sanitize::escape_controls;
 mod annotate;
 #[path = "analyze/compare_runs.rs"]
 mod compare_runs;
+#[path = "analyze/fragmentation.rs"]
+pub mod fragmentation;
 #[path = "analyze/progress.rs"]
 mod progress;
 #[path = "analyze/run_dir.rs"]
@@ -193,6 +195,9 @@ pub enum AnalyzeCmd {
     Decompose(DecomposeArgs),
     /// Min/max pool usage per step and the largest and smallest ratio.
     Gap(GapArgs),
+    /// Pool extents over time (reserved, allocated, free, largest free extent, fragmentation)
+    /// and a verdict at each OOM: fragmentation, held by other processes or true shortage.
+    Fragmentation(fragmentation::FragmentationArgs),
 }
 
 fn open(path: &Path) -> Result<DumpFile> {
@@ -346,6 +351,9 @@ fn device_map(args: &CompareArgs) -> Result<compare::DeviceMap> {
 /// # Errors
 /// An unreadable or malformed input, or an output that cannot be written.
 pub fn run_analyze(cmd: &AnalyzeCmd) -> Result<()> {
+    if let AnalyzeCmd::Fragmentation(a) = cmd {
+        return fragmentation::run(a);
+    }
     let here = Path::new(".");
     let dir = match cmd {
         AnalyzeCmd::Leaks(a) if a.file.is_dir() => {
@@ -376,7 +384,7 @@ pub fn run_analyze(cmd: &AnalyzeCmd) -> Result<()> {
         AnalyzeCmd::Leaks(a) => a.full.then_some(&a.file),
         AnalyzeCmd::Gap(a) => a.full.then_some(&a.file),
         AnalyzeCmd::Decompose(a) => a.full.then_some(&a.file),
-        AnalyzeCmd::Inefficient(_) => None,
+        AnalyzeCmd::Inefficient(_) | AnalyzeCmd::Fragmentation(_) => None,
     };
     if let Some(f) = file_full {
         return Err(anyhow!(
@@ -445,6 +453,7 @@ pub fn run_analyze(cmd: &AnalyzeCmd) -> Result<()> {
                 vec![Box::new(GapLayer::new())]
             })?);
         }
+        AnalyzeCmd::Fragmentation(a) => fragmentation::run(a)?,
     }
     Ok(())
 }

@@ -253,11 +253,26 @@ if _os.environ.get("MEMSCOPE_PY_TORCH") == "1":
         _th.enable(_ct.PyDLL(None), _json.loads(_os.environ.get("MEMSCOPE_RUN_CONFIG", "{}")))
     except Exception as _e:  # noqa: BLE001 - never break the job's start
         _sys.stderr.write("memscope: torch hooks not installed: %s\n" % _e)
+if _os.environ.get("MEMSCOPE_PY_DECOMPOSE") == "1":
+    try:
+        import ctypes as _ct, json as _json, importlib.util as _iu
+        _spec = _iu.spec_from_file_location(
+            "memscope_framework_hooks", _os.path.join(_here, "memscope_framework_hooks.py"))
+        _fh = _iu.module_from_spec(_spec)
+        _sys.modules["memscope_framework_hooks"] = _fh
+        _spec.loader.exec_module(_fh)
+        _fh.enable(_ct.PyDLL(None), _json.loads(_os.environ.get("MEMSCOPE_RUN_CONFIG", "{}")))
+    except Exception as _e:  # noqa: BLE001 - never break the job's start
+        _sys.stderr.write("memscope: framework hooks not installed: %s\n" % _e)
 "#;
 
 /// The torch hooks (`python/memscope/_aten.py`), written into the bootstrap directory as
 /// `memscope_torch_hooks.py` so jobs without the `memscope` package get them too.
 const TORCH_HOOKS: &str = include_str!("../../python/memscope/_aten.py");
+
+/// The framework hooks of the decompose analysis (`python/memscope/framework_hooks.py`,
+/// issue 25), written into the bootstrap directory as `memscope_framework_hooks.py`.
+const FRAMEWORK_HOOKS: &str = include_str!("../../python/memscope/framework_hooks.py");
 
 /// Adds the Python-related environment of `memscope run` to the job's command.
 ///
@@ -276,6 +291,12 @@ pub fn python_env(cmd: &mut Command, cfg: &RunConfig, spool: &Path) -> Result<()
     memscope_core::layout::create_dir_0750(&boot)
         .and_then(|()| std::fs::write(boot.join("sitecustomize.py"), SITECUSTOMIZE))
         .and_then(|()| std::fs::write(boot.join("memscope_torch_hooks.py"), TORCH_HOOKS))
+        .and_then(|()| {
+            std::fs::write(
+                boot.join("memscope_framework_hooks.py"),
+                FRAMEWORK_HOOKS,
+            )
+        })
         .map_err(|e| format!("cannot write the Python bootstrap {}: {e}", boot.display()))?;
     let mut path = boot.display().to_string();
     if let Some(old) = std::env::var_os("PYTHONPATH") {
@@ -293,6 +314,9 @@ pub fn python_env(cmd: &mut Command, cfg: &RunConfig, spool: &Path) -> Result<()
     }
     if torch {
         cmd.env("MEMSCOPE_PY_TORCH", "1");
+    }
+    if cfg.analysis.decompose {
+        cmd.env("MEMSCOPE_PY_DECOMPOSE", "1");
     }
     Ok(())
 }

@@ -7,7 +7,7 @@ recorded (driver/ACL/kernel/host hooks need the launcher; see ``memscope._sessio
 
 API: :func:`config`, :func:`start`, :func:`stop`, :func:`step`, :func:`take_snapshot`,
 :class:`TakeSnapshot`, :data:`describer`, :class:`RecordFunction`, :data:`tracer`,
-:mod:`memscope.analyzer`.
+:func:`init_framework_hooks`, :func:`cleanup_framework_hooks`, :mod:`memscope.analyzer`.
 """
 
 import sys as _sys
@@ -28,6 +28,7 @@ from .analyzer import (  # noqa: E402
     list_analyzers,
 )
 from .describe import describer  # noqa: E402
+from .framework import cleanup_framework_hooks, init_framework_hooks  # noqa: E402
 from .record_function import RecordFunction  # noqa: E402
 from .take_snapshot import TakeSnapshot, take_snapshot  # noqa: E402
 
@@ -49,4 +50,5 @@ if "1" in (_env.get("MEMSCOPE_PY_TRACE"), _env.get("MEMSCOPE_PY_STACK")) \
 
 __all__ = ["config", "start", "stop", "step", "take_snapshot", "TakeSnapshot", "describer",
            "RecordFunction", "tracer", "analyzer", "analyze", "list_analyzers",
-           "get_analyzer_config", "check_leaks", "check_inefficient", "watcher"]
+           "get_analyzer_config", "check_leaks", "check_inefficient", "watcher",
+           "init_framework_hooks", "cleanup_framework_hooks"]

@@ -31,7 +31,11 @@ def start():
             _tracer.start_stacks()
         from . import _aten
 
-        _aten.hooks().enable(lib, s.run_config() if s.mode == "launcher" and s.run_config() else s.config)
+        cfg = s.run_config() if s.mode == "launcher" and s.run_config() else s.config
+        _aten.hooks().enable(lib, cfg)
+        from . import framework_hooks
+
+        framework_hooks.hooks().enable(lib, cfg)
         if _tracer.wanted and not lib.memscope_py_trace_active():
             _tracer.tracer.start()
 

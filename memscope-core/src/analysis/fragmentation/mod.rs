@@ -198,6 +198,10 @@ impl FragmentationLayer {
                 if let (Some(t), Some(f)) = (pair_u64(ev, "total_mem"), pair_u64(ev, "free_mem")) {
                     self.ext.devices.entry(ev.device).or_default().mem = Some((t, f));
                 }
+                let st = self.ext.devices.entry(ev.device).or_default();
+                if st.pools.is_empty() && st.hal_live == 0 {
+                    return; // memory rows not collected: nothing to judge
+                }
                 let req = pair_u64(ev, "req_size");
                 self.judge(ev.device, req, ev.id, ev.ts_ns, ctx.steps.current, false);
                 return;

@@ -101,6 +101,9 @@ impl Verdict {
             ),
         };
         l.push(dev);
+        if self.request.is_none() {
+            l.push("  the request size is on the OOM_TRIGGER row of --analysis oom, and in the capture (analyse the process directory)".to_owned());
+        }
         l.push(format!(
             "  pools: reserved {:.2} MiB, allocated {:.2} MiB",
             mib(self.pools.reserved),
