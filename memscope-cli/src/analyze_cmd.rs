@@ -152,8 +152,8 @@ pub struct InefficientArgs {
 /// `memscope analyze decompose FILE|RUN_DIR [-o DIR] [--full]`.
 #[derive(Clone, Debug, Args)]
 pub struct DecomposeArgs {
-    /// Dump to analyse, or an output directory: every process in it (one CSV each), one line
-    /// per rank.
+    /// Dump (or kept capture, .mscap) to analyse, or an output directory: every process in it
+    /// (one CSV each), one line per rank.
     pub file: PathBuf,
     /// With a directory: print every process's own report before the per-rank table.
     #[arg(long)]
@@ -423,13 +423,18 @@ pub fn run_analyze(cmd: &AnalyzeCmd) -> Result<()> {
         }
         AnalyzeCmd::Inefficient(a) => run_inefficient(a)?,
         AnalyzeCmd::Decompose(a) => {
-            let file = open(&a.file)?;
             let mut handles = Vec::new();
-            let sections = run_offline(&file, a.replay, &mut || {
+            let mut make = || -> Vec<Box<dyn Layer>> {
                 let (layer, h) = DecomposeLayer::collecting();
                 handles.push(h);
                 vec![Box::new(layer)]
-            })?;
+            };
+            // a kept capture replays as the run typed it (its MEMORY_OWNER rows included)
+            let sections = if crate::capture_input::is_capture_file(&a.file) {
+                fragmentation::replay(&a.file, &mut make)?
+            } else {
+                run_offline(&open(&a.file)?, a.replay, &mut make)?
+            };
             print_sections(&sections);
             let mut rows = Vec::new();
             for h in handles {

@@ -155,7 +155,7 @@ pub fn run(a: &FragmentationArgs) -> Result<()> {
         }
         None => None,
     };
-    let make = || -> Vec<Box<dyn Layer>> {
+    let mut make = || -> Vec<Box<dyn Layer>> {
         let mut l = FragmentationLayer::new(true);
         if let Some(r) = a.request {
             l = l.with_request(r, a.at);
@@ -166,7 +166,7 @@ pub fn run(a: &FragmentationArgs) -> Result<()> {
             error: None,
         })]
     };
-    let sections = replay(&a.input, &make)?;
+    let sections = replay(&a.input, &mut make)?;
     print_sections(&sections);
     if let Some((path, w)) = curve {
         w.lock()
@@ -178,9 +178,13 @@ pub fn run(a: &FragmentationArgs) -> Result<()> {
     Ok(())
 }
 
-/// Every process of `input` through fresh `make()` layers (one bus per process), in input
-/// order; the sections of every process.
-fn replay(input: &Path, make: &dyn Fn() -> Vec<Box<dyn Layer>>) -> Result<Vec<ReportSection>> {
+/// Every process of `input` (a dump, a capture, a process or run directory; a process
+/// directory's capture rather than its dumps) through fresh `make()` layers, one bus per
+/// process, in input order; the sections of every process.
+pub(super) fn replay(
+    input: &Path,
+    make: &mut dyn FnMut() -> Vec<Box<dyn Layer>>,
+) -> Result<Vec<ReportSection>> {
     let run = crate::report_cmd::discover_run(input)?;
     let mut sections = Vec::new();
     for g in &run.groups {
