@@ -60,6 +60,16 @@ pub fn role_of(owner: &str) -> &'static str {
         .unwrap_or(TEMP)
 }
 
+/// [`role_of`] of a parsed chain (no text built).
+pub fn role_of_chain(chain: &OwnerChain) -> &'static str {
+    chain
+        .levels()
+        .iter()
+        .skip(1)
+        .find_map(|l| as_role(l))
+        .unwrap_or(TEMP)
+}
+
 /// The role of an owner chain and the level after the role level, its detail
 /// (`PTA@activation@model.layers.3.mlp` → (`activation`, `model.layers.3.mlp`)); the detail is
 /// empty when the chain ends at the role (or has no role).
@@ -174,6 +184,7 @@ mod tests {
         assert_eq!(role_and_detail("HOST@weight"), ("weight", ""));
         assert_eq!(role_index("activation"), 3);
         assert_eq!(role_index("nonsense"), ROLES.len() - 1);
+        assert_eq!(role_of_chain(&OwnerChain::parse("PTA@fsdp2@sharded_weight")), "sharded_weight");
     }
 
     #[test]
