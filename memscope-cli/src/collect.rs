@@ -291,12 +291,7 @@ pub fn python_env(cmd: &mut Command, cfg: &RunConfig, spool: &Path) -> Result<()
     memscope_core::layout::create_dir_0750(&boot)
         .and_then(|()| std::fs::write(boot.join("sitecustomize.py"), SITECUSTOMIZE))
         .and_then(|()| std::fs::write(boot.join("memscope_torch_hooks.py"), TORCH_HOOKS))
-        .and_then(|()| {
-            std::fs::write(
-                boot.join("memscope_framework_hooks.py"),
-                FRAMEWORK_HOOKS,
-            )
-        })
+        .and_then(|()| std::fs::write(boot.join("memscope_framework_hooks.py"), FRAMEWORK_HOOKS))
         .map_err(|e| format!("cannot write the Python bootstrap {}: {e}", boot.display()))?;
     let mut path = boot.display().to_string();
     if let Some(old) = std::env::var_os("PYTHONPATH") {

@@ -53,11 +53,7 @@ fn as_role(level: &str) -> Option<&'static str> {
 /// `PTA@model` or `(no owner)` → `temp`): its first level after the framework level that is a
 /// role.
 pub fn role_of(owner: &str) -> &'static str {
-    owner
-        .split('@')
-        .skip(1)
-        .find_map(as_role)
-        .unwrap_or(TEMP)
+    owner.split('@').skip(1).find_map(as_role).unwrap_or(TEMP)
 }
 
 /// [`role_of`] of a parsed chain (no text built).
@@ -153,7 +149,8 @@ impl OwnerTag {
         };
         let addr = num("addr").or(ev.ptr)?;
         Some(OwnerTag {
-            pool: EventType::parse(get("pool")?).unwrap_or_else(|| EventType::custom(get("pool").unwrap_or(""))),
+            pool: EventType::parse(get("pool")?)
+                .unwrap_or_else(|| EventType::custom(get("pool").unwrap_or(""))),
             device: ev.device,
             addr,
             allocation_id: num("allocation_id").unwrap_or(0),
@@ -184,7 +181,10 @@ mod tests {
         assert_eq!(role_and_detail("HOST@weight"), ("weight", ""));
         assert_eq!(role_index("activation"), 3);
         assert_eq!(role_index("nonsense"), ROLES.len() - 1);
-        assert_eq!(role_of_chain(&OwnerChain::parse("PTA@fsdp2@sharded_weight")), "sharded_weight");
+        assert_eq!(
+            role_of_chain(&OwnerChain::parse("PTA@fsdp2@sharded_weight")),
+            "sharded_weight"
+        );
     }
 
     #[test]
@@ -202,6 +202,9 @@ mod tests {
         assert_eq!(ev.kind.as_str(), "SYSTEM");
         assert_eq!(ev.event_type.as_str(), "MEMORY_OWNER");
         assert_eq!(OwnerTag::from_event(&ev), Some(t));
-        assert_eq!(OwnerTag::from_event(&Event::new(EventType::Step, 1, 1, 1)), None);
+        assert_eq!(
+            OwnerTag::from_event(&Event::new(EventType::Step, 1, 1, 1)),
+            None
+        );
     }
 }

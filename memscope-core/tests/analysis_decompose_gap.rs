@@ -258,7 +258,12 @@ fn a_role_given_after_the_malloc_counts_from_the_malloc_at_the_peak_and_in_the_s
     // weight is 100 (not temp), the activations 80; the step's highest moment says the same.
     let text = dump(&[
         ("MSTX", "Range_start", "step start", ""),
-        ("MALLOC", "PTA", "N/A", "{allocation_id:1,addr:0xa,size:100}"),
+        (
+            "MALLOC",
+            "PTA",
+            "N/A",
+            "{allocation_id:1,addr:0xa,size:100}",
+        ),
         (
             "MALLOC",
             "PTA",
@@ -315,7 +320,9 @@ fn a_role_given_after_the_malloc_counts_from_the_malloc_at_the_peak_and_in_the_s
     let series = layer.timeline().series();
     let weight = series.iter().find(|s| s.role == "weight").unwrap();
     assert_eq!(weight.v.first(), Some(&100), "a weight from its MALLOC on");
-    assert!(series.iter().all(|s| s.role != "temp" || s.v.iter().all(|v| *v == 0)));
+    assert!(series
+        .iter()
+        .all(|s| s.role != "temp" || s.v.iter().all(|v| *v == 0)));
     let mut out = Vec::new();
     let mut sections = Vec::new();
     memscope_core::bus::Layer::finish(&mut layer, bus.ctx(), &mut out, &mut sections).unwrap();
@@ -325,7 +332,17 @@ fn a_role_given_after_the_malloc_counts_from_the_malloc_at_the_peak_and_in_the_s
         .expect("role section");
     let l = &roles.lines;
     assert!(l.iter().any(|x| x.split_whitespace().collect::<Vec<_>>() == ["weight", "0.000095", "0.000095"]), "{l:?}");
-    assert!(l.iter().any(|x| x.contains("activations at their peak")), "{l:?}");
-    assert!(l.iter().any(|x| x.trim_start().starts_with("model.fc1")), "{l:?}");
-    assert!(l.iter().any(|x| x.starts_with("  step 1: highest 0.000172 MiB = weight 0.000095, activation 0.000076")), "{l:?}");
+    assert!(
+        l.iter().any(|x| x.contains("activations at their peak")),
+        "{l:?}"
+    );
+    assert!(
+        l.iter().any(|x| x.trim_start().starts_with("model.fc1")),
+        "{l:?}"
+    );
+    assert!(
+        l.iter().any(|x| x
+            .starts_with("  step 1: highest 0.000172 MiB = weight 0.000095, activation 0.000076")),
+        "{l:?}"
+    );
 }

@@ -130,11 +130,18 @@ fn role_bytes(levels: &[i64]) -> RoleBytes {
         .collect()
 }
 
-fn series(device: String, pool: String, what: &'static str, t: Vec<u64>, v: Vec<i64>) -> SeriesData {
-    let (peak_t, peak_v) = t
-        .iter()
-        .zip(&v)
-        .fold((0, i64::MIN), |m, (t, v)| if *v > m.1 { (*t, *v) } else { m });
+fn series(
+    device: String,
+    pool: String,
+    what: &'static str,
+    t: Vec<u64>,
+    v: Vec<i64>,
+) -> SeriesData {
+    let (peak_t, peak_v) =
+        t.iter().zip(&v).fold(
+            (0, i64::MIN),
+            |m, (t, v)| if *v > m.1 { (*t, *v) } else { m },
+        );
     SeriesData {
         device,
         pool,
@@ -169,7 +176,15 @@ pub fn roles_data(d: &DecomposeLayer, rows: &[DecomposeRow], budget: &Budget) ->
         .series()
         .into_iter()
         .filter(|s| keep(&s.device.to_text(), s.pool.as_str()))
-        .map(|s| series(s.device.to_text(), s.pool.as_str().to_owned(), s.role, s.t, s.v))
+        .map(|s| {
+            series(
+                s.device.to_text(),
+                s.pool.as_str().to_owned(),
+                s.role,
+                s.t,
+                s.v,
+            )
+        })
         .collect();
     let mut steps: Vec<RoleStep> = Vec::new();
     for s in t.steps() {

@@ -208,10 +208,23 @@ fn parquet_per_rank_peaks_of_a_16_rank_job_match_memscope_analysis_on_duckdb_and
         .as_array()
         .unwrap()
         .iter()
-        .map(|r| (r[0].as_str().unwrap().to_owned(), (r[1].as_i64().unwrap(), r[3].as_i64().unwrap())))
+        .map(|r| {
+            (
+                r[0].as_str().unwrap().to_owned(),
+                (r[1].as_i64().unwrap(), r[3].as_i64().unwrap()),
+            )
+        })
         .collect();
-    assert_eq!(roles["optimizer_state"], (16, by_owner["PTA@optimizer"]), "{roles:?}");
-    assert_eq!(roles["temp"], (16, by_owner["PTA@model@layer"]), "{roles:?}");
+    assert_eq!(
+        roles["optimizer_state"],
+        (16, by_owner["PTA@optimizer"]),
+        "{roles:?}"
+    );
+    assert_eq!(
+        roles["temp"],
+        (16, by_owner["PTA@model@layer"]),
+        "{roles:?}"
+    );
     // every row of every dump, once (device-less rows copied into each device file once)
     let rows: u64 = (0..RANKS)
         .map(|r| {

@@ -363,7 +363,16 @@ fn export_never_writes_through_a_symbolic_link() {
 fn tagged_process() -> Proc {
     let mut p = Proc::new(7, 1_000_000);
     p.malloc("PTA", "0", 0x10, 100, Some(1000), "", "", "");
-    let act = p.malloc("PTA", "0", 0x200, 50, Some(1000), "PTA@activation@m.fc1", "", "");
+    let act = p.malloc(
+        "PTA",
+        "0",
+        0x200,
+        50,
+        Some(1000),
+        "PTA@activation@m.fc1",
+        "",
+        "",
+    );
     p.row(
         "SYSTEM",
         "MEMORY_OWNER",
@@ -396,6 +405,13 @@ fn perfetto_has_a_counter_per_role_and_a_memory_owner_row_moves_its_block() {
             .collect()
     };
     assert_eq!(values("1/NPU0 PTA activation"), [50, 0]);
-    assert_eq!(values("1/NPU0 PTA weight"), [100], "moved from temp by MEMORY_OWNER");
-    assert!(c.get("1/NPU0 PTA temp").is_none(), "temp is the rest of allocated");
+    assert_eq!(
+        values("1/NPU0 PTA weight"),
+        [100],
+        "moved from temp by MEMORY_OWNER"
+    );
+    assert!(
+        c.get("1/NPU0 PTA temp").is_none(),
+        "temp is the rest of allocated"
+    );
 }

@@ -376,12 +376,7 @@ fn oom_scenario(kind: &str) -> Run {
     let py = python3();
     let run = memscope_run(
         &["--analysis", "leaks,gap,oom"],
-        &[
-            py.to_str().unwrap(),
-            train.to_str().unwrap(),
-            "--oom",
-            kind,
-        ],
+        &[py.to_str().unwrap(), train.to_str().unwrap(), "--oom", kind],
         &[("SIM_NPU_DIR", sim_npu_dir().to_str().unwrap())],
     );
     assert_eq!(
@@ -401,7 +396,11 @@ fn independent_figures(dump: &Path) -> serde_json::Value {
         .arg(dump)
         .output()
         .expect("python3");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).expect("json")
 }
 
@@ -411,7 +410,11 @@ fn analyze_fragmentation(args: &[&std::ffi::OsStr]) -> String {
         .args(args)
         .output()
         .expect("memscope analyze fragmentation");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -481,7 +484,9 @@ fn the_fragmentation_curve_ends_on_the_figures_an_independent_computation_gives(
     }
     assert_eq!(last["Fragmentation"], format!("{:.6}", 1.0 - 64.0 / 384.0));
     // reserved never falls while the segment lives; free grows as the 64 MiB blocks go
-    assert!(rows.iter().all(|r| r["Reserved(byte)"] == last["Reserved(byte)"]));
+    assert!(rows
+        .iter()
+        .all(|r| r["Reserved(byte)"] == last["Reserved(byte)"]));
 }
 
 /// The rows of any CSV file, by header.

@@ -547,7 +547,9 @@ fn the_report_shows_the_fragmentation_curve_and_the_oom_verdict() {
         "{sec}"
     );
     for chart in ["data-frag=\"0|PTA\"", "data-frag-ratio=\"0|PTA\""] {
-        let i = sec.find(chart).unwrap_or_else(|| panic!("{chart} in {sec}"));
+        let i = sec
+            .find(chart)
+            .unwrap_or_else(|| panic!("{chart} in {sec}"));
         let points: u64 = sec[i..]
             .split("data-points=\"")
             .nth(1)

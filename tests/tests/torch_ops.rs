@@ -10,8 +10,6 @@
 use memscope_tests::{
     attrs, memscope_run, repo_root, select, sim_npu_dir, torch_python, walk, Row, Run,
 };
-use std::path::PathBuf;
-use std::process::Command;
 
 fn run(args: &[&str], job: &[&str]) -> Run {
     let py = torch_python();

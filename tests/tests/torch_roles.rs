@@ -12,8 +12,8 @@
 #[allow(dead_code)] // the screenshot and self-test helpers serve report.rs
 mod report_browser;
 
-use memscope_tests::{memscope_bin, memscope_run, repo_root, select, sim_npu_dir, torch_python};
 use memscope_tests::{attrs, read_csv, walk, Row, Run};
+use memscope_tests::{memscope_bin, memscope_run, repo_root, select, sim_npu_dir, torch_python};
 use report_browser::{assert_clean, load, report_data};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -23,7 +23,10 @@ const ROLES: [&str; 3] = ["weight", "gradient", "optimizer_state"];
 
 fn envs() -> Vec<(&'static str, String)> {
     vec![
-        ("PYTHONPATH", repo_root().join("python").display().to_string()),
+        (
+            "PYTHONPATH",
+            repo_root().join("python").display().to_string(),
+        ),
         ("PYTHONDONTWRITEBYTECODE", "1".into()),
         ("MEMSCOPE_CLI", memscope_bin().display().to_string()),
         ("SIM_NPU_DIR", sim_npu_dir().display().to_string()),
@@ -34,7 +37,13 @@ fn run(args: &[&str], prog: &[&str]) -> Run {
     let e = envs();
     let e: Vec<(&str, &str)> = e.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let r = memscope_run(args, prog, &e);
-    assert_eq!(r.code(), 0, "stdout:\n{}\nstderr:\n{}", r.stdout(), r.stderr());
+    assert_eq!(
+        r.code(),
+        0,
+        "stdout:\n{}\nstderr:\n{}",
+        r.stdout(),
+        r.stderr()
+    );
     r
 }
 
@@ -73,7 +82,9 @@ fn role_peaks(csv: &Path, device: &str, pool: &str) -> HashMap<String, i64> {
 /// `module bytes` of the "activations at their peak" lines of a role section.
 fn module_activations(text: &str) -> HashMap<String, f64> {
     let indent = |l: &str| l.len() - l.trim_start().len();
-    let mut lines = text.lines().skip_while(|l| !l.contains("activations at their peak"));
+    let mut lines = text
+        .lines()
+        .skip_while(|l| !l.contains("activations at their peak"));
     let Some(head) = lines.next() else {
         return HashMap::new();
     };
@@ -81,14 +92,21 @@ fn module_activations(text: &str) -> HashMap<String, f64> {
         .take_while(|l| indent(l) > indent(head) && !l.contains("more modules"))
         .filter_map(|l| {
             let mut it = l.split_whitespace();
-            Some((it.next()?.to_owned(), it.next()?.parse::<f64>().ok()? * 1_048_576.0))
+            Some((
+                it.next()?.to_owned(),
+                it.next()?.parse::<f64>().ok()? * 1_048_576.0,
+            ))
         })
         .collect()
 }
 
 /// The roles at the peak are torch's own bytes, and the five largest module activations (by
 /// the job's own forward hooks) agree within 5 %.
-fn check_figures(peaks: &HashMap<String, i64>, acts: &HashMap<String, f64>, exp: &serde_json::Value) {
+fn check_figures(
+    peaks: &HashMap<String, i64>,
+    acts: &HashMap<String, f64>,
+    exp: &serde_json::Value,
+) {
     for role in ROLES {
         assert_eq!(
             peaks.get(role).copied(),
@@ -109,7 +127,11 @@ fn check_figures(peaks: &HashMap<String, i64>, acts: &HashMap<String, f64>, exp:
     for (m, want) in outs.iter().take(5) {
         let got = acts.get(*m).copied().unwrap_or(0.0);
         let err = (got - *want as f64).abs() / *want as f64;
-        assert!(err <= 0.05, "{m}: {got} bytes vs {want} measured ({:.1} %); {acts:?}", err * 100.0);
+        assert!(
+            err <= 0.05,
+            "{m}: {got} bytes vs {want} measured ({:.1} %); {acts:?}",
+            err * 100.0
+        );
     }
 }
 
@@ -121,14 +143,22 @@ fn on_cpu_torch_the_roles_at_the_peak_are_torchs_own_bytes_online_offline_and_in
     let job = repo_root().join("tests/python/roles_job.py");
     let r = run(
         &["--analysis", "decompose", "--device", "cpu"],
-        &[py.to_str().unwrap(), job.to_str().unwrap(), exp_path.to_str().unwrap()],
+        &[
+            py.to_str().unwrap(),
+            job.to_str().unwrap(),
+            exp_path.to_str().unwrap(),
+        ],
     );
     let exp: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&exp_path).unwrap()).unwrap();
     let online = files(r.out.path(), "decompose_");
     assert_eq!(online.len(), 1, "{online:?}");
     let text = r.stdout() + &r.stderr();
-    check_figures(&role_peaks(&online[0], "cpu", "HOST"), &module_activations(&text), &exp);
+    check_figures(
+        &role_peaks(&online[0], "cpu", "HOST"),
+        &module_activations(&text),
+        &exp,
+    );
 
     // the dump: owner chains and the MEMORY_OWNER rows of the tags
     let rows = r.rows();
@@ -136,13 +166,21 @@ fn on_cpu_torch_the_roles_at_the_peak_are_torchs_own_bytes_online_offline_and_in
         .iter()
         .filter_map(|x| attrs(x).get("owner").cloned())
         .collect();
-    assert!(owners.iter().any(|o| o == "HOST@activation@model.layers.1.mlp.fc1"), "{owners:?}");
+    assert!(
+        owners
+            .iter()
+            .any(|o| o == "HOST@activation@model.layers.1.mlp.fc1"),
+        "{owners:?}"
+    );
     let tags: Vec<String> = select(&rows, "SYSTEM", "MEMORY_OWNER")
         .iter()
         .map(|x| attrs(x)["owner"].clone())
         .collect();
     for role in ROLES {
-        assert!(tags.iter().any(|t| *t == format!("HOST@{role}")), "{role} tag: {tags:?}");
+        assert!(
+            tags.iter().any(|t| *t == format!("HOST@{role}")),
+            "{role} tag: {tags:?}"
+        );
     }
 
     // offline: the run directory's dumps and the kept capture give the same figures
@@ -156,19 +194,33 @@ fn on_cpu_torch_the_roles_at_the_peak_are_torchs_own_bytes_online_offline_and_in
         c.expect("a capture")
     };
     for input in [r.out.path().to_path_buf(), capture] {
-        let o = dir.path().join(format!("off{}", input.extension().is_some() as u8));
+        let o = dir
+            .path()
+            .join(format!("off{}", input.extension().is_some() as u8));
         let out = Command::new(memscope_bin())
             .args(["analyze", "decompose"])
             .arg(&input)
             .arg("-o")
             .arg(&o)
-            .args(if input.is_dir() { &["--full"][..] } else { &[][..] })
+            .args(if input.is_dir() {
+                &["--full"][..]
+            } else {
+                &[][..]
+            })
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let csv = files(&o, "decompose_");
         let text = String::from_utf8_lossy(&out.stdout);
-        check_figures(&role_peaks(&csv[0], "cpu", "HOST"), &module_activations(&text), &exp);
+        check_figures(
+            &role_peaks(&csv[0], "cpu", "HOST"),
+            &module_activations(&text),
+            &exp,
+        );
     }
 
     // the report: the role chart, the table at the peak, the activations by module
@@ -180,7 +232,11 @@ fn on_cpu_torch_the_roles_at_the_peak_are_torchs_own_bytes_online_offline_and_in
         .arg(&html)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let page = load(&html);
     assert_clean(&page);
     let sec = page.section("roles");
@@ -191,7 +247,11 @@ fn on_cpu_torch_the_roles_at_the_peak_are_torchs_own_bytes_online_offline_and_in
         .and_then(|s| s.split('"').next()?.parse().ok())
         .expect("a role chart");
     assert!(points > 0);
-    for s in ["Activations at their peak", "model.layers.1.mlp.fc1", "optimizer_state"] {
+    for s in [
+        "Activations at their peak",
+        "model.layers.1.mlp.fc1",
+        "optimizer_state",
+    ] {
         assert!(sec.contains(s), "{s} in the roles section");
     }
     let data = report_data(&html);
@@ -207,7 +267,13 @@ fn on_the_sim_npu_pta_pool_the_roles_at_the_peak_are_torchs_own_bytes() {
     let train = repo_root().join("examples/sim-npu/train.py");
     let r = run(
         &["--analysis", "decompose"],
-        &[py.to_str().unwrap(), train.to_str().unwrap(), "--torch", "--steps", "3"],
+        &[
+            py.to_str().unwrap(),
+            train.to_str().unwrap(),
+            "--torch",
+            "--steps",
+            "3",
+        ],
     );
     let text = r.stdout() + &r.stderr();
     let line = text
@@ -216,7 +282,11 @@ fn on_the_sim_npu_pta_pool_the_roles_at_the_peak_are_torchs_own_bytes() {
         .expect("the job's figures");
     let exp: serde_json::Value = serde_json::from_str(line).unwrap();
     let csv = files(r.out.path(), "decompose_");
-    check_figures(&role_peaks(&csv[0], "0", "PTA"), &module_activations(&text), &exp);
+    check_figures(
+        &role_peaks(&csv[0], "0", "PTA"),
+        &module_activations(&text),
+        &exp,
+    );
     let rows = r.rows();
     assert!(select(&rows, "MALLOC", "PTA")
         .iter()
@@ -238,7 +308,10 @@ fn through_the_python_api_a_plain_python_job_gets_the_same_roles() {
          json.dump(fig, open({exp:?}, 'w'))\n\
          lines = memscope.analyzer.decompose({out:?}, output_path={dec:?})\n\
          assert any('Memory by role' in l for l in lines), lines\n",
-        ex = repo_root().join("examples/sim-npu/python").display().to_string(),
+        ex = repo_root()
+            .join("examples/sim-npu/python")
+            .display()
+            .to_string(),
         out = out.display().to_string(),
         exp = exp_path.display().to_string(),
         dec = dir.path().join("dec").display().to_string(),
@@ -250,11 +323,19 @@ fn through_the_python_api_a_plain_python_job_gets_the_same_roles() {
     }
     let o = cmd.output().unwrap();
     let text = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert!(o.status.success(), "{text}\n{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let exp: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&exp_path).unwrap()).unwrap();
     let csv = files(&dir.path().join("dec"), "decompose_");
-    check_figures(&role_peaks(&csv[0], "cpu", "HOST"), &module_activations(&text), &exp);
+    check_figures(
+        &role_peaks(&csv[0], "cpu", "HOST"),
+        &module_activations(&text),
+        &exp,
+    );
 }
 
 #[test]
@@ -265,12 +346,19 @@ fn init_framework_hooks_hooks_only_what_exists_says_what_it_skipped_and_cleanup_
     // SNAPSHOT rows name device 0 (no NPU runtime: torch on the host), CPU tensors are on cpu
     let r = run(
         &["--device", "npu,cpu"],
-        &[py.to_str().unwrap(), job.to_str().unwrap(), dir.path().to_str().unwrap()],
+        &[
+            py.to_str().unwrap(),
+            job.to_str().unwrap(),
+            dir.path().to_str().unwrap(),
+        ],
     );
     let (out, err) = (r.stdout(), r.stderr());
     let hooks: Vec<&str> = out.lines().filter(|l| l.starts_with("hooks ")).collect();
     assert_eq!(hooks, ["hooks 6", "hooks 5", "hooks 0", "hooks 0"], "{out}");
-    assert!(out.contains("removed 4"), "3 vLLM targets and verl's run were hooked: {out}");
+    assert!(
+        out.contains("removed 4"),
+        "3 vLLM targets and verl's run were hooked: {out}"
+    );
     assert!(out.contains("done True 1"), "{out}");
     for line in [
         "framework hooks vllm_ascend 11.0 worker: skipped 3 target(s) this version of vllm_ascend.worker.model_runner_v1 lacks: NPUModelRunner.profile_run, NPUModelRunner.compile_or_warm_up_model, NPUModelRunner.capture_model",
@@ -290,7 +378,10 @@ fn init_framework_hooks_hooks_only_what_exists_says_what_it_skipped_and_cleanup_
         2,
         "the Linear's weight and bias: {tags:?}"
     );
-    assert!(tags.iter().any(|t| t == "HOST@vllm@kv_cache@attn"), "{tags:?}");
+    assert!(
+        tags.iter().any(|t| t == "HOST@vllm@kv_cache@attn"),
+        "{tags:?}"
+    );
     assert!(select(&rows, "MALLOC", "HOST")
         .iter()
         .any(|x| attrs(x).get("owner").map(String::as_str) == Some("HOST@vllm@serve")));
@@ -300,7 +391,10 @@ fn init_framework_hooks_hooks_only_what_exists_says_what_it_skipped_and_cleanup_
         .collect();
     assert_eq!(
         snaps,
-        ["verl.trainer.main_ppo@TaskRunner@run@Start", "verl.trainer.main_ppo@TaskRunner@run@End"],
+        [
+            "verl.trainer.main_ppo@TaskRunner@run@Start",
+            "verl.trainer.main_ppo@TaskRunner@run@End"
+        ],
         "one run() hooked, the one after cleanup not"
     );
     let _ = read_csv; // rows come through Run::rows

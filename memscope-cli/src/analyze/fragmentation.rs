@@ -58,13 +58,17 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "MiB" | "M" | "MB" => 1 << 20,
         "GiB" | "G" | "GB" => 1 << 30,
         "TiB" | "T" | "TB" => 1 << 40,
-        u => return Err(format!("unknown unit {u:?} in {s:?} (B, KiB, MiB, GiB, TiB)")),
+        u => {
+            return Err(format!(
+                "unknown unit {u:?} in {s:?} (B, KiB, MiB, GiB, TiB)"
+            ))
+        }
     };
     let v: f64 = num
         .parse()
         .map_err(|_| format!("{s:?} is not a size (e.g. 96MiB)"))?;
     let bytes = v * scale as f64;
-    if !(bytes.is_finite() && bytes >= 1.0 && bytes < 1.8e19) {
+    if !(1.0..1.8e19).contains(&bytes) {
         return Err(format!("{s:?}: a size from 1 byte to 16 EiB"));
     }
     Ok(bytes.round() as u64)
@@ -173,7 +177,10 @@ pub fn run(a: &FragmentationArgs) -> Result<()> {
             .map_err(|_| anyhow!("fragmentation CSV: poisoned lock"))?
             .flush()
             .with_context(|| path.display().to_string())?;
-        say(&format!("fragmentation: figures written to {}", path.display()));
+        say(&format!(
+            "fragmentation: figures written to {}",
+            path.display()
+        ));
     }
     Ok(())
 }

@@ -162,8 +162,7 @@ impl TorchState {
                 // the thread's owner labels (the framework hooks' `activation@<module>`,
                 // `describer`) on a MALLOC; a tag given since on the FREE
                 let owner = if *free {
-                    tag
-                        .map(|t| memscope_core::roles::tagged_chain(EventType::Host, &t))
+                    tag.map(|t| memscope_core::roles::tagged_chain(EventType::Host, &t))
                 } else {
                     let labels = ctx.owner_labels(tid);
                     (!labels.is_empty()).then(|| {

@@ -30,9 +30,9 @@ use crate::event::{Device, Event, EventKind, EventType};
 use crate::roles::{role_of, OwnerTag};
 
 use super::cann::module_name;
-use super::role_timeline::RoleTimeline;
 use super::mib;
 use super::outfile::create_unique;
+use super::role_timeline::RoleTimeline;
 
 /// Header of `decompose_{ts}.csv`.
 pub const DECOMPOSE_HEADER: &str =
@@ -174,8 +174,15 @@ impl DecomposeLayer {
             if let Some(b) = self.live.get_mut(&(tag.pool, tag.addr)) {
                 let old = std::mem::replace(&mut b.owner, oid);
                 let b = *b;
-                self.timeline
-                    .retag(&self.owners, (b.device, tag.pool), old, oid, b.size, b.seq, b.ts);
+                self.timeline.retag(
+                    &self.owners,
+                    (b.device, tag.pool),
+                    old,
+                    oid,
+                    b.size,
+                    b.seq,
+                    b.ts,
+                );
             }
             return;
         }
@@ -223,8 +230,9 @@ impl DecomposeLayer {
     /// was live at the peak is rebuilt from the live blocks and those freed since the peak, so
     /// an owner given to a block after its MALLOC (a `MEMORY_OWNER` row) counts at the peak too.
     pub fn rows(&self) -> Vec<DecomposeRow> {
-        let mut split: BTreeMap<(Device, EventType), (HashMap<u32, i64>, HashMap<u32, i64>)> =
-            BTreeMap::new();
+        // per allocator, bytes by owner (at the peak, at the end)
+        type Split = (HashMap<u32, i64>, HashMap<u32, i64>);
+        let mut split: BTreeMap<(Device, EventType), Split> = BTreeMap::new();
         for (&(pool, _), b) in &self.live {
             let (peak, end) = split.entry((b.device, pool)).or_default();
             *end.entry(b.owner).or_default() += b.size as i64;
@@ -273,7 +281,7 @@ impl DecomposeLayer {
 
     /// The blocks of role `activation` live when that role's bytes were highest, by module
     /// path (largest first), per device and allocator; see [`RoleTimeline`].
-    pub fn activations_at_peak(&self) -> Vec<(Device, EventType, Vec<(String, u64)>)> {
+    pub fn activations_at_peak(&self) -> Vec<super::role_timeline::Activations> {
         let live = self
             .live
             .iter()

@@ -41,6 +41,8 @@ const ACTIVATION: usize = 3;
 
 /// Role bytes.
 pub type Levels = [i64; N];
+/// The activations of one allocator at their peak: device, allocator, (module path, bytes).
+pub type Activations = (Device, EventType, Vec<(String, u64)>);
 /// Device and allocator.
 pub type Key = (Device, EventType);
 
@@ -209,7 +211,8 @@ impl RoleTimeline {
     fn role(&mut self, owners: &[String], owner: u32) -> usize {
         while self.role_of.len() < owners.len() {
             let i = self.role_of.len();
-            self.role_of.push(role_index(role_and_detail(&owners[i]).0) as u8);
+            self.role_of
+                .push(role_index(role_and_detail(&owners[i]).0) as u8);
         }
         self.role_of[owner as usize] as usize
     }
@@ -227,7 +230,7 @@ impl RoleTimeline {
             self.open = Some(n);
             self.seen_steps += 1;
             let stride = self.stride.max(1);
-            if (self.seen_steps - 1) % stride != 0 {
+            if !(self.seen_steps - 1).is_multiple_of(stride) {
                 return;
             }
             let m = |a: &Alloc| Moment {
@@ -438,7 +441,7 @@ impl RoleTimeline {
         &self,
         owners: &[String],
         live: impl Iterator<Item = (Key, u32, u64, u64)>,
-    ) -> Vec<(Device, EventType, Vec<(String, u64)>)> {
+    ) -> Vec<Activations> {
         let mut by: BTreeMap<Key, HashMap<u32, u64>> = BTreeMap::new();
         for (k, owner, size, seq) in live {
             let a = &self.allocs.get(&k);
@@ -517,9 +520,7 @@ pub fn format_roles(layer: &DecomposeLayer, rows: &[DecomposeRow]) -> Vec<String
         if roles[..N - 1].iter().all(|(p, e)| *p == 0 && *e == 0) {
             continue;
         }
-        let (peak, end) = roles
-            .iter()
-            .fold((0, 0), |(p, e), (x, y)| (p + x, e + y));
+        let (peak, end) = roles.iter().fold((0, 0), |(p, e), (x, y)| (p + x, e + y));
         lines.push(format!(
             "Device {} {}: peak {:.6} MiB, end {:.6} MiB",
             dev.to_text(),
@@ -527,7 +528,10 @@ pub fn format_roles(layer: &DecomposeLayer, rows: &[DecomposeRow]) -> Vec<String
             mib(peak.max(0) as u64),
             mib(end.max(0) as u64)
         ));
-        lines.push(format!("  {:<24} {:>16} {:>16}", "Role", "Peak(MiB)", "End(MiB)"));
+        lines.push(format!(
+            "  {:<24} {:>16} {:>16}",
+            "Role", "Peak(MiB)", "End(MiB)"
+        ));
         for (r, (p, e)) in ROLES.iter().zip(roles) {
             if p != 0 || e != 0 {
                 lines.push(format!(
@@ -549,7 +553,10 @@ pub fn format_roles(layer: &DecomposeLayer, rows: &[DecomposeRow]) -> Vec<String
                 lines.push(format!("    {:<46} {:>16.6}", m, *s as f64 / 1_048_576.0));
             }
             if mods.len() > CONSOLE_MODULES {
-                lines.push(format!("    ({} more modules)", mods.len() - CONSOLE_MODULES));
+                lines.push(format!(
+                    "    ({} more modules)",
+                    mods.len() - CONSOLE_MODULES
+                ));
             }
         }
         let steps: Vec<(u32, &StepAlloc)> = t

@@ -326,7 +326,10 @@ impl ProcessTrace {
         };
         let addr = ev.ptr.unwrap_or(m.addr);
         let k = (ev.event_type, addr);
-        let role = m.owner.as_ref().map_or(TEMP, |o| role_index(role_of_chain(o)));
+        let role = m
+            .owner
+            .as_ref()
+            .map_or(TEMP, |o| role_index(role_of_chain(o)));
         let (device, change) = match ev.kind {
             EventKind::Malloc => {
                 let old = self.live.insert(k, (ev.device, m.size));
@@ -345,7 +348,12 @@ impl ProcessTrace {
                         ev.device
                     };
                     let r = self.roles.block.remove(&k).unwrap_or(TEMP);
-                    self.role_change(w, ev.ts_ns, (d, ev.event_type), [(r, -(size as i64)), (TEMP, 0)])?;
+                    self.role_change(
+                        w,
+                        ev.ts_ns,
+                        (d, ev.event_type),
+                        [(r, -(size as i64)), (TEMP, 0)],
+                    )?;
                     (d, Some((None, -(size as i64))))
                 }
                 None => (ev.device, None),
@@ -386,7 +394,9 @@ impl ProcessTrace {
             (EventKind::System, EventType::MemoryOwner) => {
                 if let Some(t) = OwnerTag::from_event(ev) {
                     let k = (t.pool, t.addr);
-                    if let (Some(&(d, size)), Some(old)) = (self.live.get(&k), self.roles.block.get(&k)) {
+                    if let (Some(&(d, size)), Some(old)) =
+                        (self.live.get(&k), self.roles.block.get(&k))
+                    {
                         let (old, new) = (*old, role_index(role_of(&t.owner)));
                         self.roles.block.insert(k, new);
                         let s = size as i64;

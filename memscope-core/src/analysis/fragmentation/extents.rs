@@ -261,5 +261,4 @@ impl Extents {
         }
         Some(pool)
     }
-
 }

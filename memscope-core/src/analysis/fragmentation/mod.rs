@@ -221,7 +221,11 @@ impl FragmentationLayer {
         if m.pinned {
             return;
         }
-        let addr = if m.addr != 0 { m.addr } else { ev.ptr.unwrap_or(0) };
+        let addr = if m.addr != 0 {
+            m.addr
+        } else {
+            ev.ptr.unwrap_or(0)
+        };
         let shadow_free = ev.kind == EventKind::Free && m.shadow;
         if ev.event_type == EventType::Hal && !shadow_free {
             match ev.kind {
@@ -287,7 +291,15 @@ impl FragmentationLayer {
         }
     }
 
-    fn judge(&mut self, dev: Device, req: Option<u64>, id: u64, ts: u64, step: Option<u32>, asked: bool) {
+    fn judge(
+        &mut self,
+        dev: Device,
+        req: Option<u64>,
+        id: u64,
+        ts: u64,
+        step: Option<u32>,
+        asked: bool,
+    ) {
         let st = self.ext.devices.entry(dev).or_default();
         let mut pools = Figures::default();
         let mut known = true;

@@ -108,7 +108,10 @@ fn one_free_extent_too_small_is_a_true_shortage_unless_other_processes_hold_the_
         f.mem(EventKind::Malloc, EventType::Hal, SEG, 390 * MIB);
         f.mem(EventKind::Malloc, EventType::Pta, SEG, 325 * MIB);
         let (_, fig) = f.layer.figures()[0];
-        assert_eq!((fig.free, fig.extents, fig.largest), (65 * MIB, Some(1), Some(65 * MIB)));
+        assert_eq!(
+            (fig.free, fig.extents, fig.largest),
+            (65 * MIB, Some(1), Some(65 * MIB))
+        );
         assert_eq!(fig.fragmentation(), Some(0.0));
         // device: 422 MiB + others in all, 32 MiB free
         f.oom(96 * MIB, 422 * MIB + others, 32 * MIB);
@@ -127,7 +130,10 @@ fn merging_frees_and_a_released_segment_keep_the_extents_right() {
     f.mem(EventKind::Free, EventType::Pta, big[1], 64 * MIB);
     f.mem(EventKind::Free, EventType::Pta, big[0] + 64 * MIB, MIB);
     let (_, fig) = f.layer.figures()[0];
-    assert_eq!((fig.free, fig.extents, fig.largest), (129 * MIB, Some(1), Some(129 * MIB)));
+    assert_eq!(
+        (fig.free, fig.extents, fig.largest),
+        (129 * MIB, Some(1), Some(129 * MIB))
+    );
     assert_eq!(f.layer.changes().len(), 1);
     // every block freed, then the segment handed back: nothing reserved, nothing free
     for (i, a) in big.iter().enumerate().skip(2) {
@@ -137,10 +143,20 @@ fn merging_frees_and_a_released_segment_keep_the_extents_right() {
     }
     f.mem(EventKind::Free, EventType::Pta, big[1] + 64 * MIB, MIB);
     let (_, fig) = f.layer.figures()[0];
-    assert_eq!((fig.free, fig.extents, fig.largest), (390 * MIB, Some(1), Some(390 * MIB)));
+    assert_eq!(
+        (fig.free, fig.extents, fig.largest),
+        (390 * MIB, Some(1), Some(390 * MIB))
+    );
     f.mem(EventKind::Free, EventType::Hal, SEG, 390 * MIB);
     let (_, fig) = f.layer.figures()[0];
-    assert_eq!(fig, Figures { extents: Some(0), largest: Some(0), ..Figures::default() });
+    assert_eq!(
+        fig,
+        Figures {
+            extents: Some(0),
+            largest: Some(0),
+            ..Figures::default()
+        }
+    );
 }
 
 #[test]
@@ -158,7 +174,10 @@ fn without_hal_rows_the_pools_own_figures_are_used_and_extents_are_unknown() {
     });
     f.push(ev);
     let (_, fig) = f.layer.figures()[0];
-    assert_eq!((fig.reserved, fig.free, fig.largest), (8 * MIB, 7 * MIB, None));
+    assert_eq!(
+        (fig.reserved, fig.free, fig.largest),
+        (8 * MIB, 7 * MIB, None)
+    );
     f.oom(4 * MIB, 0, 0);
     let v = &f.layer.verdicts()[0];
     assert_eq!(v.kind, VerdictKind::Fragmentation);

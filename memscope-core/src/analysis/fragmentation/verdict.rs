@@ -69,12 +69,18 @@ impl Verdict {
     /// The one-line verdict: `asked R, free F in N extents, largest L: fragmentation`.
     pub fn headline(&self) -> String {
         let b = |v: u64| format!("{v} B ({:.2} MiB)", mib(v));
-        let asked = self.request.map_or("asked ? bytes".to_owned(), |r| format!("asked {}", b(r)));
+        let asked = self
+            .request
+            .map_or("asked ? bytes".to_owned(), |r| format!("asked {}", b(r)));
         let ext = match (self.pools.extents, self.pools.largest) {
             (Some(n), Some(l)) => format!(" in {n} extents, largest {}", b(l)),
             _ => " (extents unknown: no HAL rows)".to_owned(),
         };
-        format!("{asked}, free {}{ext}: {}", b(self.pools.free), self.kind.as_str())
+        format!(
+            "{asked}, free {}{ext}: {}",
+            b(self.pools.free),
+            self.kind.as_str()
+        )
     }
 
     /// The verdict and its context, as the console prints it.
@@ -109,7 +115,10 @@ impl Verdict {
             mib(self.pools.reserved),
             mib(self.pools.allocated)
         ));
-        for (title, hs) in ["by role", "by owner", "by frame"].iter().zip(&self.holders) {
+        for (title, hs) in ["by role", "by owner", "by frame"]
+            .iter()
+            .zip(&self.holders)
+        {
             if hs.is_empty() {
                 continue;
             }
@@ -122,7 +131,6 @@ impl Verdict {
         l
     }
 }
-
 
 /// Judges a request of `r` bytes in `v`'s situation (its pools and device figures).
 pub fn judge(mut v: Verdict, r: u64) -> Verdict {
