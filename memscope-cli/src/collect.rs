@@ -242,28 +242,23 @@ def _memscope_start():
     threading.setprofile(_hook)
 _memscope_start()
 del _memscope_start
-if _os.environ.get("MEMSCOPE_PY_TORCH") == "1":
+def _memscope_hooks(env, name, what):
+    # the torch hooks (MEMSCOPE_PY_TORCH) and the framework hooks of --analysis decompose
+    # (MEMSCOPE_PY_DECOMPOSE), from this folder, enabled as the run's config.json says
+    if _os.environ.get(env) != "1":
+        return
     try:
-        import ctypes as _ct, json as _json, importlib.util as _iu
-        _spec = _iu.spec_from_file_location(
-            "memscope_torch_hooks", _os.path.join(_here, "memscope_torch_hooks.py"))
-        _th = _iu.module_from_spec(_spec)
-        _sys.modules["memscope_torch_hooks"] = _th
-        _spec.loader.exec_module(_th)
-        _th.enable(_ct.PyDLL(None), _json.loads(_os.environ.get("MEMSCOPE_RUN_CONFIG", "{}")))
-    except Exception as _e:  # noqa: BLE001 - never break the job's start
-        _sys.stderr.write("memscope: torch hooks not installed: %s\n" % _e)
-if _os.environ.get("MEMSCOPE_PY_DECOMPOSE") == "1":
-    try:
-        import ctypes as _ct, json as _json, importlib.util as _iu
-        _spec = _iu.spec_from_file_location(
-            "memscope_framework_hooks", _os.path.join(_here, "memscope_framework_hooks.py"))
-        _fh = _iu.module_from_spec(_spec)
-        _sys.modules["memscope_framework_hooks"] = _fh
-        _spec.loader.exec_module(_fh)
-        _fh.enable(_ct.PyDLL(None), _json.loads(_os.environ.get("MEMSCOPE_RUN_CONFIG", "{}")))
-    except Exception as _e:  # noqa: BLE001 - never break the job's start
-        _sys.stderr.write("memscope: framework hooks not installed: %s\n" % _e)
+        import ctypes, json, importlib.util
+        spec = importlib.util.spec_from_file_location(name, _os.path.join(_here, name + ".py"))
+        mod = importlib.util.module_from_spec(spec)
+        _sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+        mod.enable(ctypes.PyDLL(None), json.loads(_os.environ.get("MEMSCOPE_RUN_CONFIG", "{}")))
+    except Exception as e:  # noqa: BLE001 - never break the job's start
+        _sys.stderr.write("memscope: %s hooks not installed: %s\n" % (what, e))
+_memscope_hooks("MEMSCOPE_PY_TORCH", "memscope_torch_hooks", "torch")
+_memscope_hooks("MEMSCOPE_PY_DECOMPOSE", "memscope_framework_hooks", "framework")
+del _memscope_hooks
 "#;
 
 /// The torch hooks (`python/memscope/_aten.py`), written into the bootstrap directory as

@@ -12,7 +12,7 @@
 #[allow(dead_code)] // the screenshot and self-test helpers serve report.rs
 mod report_browser;
 
-use memscope_tests::{attrs, read_csv, walk, Row, Run};
+use memscope_tests::{attrs, walk, Row, Run};
 use memscope_tests::{memscope_bin, memscope_run, repo_root, select, sim_npu_dir, torch_python};
 use report_browser::{assert_clean, load, report_data};
 use std::collections::HashMap;
@@ -397,5 +397,4 @@ fn init_framework_hooks_hooks_only_what_exists_says_what_it_skipped_and_cleanup_
         ],
         "one run() hooked, the one after cleanup not"
     );
-    let _ = read_csv; // rows come through Run::rows
 }

@@ -40,6 +40,24 @@ struct Segment {
     blocks: BTreeMap<u64, u64>,
 }
 
+impl Segment {
+    /// The free run around `addr` in this segment starting at `start`: the end of the live
+    /// block before it (or the segment's start) and the start of the one after (or its end).
+    fn gap_around(&self, start: u64, addr: u64) -> (u64, u64) {
+        let prev_end = self
+            .blocks
+            .range(..addr)
+            .next_back()
+            .map_or(start, |(a, z)| a + z);
+        let next = self
+            .blocks
+            .range(addr..)
+            .next()
+            .map_or(start + self.size, |(a, _)| *a);
+        (prev_end, next)
+    }
+}
+
 /// One pool on one device.
 #[derive(Default)]
 pub(super) struct Pool {
@@ -182,13 +200,7 @@ impl Extents {
                 p.reserved += seg.size;
                 p.gap(seg.size, true);
             }
-            let end = s + seg.size;
-            let prev_end = seg
-                .blocks
-                .range(..addr)
-                .next_back()
-                .map_or(s, |(a, z)| a + z);
-            let next = seg.blocks.range(addr..).next().map_or(end, |(a, _)| *a);
+            let (prev_end, next) = seg.gap_around(s, addr);
             if prev_end <= addr && addr + size <= next {
                 p.gap(next - prev_end, false);
                 p.gap(addr - prev_end, true);
@@ -222,13 +234,7 @@ impl Extents {
         match b.seg.and_then(|s| st.segs.get_mut(&s).map(|seg| (s, seg))) {
             Some((s, seg)) => {
                 seg.blocks.remove(&addr);
-                let end = s + seg.size;
-                let prev_end = seg
-                    .blocks
-                    .range(..addr)
-                    .next_back()
-                    .map_or(s, |(a, z)| a + z);
-                let next = seg.blocks.range(addr..).next().map_or(end, |(a, _)| *a);
+                let (prev_end, next) = seg.gap_around(s, addr);
                 p.gap(addr.saturating_sub(prev_end), false);
                 p.gap(next.saturating_sub(addr + b.size), false);
                 p.gap(next.saturating_sub(prev_end), true);
