@@ -369,6 +369,25 @@ pub fn python3() -> PathBuf {
     .clone()
 }
 
+/// A Python with real torch (CPU): `$MEMSCOPE_TORCH_PYTHON` (`.ci/run` installs torch from
+/// PyPI into a venv and sets it), else `python3`; panics saying so when it has no torch.
+pub fn torch_python() -> PathBuf {
+    let cand = std::env::var_os("MEMSCOPE_TORCH_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(python3);
+    let ok = Command::new(&cand)
+        .args(["-c", "import torch"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "torch is not importable by {} — these tests need real torch (CPU): run .ci/run, which \
+         installs it from PyPI, or set MEMSCOPE_TORCH_PYTHON to a python that has it",
+        cand.display()
+    );
+    cand
+}
+
 /// The 1-based line of `script` (under `tests/python/`) that contains `needle`.
 pub fn script_line(script: &str, needle: &str) -> usize {
     let p = repo_root().join("tests/python").join(script);

@@ -37,7 +37,12 @@ Per step s (1-based) on device d = (s-1) % devices:
   free every other block of the step (1 batch: 5, or 7 with ATB)
   mstxRangeEnd(id)
 
-Usage: python3 train.py [--steps N] [--devices N] [--no-leak]
+With --oom fragmentation|shortage|other-process it runs, instead of the steps, one of the
+caching allocator's out-of-memory scenarios of python/oom_scenarios.py and dies of it. With
+--torch (torch needed) it trains python/torch_loop.py's small transformer on torch, its
+storages blocks of the PTA caching pool, and prints the figures torch measured.
+
+Usage: python3 train.py [--steps N] [--devices N] [--no-leak] [--oom KIND] [--torch]
 """
 
 import argparse
@@ -180,6 +185,7 @@ class Npu:
         self.rtKernelLaunch = fn(g, "rtKernelLaunch", I, P, U32, P, U32, P, P)
         self.halMemAlloc = fn(g, "halMemAlloc", I, PP, ctypes.c_ulonglong, ctypes.c_ulonglong)
         self.halMemFree = fn(g, "halMemFree", I, P)
+        self.sim_hal_live_bytes = fn(g, "sim_hal_live_bytes", U64, U32)
 
         m = self.mstx
         self.mstxRangeStartA = fn(m, "mstxRangeStartA", U64, ctypes.c_char_p, P)
@@ -378,12 +384,41 @@ def parse_args(argv):
                    help="devices to alternate between, step by step (default 1)")
     p.add_argument("--no-leak", action="store_true",
                    help="do not leak the 4 MiB block per step from step 3 on")
+    p.add_argument("--torch", action="store_true",
+                   help="instead of the fake ops, train a small transformer with AdamW on torch "
+                        "(CPU) whose storages are blocks of the PTA caching pool "
+                        "(python/torch_loop.py); prints the figures it measured itself")
+    p.add_argument("--oom", choices=("fragmentation", "shortage", "other-process"),
+                   help="instead of the training steps, run an out-of-memory scenario of the "
+                        "caching allocator (python/oom_scenarios.py); the job then dies of it")
     args = p.parse_args(argv)
     if args.steps < 0:
         p.error("--steps must be >= 0")
     if args.devices < 1:
         p.error("--devices must be >= 1")
     return args
+
+
+def train_torch(npu, steps):
+    """`--torch`: the small transformer of python/torch_loop.py, its storages PTA blocks, each
+    step an msTX "step start" range; prints the figures torch itself gives."""
+    import json
+    import torch_loop
+
+    pool = torch_loop.SimPtaPool(npu, RangeDesc, RegisterBatch, RegionRef, UnregisterBatch,
+                                 REF_POINTER)
+    ranges = []
+
+    def on_step(i, begin):
+        if begin:
+            ranges.append(npu.mstxRangeStartA(b"step start", None))
+        else:
+            npu.mstxRangeEnd(ranges.pop())
+
+    with pool.mode:
+        figures = torch_loop.train(max(steps, 2), on_step)
+    print("train.py: torch figures %s" % json.dumps(figures, sort_keys=True))
+    return 0
 
 
 def main(argv=None):
@@ -410,6 +445,11 @@ def main(argv=None):
     kernels = Kernels(npu)
     weights = {}
     leaked = []
+    if args.oom:
+        import oom_scenarios
+        oom_scenarios.run(args.oom, npu, CachingAllocator, c)
+    if args.torch:
+        return train_torch(npu, args.steps)
 
     def mark(op):
         mstx.mark("op:" + op)

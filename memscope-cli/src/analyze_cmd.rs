@@ -1,4 +1,4 @@
-//! `memscope compare` and `memscope analyze {leaks,inefficient,decompose,gap}`: offline
+//! `memscope compare` and `memscope analyze {leaks,inefficient,decompose,gap,fragmentation}`: offline
 //! analyses of dump files (CSV or `.db`, memscope's or msMemScope's).
 //!
 //! Every error is one line that names the input or output at fault; `main` prints it as
@@ -29,6 +29,8 @@ use memscope_core::sanitize::escape_controls;
 mod annotate;
 #[path = "analyze/compare_runs.rs"]
 mod compare_runs;
+#[path = "analyze/fragmentation.rs"]
+pub mod fragmentation;
 #[path = "analyze/progress.rs"]
 mod progress;
 #[path = "analyze/run_dir.rs"]
@@ -205,8 +207,8 @@ pub struct InefficientArgs {
 /// `memscope analyze decompose FILE|RUN_DIR [-o DIR] [--full]`.
 #[derive(Clone, Debug, Args)]
 pub struct DecomposeArgs {
-    /// Dump to analyse, or an output directory: every process in it (one CSV each), one line
-    /// per rank.
+    /// Dump (or kept capture, .mscap) to analyse, or an output directory: every process in it
+    /// (one CSV each), one line per rank.
     pub file: PathBuf,
     /// Print every line of long lists (top items only by default); with a directory, every
     /// process's own report before the per-rank table.
@@ -264,6 +266,9 @@ pub enum AnalyzeCmd {
     Decompose(DecomposeArgs),
     /// Min/max pool usage per step and the largest and smallest ratio.
     Gap(GapArgs),
+    /// Pool extents over time (reserved, allocated, free, largest free extent, fragmentation)
+    /// and a verdict at each OOM: fragmentation, held by other processes or true shortage.
+    Fragmentation(fragmentation::FragmentationArgs),
 }
 
 fn open(path: &Path) -> Result<DumpFile> {
@@ -430,6 +435,7 @@ fn device_map(args: &CompareArgs) -> Result<compare::DeviceMap> {
 /// [`crate::ci::LimitsCrossed`] when `--fail-over` is crossed.
 pub fn run_analyze(cmd: &AnalyzeCmd) -> Result<()> {
     let (input, summary, limits, code) = match cmd {
+        AnalyzeCmd::Fragmentation(a) => return fragmentation::run(a),
         AnalyzeCmd::Leaks(a) => (
             &a.file,
             &a.summary,
@@ -509,7 +515,7 @@ fn run_analysis(cmd: &AnalyzeCmd) -> Result<()> {
         AnalyzeCmd::Leaks(a) => (a.run.map(|_| &a.file), a.full),
         AnalyzeCmd::Gap(a) => (a.run.map(|_| &a.file), a.full),
         AnalyzeCmd::Decompose(a) => (a.run.map(|_| &a.file), a.full),
-        AnalyzeCmd::Inefficient(_) => (None, false),
+        AnalyzeCmd::Inefficient(_) | AnalyzeCmd::Fragmentation(_) => (None, false),
     };
     if let Some(f) = file_run {
         return Err(anyhow!(
@@ -549,13 +555,18 @@ fn run_analysis(cmd: &AnalyzeCmd) -> Result<()> {
         }
         AnalyzeCmd::Inefficient(a) => run_inefficient(a)?,
         AnalyzeCmd::Decompose(a) => {
-            let file = open(&a.file)?;
             let mut handles = Vec::new();
-            let sections = run_offline(&file, a.replay, &mut || {
+            let mut make = || -> Vec<Box<dyn Layer>> {
                 let (layer, h) = DecomposeLayer::collecting();
                 handles.push(h);
                 vec![Box::new(layer)]
-            })?;
+            };
+            // a kept capture replays as the run typed it (its MEMORY_OWNER rows included)
+            let sections = if crate::capture_input::is_capture_file(&a.file) {
+                fragmentation::replay(&a.file, &mut make)?
+            } else {
+                run_offline(&open(&a.file)?, a.replay, &mut make)?
+            };
             print_sections(&sections);
             let mut rows = Vec::new();
             for h in handles {
@@ -579,6 +590,7 @@ fn run_analysis(cmd: &AnalyzeCmd) -> Result<()> {
                 vec![Box::new(GapLayer::new())]
             })?);
         }
+        AnalyzeCmd::Fragmentation(a) => fragmentation::run(a)?,
     }
     Ok(())
 }

@@ -278,22 +278,32 @@ def _memscope_start():
     threading.setprofile(_hook)
 _memscope_start()
 del _memscope_start
-if _os.environ.get("MEMSCOPE_PY_TORCH") == "1":
+def _memscope_hooks(env, name, what):
+    # the torch hooks (MEMSCOPE_PY_TORCH) and the framework hooks of --analysis decompose
+    # (MEMSCOPE_PY_DECOMPOSE), from this folder, enabled as the run's config.json says
+    if _os.environ.get(env) != "1":
+        return
     try:
-        import ctypes as _ct, json as _json, importlib.util as _iu
-        _spec = _iu.spec_from_file_location(
-            "memscope_torch_hooks", _os.path.join(_here, "memscope_torch_hooks.py"))
-        _th = _iu.module_from_spec(_spec)
-        _sys.modules["memscope_torch_hooks"] = _th
-        _spec.loader.exec_module(_th)
-        _th.enable(_ct.PyDLL(None), _json.loads(_os.environ.get("MEMSCOPE_RUN_CONFIG", "{}")))
-    except Exception as _e:  # noqa: BLE001 - never break the job's start
-        _sys.stderr.write("memscope: torch hooks not installed: %s\n" % _e)
+        import ctypes, json, importlib.util
+        spec = importlib.util.spec_from_file_location(name, _os.path.join(_here, name + ".py"))
+        mod = importlib.util.module_from_spec(spec)
+        _sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+        mod.enable(ctypes.PyDLL(None), json.loads(_os.environ.get("MEMSCOPE_RUN_CONFIG", "{}")))
+    except Exception as e:  # noqa: BLE001 - never break the job's start
+        _sys.stderr.write("memscope: %s hooks not installed: %s\n" % (what, e))
+_memscope_hooks("MEMSCOPE_PY_TORCH", "memscope_torch_hooks", "torch")
+_memscope_hooks("MEMSCOPE_PY_DECOMPOSE", "memscope_framework_hooks", "framework")
+del _memscope_hooks
 "#;
 
 /// The torch hooks (`python/memscope/_aten.py`), written into the bootstrap directory as
 /// `memscope_torch_hooks.py` so jobs without the `memscope` package get them too.
 const TORCH_HOOKS: &str = include_str!("../../python/memscope/_aten.py");
+
+/// The framework hooks of the decompose analysis (`python/memscope/framework_hooks.py`,
+/// issue 25), written into the bootstrap directory as `memscope_framework_hooks.py`.
+const FRAMEWORK_HOOKS: &str = include_str!("../../python/memscope/framework_hooks.py");
 
 /// Adds the Python-related environment of `memscope run` to the job's command.
 ///
@@ -312,6 +322,7 @@ pub fn python_env(cmd: &mut Command, cfg: &RunConfig, spool: &Path) -> Result<()
     memscope_core::layout::create_dir_0750(&boot)
         .and_then(|()| std::fs::write(boot.join("sitecustomize.py"), SITECUSTOMIZE))
         .and_then(|()| std::fs::write(boot.join("memscope_torch_hooks.py"), TORCH_HOOKS))
+        .and_then(|()| std::fs::write(boot.join("memscope_framework_hooks.py"), FRAMEWORK_HOOKS))
         .map_err(|e| format!("cannot write the Python bootstrap {}: {e}", boot.display()))?;
     let mut path = boot.display().to_string();
     if let Some(old) = std::env::var_os("PYTHONPATH") {
@@ -329,6 +340,9 @@ pub fn python_env(cmd: &mut Command, cfg: &RunConfig, spool: &Path) -> Result<()
     }
     if torch {
         cmd.env("MEMSCOPE_PY_TORCH", "1");
+    }
+    if cfg.analysis.decompose {
+        cmd.env("MEMSCOPE_PY_DECOMPOSE", "1");
     }
     Ok(())
 }

@@ -82,7 +82,7 @@ fn write(inputs: &[RunInput], out: &Path, force: bool) -> Result<(PathBuf, usize
 
 /// The run `path`: its dumps and its kept captures (a process directory with a capture is
 /// read from the capture).
-fn discover_run(path: &Path) -> Result<RunInput> {
+pub(crate) fn discover_run(path: &Path) -> Result<RunInput> {
     let captures: Vec<CaptureInput> = crate::capture_input::find(path)
         .map_err(|e| anyhow!("{e}"))?
         .into_iter()

@@ -73,6 +73,10 @@ pub enum EventType {
     StartTrace,
     StopTrace,
     Step,
+    /// An owner chain given to a live block after its MALLOC (a framework hook's role tag, or
+    /// `describer(addr, owner=…)`): SYSTEM row `MEMORY_OWNER`, memscope's own (issue 25), with
+    /// the block's `allocation_id`, `addr`, `size`, `pool` and its new `owner`.
+    MemoryOwner,
     Hal,
     Pta,
     MindSpore,
@@ -112,12 +116,13 @@ static CUSTOM_TYPES: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new
 pub const MAX_CUSTOM_TYPES: usize = 4096;
 
 impl EventType {
-    const TABLE: [(EventType, &'static str, EventKind); 31] = [
+    const TABLE: [(EventType, &'static str, EventKind); 32] = [
         (EventType::AclInit, "ACL_INIT", EventKind::System),
         (EventType::AclFini, "ACL_FINI", EventKind::System),
         (EventType::StartTrace, "START_TRACE", EventKind::System),
         (EventType::StopTrace, "STOP_TRACE", EventKind::System),
         (EventType::Step, "STEP", EventKind::System),
+        (EventType::MemoryOwner, "MEMORY_OWNER", EventKind::System),
         (EventType::Hal, "HAL", EventKind::Malloc),
         (EventType::Pta, "PTA", EventKind::Malloc),
         (EventType::MindSpore, "MindSpore", EventKind::Malloc),

@@ -17,6 +17,7 @@ pub mod owner;
 pub mod pool;
 pub mod probe_env;
 pub mod sites;
+pub mod roles;
 pub mod snapshot;
 pub mod watch;
 pub mod wire;

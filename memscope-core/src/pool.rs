@@ -262,11 +262,10 @@ impl PoolAccounting {
         let r = self.regions.remove(&(pool, ptr))?;
         let a = self.allocated.entry((pool, r.device)).or_default();
         *a = a.saturating_sub(r.size);
-        let owner = self.tags.remove(&(pool, ptr)).map(|t| {
-            let mut o = OwnerChain::framework(framework_label(pool));
-            o.push(&t);
-            o
-        });
+        let owner = self
+            .tags
+            .remove(&(pool, ptr))
+            .map(|t| crate::roles::tagged_chain(event_type(pool), &t));
         let mut ev = Event::new(event_type(pool), ts, ctx.pid, tid);
         ev.kind = EventKind::Free;
         ev.device = Device::Npu(r.device);
@@ -319,19 +318,32 @@ impl PoolAccounting {
             Record::RegionUnregister { ts, pool, ptr } if pools.contains(&pool) => {
                 self.region_unregister(ctx, tid, ts, pool, ptr, out);
             }
-            // `describer(addr, owner=…)` of the Python API: a live block starting at `addr`.
+            // `describer(addr, owner=…)` of the Python API, or a framework hook's role tag: a
+            // live block starting at `addr`. A new chain is written as a `MEMORY_OWNER` row.
             Record::OwnerTag {
-                addr, ref label, ..
+                ts,
+                addr,
+                ref label,
             } => {
-                let Some(pool) = pools
+                let Some((pool, r)) = pools
                     .iter()
-                    .copied()
-                    .find(|p| self.regions.contains_key(&(*p, addr)))
+                    .find_map(|p| self.regions.get(&(*p, addr)).map(|r| (*p, *r)))
                 else {
                     return false;
                 };
-                self.tags
-                    .insert((pool, addr), String::from_utf8_lossy(label).into_owned());
+                let label = String::from_utf8_lossy(label).into_owned();
+                if self.tags.get(&(pool, addr)) != Some(&label) {
+                    let tag = crate::roles::OwnerTag {
+                        pool: event_type(pool),
+                        device: Device::Npu(r.device),
+                        addr,
+                        allocation_id: r.allocation_id,
+                        size: r.size,
+                        owner: crate::roles::tagged_chain(event_type(pool), &label).to_string(),
+                    };
+                    out.push(tag.to_event(ts, ctx.pid, tid));
+                    self.tags.insert((pool, addr), label);
+                }
             }
             _ => return false,
         }

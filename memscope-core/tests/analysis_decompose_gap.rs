@@ -124,8 +124,8 @@ fn decompose_splits_the_peak_and_the_end_by_owner() {
     let csv = std::fs::read_to_string(&p).unwrap();
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(lines[0], DECOMPOSE_HEADER);
-    assert_eq!(lines[1], "5,0,HAL,CANN@RUNTIME,2097152,2097152");
-    assert_eq!(lines[4], "5,0,PTA,PTA@gradient,0,40");
+    assert_eq!(lines[1], "5,0,HAL,CANN@RUNTIME,2097152,2097152,temp");
+    assert_eq!(lines[4], "5,0,PTA,PTA@gradient,0,40,gradient");
     assert!(p
         .file_name()
         .unwrap()
@@ -247,6 +247,102 @@ fn decompose_counts_blocks_without_owner_under_their_python_frame() {
     );
     assert!(
         l.iter().any(|x| x.trim_start().starts_with("(no owner) ")),
+        "{l:?}"
+    );
+}
+
+#[test]
+fn a_role_given_after_the_malloc_counts_from_the_malloc_at_the_peak_and_in_the_steps() {
+    // step 1: a 100-byte block without owner, two activations (fc1 50, fc2 30): peak 180;
+    // fc1 freed; then the MEMORY_OWNER row makes the first block a weight. At the peak the
+    // weight is 100 (not temp), the activations 80; the step's highest moment says the same.
+    let text = dump(&[
+        ("MSTX", "Range_start", "step start", ""),
+        (
+            "MALLOC",
+            "PTA",
+            "N/A",
+            "{allocation_id:1,addr:0xa,size:100}",
+        ),
+        (
+            "MALLOC",
+            "PTA",
+            "N/A",
+            "{allocation_id:2,addr:0xb,size:50,owner:PTA@activation@model.fc1}",
+        ),
+        (
+            "MALLOC",
+            "PTA",
+            "N/A",
+            "{allocation_id:3,addr:0xc,size:30,owner:PTA@activation@model.fc2}",
+        ),
+        ("FREE", "PTA", "N/A", "{allocation_id:2,addr:0xb,size:50}"),
+        (
+            "SYSTEM",
+            "MEMORY_OWNER",
+            "N/A",
+            "{allocation_id:1,addr:0xa,size:100,pool:PTA,owner:PTA@weight}",
+        ),
+        ("MSTX", "Range_end", "e", ""),
+    ]);
+    let mut layer = DecomposeLayer::new(None);
+    let mut bus = Bus::new(Some(5), Vec::new());
+    let mut sink = Vec::new();
+    for e in read_csv_str("t.csv", &text).unwrap() {
+        bus.push(e.clone()).unwrap();
+        memscope_core::bus::Layer::on_event(&mut layer, e, bus.ctx(), &mut sink).unwrap();
+    }
+    let rows = layer.rows();
+    let got: Vec<(&str, i64, i64)> = rows
+        .iter()
+        .map(|r| (r.owner.as_str(), r.peak, r.end))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("PTA@weight", 100, 100),
+            ("PTA@activation@model.fc1", 50, 0),
+            ("PTA@activation@model.fc2", 30, 30)
+        ]
+    );
+    let acts = layer.activations_at_peak();
+    assert_eq!(
+        acts[0].2,
+        [("model.fc1".to_owned(), 50), ("model.fc2".to_owned(), 30)]
+    );
+    let steps = layer.timeline().steps();
+    assert_eq!(steps.len(), 1);
+    let a = &steps[0].allocs[&(Device::Npu(0), EventType::Pta)];
+    assert_eq!(a.high.total, 180);
+    assert_eq!(&a.high.levels[..4], &[100, 0, 0, 80]);
+    assert_eq!(a.high.levels[8], 0, "no temp left at the peak");
+    assert_eq!(&a.end.levels[..4], &[100, 0, 0, 30]);
+    let series = layer.timeline().series();
+    let weight = series.iter().find(|s| s.role == "weight").unwrap();
+    assert_eq!(weight.v.first(), Some(&100), "a weight from its MALLOC on");
+    assert!(series
+        .iter()
+        .all(|s| s.role != "temp" || s.v.iter().all(|v| *v == 0)));
+    let mut out = Vec::new();
+    let mut sections = Vec::new();
+    memscope_core::bus::Layer::finish(&mut layer, bus.ctx(), &mut out, &mut sections).unwrap();
+    let roles = sections
+        .iter()
+        .find(|s| s.title == "Memory by role (pid 5)")
+        .expect("role section");
+    let l = &roles.lines;
+    assert!(l.iter().any(|x| x.split_whitespace().collect::<Vec<_>>() == ["weight", "0.000095", "0.000095"]), "{l:?}");
+    assert!(
+        l.iter().any(|x| x.contains("activations at their peak")),
+        "{l:?}"
+    );
+    assert!(
+        l.iter().any(|x| x.trim_start().starts_with("model.fc1")),
+        "{l:?}"
+    );
+    assert!(
+        l.iter().any(|x| x
+            .starts_with("  step 1: highest 0.000172 MiB = weight 0.000095, activation 0.000076")),
         "{l:?}"
     );
 }

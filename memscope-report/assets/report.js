@@ -562,15 +562,21 @@
     const nav = clear($("nav"));
     for (const s of document.querySelectorAll("main > section[id]")) {
       if (s.id === "summary" || s.hidden) continue;
-      nav.append(el("a", { href: "#" + s.id, text: s.querySelector("h2").textContent.replace("Where memory goes", "Peak").replace("Memory over time", "Memory").replace("Inefficient memory", "Inefficient").replace("Analysis output", "Text") }));
+      nav.append(el("a", { href: "#" + s.id, text: s.querySelector("h2").textContent.replace("Where memory goes", "Peak").replace("Memory over time", "Memory").replace("Inefficient memory", "Inefficient").replace("Analysis output", "Text")
+        .replace("What holds the memory", "Roles").replace("Fragmentation and OOM", "Fragmentation") }));
     }
   }
 
   function renderProcess() {
     destroyCharts();
-    renderSummary(); renderMemory(); renderSteps(); renderLeaks(); renderPeak(); renderInefficient(); renderProcesses(); renderText();
+    renderSummary(); renderMemory(); renderSteps(); renderLeaks(); renderPeak();
+    for (const f of MS.sections) f(proc(), run()); // roles.js: roles, fragmentation
+    renderInefficient(); renderProcesses(); renderText();
     renderCompare(); renderDiff(); renderNav();
   }
+  // for roles.js, loaded after this file
+  MS.sections = [];
+  MS.ui = { el, clear, body, card, seg, table, memChart, bytesCol, timeCol, deviceLabel, state, PALETTE };
   function renderRun() { renderProcess(); }
 
   function start() {

@@ -25,7 +25,13 @@ fn all_series(data: &mut ReportData) -> Vec<&mut SeriesData> {
     data.runs
         .iter_mut()
         .flat_map(|r| r.processes.iter_mut())
-        .flat_map(|p| p.series.iter_mut().chain(p.headline.iter_mut()))
+        .flat_map(|p| {
+            p.series
+                .iter_mut()
+                .chain(p.headline.iter_mut())
+                .chain(p.roles.series.iter_mut())
+                .chain(p.fragmentation.series.iter_mut())
+        })
         .collect()
 }
 

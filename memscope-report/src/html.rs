@@ -1,5 +1,5 @@
 //! The page: `assets/report.html` with the CSS, the vendored uPlot (MIT, `assets/vendor/`,
-//! version and SHA-256 pinned by a test), our JS (`helpers.js`, `report.js`) and the data
+//! version and SHA-256 pinned by a test), our JS (`helpers.js`, `report.js`, `roles.js`) and the data
 //! inlined. Nothing is loaded from
 //! anywhere else, and the page's Content-Security-Policy forbids it.
 //!
@@ -25,6 +25,8 @@ pub const CSS: &str = include_str!("../assets/report.css");
 pub const HELPERS_JS: &str = include_str!("../assets/helpers.js");
 /// Our script: the page.
 pub const JS: &str = include_str!("../assets/report.js");
+/// The "What holds the memory" and "Fragmentation and OOM" sections (issue 25).
+pub const ROLES_JS: &str = include_str!("../assets/roles.js");
 /// uPlot's minified script (vendored).
 pub const UPLOT_JS: &str = include_str!("../assets/vendor/uPlot.iife.min.js");
 /// uPlot's stylesheet (vendored).
@@ -53,7 +55,13 @@ fn fill(data_json: &str, title: &str) -> String {
         UPLOT_LICENSE.replace("*/", "* /")
     );
     let mut out = String::with_capacity(
-        TEMPLATE.len() + data_json.len() + UPLOT_JS.len() + JS.len() + HELPERS_JS.len() + 8192,
+        TEMPLATE.len()
+            + data_json.len()
+            + UPLOT_JS.len()
+            + JS.len()
+            + ROLES_JS.len()
+            + HELPERS_JS.len()
+            + 8192,
     );
     let mut rest = TEMPLATE;
     while let Some(i) = rest.find("{{memscope:") {
@@ -68,6 +76,7 @@ fn fill(data_json: &str, title: &str) -> String {
             "uplot-js" => out.push_str(&uplot),
             "helpers-js" => out.push_str(HELPERS_JS),
             "js" => out.push_str(JS),
+            "roles-js" => out.push_str(ROLES_JS),
             other => {
                 out.push_str("{{memscope:");
                 out.push_str(other);

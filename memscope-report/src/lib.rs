@@ -20,6 +20,7 @@ pub mod html;
 pub mod input;
 pub mod model;
 pub mod process;
+pub mod roles_view;
 pub mod series;
 pub mod tree;
 pub mod views;

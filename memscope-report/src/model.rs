@@ -106,6 +106,10 @@ pub struct ProcessData {
     pub allocators: Vec<AllocatorData>,
     /// Inefficient-memory analysis.
     pub inefficient: IneffData,
+    /// What holds the memory: bytes by role over time, per step, at the peak (issue 25).
+    pub roles: crate::roles_view::RolesData,
+    /// The pools' fragmentation over time and the OOM verdicts (issue 25).
+    pub fragmentation: crate::roles_view::FragData,
     /// The analyses' console text (as `memscope analyze` prints it).
     pub text: Vec<TextSection>,
 }

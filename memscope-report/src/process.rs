@@ -1,11 +1,13 @@
 //! One process: its events (in ID order) pass through memscope-core's analyses — leaks, gap,
-//! decompose, per-step figures, live set at the peak, inefficient memory — exactly as
+//! decompose (with roles), per-step figures, live set at the peak, fragmentation, inefficient
+//! memory — exactly as
 //! `memscope analyze` runs them, and through the memory levels that are plotted. `finish`
 //! turns their results into the page's [`ProcessData`] (times still absolute here).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use memscope_core::analysis::decompose::DecomposeLayer;
+use memscope_core::analysis::fragmentation::FragmentationLayer;
 use memscope_core::analysis::gap::GapLayer;
 use memscope_core::analysis::inefficient::{IneffConfig, IneffTracker};
 use memscope_core::analysis::leaks::LeakLayer;
@@ -17,6 +19,7 @@ use memscope_core::bus::{BusCtx, BusError, Layer, ReportSection};
 use memscope_core::event::{Device, Event, EventKind, EventType, Inefficiency};
 
 use crate::model::*;
+use crate::roles_view::{frag_data, roles_data, FragCurves};
 use crate::series::Series;
 use crate::views::{allocators, hex, series_data, thin};
 use crate::Budget;
@@ -78,6 +81,8 @@ pub struct ProcessBuilder {
     decompose: DecomposeLayer,
     steps: StepStatsLayer,
     peak: PeakLayer,
+    frag: FragmentationLayer,
+    frag_curves: FragCurves,
     ineff: IneffTracker,
     ineff_cfg: IneffConfig,
     ineff_ops: OpTracker,
@@ -117,6 +122,8 @@ impl ProcessBuilder {
             decompose: DecomposeLayer::new(None),
             steps: StepStatsLayer::new(),
             peak: PeakLayer::new(),
+            frag: FragmentationLayer::new(false),
+            frag_curves: FragCurves::default(),
             ineff: IneffTracker::new(ineff_cfg.clone()),
             ineff_cfg,
             ineff_ops: OpTracker::default(),
@@ -151,22 +158,26 @@ impl ProcessBuilder {
     pub fn push(&mut self, ev: Event) -> Result<(), BusError> {
         self.ctx.steps.observe(&ev);
         self.observe(&ev);
+        let ts = ev.ts_ns;
         let mut cur = ev;
-        let layers: [&mut dyn Layer; 5] = [
+        let layers: [&mut dyn Layer; 6] = [
             &mut self.leaks,
             &mut self.gap,
             &mut self.decompose,
             &mut self.steps,
             &mut self.peak,
+            &mut self.frag,
         ];
         for l in layers {
             self.buf.clear();
             l.on_event(cur, &self.ctx, &mut self.buf)?;
             match self.buf.pop() {
                 Some(e) => cur = e,
-                None => return Ok(()),
+                None => break,
             }
         }
+        self.frag_curves
+            .observe(self.frag.changes(), ts, self.budget.series_buckets);
         Ok(())
     }
 
@@ -292,12 +303,13 @@ impl ProcessBuilder {
     pub fn finish(mut self) -> Result<ProcessData, BusError> {
         let mut sections: Vec<ReportSection> = Vec::new();
         let mut sink = Vec::new();
-        let layers: [&mut dyn Layer; 5] = [
+        let layers: [&mut dyn Layer; 6] = [
             &mut self.leaks,
             &mut self.gap,
             &mut self.decompose,
             &mut self.steps,
             &mut self.peak,
+            &mut self.frag,
         ];
         for l in layers {
             l.finish(&self.ctx, &mut sink, &mut sections)?;
@@ -309,6 +321,8 @@ impl ProcessBuilder {
         let rows = self.decompose.rows();
         let peak = self.peak.result();
         let allocators = allocators(&peak, &rows, &budget);
+        let roles = roles_data(&self.decompose, &rows, &budget);
+        let fragmentation = frag_data(&self.frag, std::mem::take(&mut self.frag_curves));
         let leaks = self.leak_data(&budget);
         let steps = self.step_data();
         let (steps, steps_omitted) = thin(steps, budget.table_rows);
@@ -373,6 +387,8 @@ impl ProcessBuilder {
             leaks,
             allocators,
             inefficient,
+            roles,
+            fragmentation,
             text,
         })
     }

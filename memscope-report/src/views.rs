@@ -229,7 +229,17 @@ pub fn rebase(p: &mut ProcessData, t0: u64) {
     let r = |t: &mut u64| *t = t.saturating_sub(t0);
     r(&mut p.start);
     r(&mut p.end);
-    for s in p.series.iter_mut().chain(p.headline.iter_mut()) {
+    let extra = p
+        .roles
+        .series
+        .iter_mut()
+        .chain(p.fragmentation.series.iter_mut());
+    for s in p
+        .series
+        .iter_mut()
+        .chain(p.headline.iter_mut())
+        .chain(extra)
+    {
         s.t.iter_mut().for_each(r);
         r(&mut s.peak_t);
     }
@@ -252,6 +262,10 @@ pub fn rebase(p: &mut ProcessData, t0: u64) {
         }
     }
     p.inefficient.blocks.iter_mut().for_each(|b| r(&mut b.t));
+    p.fragmentation
+        .verdicts
+        .iter_mut()
+        .for_each(|v| r(&mut v.t));
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use sha2::{Digest, Sha256};
 
 use memscope_report::html::{
-    CSS, HELPERS_JS, JS, TEMPLATE, UPLOT_CSS, UPLOT_JS, UPLOT_LICENSE, UPLOT_VERSION,
+    CSS, HELPERS_JS, JS, ROLES_JS, TEMPLATE, UPLOT_CSS, UPLOT_JS, UPLOT_LICENSE, UPLOT_VERSION,
 };
 
 /// SHA-256 of `uplot@1.6.32`'s `dist/uPlot.iife.min.js` (from the npm tarball).
@@ -44,6 +44,7 @@ fn the_page_references_nothing_outside_itself() {
         ("css", CSS),
         ("helpers", HELPERS_JS),
         ("js", JS),
+        ("roles", ROLES_JS),
         ("uplot", UPLOT_JS),
     ] {
         for bad in [

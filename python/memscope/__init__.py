@@ -8,7 +8,8 @@ host hooks need the probe preloaded; see ``memscope._session``).
 
 API: :func:`config`, :func:`start`, :func:`stop`, :func:`step`, :func:`take_snapshot`,
 :class:`TakeSnapshot`, :data:`describer`, :class:`RecordFunction`, :data:`tracer`,
-:mod:`memscope.analyzer`, :func:`init_framework_hooks` (:mod:`memscope.framework`).
+:mod:`memscope.analyzer`, :func:`init_framework_hooks`, :func:`cleanup_framework_hooks`
+(:mod:`memscope.framework`).
 """
 
 import sys as _sys

@@ -34,7 +34,11 @@ def start():
 
         # under the launcher s.config is what is in force for this process (its flags, and what
         # config() applied)
-        _aten.hooks().enable(lib, s.config if s.config is not None else (s.run_config() or {}))
+        cfg = s.config if s.config is not None else (s.run_config() or {})
+        _aten.hooks().enable(lib, cfg)
+        from . import framework_hooks
+
+        framework_hooks.hooks().enable(lib, cfg)
         if _tracer.wanted and not lib.memscope_py_trace_active():
             _tracer.tracer._start(standalone=False)
 

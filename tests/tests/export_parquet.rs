@@ -46,6 +46,13 @@ fn rank(r: u32, root: &Path) -> (u64, u64) {
                 "PTA@optimizer"
             };
             let id = p.malloc("PTA", &dev, addr, size, Some(256 << 20), owner, "", "");
+            if k % 2 == 1 {
+                // issue 25: a role given after the MALLOC (the optimizer hook's tag)
+                let tag = format!(
+                    "{{allocation_id:{id},addr:0x{addr:016x},size:{size},pool:PTA,owner:PTA@optimizer_state}}"
+                );
+                p.row("SYSTEM", "MEMORY_OWNER", "", &dev, Some(addr), &tag, "", "");
+            }
             live.push((id, addr, size));
             addr += size;
             if k % 3 == 2 {
@@ -186,6 +193,37 @@ fn parquet_per_rank_peaks_of_a_16_rank_job_match_memscope_analysis_on_duckdb_and
     assert_eq!(
         owners[0][1], 16,
         "the top owner is on every rank: {owners:?}"
+    );
+    // bytes by role: the tagged blocks are optimizer state, the others temp (issue 25)
+    let mut by_owner: BTreeMap<String, i64> = BTreeMap::new();
+    walk(&root, &mut |p| {
+        for row in read_csv(p) {
+            if row["Event"] == "MALLOC" && row["Event Type"] == "PTA" {
+                *by_owner.entry(attrs(&row)["owner"].clone()).or_default() +=
+                    attrs(&row)["size"].parse::<i64>().unwrap();
+            }
+        }
+    });
+    let roles: BTreeMap<String, (i64, i64)> = v["duckdb"]["bytes_by_role"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r[0].as_str().unwrap().to_owned(),
+                (r[1].as_i64().unwrap(), r[3].as_i64().unwrap()),
+            )
+        })
+        .collect();
+    assert_eq!(
+        roles["optimizer_state"],
+        (16, by_owner["PTA@optimizer"]),
+        "{roles:?}"
+    );
+    assert_eq!(
+        roles["temp"],
+        (16, by_owner["PTA@model@layer"]),
+        "{roles:?}"
     );
     // every row of every dump, once (device-less rows copied into each device file once)
     let rows: u64 = (0..RANKS)

@@ -358,3 +358,60 @@ fn export_never_writes_through_a_symbolic_link() {
         "nothing written"
     );
 }
+
+/// A PTA weight tagged after its MALLOC (a MEMORY_OWNER row) and an activation of a module.
+fn tagged_process() -> Proc {
+    let mut p = Proc::new(7, 1_000_000);
+    p.malloc("PTA", "0", 0x10, 100, Some(1000), "", "", "");
+    let act = p.malloc(
+        "PTA",
+        "0",
+        0x200,
+        50,
+        Some(1000),
+        "PTA@activation@m.fc1",
+        "",
+        "",
+    );
+    p.row(
+        "SYSTEM",
+        "MEMORY_OWNER",
+        "",
+        "0",
+        Some(0x10),
+        "{allocation_id:1,addr:0x0000000000000010,size:100,pool:PTA,owner:PTA@weight}",
+        "",
+        "",
+    );
+    p.free("PTA", "0", act, 0x200, 50, Some(1000), false);
+    p
+}
+
+#[test]
+fn perfetto_has_a_counter_per_role_and_a_memory_owner_row_moves_its_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("run");
+    tagged_process().write_layout(&root);
+    let out = dir.path().join("roles.pftrace");
+    export("perfetto", &[&root], &out);
+    let v = py_check("check_perfetto.py", &[out.to_str().unwrap()]);
+    let c = &v["counters"];
+    let values = |track: &str| -> Vec<i64> {
+        c[track]
+            .as_array()
+            .unwrap_or_else(|| panic!("no {track} in {c}"))
+            .iter()
+            .map(|s| s[1].as_i64().unwrap())
+            .collect()
+    };
+    assert_eq!(values("1/NPU0 PTA activation"), [50, 0]);
+    assert_eq!(
+        values("1/NPU0 PTA weight"),
+        [100],
+        "moved from temp by MEMORY_OWNER"
+    );
+    assert!(
+        c.get("1/NPU0 PTA temp").is_none(),
+        "temp is the rest of allocated"
+    );
+}

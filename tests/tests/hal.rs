@@ -404,3 +404,138 @@ fn a_hal_only_oom_snapshot_has_all_eight_keys_and_the_log_names_what_was_not_kno
         "{log}"
     );
 }
+
+/// Issue 25: `train.py --oom KIND` under `memscope run --analysis leaks,gap,oom`; exits with the
+/// job's 1 (it dies of the OOM).
+fn oom_scenario(kind: &str) -> Run {
+    let train = repo_root().join("examples/sim-npu/train.py");
+    let py = python3();
+    let run = memscope_run(
+        &["--analysis", "leaks,gap,oom"],
+        &[py.to_str().unwrap(), train.to_str().unwrap(), "--oom", kind],
+        &[("SIM_NPU_DIR", sim_npu_dir().to_str().unwrap())],
+    );
+    assert_eq!(
+        run.code(),
+        1,
+        "the job dies of its OOM\nstdout: {}\nstderr: {}",
+        run.stdout(),
+        run.stderr()
+    );
+    run
+}
+
+/// `tests/python/frag_check.py` over a dump: the figures at its OOM, computed without memscope.
+fn independent_figures(dump: &Path) -> serde_json::Value {
+    let out = std::process::Command::new(python3())
+        .arg(repo_root().join("tests/python/frag_check.py"))
+        .arg(dump)
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("json")
+}
+
+fn analyze_fragmentation(args: &[&std::ffi::OsStr]) -> String {
+    let out = std::process::Command::new(memscope_bin())
+        .args(["analyze", "fragmentation"])
+        .args(args)
+        .output()
+        .expect("memscope analyze fragmentation");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn the_caching_allocators_ooms_are_judged_fragmentation_true_shortage_and_other_processes_alike_online_and_offline(
+) {
+    let mib = |v: u64| v as f64 / 1_048_576.0;
+    for (kind, verdict) in [
+        ("fragmentation", "fragmentation"),
+        ("shortage", "true shortage"),
+        ("other-process", "held by other processes"),
+    ] {
+        let run = oom_scenario(kind);
+        let dump = run.dumps(".csv").into_iter().next().expect("a dump");
+        let f = independent_figures(&dump);
+        let n = |k: &str| f[k].as_u64().unwrap_or_else(|| panic!("{k} in {f}"));
+        let (r, free, ext, largest) = (n("request"), n("free"), n("extents"), n("largest"));
+        let headline = format!(
+            "asked {r} B ({:.2} MiB), free {free} B ({:.2} MiB) in {ext} extents, largest {largest} B ({:.2} MiB): {verdict}",
+            mib(r),
+            mib(free),
+            mib(largest)
+        );
+        let others = n("total_mem") - n("free_mem") - n("process_hal");
+        let device = format!("other processes {:.2} MiB", mib(others));
+        assert_eq!(others > 0, kind == "other-process");
+        // online, at the end of the run; offline from the dump (the request on its
+        // OOM_TRIGGER row) and from the process directory (its capture)
+        let proc_dir = dump.ancestors().nth(3).expect("process dir").to_path_buf();
+        for (what, text) in [
+            ("online", run.stdout() + &run.stderr()),
+            ("dump", analyze_fragmentation(&[dump.as_os_str()])),
+            ("capture", analyze_fragmentation(&[proc_dir.as_os_str()])),
+        ] {
+            assert!(
+                text.contains(&headline) && text.contains(&device),
+                "{kind}, {what}: expected {headline:?} and {device:?} in:\n{text}"
+            );
+        }
+        match kind {
+            "fragmentation" => assert_eq!((ext, largest, free), (6, 64 << 20, 384 << 20)),
+            _ => assert_eq!((ext, largest), (1, 65 << 20)),
+        }
+    }
+}
+
+#[test]
+fn the_fragmentation_curve_ends_on_the_figures_an_independent_computation_gives() {
+    let run = oom_scenario("fragmentation");
+    let dump = run.dumps(".csv").into_iter().next().expect("a dump");
+    let f = independent_figures(&dump);
+    let out = tempfile::tempdir().unwrap();
+    let text = analyze_fragmentation(&[dump.as_os_str(), "-o".as_ref(), out.path().as_os_str()]);
+    assert!(text.contains("fragmentation 0.8333"), "{text}");
+    let mut curve = None;
+    walk(out.path(), &mut |p| curve = Some(p.to_path_buf()));
+    let rows = read_rows(&curve.expect("fragmentation_<ts>.csv"));
+    let last = rows.last().expect("rows");
+    for (col, key) in [
+        ("Reserved(byte)", "reserved"),
+        ("Allocated(byte)", "allocated"),
+        ("Free(byte)", "free"),
+        ("Free Extents", "extents"),
+        ("Largest Free(byte)", "largest"),
+    ] {
+        assert_eq!(last[col], f[key].to_string(), "{col}");
+    }
+    assert_eq!(last["Fragmentation"], format!("{:.6}", 1.0 - 64.0 / 384.0));
+    // reserved never falls while the segment lives; free grows as the 64 MiB blocks go
+    assert!(rows
+        .iter()
+        .all(|r| r["Reserved(byte)"] == last["Reserved(byte)"]));
+}
+
+/// The rows of any CSV file, by header.
+fn read_rows(path: &Path) -> Vec<Row> {
+    let mut r = csv::Reader::from_path(path).expect("csv");
+    let h = r.headers().expect("header").clone();
+    r.records()
+        .map(|rec| {
+            let rec = rec.expect("row");
+            h.iter()
+                .zip(rec.iter())
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect()
+        })
+        .collect()
+}

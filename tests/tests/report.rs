@@ -757,3 +757,52 @@ fn the_page_counts_its_inputs_as_the_cli_does_and_is_written_as_shareable_as_an_
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&html), mode(&pf));
 }
+
+#[test]
+fn the_report_shows_the_fragmentation_curve_and_the_oom_verdict() {
+    // issue 25: the sim caching allocator's interleaved 64 MiB/1 MiB blocks, then 96 MiB asked
+    let py = python();
+    let t = train();
+    let run = memscope_run(
+        &["--report"],
+        &[py.as_str(), t.as_str(), "--oom", "fragmentation"],
+        &[("SIM_NPU_DIR", sim_npu_dir().to_str().unwrap())],
+    );
+    assert_eq!(run.code(), 1, "the job dies of its OOM: {}", run.stderr());
+    let html = reports_in(run.out.path());
+    assert_eq!(html.len(), 1, "{html:?}");
+    let page = load(&html[0]);
+    assert_clean(&page);
+    let sec = page.section("fragmentation");
+    assert!(
+        sec.contains("data-kind=\"fragmentation\"")
+            && sec.contains("free 402653184 B (384.00 MiB) in 6 extents, largest 67108864 B (64.00 MiB): fragmentation"),
+        "{sec}"
+    );
+    for chart in ["data-frag=\"0|PTA\"", "data-frag-ratio=\"0|PTA\""] {
+        let i = sec
+            .find(chart)
+            .unwrap_or_else(|| panic!("{chart} in {sec}"));
+        let points: u64 = sec[i..]
+            .split("data-points=\"")
+            .nth(1)
+            .and_then(|s| s.split('"').next()?.parse().ok())
+            .expect("points");
+        assert!(points > 0, "{chart} plots nothing");
+    }
+    let data = report_data(&html[0]);
+    let f = &data["runs"][0]["processes"][0]["fragmentation"];
+    let ratio = f["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["what"] == "fragmentation")
+        .expect("fragmentation curve");
+    assert_eq!(ratio["last_v"], 833_333, "1 − 64/384 in parts per million");
+    assert_eq!(f["verdicts"][0]["kind"], "fragmentation");
+    assert_eq!(f["verdicts"][0]["extents"], 6);
+    assert!(
+        page.section("roles").contains("No block has a role"),
+        "the demo without --analysis decompose has no roles"
+    );
+}

@@ -7,26 +7,9 @@
 //! torch comes from PyPI: `.ci/run` installs it into a venv and sets `MEMSCOPE_TORCH_PYTHON`;
 //! without it, `python3` must import torch, else these tests fail saying so.
 
-use memscope_tests::{attrs, memscope_run, repo_root, select, sim_npu_dir, walk, Row, Run};
-use std::path::PathBuf;
-use std::process::Command;
-
-fn torch_python() -> PathBuf {
-    let cand = std::env::var_os("MEMSCOPE_TORCH_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(memscope_tests::python3);
-    let ok = Command::new(&cand)
-        .args(["-c", "import torch"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok,
-        "torch is not importable by {} — these tests need real torch (CPU): run .ci/run, which \
-         installs it from PyPI, or set MEMSCOPE_TORCH_PYTHON to a python that has it",
-        cand.display()
-    );
-    cand
-}
+use memscope_tests::{
+    attrs, memscope_run, repo_root, select, sim_npu_dir, torch_python, walk, Row, Run,
+};
 
 fn run(args: &[&str], job: &[&str]) -> Run {
     let py = torch_python();

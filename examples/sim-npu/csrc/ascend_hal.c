@@ -18,6 +18,10 @@
  *                         (unset or unparsable = unlimited). An allocation
  *                         that would push the device over it fails with
  *                         DRV_ERROR_OUT_OF_MEMORY (6), as the driver does.
+ *   SIM_NPU_OTHER_PROCESS_BYTES  bytes other processes hold on every device
+ *                         (default 0): they count against SIM_NPU_HBM_LIMIT and
+ *                         show as used in aclrtGetMemInfo and DCMI, never in
+ *                         this process's own figures.
  *   SIM_NPU_DEVICE_COUNT  number of simulated devices (default 8); used by
  *                         the runtime and DCMI stand-ins through
  *                         sim_hal_device_count().
@@ -170,6 +174,19 @@ SIM_EXPORT uint64_t sim_hal_hbm_limit(void)
     return (uint64_t)v;
 }
 
+SIM_EXPORT uint64_t sim_hal_other_bytes(void)
+{
+    const char *s = getenv("SIM_NPU_OTHER_PROCESS_BYTES");
+    if (!s || !*s)
+        return 0;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end != '\0')
+        return 0;
+    return (uint64_t)v;
+}
+
 SIM_EXPORT uint32_t sim_hal_device_count(void)
 {
     const char *s = getenv("SIM_NPU_DEVICE_COUNT");
@@ -195,6 +212,8 @@ SIM_EXPORT uint64_t sim_hal_live_bytes(uint32_t dev)
 static int charge(uint32_t dev, uint64_t size)
 {
     uint64_t limit = sim_hal_hbm_limit();
+    uint64_t other = sim_hal_other_bytes();
+    limit = other >= limit ? 0 : limit - other;
     uint64_t cur = __atomic_load_n(&live_bytes[dev], __ATOMIC_RELAXED);
     for (;;) {
         if (size > limit || cur > limit - size)

@@ -133,7 +133,7 @@ SIM_EXPORT aclError aclrtGetMemInfo(int attr, size_t *freeBytes, size_t *totalBy
     uint64_t total = sim_hal_hbm_limit();
     if (total > SIM_HBM_DEFAULT_BYTES)
         total = SIM_HBM_DEFAULT_BYTES;
-    uint64_t used = sim_hal_live_bytes((uint32_t)dev);
+    uint64_t used = sim_hal_live_bytes((uint32_t)dev) + sim_hal_other_bytes();
     *totalBytes = (size_t)total;
     *freeBytes = (size_t)(used >= total ? 0 : total - used);
     return ACL_SUCCESS;

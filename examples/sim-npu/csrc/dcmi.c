@@ -70,7 +70,8 @@ SIM_EXPORT int dcmi_get_device_hbm_info(int card_id, int device_id, struct dcmi_
         total_mb = limit / (1ULL << 20);
     info->memory_size = total_mb;
     info->freq = 1600;
-    info->memory_usage = sim_hal_live_bytes((uint32_t)card_id) / (1ULL << 20);
+    info->memory_usage =
+        (sim_hal_live_bytes((uint32_t)card_id) + sim_hal_other_bytes()) / (1ULL << 20);
     info->temp = 40;
     info->bandwith_util_rate = 0;
     return DCMI_OK;

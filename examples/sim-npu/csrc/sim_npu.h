@@ -84,6 +84,7 @@ drvError_t halGetDeviceInfo(uint32_t devId, int32_t moduleType, int32_t infoType
 /* Sim helpers exported by libascend_hal.so. */
 uint64_t sim_hal_live_bytes(uint32_t dev);     /* bytes held on `dev` (device-side types) */
 uint64_t sim_hal_hbm_limit(void);              /* SIM_NPU_HBM_LIMIT, or UINT64_MAX */
+uint64_t sim_hal_other_bytes(void);            /* SIM_NPU_OTHER_PROCESS_BYTES, or 0 */
 uint32_t sim_hal_device_count(void);           /* SIM_NPU_DEVICE_COUNT, default 8 */
 
 /* ===================================================================== */

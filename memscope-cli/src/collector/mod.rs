@@ -360,6 +360,11 @@ impl PipelineFactory<'_> {
             layers.extend(crate::builtin::wiring::host_leak_layer(cfg)); // HOST leak summary (issue 4)
         }
         layers.extend(pymem_summary::layer(cfg)); // Python objects by Python stack (issue 16)
+                                                  // pool extents and the OOM verdict (issue 25): before the OOM layer rewrites the
+                                                  // snapshot, whose request size it needs
+        layers.push(Box::new(
+            memscope_core::analysis::fragmentation::FragmentationLayer::new(false),
+        ));
         layers.push(crate::builtin::wiring::oom_layer(cfg)); // OOM (issue 5)
         layers.extend((self.analyses)(cfg, &project));
         layers.push(Box::new(layers::WriteFilter::new(cfg)));

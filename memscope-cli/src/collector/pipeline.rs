@@ -354,10 +354,15 @@ impl Pipeline {
                 .iter_mut()
                 .any(|t| t.type_record(&mut self.ctx, tid, rec, &mut out))
         {
-            if let Record::OwnerTag { addr, .. } = rec {
-                self.ctx.warn(format!(
-                    "describer(0x{addr:x}, owner=...): no live pool block starts there; ignored"
-                ));
+            // a framework hook's role tag (label `@…`, issue 25) of memory no source follows
+            // (a CPU tensor without `--device cpu`) is no mistake of the job's
+            match rec {
+                Record::OwnerTag { addr, label, .. } if !label.starts_with(b"@") => {
+                    self.ctx.warn(format!(
+                        "describer(0x{addr:x}, owner=...): no live pool block starts there; ignored"
+                    ));
+                }
+                _ => {}
             }
             self.untyped += 1;
         }

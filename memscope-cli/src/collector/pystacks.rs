@@ -158,9 +158,17 @@ impl PyStacks {
     }
 }
 
-/// Files of memscope's torch hooks (`python/memscope/_aten.py`, the launcher's copy).
+/// Files of memscope's torch and framework hooks (`python/memscope/_aten.py`,
+/// `framework_hooks.py`, the launcher's copies).
 fn is_hook_file(file: &str) -> bool {
-    file.ends_with("/memscope_torch_hooks.py") || file.ends_with("/memscope/_aten.py")
+    [
+        "/memscope_torch_hooks.py",
+        "/memscope/_aten.py",
+        "/memscope_framework_hooks.py",
+        "/memscope/framework_hooks.py",
+    ]
+    .iter()
+    .any(|f| file.ends_with(f))
 }
 
 /// torch's wrappers around a `TorchDispatchMode` handler (seen between the hook's frame and

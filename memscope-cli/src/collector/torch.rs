@@ -7,7 +7,10 @@
 //!   ones), `dtype`, `shape` (`torch.Size([2, 3])`); `allocation_id` is added by the
 //!   `AccessBlocks` layer from the live block the tensor lies in.
 //! * `CpuTensor` → HOST MALLOC/FREE on device `cpu` with `allocation_id`, `addr`, `size` and
-//!   `total` (running bytes of live CPU tensors), as msMemScope's CPU-tensor hooks write them.
+//!   `total` (running bytes of live CPU tensors), as msMemScope's CPU-tensor hooks write them;
+//!   with owner labels on the thread (the framework hooks' `activation@<module>`), `owner:HOST@…`.
+//! * `OwnerTag` of a live CPU tensor storage → SYSTEM `MEMORY_OWNER` (memscope_core::roles),
+//!   and the tag's chain on the storage's FREE.
 //! * `WatchDump` → files, not rows (behaviour spec §5.4, §9.9): in `device_<n>/watch_dump/` of
 //!   the process, hash mode appends `<dev>_<tid>/<name>.bin,<16 hex digits>` to
 //!   `watch_dump_data_check_sum_<ts>.csv` (header `Tensor info,Check data sum`); full content
@@ -16,6 +19,7 @@
 use memscope_core::adapter::TypeCtx;
 use memscope_core::event::{AccessAttrs, Attrs, Device, Event, EventKind, EventType, MemoryAttrs};
 use memscope_core::layout;
+use memscope_core::owner::OwnerChain;
 use memscope_core::wire::{AccessKind, Record};
 use std::collections::HashMap;
 use std::io::Write;
@@ -32,6 +36,8 @@ pub struct TorchState {
     /// Live CPU tensor storages: addr → (allocation_id, size).
     cpu: std::collections::BTreeMap<u64, (u64, u64)>,
     cpu_total: u64,
+    /// Labels given to live CPU tensor storages after their MALLOC (role tags, `describer`).
+    cpu_tags: HashMap<u64, String>,
     /// Checksum files per device directory.
     sums: HashMap<String, (std::io::BufWriter<std::fs::File>, PathBuf)>,
     /// Full-content dump being written per thread.
@@ -130,6 +136,7 @@ impl TorchState {
                 addr,
                 size,
             } => {
+                let tag = self.cpu_tags.remove(addr);
                 let (aid, size) = if *free {
                     match self.cpu.remove(addr) {
                         Some(b) => {
@@ -152,15 +159,49 @@ impl TorchState {
                 }
                 ev.device = Device::Cpu;
                 ev.ptr = Some(*addr);
+                // the thread's owner labels (the framework hooks' `activation@<module>`,
+                // `describer`) on a MALLOC; a tag given since on the FREE
+                let owner = if *free {
+                    tag.map(|t| memscope_core::roles::tagged_chain(EventType::Host, &t))
+                } else {
+                    let labels = ctx.owner_labels(tid);
+                    (!labels.is_empty()).then(|| {
+                        let mut o = OwnerChain::framework(EventType::Host.as_str());
+                        for l in labels {
+                            o.push(l);
+                        }
+                        o
+                    })
+                };
                 ev.attrs = Attrs::Memory(MemoryAttrs {
                     allocation_id: aid,
                     addr: *addr,
                     size,
                     total: Some(self.cpu_total as i64),
                     cpu_tensor: true,
+                    owner,
                     ..MemoryAttrs::default()
                 });
                 out.push(ev);
+            }
+            // a role tag or `describer(addr, owner=…)` of a live CPU tensor storage (NPU blocks
+            // are the pool typers')
+            Record::OwnerTag { ts, addr, label } if self.cpu.contains_key(addr) => {
+                let label = String::from_utf8_lossy(label).into_owned();
+                if self.cpu_tags.get(addr) != Some(&label) {
+                    let (aid, size) = self.cpu[addr];
+                    let tag = memscope_core::roles::OwnerTag {
+                        pool: EventType::Host,
+                        device: Device::Cpu,
+                        addr: *addr,
+                        allocation_id: aid,
+                        size,
+                        owner: memscope_core::roles::tagged_chain(EventType::Host, &label)
+                            .to_string(),
+                    };
+                    out.push(tag.to_event(*ts, ctx.pid, tid));
+                    self.cpu_tags.insert(*addr, label);
+                }
             }
             Record::WatchDump {
                 device: d,

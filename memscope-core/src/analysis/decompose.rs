@@ -9,8 +9,13 @@
 //!   highest (the first such moment), and the table shows how those bytes split by owner.
 //! * A synthetic FREE marked `shadow:true` (msMemScope closes every block at exit with one) does
 //!   not end a block, so "end" shows what was live at exit.
-//! * Memory: one entry per live block plus one counter per (device, allocator, owner). The
-//!   per-owner split is copied only when live bytes start to fall from a new peak.
+//! * An owner given to a live block after its MALLOC (a SYSTEM `MEMORY_OWNER` row: a framework
+//!   hook's role tag, `describer(addr, …)`) is the block's owner for its whole life, at the
+//!   peak too ([`crate::roles`]).
+//! * Memory: one entry per live block, plus the blocks live at the peak and freed since (a
+//!   list emptied at each new peak): O(1) amortised per event, as in [`super::peak`].
+//! * The CSV's last column is the owner's role; the console adds a "Memory by role" section
+//!   when any block has a role ([`super::role_timeline`]).
 //!
 //! Console table plus, when an output folder is set, `decompose_{ts}.csv` — only for a process
 //! that had rows: the event-less processes of a launcher (a pyenv shim, a shell) get neither a
@@ -22,43 +27,40 @@ use std::sync::{Arc, Mutex};
 
 use crate::bus::{BusCtx, BusError, Layer, ReportSection};
 use crate::event::{Device, Event, EventKind, EventType};
+use crate::roles::{role_of, OwnerTag};
 
 use super::cann::module_name;
 use super::mib;
 use super::outfile::create_unique;
+use super::role_timeline::RoleTimeline;
 
 /// Header of `decompose_{ts}.csv`.
 pub const DECOMPOSE_HEADER: &str =
-    "Process Id,Device Id,Event Type,Owner,Peak Memory(byte),End Memory(byte)";
+    "Process Id,Device Id,Event Type,Owner,Peak Memory(byte),End Memory(byte),Role";
 
 /// Rows shared with the caller by [`DecomposeLayer::collecting`], with their process.
 pub type RowsHandle = Arc<Mutex<Vec<(Option<u32>, DecomposeRow)>>>;
 
+/// Live bytes of one allocator on one device, and its peak.
 #[derive(Default)]
 struct Allocator {
-    by_owner: HashMap<u32, i64>,
     total: i64,
     peak: i64,
-    at_peak: bool,
-    peak_split: HashMap<u32, i64>,
+    /// Sequence number of the event after which the live bytes were highest (0: none yet).
+    peak_seq: u64,
+    /// (owner, bytes) of the blocks live at the peak and freed since (emptied at each new
+    /// peak): with the blocks still live allocated up to `peak_seq`, what was live at it.
+    freed_since_peak: Vec<(u32, u64)>,
 }
 
-impl Allocator {
-    fn add(&mut self, owner: u32, delta: i64) {
-        if delta < 0 && self.at_peak {
-            self.peak_split = self.by_owner.clone();
-            self.at_peak = false;
-        }
-        // saturating: each size is < 2^63 (the reader refuses more), but a hostile dump can
-        // sum past i64
-        let o = self.by_owner.entry(owner).or_default();
-        *o = o.saturating_add(delta);
-        self.total = self.total.saturating_add(delta);
-        if self.total > self.peak {
-            self.peak = self.total;
-            self.at_peak = true;
-        }
-    }
+/// A live block: its allocator's device, owner, bytes, sequence number and time of its MALLOC.
+#[derive(Clone, Copy)]
+struct Live {
+    device: Device,
+    owner: u32,
+    size: u64,
+    seq: u64,
+    ts: u64,
 }
 
 /// The owner of a MALLOC row as decompose counts it: its `owner` chain; for a HAL block
@@ -113,8 +115,11 @@ pub struct DecomposeLayer {
     collect: Option<RowsHandle>,
     owners: Vec<String>,
     owner_ids: HashMap<String, u32>,
-    live: HashMap<(EventType, u64), (Device, u32, u64)>,
+    live: HashMap<(EventType, u64), Live>,
     alloc: BTreeMap<(Device, EventType), Allocator>,
+    seq: u64,
+    /// Bytes by role over time (issue 25), fed as blocks come, go and get tagged.
+    timeline: RoleTimeline,
     /// The process had any row at all.
     seen: bool,
 }
@@ -151,7 +156,40 @@ impl DecomposeLayer {
         i
     }
 
-    fn observe(&mut self, ev: &Event) {
+    fn remove(&mut self, pool: EventType, key: (EventType, u64), ts: u64) {
+        let Some(b) = self.live.remove(&key) else {
+            return;
+        };
+        let a = self.alloc.entry((b.device, pool)).or_default();
+        a.total = a.total.saturating_sub(b.size as i64);
+        if a.peak_seq != 0 && b.seq <= a.peak_seq {
+            a.freed_since_peak.push((b.owner, b.size));
+        }
+        self.timeline
+            .free(&self.owners, (b.device, pool), b.owner, b.size, b.seq, ts);
+    }
+
+    fn observe(&mut self, ev: &Event, ctx: &BusCtx) {
+        self.seq += 1;
+        self.timeline.step(ctx, self.seq, ev.ts_ns);
+        if let Some(tag) = OwnerTag::from_event(ev) {
+            // a role given after the MALLOC counts from the MALLOC on
+            let oid = self.owner_id(tag.owner);
+            if let Some(b) = self.live.get_mut(&(tag.pool, tag.addr)) {
+                let old = std::mem::replace(&mut b.owner, oid);
+                let b = *b;
+                self.timeline.retag(
+                    &self.owners,
+                    (b.device, tag.pool),
+                    old,
+                    oid,
+                    b.size,
+                    b.seq,
+                    b.ts,
+                );
+            }
+            return;
+        }
         let Some(m) = ev.memory() else { return };
         if ev.is_history_malloc() {
             // blocks from before the window: written, not decomposed (msMemScope)
@@ -161,55 +199,75 @@ impl DecomposeLayer {
         let key = (ev.event_type, addr);
         match ev.kind {
             EventKind::Malloc if ev.device != Device::NotApplicable => {
-                let oid = self.owner_id(decompose_label(ev));
-                if let Some((dev, old, size)) = self.live.insert(key, (ev.device, oid, m.size)) {
-                    self.alloc
-                        .entry((dev, ev.event_type))
-                        .or_default()
-                        .add(old, -(size as i64));
+                self.remove(ev.event_type, key, ev.ts_ns);
+                let owner = self.owner_id(decompose_label(ev));
+                let seq = self.seq;
+                self.live.insert(
+                    key,
+                    Live {
+                        device: ev.device,
+                        owner,
+                        size: m.size,
+                        seq,
+                        ts: ev.ts_ns,
+                    },
+                );
+                let a = self.alloc.entry((ev.device, ev.event_type)).or_default();
+                // saturating: each size is < 2^63 (the reader refuses more), but a hostile dump
+                // can sum past i64
+                a.total = a.total.saturating_add(m.size as i64);
+                if a.total > a.peak {
+                    a.peak = a.total;
+                    a.peak_seq = seq;
+                    a.freed_since_peak.clear();
                 }
-                self.alloc
-                    .entry((ev.device, ev.event_type))
-                    .or_default()
-                    .add(oid, m.size as i64);
+                self.timeline.malloc(
+                    &self.owners,
+                    (ev.device, ev.event_type),
+                    owner,
+                    m.size,
+                    ev.ts_ns,
+                );
             }
-            EventKind::Free if !m.shadow => {
-                if let Some((dev, oid, size)) = self.live.remove(&key) {
-                    self.alloc
-                        .entry((dev, ev.event_type))
-                        .or_default()
-                        .add(oid, -(size as i64));
-                }
-            }
+            EventKind::Free if !m.shadow => self.remove(ev.event_type, key, ev.ts_ns),
             _ => {}
         }
     }
 
-    /// The result so far: per device and allocator, owners by peak bytes (largest first).
+    /// The result so far: per device and allocator, owners by peak bytes (largest first). What
+    /// was live at the peak is rebuilt from the live blocks and those freed since the peak, so
+    /// an owner given to a block after its MALLOC (a `MEMORY_OWNER` row) counts at the peak too.
     pub fn rows(&self) -> Vec<DecomposeRow> {
+        // per allocator, bytes by owner (at the peak, at the end)
+        type Split = (HashMap<u32, i64>, HashMap<u32, i64>);
+        let mut split: BTreeMap<(Device, EventType), Split> = BTreeMap::new();
+        for (&(pool, _), b) in &self.live {
+            let (peak, end) = split.entry((b.device, pool)).or_default();
+            *end.entry(b.owner).or_default() += b.size as i64;
+            let a = &self.alloc[&(b.device, pool)];
+            if a.peak_seq != 0 && b.seq <= a.peak_seq {
+                *peak.entry(b.owner).or_default() += b.size as i64;
+            }
+        }
+        for (k, a) in &self.alloc {
+            let (peak, _) = split.entry(*k).or_default();
+            for (o, sz) in &a.freed_since_peak {
+                *peak.entry(*o).or_default() += *sz as i64;
+            }
+        }
         let mut rows = Vec::new();
-        for ((dev, pool), a) in &self.alloc {
-            let peak_split = if a.at_peak {
-                &a.by_owner
-            } else {
-                &a.peak_split
-            };
-            let mut ids: Vec<u32> = a
-                .by_owner
-                .keys()
-                .chain(peak_split.keys())
-                .copied()
-                .collect();
+        for ((dev, pool), (peak, end)) in split {
+            let mut ids: Vec<u32> = peak.keys().chain(end.keys()).copied().collect();
             ids.sort_unstable();
             ids.dedup();
             let mut part: Vec<DecomposeRow> = ids
                 .into_iter()
                 .map(|i| DecomposeRow {
-                    device: *dev,
-                    pool: *pool,
+                    device: dev,
+                    pool,
                     owner: self.owners[i as usize].clone(),
-                    peak: peak_split.get(&i).copied().unwrap_or(0),
-                    end: a.by_owner.get(&i).copied().unwrap_or(0),
+                    peak: peak.get(&i).copied().unwrap_or(0),
+                    end: end.get(&i).copied().unwrap_or(0),
                 })
                 .filter(|r| r.peak != 0 || r.end != 0)
                 .collect();
@@ -222,6 +280,21 @@ impl DecomposeLayer {
             rows.extend(part);
         }
         rows
+    }
+
+    /// Bytes by role over time, per step and at the activations' own peak.
+    pub fn timeline(&self) -> &RoleTimeline {
+        &self.timeline
+    }
+
+    /// The blocks of role `activation` live when that role's bytes were highest, by module
+    /// path (largest first), per device and allocator; see [`RoleTimeline`].
+    pub fn activations_at_peak(&self) -> Vec<super::role_timeline::Activations> {
+        let live = self
+            .live
+            .iter()
+            .map(|(&(pool, _), b)| ((b.device, pool), b.owner, b.size, b.seq));
+        self.timeline.activations_at_peak(&self.owners, live)
     }
 }
 
@@ -248,6 +321,7 @@ pub fn write_decompose_csv(
             crate::sanitize::csv_report_cell(&r.owner).into_owned(),
             r.peak.to_string(),
             r.end.to_string(),
+            role_of(&r.owner).to_owned(),
         ])?;
     }
     w.flush()?;
@@ -312,9 +386,9 @@ impl Layer for DecomposeLayer {
         "decompose"
     }
 
-    fn on_event(&mut self, ev: Event, _ctx: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError> {
+    fn on_event(&mut self, ev: Event, ctx: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError> {
         self.seen = true;
-        self.observe(&ev);
+        self.observe(&ev, ctx);
         out.push(ev);
         Ok(())
     }
@@ -332,6 +406,7 @@ impl Layer for DecomposeLayer {
         let rows = self.rows();
         let mut lines = format_table(&rows);
         let mut shown = format_table_top(&rows, crate::listing::CONSOLE_TOP);
+        let by_role = super::role_timeline::format_roles(self, &rows);
         let tagged: Vec<(Option<u32>, DecomposeRow)> =
             rows.into_iter().map(|r| (ctx.pid, r)).collect();
         if let Some(h) = &self.collect {
@@ -352,6 +427,9 @@ impl Layer for DecomposeLayer {
             shown,
             lines,
         ));
+        if !by_role.is_empty() {
+            report.push(ReportSection::new(format!("Memory by role{sfx}"), by_role));
+        }
         Ok(())
     }
 }

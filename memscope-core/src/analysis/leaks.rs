@@ -121,6 +121,28 @@ struct HalBlock {
     size: u64,
 }
 
+/// `  by role: gradient 8.000000 Mb(s) in 2, temp …` for leaks of which any has a role (issue
+/// 25), roles in [`crate::roles::ROLES`] order.
+fn by_role(leaks: &[&PoolBlock]) -> Option<String> {
+    use crate::roles::{role_index, role_of, ROLES};
+    let mut sums = [(0u64, 0u64); ROLES.len()];
+    for b in leaks {
+        let i = role_index(role_of(b.owner.as_deref().unwrap_or("")));
+        sums[i].0 = sums[i].0.saturating_add(b.size);
+        sums[i].1 += 1;
+    }
+    if sums[..ROLES.len() - 1].iter().all(|s| s.1 == 0) {
+        return None;
+    }
+    let parts: Vec<String> = ROLES
+        .iter()
+        .zip(sums)
+        .filter(|(_, s)| s.1 > 0)
+        .map(|(r, (b, n))| format!("{r} {:.6} Mb(s) in {n}", mib(b)))
+        .collect();
+    Some(format!("  by role: {}", parts.join(", ")))
+}
+
 /// The leak analysis as a bus layer (passes every event on unchanged).
 #[derive(Default)]
 pub struct LeakLayer {
@@ -150,6 +172,13 @@ impl LeakLayer {
     fn observe(&mut self, ev: &Event, ctx: &BusCtx) {
         self.steps.observe(ev, ctx);
         self.ops.observe(ev);
+        if let Some(tag) = crate::roles::OwnerTag::from_event(ev) {
+            // an owner (role) given after the MALLOC names the block from then on
+            if let Some(b) = self.pool.get_mut(&(tag.pool, tag.addr)) {
+                b.owner = Some(tag.owner);
+            }
+            return;
+        }
         if ev.is_history_malloc() {
             return;
         }
@@ -320,6 +349,10 @@ impl LeakLayer {
                 mib(sum),
                 group.len()
             );
+            if let Some(l) = by_role(&group.iter().map(|(b, _)| *b).collect::<Vec<_>>()) {
+                shown.push(l.clone());
+                all.push(l);
+            }
             shown.push(summary.clone());
             all.push(summary);
         }

@@ -3,7 +3,8 @@
 //! stack, by owner and by the op or kernel they were allocated under, with the largest blocks.
 //!
 //! * Blocks, owners and the peak follow decompose ([`super::decompose`]): a block is keyed by
-//!   allocator and address, its owner is [`owner_label`], a `shadow:true` FREE does not end it,
+//!   allocator and address, its owner is [`owner_label`] (or the chain of a later
+//!   `MEMORY_OWNER` row, [`crate::roles`]), a `shadow:true` FREE does not end it,
 //!   and the peak is the first moment the allocator's live bytes were highest.
 //! * The live set at the peak is rebuilt at the end without copying it at every new peak: the
 //!   peak is the state after the event with ID `peak_id`, so it holds the blocks still live whose
@@ -174,6 +175,14 @@ impl PeakLayer {
 
     fn observe(&mut self, ev: &Event) {
         self.ops.observe(ev);
+        if let Some(tag) = crate::roles::OwnerTag::from_event(ev) {
+            // an owner given after the MALLOC is the block's owner for its whole life
+            let owner = self.intern(Some(&tag.owner));
+            if let Some(b) = self.live.get_mut(&(tag.pool, tag.addr)) {
+                b.b.owner = owner;
+            }
+            return;
+        }
         let Some(m) = ev.memory() else { return };
         let addr = ev.ptr.unwrap_or(m.addr);
         let key = (ev.event_type, addr);

@@ -339,7 +339,7 @@ fn huge_sizes_saturate_instead_of_wrapping() {
 }
 
 #[test]
-fn describer_tag_of_a_live_block_shows_on_its_free_row() {
+fn a_tag_of_a_live_block_writes_a_memory_owner_row_and_shows_on_its_free_row() {
     let mut f = Feed::new(PTA, vec![]);
     let ts = f.tick();
     f.rec(Record::RegionRegister {
@@ -355,6 +355,19 @@ fn describer_tag_of_a_live_block_shows_on_its_free_row() {
         addr: 0x4000,
         label: b"weights".as_slice().into(),
     }));
+    let tag = f.out.last().expect("MEMORY_OWNER row");
+    assert_eq!(
+        crate::roles::OwnerTag::from_event(tag).map(|t| (t.owner, t.size, t.allocation_id)),
+        Some(("PTA@weights".to_owned(), MIB, 1))
+    );
+    let rows = f.out.len();
+    let ts = f.tick();
+    assert!(f.rec(Record::OwnerTag {
+        ts,
+        addr: 0x4000,
+        label: b"weights".as_slice().into(),
+    }));
+    assert_eq!(f.out.len(), rows, "the same chain again writes no row");
     let ts = f.tick();
     assert!(!f.rec(Record::OwnerTag {
         ts,

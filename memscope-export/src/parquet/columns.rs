@@ -22,6 +22,7 @@
 //! | `workspace_ptr`, `workspace_size`, `stream_id`, `task_id` | INT64 | Attr (`workspace ptr`, `workspace size`, `streamId`, `taskId`) |
 //! | `attrs` | STRING | every other Attr key, as a JSON object of strings (null when none) |
 //! | `call_stack_python`, `call_stack_c` | STRING | `Call Stack(Python)`, `Call Stack(C)` |
+//! | `role` | STRING | the owner chain's role (issue 25: `weight`, `gradient`, `optimizer_state`, `activation`, …, `temp`) on MALLOC rows, on FREE rows that carry an owner and on SYSTEM `MEMORY_OWNER` rows (whose block also fills `allocation_id`, `addr`, `size` and `owner`) |
 //!
 //! Unsigned values (addresses) are stored as INT64 (their bit pattern; user-space addresses fit):
 //! Spark reads UINT64 as DECIMAL(20,0). `rank` and `pid` are not columns: they are the
@@ -33,10 +34,11 @@ use arrow_array::builder::{BooleanBuilder, Int32Builder, Int64Builder, StringBui
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
-use memscope_core::event::{Attrs, Device, Event};
+use memscope_core::event::{Attrs, Device, Event, EventKind};
+use memscope_core::roles::{role_of, OwnerTag};
 
 /// Version of the table layout, written as `memscope.schema_version`.
-pub const SCHEMA_VERSION: &str = "1";
+pub const SCHEMA_VERSION: &str = "2";
 
 const INT64: &[&str] = &[
     "allocation_id",
@@ -65,6 +67,7 @@ const STRINGS: &[&str] = &[
     "attrs",
     "call_stack_python",
     "call_stack_c",
+    "role",
 ];
 
 /// The schema of the `events` files.
@@ -178,6 +181,7 @@ mod col {
     pub const ATTRS: usize = 9;
     pub const PY: usize = 10;
     pub const C: usize = 11;
+    pub const ROLE: usize = 12;
 }
 
 impl Default for Batch {
@@ -241,7 +245,7 @@ impl Batch {
         self.step
             .append_option(step.and_then(|s| i32::try_from(s).ok()));
         let mut ints: [Option<i64>; 11] = [None; 11];
-        let mut strs: [Option<&str>; 12] = [None; 12];
+        let mut strs: [Option<&str>; 13] = [None; 13];
         let mut owner = std::mem::take(&mut self.owner);
         let mut ineff = std::mem::take(&mut self.ineff);
         let (mut pinned, mut shadow, mut mid) = (None, None, None);
@@ -269,6 +273,9 @@ impl Batch {
                         owner.push_str(l);
                     }
                     strs[col::OWNER] = Some(&owner);
+                }
+                if m.owner.is_some() || ev.kind == EventKind::Malloc {
+                    strs[col::ROLE] = Some(role_of(if m.owner.is_some() { &owner } else { "" }));
                 }
                 if !m.inefficient.is_empty() {
                     ineff.clear();
@@ -301,7 +308,19 @@ impl Batch {
                 ints[col::TASK_ID] = l.task_id;
                 has_attrs = json(&l.extra, &mut attrs);
             }
-            Attrs::Pairs(p) => has_attrs = json(p, &mut attrs),
+            Attrs::Pairs(p) => {
+                has_attrs = json(p, &mut attrs);
+                // a MEMORY_OWNER row (issue 25): its block and new owner chain in their columns
+                if let Some(t) = OwnerTag::from_event(ev) {
+                    ints[col::ALLOCATION_ID] = Some(as_i64(t.allocation_id));
+                    ints[col::ADDR] = Some(as_i64(t.addr));
+                    ints[col::SIZE] = Some(as_i64(t.size));
+                    owner.clear();
+                    owner.push_str(&t.owner);
+                    strs[col::OWNER] = Some(&owner);
+                    strs[col::ROLE] = Some(role_of(&t.owner));
+                }
+            }
         }
         if has_attrs {
             strs[col::ATTRS] = Some(&attrs);

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::io::{self, Write};
 
 use memscope_core::event::{Attrs, Device, Event, EventKind, EventType};
+use memscope_core::roles::{role_index, role_of, role_of_chain, OwnerTag, ROLES};
 
 use super::proto::{
     event_type, field, Msg, SEQ_INCREMENTAL_STATE_CLEARED, SEQ_NEEDS_INCREMENTAL_STATE,
@@ -32,6 +33,17 @@ enum Arg<'a> {
 struct Counter {
     uuid: u64,
     last: Option<i64>,
+}
+
+/// Index of `temp`, which gets no counter (it is what the pool's other bytes are).
+const TEMP: usize = ROLES.len() - 1;
+
+/// Role counters of a process.
+#[derive(Default)]
+struct RoleCounters {
+    block: HashMap<(EventType, u64), usize>,
+    levels: HashMap<(Device, EventType), [i64; ROLES.len()]>,
+    counters: HashMap<((Device, EventType), usize), u64>,
 }
 
 /// Bytes of one pool on one device: from `used` when its first row has it, else counted.
@@ -64,6 +76,9 @@ pub struct ProcessTrace {
     counters: HashMap<(Device, EventType, bool), Counter>,
     pools: HashMap<(Device, EventType), Pool>,
     live: HashMap<(EventType, u64), (Device, u64)>,
+    /// Bytes by role per pool (issue 25): counters `<device> <pool> <role>` for every role but
+    /// `temp`, from each block's owner chain (a `MEMORY_OWNER` row moves a block from then on).
+    roles: RoleCounters,
     ops: HashMap<Option<u32>, SliceTrack>,
     kernels: HashMap<Device, SliceTrack>,
     streams: HashMap<(Device, i64), Stream>,
@@ -122,6 +137,7 @@ impl ProcessTrace {
             last_ts: 0,
             names: HashMap::new(),
             counters: HashMap::new(),
+            roles: RoleCounters::default(),
             pools: HashMap::new(),
             live: HashMap::new(),
             ops: HashMap::new(),
@@ -242,6 +258,17 @@ impl ProcessTrace {
         }
         c.last = Some(value);
         let uuid = c.uuid;
+        self.counter_value(w, ts, uuid, value)
+    }
+
+    /// One value of counter track `uuid`.
+    fn counter_value<W: Write>(
+        &mut self,
+        w: &mut Writer<W>,
+        ts: u64,
+        uuid: u64,
+        value: i64,
+    ) -> io::Result<()> {
         let ts = ts.max(self.last_ts);
         self.last_ts = ts;
         let mut p = std::mem::take(&mut self.pkt);
@@ -258,6 +285,38 @@ impl ProcessTrace {
         r
     }
 
+    /// Moves `size` bytes of `(device, pool)` between roles and writes the counters that
+    /// changed.
+    fn role_change<W: Write>(
+        &mut self,
+        w: &mut Writer<W>,
+        ts: u64,
+        key: (Device, EventType),
+        moves: [(usize, i64); 2],
+    ) -> io::Result<()> {
+        for (role, delta) in moves {
+            if delta == 0 || role == TEMP {
+                continue;
+            }
+            let v = {
+                let l = self.roles.levels.entry(key).or_insert([0; ROLES.len()]);
+                l[role] += delta;
+                l[role]
+            };
+            let c = match self.roles.counters.get(&(key, role)) {
+                Some(c) => *c,
+                None => {
+                    let name = format!("{} {} {}", device_name(key.0), key.1.as_str(), ROLES[role]);
+                    let uuid = self.child(w, &name, TrackKind::Bytes, 0)?;
+                    self.roles.counters.insert((key, role), uuid);
+                    uuid
+                }
+            };
+            self.counter_value(w, ts, c, v)?;
+        }
+        Ok(())
+    }
+
     /// Live blocks by (pool, address) → (device, size): a FREE row without a device
     /// (msMemScope's 2025 dumps) counts on its block's device; a pool whose rows have no
     /// `used` is counted from them.
@@ -267,9 +326,17 @@ impl ProcessTrace {
         };
         let addr = ev.ptr.unwrap_or(m.addr);
         let k = (ev.event_type, addr);
+        let role = m
+            .owner
+            .as_ref()
+            .map_or(TEMP, |o| role_index(role_of_chain(o)));
         let (device, change) = match ev.kind {
             EventKind::Malloc => {
                 let old = self.live.insert(k, (ev.device, m.size));
+                let gone = self.roles.block.insert(k, role).zip(old);
+                let key = (ev.device, ev.event_type);
+                let gone = gone.map_or((TEMP, 0), |(r, (_, s))| (r, -(s as i64)));
+                self.role_change(w, ev.ts_ns, key, [gone, (role, m.size as i64)])?;
                 (ev.device, Some((old, m.size as i64)))
             }
             _ if m.shadow => (ev.device, None),
@@ -280,6 +347,13 @@ impl ProcessTrace {
                     } else {
                         ev.device
                     };
+                    let r = self.roles.block.remove(&k).unwrap_or(TEMP);
+                    self.role_change(
+                        w,
+                        ev.ts_ns,
+                        (d, ev.event_type),
+                        [(r, -(size as i64)), (TEMP, 0)],
+                    )?;
                     (d, Some((None, -(size as i64))))
                 }
                 None => (ev.device, None),
@@ -317,6 +391,19 @@ impl ProcessTrace {
         let name = ev.name.as_deref().unwrap_or(ev.event_type.as_str());
         match (ev.kind, ev.event_type) {
             (EventKind::Malloc | EventKind::Free, _) => self.memory(w, ev)?,
+            (EventKind::System, EventType::MemoryOwner) => {
+                if let Some(t) = OwnerTag::from_event(ev) {
+                    let k = (t.pool, t.addr);
+                    if let (Some(&(d, size)), Some(old)) =
+                        (self.live.get(&k), self.roles.block.get(&k))
+                    {
+                        let (old, new) = (*old, role_index(role_of(&t.owner)));
+                        self.roles.block.insert(k, new);
+                        let s = size as i64;
+                        self.role_change(w, ev.ts_ns, (d, t.pool), [(old, -s), (new, s)])?;
+                    }
+                }
+            }
             (EventKind::OpLaunch, EventType::AtenStart | EventType::AtbStart) => {
                 let t = self.op_track(w, ev.tid)?;
                 let path = match &ev.attrs {

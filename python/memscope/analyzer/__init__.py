@@ -7,6 +7,8 @@ inefficient --in-place``; the CLI without ``--in-place`` writes a new annotated 
 a script reads the input afterwards. The file is replaced in one rename: a reader sees the old
 file or the annotated one, never a part. Differences from msMemScope: the leak check also reads
 memscope's dumps; bad arguments raise ``TypeError``/``ValueError`` naming the argument.
+
+memscope's own additions: ``check_fragmentation`` and ``decompose`` (issue 25).
 """
 
 import inspect
@@ -180,6 +182,59 @@ def check_inefficient(input_path, mem_size=0, inefficient_type=None, idle_thresh
         InefficientConfig(input_path, mem_size, inefficient_type, idle_threshold))
 
 
+def _any_input(func, input_path):
+    if not isinstance(input_path, (str, os.PathLike)):
+        raise TypeError("%s(input_path=...): expected a path (str), not %s"
+                        % (func, type(input_path).__name__))
+    p = os.fspath(input_path)
+    if not os.path.exists(p):
+        raise FileNotFoundError("%s(input_path=%r): no such file or directory" % (func, p))
+    return os.path.abspath(p)
+
+
+def _text(args):
+    r = _locate.run_cli(args, stdout=-1, stderr=-1)
+    if r.returncode != 0:
+        msg = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "failed"
+        raise RuntimeError("memscope %s: %s" % (" ".join(args[:2]), msg))
+    sys.stdout.write(r.stdout)
+    sys.stdout.flush()
+    return r.stdout.splitlines()
+
+
+def check_fragmentation(input_path, request=None, at_step=None):
+    """memscope's own (issue 25): ``memscope analyze fragmentation`` of a dump, a capture
+    (``.mscap``), a process or a run directory — per device and pool the free bytes inside
+    segments, free extents, the largest one and the fragmentation, and a verdict at each OOM
+    (fragmentation, held by other processes, true shortage); with ``request`` (bytes, or a str
+    such as ``"96MiB"``) also the verdict on that request at the end of step ``at_step`` (or of
+    the run). Prints the report and returns its lines."""
+    args = ["analyze", "fragmentation", _any_input("check_fragmentation", input_path)]
+    if request is not None:
+        if isinstance(request, bool) or not isinstance(request, (int, str)):
+            raise TypeError("check_fragmentation(request=...): expected bytes (int) or a size "
+                            "str, not %s" % type(request).__name__)
+        args += ["--request", str(request)]
+    if at_step is not None:
+        if request is None:
+            raise ValueError("check_fragmentation(at_step=...): goes with request=...")
+        args += ["--at", "step:%d" % _int("check_fragmentation", "at_step", at_step, 1)]
+    return _text(args)
+
+
+def decompose(input_path, output_path="memscopeDumpResults"):
+    """memscope's own: ``memscope analyze decompose`` of a dump, a capture or a run directory —
+    bytes per owner chain and, when blocks have roles (issue 25), per role (weight, gradient,
+    optimizer_state, activation by module, …) at the peak and at the end; writes
+    ``decompose_<ts>.csv`` into ``output_path``. Prints the report and returns its lines."""
+    if not isinstance(output_path, (str, os.PathLike)):
+        raise TypeError("decompose(output_path=...): expected a path (str), not %s"
+                        % type(output_path).__name__)
+    path = _any_input("decompose", input_path)
+    full = ["--full"] if os.path.isdir(path) else []
+    return _text(["analyze", "decompose", path, "-o", os.fspath(output_path)] + full)
+
+
 __all__ = ["analyze", "list_analyzers", "get_analyzer_config", "check_leaks",
-           "check_inefficient", "LeaksAnalyzer", "InefficientAnalyzer", "LeaksConfig",
-           "InefficientConfig"]
+           "check_inefficient", "check_fragmentation", "decompose", "LeaksAnalyzer",
+           "InefficientAnalyzer", "LeaksConfig", "InefficientConfig"]
