@@ -159,6 +159,7 @@ fn only_blocks_of_step_2_on_that_outlive_a_later_step_and_the_run_are_leaks() {
             "Direct Pytorch Caching memory pool leak of 1.000000 Mb(s) at 0x0000000000002000 in aten::mul at step 2. owner: PTA@activation",
             "Direct Pytorch Caching memory pool leak of 0.500000 Mb(s) at 0x0000000000004000 in kernel_0 (add_kernel) at step 3. owner: N/A",
             "    at train.py(12): step ← main.py(3): <module> (first frame in your code, Python stack)",
+            "  by role: activation 1.000000 Mb(s) in 1, temp 0.500000 Mb(s) in 1",
             "====== SUMMARY: 1.500000 Mb(s) leaked in 2 allocation(s) ======",
         ]
     );

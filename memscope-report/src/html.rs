@@ -179,7 +179,7 @@ mod tests {
         assert!(page.contains("<title>a &lt;b&gt;</title>"));
         assert!(page.contains("{\"x\":\"\\u003c/script>\"}"));
         assert!(!page.contains("{{memscope:"));
-        assert_eq!(page.matches("</script>").count(), 4);
+        assert_eq!(page.matches("</script>").count(), 5);
     }
 
     #[test]

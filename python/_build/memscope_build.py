@@ -45,8 +45,8 @@ SHIPPED = [
 #: Their folders, relative to the workspace root (added to the sdist).
 SHIPPED_DIRS = ["memscope-probe", "adapters/pymem"]
 #: Files outside every crate folder that crates embed with `include_str!` (the CLI's config
-#: schema and torch hooks), added to the sdist at their workspace paths.
-EMBEDDED = ["schemas", "python/memscope/_aten.py"]
+#: schema, torch and framework hooks), added to the sdist at their workspace paths.
+EMBEDDED = ["schemas", "python/memscope"]
 
 PYPROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STAGE = os.path.join(PYPROJECT_DIR, "wheeldata")

@@ -339,7 +339,8 @@ fn through_the_python_api_a_plain_python_job_gets_the_same_roles() {
 }
 
 #[test]
-fn init_framework_hooks_hooks_only_what_exists_says_what_it_skipped_refuses_an_unknown_framework_and_cleanup_removes_it() {
+fn init_framework_hooks_hooks_only_what_exists_says_what_it_skipped_refuses_an_unknown_framework_and_cleanup_removes_it(
+) {
     let dir = tempfile::tempdir().unwrap();
     let py = torch_python();
     let job = repo_root().join("tests/python/framework_job.py");

@@ -247,12 +247,10 @@ impl FragmentationLayer {
                     self.ext.free(ev.device, ev.event_type, addr);
                     let owner = self.intern(&owner_label(ev));
                     // the first frame of the user's code, as every "where" answer (issue 23)
-                    let frame = crate::attribution::site_of(
-                        ev.py_stack.as_deref(),
-                        ev.c_stack.as_deref(),
-                    )
-                    .map(|s| s.label())
-                    .unwrap_or_default();
+                    let frame =
+                        crate::attribution::site_of(ev.py_stack.as_deref(), ev.c_stack.as_deref())
+                            .map(|s| s.label())
+                            .unwrap_or_default();
                     let frame = self.intern(&frame);
                     self.ext
                         .malloc(ev.device, ev.event_type, addr, m.size, owner, frame);
@@ -453,11 +451,17 @@ impl Layer for FragmentationLayer {
             if lines.is_empty() {
                 lines.push("No framework-pool rows on any NPU.".to_owned());
             }
-            report.push(ReportSection::new(format!("Pool fragmentation{sfx}"), lines));
+            report.push(ReportSection::new(
+                format!("Pool fragmentation{sfx}"),
+                lines,
+            ));
         }
         if !self.verdicts.is_empty() {
             let lines = self.verdicts.iter().flat_map(Verdict::lines).collect();
-            report.push(ReportSection::new(format!("Out-of-memory verdict{sfx}"), lines));
+            report.push(ReportSection::new(
+                format!("Out-of-memory verdict{sfx}"),
+                lines,
+            ));
         }
         Ok(())
     }
