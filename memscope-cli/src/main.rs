@@ -37,6 +37,7 @@ mod export;
 mod export_cmd;
 mod helpers;
 mod job;
+mod locate;
 mod logfile;
 mod msmemscope_cli;
 mod plugin_check;
@@ -48,6 +49,7 @@ mod report_cmd;
 mod run;
 mod run_index;
 mod run_select;
+mod spool_guard;
 mod summary;
 
 use clap::{Parser, Subcommand};

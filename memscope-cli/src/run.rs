@@ -13,6 +13,9 @@ use std::process::{Command, ExitCode};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub(crate) use crate::locate::{add_shipped_plugins, find_probe, resolve_program};
+pub(crate) use crate::spool_guard::{hold_collector_lock, SpoolGuard};
+
 /// Options of `memscope run` (msMemScope's, plus `--adapters`, `--adapter-path`, `--config`).
 #[derive(clap::Args, Debug, Default)]
 #[command(trailing_var_arg = true)]
@@ -168,77 +171,6 @@ fn configure(a: &RunArgs) -> Result<(RunConfig, String), String> {
     Ok((cfg, explicit))
 }
 
-/// Finds `libmemscope_probe.so`: `$MEMSCOPE_PROBE_PATH`, then next to the `memscope`
-/// executable, then `../lib/` (an installed layout), `../lib/memscope/` (the pip wheel), then
-/// the parent directory (cargo puts test binaries in `target/<profile>/deps`).
-///
-/// # Errors
-/// A one-line message naming where it looked.
-pub fn find_probe() -> Result<PathBuf, String> {
-    if let Some(p) = std::env::var_os("MEMSCOPE_PROBE_PATH") {
-        let p = PathBuf::from(p);
-        if !p.is_file() {
-            return Err(format!("MEMSCOPE_PROBE_PATH={}: no such file", p.display()));
-        }
-        return crate::plugin_check::check_probe(&p).map(|()| p);
-    }
-    let exe = std::env::current_exe()
-        .map_err(|e| format!("cannot locate the memscope executable: {e}"))?;
-    let dir = exe.parent().unwrap_or(Path::new("."));
-    let name = "libmemscope_probe.so";
-    let candidates = [
-        dir.join(name),
-        dir.join("../lib").join(name),
-        dir.join("../lib/memscope").join(name), // pip wheel: <prefix>/bin, <prefix>/lib/memscope
-        dir.join("..").join(name),
-    ];
-    candidates.iter().find(|p| p.is_file()).cloned().ok_or_else(|| {
-        format!(
-            "preload library {name} not found next to {} (build the workspace with `cargo build --workspace`, or set MEMSCOPE_PROBE_PATH)",
-            exe.display()
-        )
-    })
-}
-
-/// Puts the library of every selected shipped plugin ([`memscope_core::adapter::SHIPPED_PLUGINS`],
-/// found next to `probe`) on the plugin list, once.
-///
-/// # Errors
-/// A selected shipped plugin's library is missing (one line naming it).
-pub fn add_shipped_plugins(cfg: &mut RunConfig, probe: &Path) -> Result<(), String> {
-    let dir = probe.parent().unwrap_or(Path::new("."));
-    for sp in cfg.shipped_plugins() {
-        let lib = dir.join(sp.library);
-        if !lib.is_file() {
-            return Err(format!(
-                "--adapters {}: its library {} is missing (build the workspace with `cargo build --workspace`)",
-                sp.name,
-                lib.display()
-            ));
-        }
-        if !cfg.adapter_paths.contains(&lib) {
-            cfg.adapter_paths.push(lib);
-        }
-    }
-    Ok(())
-}
-
-/// `p` as `execvp` finds it: a path when it has a `/`, else the first match on `PATH`.
-pub fn resolve_program(p: &str) -> Option<PathBuf> {
-    if p.contains('/') {
-        let path = PathBuf::from(p);
-        // a directory is found too, so that it is named as such
-        return path.exists().then_some(path);
-    }
-    std::env::var_os("PATH")
-        .map(|paths| {
-            std::env::split_paths(&paths)
-                .map(|d| d.join(p))
-                .find(|c| c.is_file())
-        })
-        .unwrap_or(None)
-}
-
 /// The collector's own `ASCEND_RT_VISIBLE_DEVICES`: the mapping of processes whose probe did
 /// not record one of their own.
 fn visible_devices() -> Vec<u32> {
@@ -330,120 +262,6 @@ pub fn run(a: RunArgs) -> ExitCode {
         explicit,
     };
     launch_and_collect(&cfg, &probe, &spool, &a.program, opts, analysis_factory())
-}
-
-/// Removes the spool directory when dropped (`memscope run`'s, and the one `memscope
-/// collect` follows), a panic's unwinding included; then releases the collector lock it holds
-/// ([`SpoolGuard::hold`]), so a probe that outlives the collector, or a `memscope recover`,
-/// never sees the spool without its collector while it is still there.
-pub(crate) struct SpoolGuard {
-    path: PathBuf,
-    /// Who says it when the spool cannot be removed (`memscope`, `memscope collect`).
-    who: &'static str,
-    /// `<spool>/collector.lock`, locked (released after the spool is removed).
-    lock: Option<std::fs::File>,
-    /// Processes whose stream is still locked but that passed `exit()` and wait for this
-    /// collector to end: their spool is removed all the same.
-    ignored: Vec<u32>,
-}
-
-impl SpoolGuard {
-    /// Guards `path`; `who` prefixes the one-line message when it cannot be removed.
-    pub(crate) fn new(path: PathBuf, who: &'static str) -> SpoolGuard {
-        SpoolGuard {
-            path,
-            who,
-            lock: None,
-            ignored: Vec::new(),
-        }
-    }
-
-    /// Removes the spool even while process `pid` still holds its stream (it passed `exit()`
-    /// and waits for this collector, plain-python mode).
-    pub(crate) fn ignore_writer(&mut self, pid: u32) {
-        self.ignored.push(pid);
-    }
-
-    /// Keeps the locked `collector.lock` ([`hold_collector_lock`]) until the spool is removed.
-    pub(crate) fn hold(&mut self, lock: std::fs::File) {
-        self.lock = Some(lock);
-    }
-}
-
-/// Pids of the processes that still write a stream of `spool`: the stream's lock is held
-/// (the probe holds `flock` on its stream while it lives) and the pid is alive.
-pub(crate) fn live_writers(spool: &Path) -> Vec<u32> {
-    let Ok(rd) = std::fs::read_dir(spool) else {
-        return Vec::new();
-    };
-    let mut pids: Vec<u32> = rd
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().to_str()?.to_owned();
-            let pid = memscope_core::spool::pid_of_stream_name(&name)?;
-            let f = std::fs::File::open(e.path()).ok()?;
-            let held = matches!(f.try_lock_shared(), Err(std::fs::TryLockError::WouldBlock));
-            (held && crate::collector::pid_alive(pid)).then_some(pid)
-        })
-        .collect();
-    pids.sort_unstable();
-    pids.dedup();
-    pids
-}
-
-impl Drop for SpoolGuard {
-    fn drop(&mut self) {
-        // Never delete a spool a live process still writes (issue 18, B2): its stream would go
-        // on into a deleted file. It stays for `memscope recover`; the probes see the collector
-        // gone once the lock below is released and stop after a bounded number of chunks.
-        let mut live = live_writers(&self.path);
-        live.retain(|p| !self.ignored.contains(p));
-        if !live.is_empty() {
-            eprintln!(
-                "{}: spool {} kept: {} process(es) still write to it (pid {}); `memscope recover {}` collects it once they end",
-                self.who,
-                self.path.display(),
-                live.len(),
-                live.iter().map(u32::to_string).collect::<Vec<_>>().join(", "),
-                self.path.display()
-            );
-            drop(self.lock.take());
-            return;
-        }
-        match std::fs::remove_dir_all(&self.path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => eprintln!(
-                "{}: cannot remove spool {}: {e}",
-                self.who,
-                self.path.display()
-            ),
-        }
-        drop(self.lock.take());
-    }
-}
-
-/// Creates `<spool>/collector.lock` (mode 0600) and holds `flock(LOCK_EX)` on it for as long as
-/// the returned file lives.
-///
-/// # Errors
-/// The file cannot be created or locked.
-pub fn hold_collector_lock(spool: &Path) -> Result<std::fs::File, String> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let path = spool.join(memscope_core::spool::COLLECTOR_LOCK);
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        // never through a symbolic link planted as the lock (issue 17, M1)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
-        .open(&path)
-        .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
-    f.try_lock()
-        .map_err(|e| format!("cannot lock {}: {e}", path.display()))?;
-    Ok(f)
 }
 
 /// The online analyses of `--analysis` (memscope-core's analysis layers), run in the

@@ -1,0 +1,76 @@
+//! Where `memscope run` finds what it launches: the probe library, the shipped plugins beside
+//! it, and the job's program on `PATH`.
+
+use memscope_core::config::RunConfig;
+use std::path::{Path, PathBuf};
+
+/// Finds `libmemscope_probe.so`: `$MEMSCOPE_PROBE_PATH`, then next to the `memscope`
+/// executable, then `../lib/` (an installed layout), `../lib/memscope/` (the pip wheel), then
+/// the parent directory (cargo puts test binaries in `target/<profile>/deps`).
+///
+/// # Errors
+/// A one-line message naming where it looked.
+pub fn find_probe() -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os("MEMSCOPE_PROBE_PATH") {
+        let p = PathBuf::from(p);
+        if !p.is_file() {
+            return Err(format!("MEMSCOPE_PROBE_PATH={}: no such file", p.display()));
+        }
+        return crate::plugin_check::check_probe(&p).map(|()| p);
+    }
+    let exe = std::env::current_exe()
+        .map_err(|e| format!("cannot locate the memscope executable: {e}"))?;
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    let name = "libmemscope_probe.so";
+    let candidates = [
+        dir.join(name),
+        dir.join("../lib").join(name),
+        dir.join("../lib/memscope").join(name), // pip wheel: <prefix>/bin, <prefix>/lib/memscope
+        dir.join("..").join(name),
+    ];
+    candidates.iter().find(|p| p.is_file()).cloned().ok_or_else(|| {
+        format!(
+            "preload library {name} not found next to {} (build the workspace with `cargo build --workspace`, or set MEMSCOPE_PROBE_PATH)",
+            exe.display()
+        )
+    })
+}
+
+/// Puts the library of every selected shipped plugin ([`memscope_core::adapter::SHIPPED_PLUGINS`],
+/// found next to `probe`) on the plugin list, once.
+///
+/// # Errors
+/// A selected shipped plugin's library is missing (one line naming it).
+pub fn add_shipped_plugins(cfg: &mut RunConfig, probe: &Path) -> Result<(), String> {
+    let dir = probe.parent().unwrap_or(Path::new("."));
+    for sp in cfg.shipped_plugins() {
+        let lib = dir.join(sp.library);
+        if !lib.is_file() {
+            return Err(format!(
+                "--adapters {}: its library {} is missing (build the workspace with `cargo build --workspace`)",
+                sp.name,
+                lib.display()
+            ));
+        }
+        if !cfg.adapter_paths.contains(&lib) {
+            cfg.adapter_paths.push(lib);
+        }
+    }
+    Ok(())
+}
+
+/// `p` as `execvp` finds it: a path when it has a `/`, else the first match on `PATH`.
+pub fn resolve_program(p: &str) -> Option<PathBuf> {
+    if p.contains('/') {
+        let path = PathBuf::from(p);
+        // a directory is found too, so that it is named as such
+        return path.exists().then_some(path);
+    }
+    std::env::var_os("PATH")
+        .map(|paths| {
+            std::env::split_paths(&paths)
+                .map(|d| d.join(p))
+                .find(|c| c.is_file())
+        })
+        .unwrap_or(None)
+}
