@@ -137,13 +137,15 @@ fn a_limit_the_job_lowers_itself_is_respected() {
 
 #[test]
 fn a_full_disk_stops_recording_and_the_job_runs_on() {
-    // A 2 MiB tmpfs in a private mount namespace (`unshare -m` as root; `-rm` needs no
-    // privileges where unprivileged user namespaces are enabled, as on Debian and Ubuntu).
+    // A 1 MiB tmpfs in a private mount namespace (`unshare -m` as root; `-rm` needs no
+    // privileges where unprivileged user namespaces are enabled, as on Debian and Ubuntu). The
+    // 200 000 pairs take ~1.8 MB (4–5 bytes per HOST record, fewer on a quiet machine where
+    // timestamp deltas are small): 2 MiB was not always full.
     let opts = unshare_check();
     let p = prog("probe_bigwriter");
     let keep = tempfile::tempdir().unwrap();
     let script = format!(
-        "set -e; d=$(mktemp -d); mount -t tmpfs -o size=2m none \"$d\"; \
+        "set -e; d=$(mktemp -d); mount -t tmpfs -o size=1m none \"$d\"; \
          LD_PRELOAD={} MEMSCOPE_SPOOL=\"$d\" MEMSCOPE_ADAPTERS={} {}; rc=$?; \
          cp \"$d\"/*.stream {}/; umount \"$d\"; rmdir \"$d\"; exit $rc",
         probe_lib().display(),
@@ -187,7 +189,7 @@ fn unshare_check() -> &'static str {
         "this test needs `unshare` (util-linux) able to make a mount namespace — as root, or \
          with unprivileged user namespaces enabled (sysctl kernel.unprivileged_userns_clone=1; \
          containers need CAP_SYS_ADMIN or a seccomp profile that allows unshare) — to mount a \
-         2 MiB tmpfs"
+         1 MiB tmpfs"
     );
 }
 

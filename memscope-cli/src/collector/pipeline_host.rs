@@ -14,7 +14,13 @@ impl Pipeline {
 
     /// A HOST record of thread `tid` on the fast path (`shadow`: made outside a collection
     /// window, see `history`: not accounted unless it frees a block from a window).
-    pub(super) fn host_record(&mut self, image: usize, tid: u32, rec: &Record<Box<[u8]>>, shadow: bool) {
+    pub(super) fn host_record(
+        &mut self,
+        image: usize,
+        tid: u32,
+        rec: &Record<Box<[u8]>>,
+        shadow: bool,
+    ) {
         if shadow {
             if let Some(rec) = self.history.divert_host(rec) {
                 self.host_account(image, tid, rec);
