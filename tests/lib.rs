@@ -107,6 +107,20 @@ pub fn sim_npu_dir() -> PathBuf {
 /// per-test-binary cache directory, linking the msTX front end. `shared` builds a `.so`.
 /// Returns the output path. Panics with the compiler's output on failure.
 pub fn compile(sources: &[&Path], out_name: &str, extra: &[&str], shared: bool) -> PathBuf {
+    // Once per test binary and set of arguments: a rebuild renames a new file over a program
+    // another test may be running (its /proc/PID/exe then reads "… (deleted)").
+    static BUILT: std::sync::Mutex<Vec<(String, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+    let key = format!("{out_name}|{sources:?}|{extra:?}|{shared}");
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, p)) = built.iter().find(|(k, _)| *k == key) {
+        return p.clone();
+    }
+    let out = compile_now(sources, out_name, extra, shared);
+    built.push((key, out.clone()));
+    out
+}
+
+fn compile_now(sources: &[&Path], out_name: &str, extra: &[&str], shared: bool) -> PathBuf {
     let out_dir = programs_dir();
     std::fs::create_dir_all(&out_dir).expect("create test-programs dir");
     let out = out_dir.join(out_name);
