@@ -77,6 +77,10 @@ pub struct RunArgs {
     /// torch hooks).
     #[arg(long)]
     watch: Option<String>,
+    /// Sample the process's resident memory on a timer (100ms, 1s, 250us) and show what the
+    /// hooks do not see: untracked = RSS − live HOST/HOST_MMAP/PYMEM blocks [default: off].
+    #[arg(long, value_name = "INTERVAL")]
+    sample: Option<String>,
     /// At the end, write a self-contained HTML report of the run into the output directory.
     #[arg(long)]
     report: bool,
@@ -145,6 +149,7 @@ fn configure(a: &RunArgs) -> Result<(RunConfig, String), String> {
         inefficient_rule: a.inefficient_rule.clone(),
         host_rows: a.host_rows.then_some(true),
         watch: a.watch.clone(),
+        sample: a.sample.clone(),
     };
     let cwd = std::env::current_dir().map_err(|e| format!("current directory: {e}"))?;
     let raw = match &a.config {
@@ -341,6 +346,7 @@ fn job_command(
             },
         )
         .env(env::ENV_C_STACK, cfg.call_stack.c.unwrap_or(0).to_string())
+        .env(env::ENV_SAMPLE_NS, cfg.sample_ns.unwrap_or(0).to_string()) // issue 25
         .env(
             env::ENV_KERNEL_LAUNCH,
             if (cfg.events.launch || cfg.analysis.inefficient) && cfg.level.kernel {

@@ -445,6 +445,9 @@ pub struct RunConfig {
     /// `--watch`: memory watch between two operators (`None`: off).
     #[serde(default)]
     pub watch: Option<WatchConfig>,
+    /// `--sample`: interval of the probe's memory sampler, ns (`None`: off; issue 25).
+    #[serde(default)]
+    pub sample_ns: Option<u64>,
 }
 
 /// `--watch [start[:outid]],end[,full-content]` (behaviour spec §2, §9.9): from the end of
@@ -567,6 +570,7 @@ impl Default for RunConfig {
             inefficient_rule: crate::analysis::inefficient::IneffRule::MsMemScope,
             host_rows: false,
             watch: None,
+            sample_ns: None,
         }
     }
 }

@@ -26,11 +26,14 @@ pub enum EventKind {
     Snapshot,
     /// Detail rows of an out-of-memory analysis (msMemScope `OOM_DETAIL`).
     OomDetail,
+    /// A timed sample of memory outside the hooks (`--sample`, issue 25): memscope's own, kept
+    /// out of the msMemScope-format dumps (capture, exports and report only).
+    Sample,
 }
 
 impl EventKind {
     /// Every kind, in the order of the seed's table.
-    pub const ALL: [EventKind; 9] = [
+    pub const ALL: [EventKind; 10] = [
         EventKind::System,
         EventKind::Malloc,
         EventKind::Free,
@@ -40,6 +43,7 @@ impl EventKind {
         EventKind::Mstx,
         EventKind::Snapshot,
         EventKind::OomDetail,
+        EventKind::Sample,
     ];
 
     /// The spelling in the `Event` column.
@@ -54,6 +58,7 @@ impl EventKind {
             EventKind::Mstx => "MSTX",
             EventKind::Snapshot => "SNAPSHOT",
             EventKind::OomDetail => "OOM_DETAIL",
+            EventKind::Sample => "SAMPLE",
         }
     }
 
@@ -105,6 +110,9 @@ pub enum EventType {
     OomTrigger,
     OomRecentAlloc,
     OomTopAlloc,
+    /// The process's host memory sampled on a timer (`--sample`): SAMPLE row with `rss`,
+    /// `anon`, `tracked` and `untracked` bytes (memscope's own, issue 25).
+    HostMemory,
     /// A type named by a third-party adapter (plugin ABI), interned by [`EventType::custom`].
     Custom(u16),
 }
@@ -116,7 +124,7 @@ static CUSTOM_TYPES: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new
 pub const MAX_CUSTOM_TYPES: usize = 4096;
 
 impl EventType {
-    const TABLE: [(EventType, &'static str, EventKind); 32] = [
+    const TABLE: [(EventType, &'static str, EventKind); 33] = [
         (EventType::AclInit, "ACL_INIT", EventKind::System),
         (EventType::AclFini, "ACL_FINI", EventKind::System),
         (EventType::StartTrace, "START_TRACE", EventKind::System),
@@ -173,6 +181,7 @@ impl EventType {
             "OOM_TOP_ALLOC",
             EventKind::OomDetail,
         ),
+        (EventType::HostMemory, "HOST_MEMORY", EventKind::Sample),
     ];
 
     fn index(self) -> Option<usize> {

@@ -45,6 +45,8 @@ pub mod run_index;
 #[cfg(feature = "collector")]
 pub mod safe_fs;
 #[cfg(feature = "collector")]
+pub mod sampled;
+#[cfg(feature = "collector")]
 pub mod sanitize;
 #[cfg(feature = "collector")]
 pub mod sink;

@@ -26,6 +26,10 @@ pub const ENV_PLUGINS: &str = "MEMSCOPE_PLUGINS";
 /// [`ProbeSettings`].
 pub const ENV_KERNEL_LAUNCH: &str = "MEMSCOPE_KERNEL_LAUNCH";
 
+/// Interval of the probe's memory sampler thread in ns (`--sample`, issue 25; unset or 0: no
+/// sampler).
+pub const ENV_SAMPLE_NS: &str = "MEMSCOPE_SAMPLE_NS";
+
 /// Settings decoded from the environment. Texts borrow from `environ`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ProbeSettings<'a> {
@@ -41,6 +45,8 @@ pub struct ProbeSettings<'a> {
     pub host_mmap: bool,
     /// Plugin paths, `:`-separated.
     pub plugins: Option<&'a [u8]>,
+    /// Memory sampler interval, ns (0: off).
+    pub sample_ns: u64,
 }
 
 impl<'a> ProbeSettings<'a> {
@@ -62,6 +68,8 @@ impl<'a> ProbeSettings<'a> {
             self.host_mmap = value == b"1";
         } else if name == ENV_PLUGINS.as_bytes() {
             self.plugins = (!value.is_empty()).then_some(value);
+        } else if name == ENV_SAMPLE_NS.as_bytes() {
+            self.sample_ns = parse_u64(value).unwrap_or(0);
         }
     }
 }
@@ -79,6 +87,21 @@ pub fn parse_u32(s: &[u8]) -> Option<u32> {
         v = v * 10 + (b - b'0') as u64;
     }
     u32::try_from(v).ok()
+}
+
+/// Parses a decimal `u64` without allocating.
+pub fn parse_u64(s: &[u8]) -> Option<u64> {
+    if s.is_empty() || s.len() > 20 {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &b in s {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add((b - b'0') as u64)?;
+    }
+    Some(v)
 }
 
 /// Parses an `ASCEND_RT_VISIBLE_DEVICES` value (`"3"`, `"4,5,6"`): the physical id of each
@@ -99,6 +122,7 @@ mod tests {
             b"MEMSCOPE_ADAPTERS=65",
             b"MEMSCOPE_COLLECT_MODE=deferred",
             b"MEMSCOPE_C_STACK=5000",
+            b"MEMSCOPE_SAMPLE_NS=100000000",
             b"PATH=/bin",
             b"NOEQUALS",
         ] {
@@ -108,6 +132,8 @@ mod tests {
         assert_eq!(s.adapters, 65);
         assert!(s.deferred);
         assert_eq!(s.c_stack_depth, 1000);
+        assert_eq!(s.sample_ns, 100_000_000);
+        assert_eq!(parse_u64(b"18446744073709551616"), None);
         assert_eq!(parse_u32(b"4294967296"), None);
     }
 }

@@ -258,6 +258,7 @@ mod owned;
 mod python;
 mod python_ctx;
 mod record;
+mod sample;
 
 pub use cann::{decode_dims, encode_dims, AccessKind, MAX_DIMS};
 pub use codec::{decode, encode_frames, ChunkState, StackFrames, WireError};

@@ -57,6 +57,7 @@ fn takes_context(rec: &Record<&[u8]>) -> bool {
             | Record::PyFrameDef { .. }
             | Record::PyStack { .. }
             | Record::WatchDump { .. }
+            | Record::HostSample { .. }
             | Record::Shadow { .. }
     )
 }

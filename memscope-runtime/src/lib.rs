@@ -68,6 +68,7 @@ mod intern;
 mod liveness;
 pub mod plugin;
 pub mod real;
+mod sampler;
 mod scratch;
 mod settings;
 pub mod stack;

@@ -186,6 +186,7 @@ pub fn start_at_load() {
         return;
     }
     safe_point();
+    crate::sampler::start();
 }
 
 /// Set by [`start_at_load`] when the constructor ran inside the runtime's init.
@@ -198,6 +199,7 @@ pub(crate) fn start_deferred() {
     if !DEFERRED.swap(false, Ordering::AcqRel) {
         return;
     }
+    crate::sampler::start();
     if PLUGINS.load(Ordering::Acquire) != PENDING || settings::plugins().is_empty() {
         return;
     }

@@ -5,7 +5,7 @@ use crate::sync::RacyCell;
 use crate::sys::{stderr_write, FixedBuf};
 use core::ffi::c_char;
 use core::fmt::Write;
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use memscope_core::probe_env::ProbeSettings;
 use memscope_core::wire::{is_rank_env, FH_RANK_ENV_LEN, RANK_ENV_VALUE_MAX};
 
@@ -22,6 +22,7 @@ static ADAPTERS: AtomicU32 = AtomicU32::new(0);
 static DEFERRED: AtomicBool = AtomicBool::new(false);
 static C_STACK: AtomicU32 = AtomicU32::new(0);
 static HOST_MMAP: AtomicBool = AtomicBool::new(false);
+static SAMPLE_NS: AtomicU64 = AtomicU64::new(0);
 /// The last [`load`] found no `MEMSCOPE_SPOOL`.
 static SPOOL_UNSET: AtomicBool = AtomicBool::new(false);
 /// The rank environment (`wire::FH_RANK_ENV` layout) found in `environ` at init.
@@ -73,6 +74,7 @@ pub(crate) fn load() -> bool {
     DEFERRED.store(s.deferred, Ordering::Relaxed);
     C_STACK.store(s.c_stack_depth, Ordering::Relaxed);
     HOST_MMAP.store(s.host_mmap, Ordering::Relaxed);
+    SAMPLE_NS.store(s.sample_ns, Ordering::Relaxed);
 
     let plugins = s.plugins.unwrap_or(b"");
     let mut n = plugins.len().min(PLUGINS_MAX);
@@ -157,6 +159,11 @@ pub(crate) fn c_stack_depth() -> u32 {
 /// `MEMSCOPE_HOST_MMAP=1`.
 pub(crate) fn host_mmap() -> bool {
     HOST_MMAP.load(Ordering::Relaxed)
+}
+
+/// `MEMSCOPE_SAMPLE_NS`: the memory sampler's interval in ns (0: no sampler).
+pub(crate) fn sample_ns() -> u64 {
+    SAMPLE_NS.load(Ordering::Relaxed)
 }
 
 /// The rank environment found at init, in the `wire::FH_RANK_ENV` layout (`NAME=value\0`…).

@@ -169,6 +169,7 @@ extern "C" {
 /// Records the exit status (for the run index, issue 18), then `FLAG_EXITED`; then, when the
 /// Python package asked for it, waits (bounded) for the collector to end (issue 23).
 extern "C" fn on_exit_status(status: libc::c_int, _arg: *mut libc::c_void) {
+    crate::sampler::sample_at_exit();
     stream::set_exit_status(status);
     stream::set_flag(FLAG_EXITED);
     crate::liveness::wait_at_exit();

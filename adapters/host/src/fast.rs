@@ -58,6 +58,8 @@ pub struct HostFast {
     groups: HashMap<(u64, u64), u32, BuildHasherDefault<AddrHasher>>,
     image: usize,
     unknown_frees: u64,
+    /// Bytes of the blocks in `live`.
+    live_bytes: u64,
 }
 
 /// Whether `rec` is one the fast path handles.
@@ -135,6 +137,7 @@ impl HostFast {
             } => self.malloc(ctx, (ts, addr, size, stack), py, first_id, &mut t),
             Record::HostFree { addr, .. } => match self.live.remove(&addr) {
                 Some(b) => {
+                    self.live_bytes -= b.size;
                     self.leaks.other_free(b.size, b.group);
                     t.frees += 1;
                 }
@@ -174,6 +177,7 @@ impl HostFast {
         t: &mut Typed,
     ) {
         if let Some(old) = self.live.remove(&addr) {
+            self.live_bytes -= old.size;
             self.leaks.other_free(old.size, old.group);
             ctx.warn(format!("HOST: block 0x{addr:x} allocated again before its free was seen; closed with a synthetic FREE"));
             t.frees += 1;
@@ -182,6 +186,7 @@ impl HostFast {
         ctx.next_allocation_id();
         let group = self.group(ctx, stack, py);
         self.live.insert(addr, Live { size, group });
+        self.live_bytes += size;
         self.leaks.other_alloc(size, group, first_id + t.frees, ts);
         t.mallocs += 1;
     }
@@ -192,6 +197,13 @@ impl HostFast {
             self.leaks.other_free(b.size, b.group);
             t.frees += 1;
         }
+        self.live_bytes = 0;
+    }
+
+    /// Bytes of the HOST heap blocks live on the fast path now (the tracked part of a memory
+    /// sample, issue 25).
+    pub fn live_bytes(&self) -> u64 {
+        self.live_bytes
     }
 
     /// Accounts an event of another source (a host block the HAL or ACL adapter typed, a
@@ -270,6 +282,7 @@ mod tests {
             r[1].title,
             "HOST memory live at exit (pid 7): 1 block(s), 10 bytes"
         );
+        assert_eq!(f.live_bytes(), 10);
         // An exec: the live block gets a synthetic FREE before the new image's first record.
         ctx.set_image(1);
         let t = feed(&mut f, &mut ctx, Record::HostFree { ts: 6, addr: 0x10 });
@@ -278,6 +291,7 @@ mod tests {
             f.report(None)[1].title,
             "HOST memory live at exit: 0 block(s), 0 bytes"
         );
+        assert_eq!(f.live_bytes(), 0);
     }
 
     #[test]

@@ -21,6 +21,8 @@ mod finish;
 mod host;
 #[path = "reconfigure.rs"]
 mod reconfigure;
+#[path = "sampled.rs"]
+mod sampled;
 
 /// Receives every typed event of a pipeline (the replay API).
 pub type Observer = Box<dyn FnMut(&Event)>;
@@ -158,6 +160,8 @@ pub struct Pipeline {
     torch: super::torch::TorchState,
     /// Blocks seen outside collection windows (issue 26).
     history: super::history::History,
+    /// Tracked host bytes and the memory samples' figures (issue 25).
+    sampled: memscope_core::sampled::SampledMemory,
 }
 
 impl Pipeline {
@@ -191,6 +195,7 @@ impl Pipeline {
             pystacks: super::pystacks::PyStacks::new(p.py_depth),
             torch: Default::default(),
             history: Default::default(),
+            sampled: Default::default(),
         }
     }
 
@@ -331,6 +336,10 @@ impl Pipeline {
             }
             Record::CallStack { ts, stack } => {
                 self.ctx.set_call_stack(tid, *ts, *stack);
+                return;
+            }
+            Record::HostSample { ts, rss, anon } => {
+                self.host_sample(tid, *ts, *rss, *anon);
                 return;
             }
             _ => {}
@@ -533,6 +542,7 @@ impl Pipeline {
                 *peak = (*peak).max(used.max(0) as u64);
             }
         }
+        self.sampled.observe(&ev);
         if let Some(f) = &mut self.observer {
             f(&ev);
         }

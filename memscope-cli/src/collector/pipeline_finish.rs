@@ -44,6 +44,7 @@ impl Pipeline {
             Some(f) => f.report(Some(self.summary.pid)),
             None => Vec::new(),
         };
+        side_report.extend(self.sampled.report(self.summary.pid));
         for (i, n) in self.typed.iter().enumerate() {
             if *n > 0 {
                 self.summary.typed.insert(EventKind::ALL[i], *n);

@@ -42,6 +42,9 @@ pub struct ConfigFile {
     pub host_rows: Option<bool>,
     /// `--watch`.
     pub watch: Option<String>,
+    /// `--sample`: interval of the memory sampler (`100ms`, `1s`, `250us`; default off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sample: Option<String>,
 }
 
 /// A list given as `"a,b"` or `["a","b"]`.
@@ -119,6 +122,8 @@ pub struct RawOptions {
     pub host_rows: Option<bool>,
     /// `--watch`.
     pub watch: Option<String>,
+    /// `--sample`.
+    pub sample: Option<String>,
 }
 
 impl RawOptions {
@@ -194,6 +199,7 @@ impl RawOptions {
             inefficient_rule: f.inefficient_rule,
             host_rows: f.host_rows,
             watch: f.watch,
+            sample: f.sample,
         }
     }
 
@@ -217,7 +223,8 @@ impl RawOptions {
             idle_threshold,
             inefficient_rule,
             host_rows,
-            watch
+            watch,
+            sample
         );
         self.adapter_paths.extend(flags.adapter_paths);
         self
@@ -306,6 +313,9 @@ impl RawOptions {
         }
         if let Some(w) = &self.watch {
             c.watch = Some(WatchConfig::parse(w)?);
+        }
+        if let Some(v) = &self.sample {
+            c.sample_ns = Some(crate::sampled::parse_interval(v).map_err(|e| bad("--sample", e))?);
         }
         if let Some(r) = &self.inefficient_rule {
             c.inefficient_rule =
@@ -416,6 +426,7 @@ impl RunConfig {
             inefficient_rule: Some(self.inefficient_rule.as_str().to_owned()),
             host_rows: Some(self.host_rows),
             watch: self.watch.as_ref().map(WatchConfig::to_text),
+            sample: self.sample_ns.map(crate::sampled::interval_text),
         }
     }
 }

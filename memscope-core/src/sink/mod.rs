@@ -67,8 +67,8 @@ pub trait DeviceWriter: Send + Sized {
 /// at the last successful flush.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct KindRows {
-    dev: [u64; 9],
-    less: [u64; 9],
+    dev: [u64; EventKind::ALL.len()],
+    less: [u64; EventKind::ALL.len()],
 }
 
 impl KindRows {
@@ -263,6 +263,11 @@ impl<W: DeviceWriter> Layer for DumpSink<W> {
         W::KIND
     }
     fn on_event(&mut self, ev: Event, _: &BusCtx, _: &mut Vec<Event>) -> Result<(), BusError> {
+        // memory samples (issue 25) are memscope's own: msMemScope's readers know no SAMPLE
+        // rows, so they stay in the capture, the exports and the report
+        if ev.kind == crate::event::EventKind::Sample {
+            return Ok(());
+        }
         self.router.route(&ev);
         self.take_router_warnings();
         Ok(())

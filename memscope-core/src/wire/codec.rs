@@ -1,6 +1,6 @@
 //! Varint codec of the stream: tags, delta state, the byte writer and reader, and the decoder.
 
-use super::{cann, python, python_ctx, PoolId, Record, SystemCode, MAX_TEXT};
+use super::{cann, python, python_ctx, sample, PoolId, Record, SystemCode, MAX_TEXT};
 
 pub(crate) mod tag {
     pub const THREAD: u8 = 1;
@@ -428,6 +428,7 @@ pub fn decode<'a>(
             python_ctx::decode(t, &mut i, &mut next)?
         }
         python::tag::PY_CODE_DEF..=python::tag::LAST => python::decode(t, &mut i, &mut next)?,
+        sample::tag::HOST_SAMPLE..=sample::tag::LAST => sample::decode(t, &mut i, &mut next)?,
         other => return Err(WireError::BadTag(other)),
     };
     *st = next;

@@ -1,6 +1,6 @@
 //! Encoding of records into a chunk (allocation-free: the probe calls it inside hooks).
 
-use super::{cann, python, python_ctx, tag, zigzag, ChunkState, Out, Record};
+use super::{cann, python, python_ctx, sample, tag, zigzag, ChunkState, Out, Record};
 
 impl<B: AsRef<[u8]>> Record<B> {
     /// Encodes into `out`, updating `st` only on success. Returns the bytes written, or `None`
@@ -314,6 +314,7 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::AtenTensor { .. }
             | Record::CpuTensor { .. }
             | Record::WatchDump { .. } => python_ctx::encode(self, &mut o, &mut next),
+            Record::HostSample { .. } => sample::encode(self, &mut o, &mut next),
         }
         if o.ok {
             *st = next;

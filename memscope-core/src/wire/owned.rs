@@ -1,6 +1,6 @@
 //! Owned copies of records (the collector keeps records past the stream buffer).
 
-use super::{cann, python, python_ctx, Record};
+use super::{cann, python, python_ctx, sample, Record};
 
 impl<B: AsRef<[u8]>> Record<B> {
     /// Copies the borrowed texts so the record can outlive the stream buffer.
@@ -217,6 +217,7 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::AtenTensor { .. }
             | Record::CpuTensor { .. }
             | Record::WatchDump { .. } => python_ctx::to_owned(self).expect("an issue-13 record"),
+            Record::HostSample { .. } => sample::to_owned(self).expect("a sample record"),
         }
     }
 }

@@ -573,6 +573,16 @@ pub enum Record<B = Box<[u8]>> {
         /// Bytes (full content); empty in hash mode.
         data: B,
     },
+    /// A sample of the process's memory on the probe's sampler thread (`--sample`, issue 25):
+    /// resident and anonymous resident bytes, whatever allocated them.
+    HostSample {
+        /// Time.
+        ts: u64,
+        /// Resident bytes (RSS).
+        rss: u64,
+        /// Anonymous resident bytes (`RssAnon`).
+        anon: u64,
+    },
 }
 
 impl<B: AsRef<[u8]>> Record<B> {
@@ -600,6 +610,7 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::HostMunmap { ts, .. }
             | Record::HostMremap { ts, .. }
             | Record::ThreadDevice { ts, .. }
+            | Record::HostSample { ts, .. }
             | Record::Plugin { ts, .. } => Some(*ts),
             Record::HalAlloc { .. }
             | Record::HalCreate { .. }
@@ -653,6 +664,7 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::PinnedUnregister { .. }
             | Record::RegionUnregister { .. } => EventKind::Free,
             Record::System { .. } => EventKind::System,
+            Record::HostSample { .. } => EventKind::Sample,
             Record::KernelLaunch { .. } | Record::AtbKernel { .. } => EventKind::KernelLaunch,
             Record::AtbOp { .. } => EventKind::OpLaunch,
             Record::AtbTensor { .. } => EventKind::Access,

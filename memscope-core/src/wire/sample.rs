@@ -1,0 +1,53 @@
+//! Codec of the sampled-memory records of issue 25 (`--sample`): tags 90–99, written by the
+//! probe's sampler thread on a timer, apart from every hook (`memscope-runtime/src/sampler.rs`).
+//!
+//! * [`Record::HostSample`]: the process's resident and anonymous resident bytes
+//!   (`/proc/self/statm`).
+//!
+//! Kept in its own file and tag range so the sampled-memory source can move as one piece.
+
+use super::{ChunkState, In, Out, Record, WireError};
+
+pub(super) mod tag {
+    pub const HOST_SAMPLE: u8 = 90;
+    /// Last tag of the range.
+    pub const LAST: u8 = 99;
+}
+
+/// Encodes a record of this file (caller guarantees the variant).
+pub(super) fn encode<B: AsRef<[u8]>>(rec: &Record<B>, o: &mut Out<'_>, next: &mut ChunkState) {
+    match rec {
+        Record::HostSample { ts, rss, anon } => {
+            o.u8(tag::HOST_SAMPLE);
+            o.var(ts.wrapping_sub(next.last_ts));
+            next.last_ts = *ts;
+            o.var(*rss);
+            o.var(*anon);
+        }
+        _ => o.ok = false,
+    }
+}
+
+/// Decodes the body of a record whose tag `t` is in [`tag`]'s range.
+pub(super) fn decode<'a>(
+    t: u8,
+    i: &mut In<'a>,
+    next: &mut ChunkState,
+) -> Result<Record<&'a [u8]>, WireError> {
+    Ok(match t {
+        tag::HOST_SAMPLE => Record::HostSample {
+            ts: i.ts(next)?,
+            rss: i.var()?,
+            anon: i.var()?,
+        },
+        _ => return Err(WireError::BadTag(t)),
+    })
+}
+
+/// Copies a record of this file (`None` for a variant of another file).
+pub(super) fn to_owned<B>(rec: &Record<B>) -> Option<Record<Box<[u8]>>> {
+    match *rec {
+        Record::HostSample { ts, rss, anon } => Some(Record::HostSample { ts, rss, anon }),
+        _ => None,
+    }
+}

@@ -1,0 +1,162 @@
+//! The memory sampler (`--sample <interval>`, issue 25): one thread of the probe wakes every
+//! interval, reads the process's resident memory from `/proc/self/statm` and records a
+//! `HostSample` — memory no hook sees (a raw `mmap`, a driver's pages, the interpreter) shows
+//! as the difference to what the hooks hold live, which the collector computes.
+//!
+//! Why a thread of the probe and not the collector reading `/proc/<pid>`: the samples land in
+//! the process's own stream, so they are in time order with its events, survive a killed
+//! collector and go into the kept capture (offline reports and exports have them), and the
+//! thread is where device figures would be asked, which needs the job's process. It costs the
+//! job's threads nothing: it takes no lock they take, never allocates (a stack buffer and raw
+//! `open`/`read`), runs as runtime-internal code with every signal blocked (no handler of the
+//! program runs on it, and a hook it reached would forward), and writes through its own chunk.
+//!
+//! Started once, from the probe's constructor (`plugin::start_at_load`, or the end of an init
+//! the constructor ran inside): never from inside a hook. A fork child has no sampler (threads
+//! do not survive `fork`); an exec'd image starts its own.
+
+use crate::guard::Internal;
+use crate::{clock, settings, state};
+use core::sync::atomic::{AtomicBool, Ordering};
+use memscope_core::wire::Record;
+
+/// The sampler thread was started (or tried) in this process image.
+static STARTED: AtomicBool = AtomicBool::new(false);
+
+/// Stack of the sampler thread: it only reads a small file and encodes a record.
+const STACK_BYTES: usize = 256 * 1024;
+
+/// Starts the sampler thread when `MEMSCOPE_SAMPLE_NS` asks for one and the runtime records.
+/// At most once per process image; a failure to start prints one line and leaves the job alone.
+pub(crate) fn start() {
+    let interval = settings::sample_ns();
+    if interval == 0 || state::init_state() != state::InitState::Ready {
+        return;
+    }
+    if STARTED.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    // Internal and with signals blocked: the thread inherits the mask, and whatever
+    // `pthread_create` allocates or maps forwards unrecorded.
+    let _internal = Internal::begin(true);
+    // SAFETY: an all-zero `pthread_attr_t` is overwritten by `pthread_attr_init`.
+    let mut attr: libc::pthread_attr_t = unsafe { core::mem::zeroed() };
+    // SAFETY: `attr` is valid storage; the attribute calls only fill it; `run` has the thread
+    // entry signature and lives as long as the (pinned) library; the argument is unused.
+    let rc = unsafe {
+        libc::pthread_attr_init(&mut attr);
+        libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
+        libc::pthread_attr_setstacksize(&mut attr, STACK_BYTES);
+        let mut t: libc::pthread_t = 0;
+        let rc = libc::pthread_create(&mut t, &attr, run, core::ptr::null_mut());
+        libc::pthread_attr_destroy(&mut attr);
+        rc
+    };
+    if rc != 0 {
+        crate::sys::stderr_write(b"memscope: the memory sampler thread could not start; no samples in this process\n");
+    }
+}
+
+/// Records one sample now (at exit, so the last stretch has a point too), when sampling is on.
+pub(crate) fn sample_at_exit() {
+    if STARTED.load(Ordering::Acquire) && state::init_state() == state::InitState::Ready {
+        sample();
+    }
+}
+
+extern "C" fn run(_: *mut libc::c_void) -> *mut libc::c_void {
+    // SAFETY: `all` is valid storage filled by `sigfillset`; blocking every signal on this
+    // thread only affects this thread.
+    unsafe {
+        let mut all: libc::sigset_t = core::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, core::ptr::null_mut());
+        libc::prctl(libc::PR_SET_NAME, c"memscope-sample".as_ptr());
+    }
+    let _internal = Internal::begin(false);
+    let interval = settings::sample_ns();
+    let mut next = monotonic_ns();
+    loop {
+        sample();
+        next = next.saturating_add(interval);
+        sleep_until(next);
+    }
+}
+
+/// Reads `/proc/self/statm` and records a `HostSample` (nothing when it cannot be read).
+fn sample() {
+    let Some((rss, anon)) = read_statm() else {
+        return;
+    };
+    crate::writer::record_raw(&Record::HostSample {
+        ts: clock::now_ns(),
+        rss,
+        anon,
+    });
+}
+
+/// Resident and anonymous resident bytes: `statm`'s `resident` and `resident − shared` pages
+/// (`shared` is the file-backed and shmem part: what is left is `RssAnon`).
+fn read_statm() -> Option<(u64, u64)> {
+    let mut buf = [0u8; 128];
+    // SAFETY: the path is a NUL-terminated literal; `buf` is writable for its length; the
+    // descriptor is closed before returning.
+    let n = unsafe {
+        let fd = libc::open(
+            c"/proc/self/statm".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        );
+        if fd < 0 {
+            return None;
+        }
+        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+        libc::close(fd);
+        n
+    };
+    let text = buf.get(..usize::try_from(n).ok()?)?;
+    let mut fields = text
+        .split(|b| *b == b' ' || *b == b'\n')
+        .filter(|f| !f.is_empty())
+        .map(memscope_core::probe_env::parse_u64);
+    let _size = fields.next()??;
+    let resident = fields.next()??;
+    let shared = fields.next()??;
+    // SAFETY: sysconf has no preconditions.
+    let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).ok()?;
+    Some((resident * page, resident.saturating_sub(shared) * page))
+}
+
+fn monotonic_ns() -> u64 {
+    // SAFETY: an all-zero timespec is valid; clock_gettime fills it.
+    let mut t: libc::timespec = unsafe { core::mem::zeroed() };
+    // SAFETY: `t` is valid for writing.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+/// Sleeps until monotonic time `ns` (absolute, so the period does not drift).
+fn sleep_until(ns: u64) {
+    let t = libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: `t` is a valid timespec; a null remainder is allowed with TIMER_ABSTIME. An
+    // interrupted sleep (EINTR cannot come with every signal blocked) only takes a sample early.
+    unsafe {
+        libc::clock_nanosleep(
+            libc::CLOCK_MONOTONIC,
+            libc::TIMER_ABSTIME,
+            &t,
+            core::ptr::null_mut(),
+        )
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn statm_of_this_process_has_resident_at_least_anonymous_bytes() {
+        let (rss, anon) = super::read_statm().expect("/proc/self/statm");
+        assert!(rss > 0 && anon <= rss, "{rss} {anon}");
+    }
+}
