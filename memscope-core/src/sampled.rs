@@ -240,7 +240,10 @@ mod tests {
         assert_eq!(ev.event_type.as_str(), "HOST_MEMORY");
         s.host_event((6, 1, 2), 20_000, 8_000, 100);
         let line = &s.report(1).unwrap().lines[0];
-        assert!(line.starts_with("2 samples: peak untracked host 0.0 MiB"), "{line}");
+        assert!(
+            line.starts_with("2 samples: peak untracked host 0.0 MiB"),
+            "{line}"
+        );
         assert!(SampledMemory::new().report(1).is_none());
     }
 }

@@ -192,13 +192,13 @@
     const opts = {
       width: width(node), height: height || 260,
       scales: { x: { time: false, min: bounds[0], max: bounds[1] },
-        y: { range: (u, min, max) => [0, max > 0 ? max * 1.08 : 1] } },
+        y: { range: (u, min, max) => [Math.min(0, min * 1.08), max > 0 ? max * 1.08 : 1] } },
       axes: [{ values: (u, vals) => vals.map(fmtTime), space: 90, grid: { stroke: "#eef0f3" } },
         { values: (u, vals) => vals.map(fmtAxisBytes), incrs: BYTE_INCRS, size: 70, grid: { stroke: "#eef0f3" } }],
       series: [{ label: "time", value: (u, v) => fmtTime(v) }].concat(series.map((s, i) => ({
         label: s.label, stroke: s.colour || PALETTE[i % PALETTE.length], width: 1.6, show: s.show !== false,
         fill: s.fill ? (s.colour || PALETTE[i % PALETTE.length]) + "14" : undefined,
-        dash: s.what === "reserved" ? [6, 4] : undefined,
+        dash: s.what === "reserved" ? [6, 4] : s.what === "sampled" ? [2, 3] : undefined,
         paths: uPlot.paths.stepped({ align: 1 }), points: { show: false },
         value: (u, v) => fmtBytes(v),
       }))),
@@ -258,13 +258,13 @@
       card("Inefficient blocks", String(p.inefficient.total), Object.entries(p.inefficient.counts).map(([k, v]) => v + " " + k.split("_")[0]).join(" · ")));
   }
 
-  function seriesLabel(s) { return s.pool + (s.what === "reserved" ? " reserved" : s.pool === "HAL" || s.pool.startsWith("HOST") ? "" : " allocated"); }
+  function seriesLabel(s) { return s.what === "sampled" ? s.pool : s.pool + (s.what === "reserved" ? " reserved" : s.pool === "HAL" || s.pool.startsWith("HOST") ? "" : " allocated"); }
 
   function renderMemory() {
     const p = proc(), b = clear(body("memory"));
     const devices = [...new Set(p.series.map((s) => s.device))];
     if (!devices.length) { b.append(el("div", { class: "empty", text: "No MALLOC/FREE rows in this process." })); return; }
-    b.append(el("div", { class: "note", text: "Drag to zoom, wheel to zoom around the cursor, shift+wheel to pan, double-click to reset; click a legend entry to show or hide a series (reserved bytes start hidden). Shaded bands are steps, dashed lines msTX marks, red ticks leaked blocks, dots each series' peak." }),
+    b.append(el("div", { class: "note", text: "Drag to zoom, wheel to zoom around the cursor, shift+wheel to pan, double-click to reset; click a legend entry to show or hide a series (reserved bytes start hidden). Shaded bands are steps, dashed lines msTX marks, red ticks leaked blocks, dots each series' peak; dotted lines are memory samples (--sample): the sampled RSS and what no hook tracked (RSS − live HOST/HOST_MMAP/PYMEM blocks)." }),
       el("div", { class: "bar" }, [el("button", { class: "small", text: "Reset zoom", onclick: () => resetZoom("mem") }),
         p.steps.length ? el("button", { class: "small", text: "Zoom to the steps", onclick: () => zoomTo("mem", p.steps[0].start, p.steps[p.steps.length - 1].end === null ? p.end : p.steps[p.steps.length - 1].end) }) : null]));
     const steps = p.steps, marks = p.marks, leaks = p.leaks.pool.map((l) => l.t).filter((t) => t !== null);

@@ -121,7 +121,8 @@ pub struct SeriesData {
     pub device: String,
     /// Allocator label (`PTA`, `HAL`, `HOST pinned`).
     pub pool: String,
-    /// `allocated` or `reserved`.
+    /// `allocated`, `reserved`, or `sampled` (the memory samples of `--sample`: `RSS (sampled)`
+    /// and `untracked`, on device `cpu`).
     pub what: &'static str,
     /// Times of the points.
     pub t: Vec<u64>,

@@ -21,8 +21,9 @@ use memscope_core::event::{Device, Event, EventKind, EventType, Inefficiency};
 use crate::model::*;
 use crate::roles_view::{frag_data, roles_data, FragCurves};
 use crate::series::Series;
-use crate::views::{allocators, hex, series_data, thin};
+use crate::views::{allocators, hex, series_data, series_of, thin};
 use crate::Budget;
+use memscope_core::sampled::HostPoint;
 
 /// Marks kept per process before thinning.
 pub const MAX_MARKS: usize = 2000;
@@ -94,6 +95,8 @@ pub struct ProcessBuilder {
     series: BTreeMap<(LevelKey, bool), Series>,
     last_level: HashMap<LevelKey, i64>,
     headline: [(i64, Series); 3],
+    /// Memory samples (`--sample`, issue 25): sampled RSS and untracked bytes over time.
+    sampled: Option<[Series; 2]>,
     marks: Thinned<MarkData>,
     counts: BTreeMap<&'static str, u64>,
     devices: BTreeSet<Device>,
@@ -139,6 +142,7 @@ impl ProcessBuilder {
                 (0, Series::new(budget.series_buckets)),
                 (0, Series::new(budget.series_buckets)),
             ],
+            sampled: None,
             marks: Thinned::new(MAX_MARKS),
             counts: BTreeMap::new(),
             devices: BTreeSet::new(),
@@ -199,6 +203,14 @@ impl ProcessBuilder {
                 name: ev.name.clone().unwrap_or_default(),
                 kind: ev.event_type.as_str().to_owned(),
             });
+        }
+        if let Some(p) = HostPoint::of(ev) {
+            let cap = self.budget.series_buckets;
+            let s = self
+                .sampled
+                .get_or_insert_with(|| [Series::new(cap), Series::new(cap)]);
+            s[0].push(p.ts_ns, p.rss);
+            s[1].push(p.ts_ns, p.untracked);
         }
         if let Some((key, level)) = self.levels.observe(ev) {
             let cap = self.budget.series_buckets;
@@ -327,11 +339,19 @@ impl ProcessBuilder {
         let steps = self.step_data();
         let (steps, steps_omitted) = thin(steps, budget.table_rows);
         let inefficient = self.ineff_data(&budget);
-        let series: Vec<SeriesData> = self
+        let mut series: Vec<SeriesData> = self
             .series
             .iter()
             .map(|((k, reserved), s)| series_data(k, *reserved, s))
             .collect();
+        for (s, name) in self
+            .sampled
+            .iter()
+            .flatten()
+            .zip(["RSS (sampled)", "untracked"])
+        {
+            series.push(series_of("cpu".into(), name.into(), "sampled", s));
+        }
         let names = ["HAL", "pools", "HOST"];
         let headline = self
             .headline

@@ -43,12 +43,18 @@ pub fn thin<T>(v: Vec<T>, cap: usize) -> (Vec<T>, u64) {
 
 /// A decimated series as the page plots it.
 pub fn series_data(k: &LevelKey, reserved: bool, s: &Series) -> SeriesData {
+    let what = if reserved { "reserved" } else { "allocated" };
+    series_of(k.device.to_text(), k.label(), what, s)
+}
+
+/// A plotted series of `device`'s `pool` (`what`: `allocated`, `reserved`, `sampled`).
+pub fn series_of(device: String, pool: String, what: &'static str, s: &Series) -> SeriesData {
     let pts = s.points();
     let (peak_t, peak_v) = s.peak().unwrap_or((0, 0));
     SeriesData {
-        device: k.device.to_text(),
-        pool: k.label(),
-        what: if reserved { "reserved" } else { "allocated" },
+        device,
+        pool,
+        what,
         t: pts.iter().map(|p| p.0).collect(),
         v: pts.iter().map(|p| p.1).collect(),
         peak_t,

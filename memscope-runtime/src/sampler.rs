@@ -53,7 +53,9 @@ pub(crate) fn start() {
         rc
     };
     if rc != 0 {
-        crate::sys::stderr_write(b"memscope: the memory sampler thread could not start; no samples in this process\n");
+        crate::sys::stderr_write(
+            b"memscope: the memory sampler thread could not start; no samples in this process\n",
+        );
     }
 }
 

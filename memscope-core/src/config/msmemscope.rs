@@ -4,7 +4,7 @@
 //! Written: every msMemScope key, sorted, 4-space indent (nlohmann's layout), enum codes and
 //! bit masks as msMemScope spells them (`eventType` widened by its rules), plus one object
 //! `memscopeOptions` with what msMemScope has no key for (`adapters`, `adapterPaths`,
-//! `idleThreshold`, `inefficientRule`, `hostRows`, `gap`, `traceback`) so the file also reads
+//! `idleThreshold`, `inefficientRule`, `hostRows`, `gap`, `traceback`, `sample`) so the file also reads
 //! back into memscope unchanged.
 //! Read: missing keys take the defaults, depths are capped at 1000, `outputDir` is checked like
 //! `--output-path`; `eventType` and `isEffective` are derived values and ignored;
@@ -133,18 +133,19 @@ pub fn to_value(cfg: &RunConfig) -> Value {
             LogLevel::Error => 3,
         }),
     );
-    put(
-        "memscopeOptions",
-        json!({
-            "adapterPaths": cfg.adapter_paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
-            "adapters": cfg.adapters,
-            "gap": a.gap,
-            "hostRows": cfg.host_rows,
-            "idleThreshold": cfg.idle_threshold,
-            "inefficientRule": cfg.inefficient_rule.as_str(),
-            "traceback": e.traceback,
-        }),
-    );
+    let mut options = json!({
+        "adapterPaths": cfg.adapter_paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+        "adapters": cfg.adapters,
+        "gap": a.gap,
+        "hostRows": cfg.host_rows,
+        "idleThreshold": cfg.idle_threshold,
+        "inefficientRule": cfg.inefficient_rule.as_str(),
+        "traceback": e.traceback,
+    });
+    if let Some(ns) = cfg.sample_ns {
+        options["sample"] = json!(crate::sampled::interval_text(ns));
+    }
+    put("memscopeOptions", options);
     put("npuSlots", json!(npu_slots));
     put("oomTopK", json!(a.oom.unwrap_or(10)));
     put("outputDir", json!(cfg.output_path.display().to_string()));
@@ -414,6 +415,13 @@ pub fn raw_options(v: &Value) -> Result<RawOptions, ConfigError> {
                         err("memscopeOptions.hostRows", "expected true or false")
                     })?);
                 }
+                "sample" => {
+                    r.sample = Some(
+                        v.as_str()
+                            .ok_or_else(|| err("memscopeOptions.sample", "expected a string"))?
+                            .to_owned(),
+                    );
+                }
                 "gap" => {
                     if v.as_bool() == Some(true) {
                         let a = r.analysis.get_or_insert_with(|| "leaks".into());
@@ -437,7 +445,7 @@ pub fn raw_options(v: &Value) -> Result<RawOptions, ConfigError> {
                 other => {
                     return Err(err(
                         &format!("memscopeOptions.{other}"),
-                        "unknown key (adapters, adapterPaths, gap, hostRows, idleThreshold, inefficientRule, traceback)",
+                        "unknown key (adapters, adapterPaths, gap, hostRows, idleThreshold, inefficientRule, sample, traceback)",
                     ))
                 }
             }
@@ -553,6 +561,21 @@ mod tests {
         let cfg = r.validate(std::path::Path::new("/")).unwrap();
         let back: Value = serde_json::from_str(&to_text(&cfg)).unwrap();
         assert_eq!(back["watchConfig"], v["watchConfig"]);
+    }
+
+    #[test]
+    fn memscope_options_sample_is_the_sample_option_both_ways() {
+        let mut v: Value = serde_json::from_str(SPEC_EXAMPLE).unwrap();
+        v["memscopeOptions"] = json!({"sample": "250us"});
+        let r = raw_options(&v).unwrap();
+        assert_eq!(r.sample.as_deref(), Some("250us"));
+        let cfg = r.validate(std::path::Path::new("/")).unwrap();
+        assert_eq!(cfg.sample_ns, Some(250_000));
+        let back: Value = serde_json::from_str(&to_text(&cfg)).unwrap();
+        assert_eq!(back["memscopeOptions"]["sample"], "250us");
+        let off = RunConfig::default();
+        let back: Value = serde_json::from_str(&to_text(&off)).unwrap();
+        assert!(back["memscopeOptions"].get("sample").is_none());
     }
 
     #[test]

@@ -211,6 +211,11 @@ fn every_record_kind_round_trips() {
             stream: 0,
             text: 4,
         },
+        Record::HostSample {
+            ts: 1_700_000_000_109_000_010,
+            rss: 300 << 20,
+            anon: 260 << 20,
+        },
     ]);
 }
 
@@ -256,6 +261,8 @@ fn decode_reports_truncation_and_unknown_tags() {
         Err(WireError::Truncated)
     );
     assert_eq!(decode(&[200], &mut st), Err(WireError::BadTag(200)));
+    // an unknown tag of the sampled-memory range (issue 25)
+    assert_eq!(decode(&[99, 0, 0, 0], &mut st), Err(WireError::BadTag(99)));
 }
 
 #[test]

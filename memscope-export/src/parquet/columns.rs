@@ -22,6 +22,7 @@
 //! | `workspace_ptr`, `workspace_size`, `stream_id`, `task_id` | INT64 | Attr (`workspace ptr`, `workspace size`, `streamId`, `taskId`) |
 //! | `attrs` | STRING | every other Attr key, as a JSON object of strings (null when none) |
 //! | `call_stack_python`, `call_stack_c` | STRING | `Call Stack(Python)`, `Call Stack(C)` |
+//! | `rss`, `anon`, `tracked`, `untracked` | INT64 | SAMPLE/HOST_MEMORY rows (`--sample`, issue 25): resident, anonymous resident, live in the hooks' blocks (HOST, HOST_MMAP, PYMEM), and `rss − tracked`; their Attr keys stay in `attrs` too |
 //! | `role` | STRING | the owner chain's role (issue 25: `weight`, `gradient`, `optimizer_state`, `activation`, …, `temp`) on MALLOC rows, on FREE rows that carry an owner and on SYSTEM `MEMORY_OWNER` rows (whose block also fills `allocation_id`, `addr`, `size` and `owner`) |
 //!
 //! Unsigned values (addresses) are stored as INT64 (their bit pattern; user-space addresses fit):
@@ -36,9 +37,10 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use memscope_core::event::{Attrs, Device, Event, EventKind};
 use memscope_core::roles::{role_of, OwnerTag};
+use memscope_core::sampled::HostPoint;
 
 /// Version of the table layout, written as `memscope.schema_version`.
-pub const SCHEMA_VERSION: &str = "2";
+pub const SCHEMA_VERSION: &str = "3";
 
 const INT64: &[&str] = &[
     "allocation_id",
@@ -52,6 +54,10 @@ const INT64: &[&str] = &[
     "workspace_size",
     "stream_id",
     "task_id",
+    "rss",
+    "anon",
+    "tracked",
+    "untracked",
 ];
 
 const STRINGS: &[&str] = &[
@@ -169,6 +175,10 @@ mod col {
     pub const WORKSPACE_SIZE: usize = 8;
     pub const STREAM_ID: usize = 9;
     pub const TASK_ID: usize = 10;
+    pub const RSS: usize = 11;
+    pub const ANON: usize = 12;
+    pub const TRACKED: usize = 13;
+    pub const UNTRACKED: usize = 14;
     pub const OWNER: usize = 0;
     pub const INEFFICIENT: usize = 1;
     pub const PAGE_TYPE: usize = 2;
@@ -244,7 +254,7 @@ impl Batch {
         self.ptr.append_option(ev.ptr.map(as_i64));
         self.step
             .append_option(step.and_then(|s| i32::try_from(s).ok()));
-        let mut ints: [Option<i64>; 11] = [None; 11];
+        let mut ints: [Option<i64>; INT64.len()] = [None; INT64.len()];
         let mut strs: [Option<&str>; 13] = [None; 13];
         let mut owner = std::mem::take(&mut self.owner);
         let mut ineff = std::mem::take(&mut self.ineff);
@@ -309,6 +319,13 @@ impl Batch {
                 has_attrs = json(&l.extra, &mut attrs);
             }
             Attrs::Pairs(p) => {
+                // a memory sample (issue 25): its figures in their columns
+                if let Some(s) = HostPoint::of(ev) {
+                    ints[col::RSS] = Some(s.rss);
+                    ints[col::ANON] = Some(s.anon);
+                    ints[col::TRACKED] = Some(s.tracked);
+                    ints[col::UNTRACKED] = Some(s.untracked);
+                }
                 has_attrs = json(p, &mut attrs);
                 // a MEMORY_OWNER row (issue 25): its block and new owner chain in their columns
                 if let Some(t) = OwnerTag::from_event(ev) {

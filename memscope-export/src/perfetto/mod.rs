@@ -7,6 +7,8 @@
 //! * counters in bytes per device × pool: `NPU0 PTA allocated` (the rows' `used`, or the live
 //!   bytes when a pool's rows carry none) and `NPU0 PTA reserved` (`total`), one sample per
 //!   change;
+//! * with `--sample` (issue 25): `host RSS (sampled)` and `host untracked` (RSS − the hooks'
+//!   live HOST/HOST_MMAP/PYMEM blocks), one value per sample;
 //! * `msTX marks`: instants for marks, SYSTEM rows, snapshots and OOM (`OOM on NPU0`, with the
 //!   row's figures as arguments); `msTX ranges`: msTX ranges as slices (a second lane opens for
 //!   a range that starts while one is open);

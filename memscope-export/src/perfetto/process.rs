@@ -5,6 +5,7 @@ use std::io::{self, Write};
 
 use memscope_core::event::{Attrs, Device, Event, EventKind, EventType};
 use memscope_core::roles::{role_index, role_of, role_of_chain, OwnerTag, ROLES};
+use memscope_core::sampled::HostPoint;
 
 use super::proto::{
     event_type, field, Msg, SEQ_INCREMENTAL_STATE_CLEARED, SEQ_NEEDS_INCREMENTAL_STATE,
@@ -79,6 +80,8 @@ pub struct ProcessTrace {
     /// Bytes by role per pool (issue 25): counters `<device> <pool> <role>` for every role but
     /// `temp`, from each block's owner chain (a `MEMORY_OWNER` row moves a block from then on).
     roles: RoleCounters,
+    /// Counter tracks of the memory samples (issue 25): `host RSS (sampled)`, `host untracked`.
+    sampled: Option<[u64; 2]>,
     ops: HashMap<Option<u32>, SliceTrack>,
     kernels: HashMap<Device, SliceTrack>,
     streams: HashMap<(Device, i64), Stream>,
@@ -138,6 +141,7 @@ impl ProcessTrace {
             names: HashMap::new(),
             counters: HashMap::new(),
             roles: RoleCounters::default(),
+            sampled: None,
             pools: HashMap::new(),
             live: HashMap::new(),
             ops: HashMap::new(),
@@ -386,11 +390,30 @@ impl ProcessTrace {
         Ok(())
     }
 
+    /// A memory sample (`--sample`): the sampled RSS and the untracked bytes (RSS − the
+    /// hooks' live host blocks) as two counters.
+    fn sample<W: Write>(&mut self, w: &mut Writer<W>, ev: &Event) -> io::Result<()> {
+        let Some(p) = HostPoint::of(ev) else {
+            return Ok(());
+        };
+        let tracks = match self.sampled {
+            Some(t) => t,
+            None => {
+                let rss = self.child(w, "host RSS (sampled)", TrackKind::Bytes, 0)?;
+                let untracked = self.child(w, "host untracked", TrackKind::Bytes, 0)?;
+                *self.sampled.insert([rss, untracked])
+            }
+        };
+        self.counter_value(w, ev.ts_ns, tracks[0], p.rss)?;
+        self.counter_value(w, ev.ts_ns, tracks[1], p.untracked)
+    }
+
     /// Handles one event.
     pub fn on_event<W: Write>(&mut self, w: &mut Writer<W>, ev: &Event) -> io::Result<()> {
         let name = ev.name.as_deref().unwrap_or(ev.event_type.as_str());
         match (ev.kind, ev.event_type) {
             (EventKind::Malloc | EventKind::Free, _) => self.memory(w, ev)?,
+            (EventKind::Sample, _) => self.sample(w, ev)?,
             (EventKind::System, EventType::MemoryOwner) => {
                 if let Some(t) = OwnerTag::from_event(ev) {
                     let k = (t.pool, t.addr);
