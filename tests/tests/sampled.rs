@@ -7,6 +7,7 @@
 //! msMemScope-format dumps get no SAMPLE rows; a bad interval is one line and exit 2.
 
 mod export_common;
+#[allow(dead_code)] // the screenshot and self-test helpers serve report.rs
 mod report_browser;
 
 use export_common::{export, memscope, py_check};
