@@ -113,6 +113,9 @@ pub enum EventType {
     /// The process's host memory sampled on a timer (`--sample`): SAMPLE row with `rss`,
     /// `anon`, `tracked` and `untracked` bytes (memscope's own, issue 25).
     HostMemory,
+    /// A device's memory sampled on a timer (`--sample`, where the device runtime answers):
+    /// SAMPLE row with `used`, `free`, `tracked` (live HAL blocks) and `untracked` bytes.
+    DeviceMemory,
     /// A type named by a third-party adapter (plugin ABI), interned by [`EventType::custom`].
     Custom(u16),
 }
@@ -124,7 +127,7 @@ static CUSTOM_TYPES: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new
 pub const MAX_CUSTOM_TYPES: usize = 4096;
 
 impl EventType {
-    const TABLE: [(EventType, &'static str, EventKind); 33] = [
+    const TABLE: [(EventType, &'static str, EventKind); 34] = [
         (EventType::AclInit, "ACL_INIT", EventKind::System),
         (EventType::AclFini, "ACL_FINI", EventKind::System),
         (EventType::StartTrace, "START_TRACE", EventKind::System),
@@ -182,6 +185,7 @@ impl EventType {
             EventKind::OomDetail,
         ),
         (EventType::HostMemory, "HOST_MEMORY", EventKind::Sample),
+        (EventType::DeviceMemory, "DEVICE_MEMORY", EventKind::Sample),
     ];
 
     fn index(self) -> Option<usize> {

@@ -1,8 +1,10 @@
 //! Memory outside the hooks (issue 25, `--sample <interval>`): the probe's sampler thread
-//! records the process's resident memory on a timer (`wire::Record::HostSample`); the collector
-//! turns each sample into a `SAMPLE`/`HOST_MEMORY` event whose `tracked` bytes are what the
-//! hooks hold live at that moment (HOST, HOST_MMAP and PYMEM blocks) and whose `untracked`
-//! bytes are the rest: `rss − tracked`.
+//! records the process's resident memory on a timer (`wire::Record::HostSample`) and, once the
+//! job set a device, the device's used and free memory (`wire::Record::DeviceSample`); the
+//! collector turns each sample into a `SAMPLE` event (`HOST_MEMORY`, `DEVICE_MEMORY`) whose
+//! `tracked` bytes are what the hooks hold live at that moment (host: HOST, HOST_MMAP and
+//! PYMEM blocks; device: HAL blocks) and whose `untracked` bytes are the rest:
+//! `rss − tracked`, `used − tracked`.
 //!
 //! Sample events are memscope's own: they stay out of the msMemScope-format dumps (its readers
 //! know no `SAMPLE` rows) and live in the capture, from which the report, the exports and the
@@ -10,10 +12,11 @@
 //!
 //! * [`parse_interval`] / [`interval_text`] — the `--sample` value (`100ms`, `1s`, `250us`).
 //! * [`SampledMemory`] — per process: the live tracked bytes, the sample events, the summary.
-//! * [`HostPoint::of`] — a sample event's figures, for the views.
+//! * [`SamplePoint::of`] — a sample event's figures, for the views.
 
 use crate::bus::ReportSection;
 use crate::event::{Attrs, Device, Event, EventKind, EventType};
+use std::collections::BTreeMap;
 
 /// Shortest interval accepted (100 µs): a finer timer would cost the job CPU for nothing.
 pub const MIN_INTERVAL_NS: u64 = 100_000;
@@ -62,27 +65,34 @@ pub fn interval_text(ns: u64) -> String {
     }
 }
 
-/// The figures of one host sample event.
+/// The figures of one sample event (host or device).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct HostPoint {
+pub struct SamplePoint {
     /// Time, ns since the epoch.
     pub ts_ns: u64,
-    /// Resident bytes.
-    pub rss: i64,
-    /// Anonymous resident bytes.
-    pub anon: i64,
-    /// Bytes the hooks held live (HOST, HOST_MMAP, PYMEM).
+    /// `cpu` for the process's host memory, else the NPU.
+    pub device: Device,
+    /// Host: resident bytes (`rss`); device: bytes in use on the device (`used`).
+    pub sampled: i64,
+    /// Host: anonymous resident bytes (`anon`); device: free bytes (`free`).
+    pub other: i64,
+    /// Bytes the hooks held live: host HOST, HOST_MMAP and PYMEM blocks; device HAL blocks.
     pub tracked: i64,
-    /// `rss − tracked`.
+    /// `sampled − tracked`.
     pub untracked: i64,
 }
 
-impl HostPoint {
-    /// The figures of `ev` when it is a `SAMPLE`/`HOST_MEMORY` event.
-    pub fn of(ev: &Event) -> Option<HostPoint> {
-        if ev.kind != EventKind::Sample || ev.event_type != EventType::HostMemory {
+impl SamplePoint {
+    /// The figures of `ev` when it is a `SAMPLE` event (`HOST_MEMORY` or `DEVICE_MEMORY`).
+    pub fn of(ev: &Event) -> Option<SamplePoint> {
+        if ev.kind != EventKind::Sample {
             return None;
         }
+        let (sampled, other) = match ev.event_type {
+            EventType::HostMemory => ("rss", "anon"),
+            EventType::DeviceMemory => ("used", "free"),
+            _ => return None,
+        };
         let Attrs::Pairs(p) = &ev.attrs else {
             return None;
         };
@@ -91,42 +101,58 @@ impl HostPoint {
                 .find(|(key, _)| key == k)
                 .and_then(|(_, v)| v.parse::<i64>().ok())
         };
-        Some(HostPoint {
+        Some(SamplePoint {
             ts_ns: ev.ts_ns,
-            rss: get("rss")?,
-            anon: get("anon")?,
+            device: ev.device,
+            sampled: get(sampled)?,
+            other: get(other)?,
             tracked: get("tracked")?,
             untracked: get("untracked")?,
         })
     }
+
+    /// Whether this is the process's host memory (else a device's).
+    pub fn is_host(&self) -> bool {
+        self.device == Device::Cpu
+    }
 }
 
-/// Whether `ev` is a block event of an allocator whose live bytes count as tracked host
-/// memory: HOST and HOST_MMAP rows, and the PYMEM adapter's (CPU tensor storages are HOST
-/// mallocs already).
-fn tracked_host(ev: &Event) -> Option<(i64, bool)> {
+/// A live block event of an allocator whose bytes count as tracked: (where, size, is a free).
+/// Host: HOST and HOST_MMAP rows and the PYMEM adapter's (CPU tensor storages are HOST mallocs
+/// already); device: HAL rows on an NPU.
+fn tracked_block(ev: &Event) -> Option<(Device, i64, bool)> {
     let free = match ev.kind {
         EventKind::Malloc => false,
         EventKind::Free => true,
         _ => return None,
     };
-    if ev.device != Device::Cpu {
-        return None;
-    }
     let m = ev.memory()?;
-    let host = matches!(ev.event_type, EventType::Host | EventType::HostMmap)
-        || ev.event_type.as_str() == "PYMEM";
-    (host && !m.cpu_tensor).then_some((m.size as i64, free))
+    let counts = match ev.device {
+        Device::Cpu => {
+            (matches!(ev.event_type, EventType::Host | EventType::HostMmap)
+                || ev.event_type.as_str() == "PYMEM")
+                && !m.cpu_tensor
+        }
+        Device::Npu(_) => ev.event_type == EventType::Hal,
+        Device::NotApplicable => false,
+    };
+    counts.then_some((ev.device, m.size as i64, free))
 }
 
-/// Per process: the live tracked host bytes seen so far, and the peaks of the samples.
+/// The peaks of one device's samples (or the host's).
+#[derive(Clone, Copy, Debug, Default)]
+struct Peaks {
+    points: u64,
+    sampled: i64,
+    untracked: i64,
+    first_untracked: i64,
+}
+
+/// Per process: the live tracked bytes seen so far, per device, and the peaks of the samples.
 #[derive(Clone, Debug, Default)]
 pub struct SampledMemory {
-    live: i64,
-    points: u64,
-    peak_rss: i64,
-    peak_untracked: Option<i64>,
-    first_untracked: Option<i64>,
+    live: BTreeMap<Device, i64>,
+    peaks: BTreeMap<Device, Peaks>,
 }
 
 impl SampledMemory {
@@ -135,11 +161,41 @@ impl SampledMemory {
         SampledMemory::default()
     }
 
-    /// Accounts a typed event (MALLOC/FREE of a tracked host allocator; others are ignored).
+    /// Accounts a typed event (MALLOC/FREE of a tracked allocator; others are ignored).
     pub fn observe(&mut self, ev: &Event) {
-        if let Some((size, free)) = tracked_host(ev) {
-            self.live += if free { -size } else { size };
+        if let Some((device, size, free)) = tracked_block(ev) {
+            *self.live.entry(device).or_default() += if free { -size } else { size };
         }
+    }
+
+    fn event(
+        &mut self,
+        (ts_ns, pid, tid): (u64, u32, u32),
+        (device, event_type): (Device, EventType),
+        (sampled, other): ((&str, u64), (&str, u64)),
+        extra_tracked: u64,
+    ) -> Event {
+        let live = self.live.get(&device).copied().unwrap_or(0);
+        let tracked = live.saturating_add(extra_tracked as i64).max(0);
+        let value = sampled.1 as i64;
+        let untracked = value - tracked;
+        let p = self.peaks.entry(device).or_insert(Peaks {
+            first_untracked: untracked,
+            untracked,
+            ..Peaks::default()
+        });
+        p.points += 1;
+        p.sampled = p.sampled.max(value);
+        p.untracked = p.untracked.max(untracked);
+        let mut ev = Event::new(event_type, ts_ns, pid, tid);
+        ev.device = device;
+        ev.attrs = Attrs::Pairs(vec![
+            (sampled.0.into(), value.to_string()),
+            (other.0.into(), other.1.to_string()),
+            ("tracked".into(), tracked.to_string()),
+            ("untracked".into(), untracked.to_string()),
+        ]);
+        ev
     }
 
     /// The SAMPLE event of a host sample at `ts_ns` (pid, tid of the sampler thread), with
@@ -147,43 +203,57 @@ impl SampledMemory {
     /// which accounts mallocs without events).
     pub fn host_event(
         &mut self,
-        (ts_ns, pid, tid): (u64, u32, u32),
+        at: (u64, u32, u32),
         rss: u64,
         anon: u64,
         extra_tracked: u64,
     ) -> Event {
-        let rss = rss as i64;
-        let tracked = self.live.saturating_add(extra_tracked as i64).max(0);
-        let untracked = rss - tracked;
-        self.points += 1;
-        self.peak_rss = self.peak_rss.max(rss);
-        self.peak_untracked = Some(self.peak_untracked.map_or(untracked, |p| p.max(untracked)));
-        self.first_untracked.get_or_insert(untracked);
-        let mut ev = Event::new(EventType::HostMemory, ts_ns, pid, tid);
-        ev.device = Device::Cpu;
-        ev.attrs = Attrs::Pairs(vec![
-            ("rss".into(), rss.to_string()),
-            ("anon".into(), anon.to_string()),
-            ("tracked".into(), tracked.to_string()),
-            ("untracked".into(), untracked.to_string()),
-        ]);
-        ev
+        let what = (Device::Cpu, EventType::HostMemory);
+        self.event(at, what, (("rss", rss), ("anon", anon)), extra_tracked)
     }
 
-    /// The console line of the process (`None` when it took no sample).
+    /// The SAMPLE event of a sample of NPU `device` (physical id): `used` and `free` bytes as
+    /// the device runtime reported them; tracked are the HAL blocks live on it.
+    pub fn device_event(
+        &mut self,
+        at: (u64, u32, u32),
+        device: u32,
+        used: u64,
+        free: u64,
+    ) -> Event {
+        let what = (Device::Npu(device), EventType::DeviceMemory);
+        self.event(at, what, (("used", used), ("free", free)), 0)
+    }
+
+    /// The console line of the process (`None` when it took no sample): peak untracked bytes
+    /// of the host and of each device.
     pub fn report(&self, pid: u32) -> Option<ReportSection> {
-        let peak = self.peak_untracked?;
-        let growth = peak - self.first_untracked.unwrap_or(peak);
-        Some(ReportSection::new(
-            format!("Sampled memory (pid {pid})"),
-            vec![format!(
-                "{} samples: peak untracked host {} (growth {} since the first sample), peak RSS {}",
-                self.points,
-                mib_text(peak),
-                mib_text(growth),
-                mib_text(self.peak_rss)
-            )],
-        ))
+        // the host first, then the devices in order
+        let host = self.peaks.get_key_value(&Device::Cpu);
+        let devices = self.peaks.iter().filter(|(d, _)| **d != Device::Cpu);
+        let parts: Vec<String> = host
+            .into_iter()
+            .chain(devices)
+            .map(|(d, p)| {
+                let (what, sampled) = match d {
+                    Device::Cpu => ("host".to_owned(), "RSS"),
+                    d => (format!("device {}", d.to_text()), "used"),
+                };
+                format!(
+                    "{} samples: peak untracked {what} {} (growth {} since the first sample), peak {sampled} {}",
+                    p.points,
+                    mib_text(p.untracked),
+                    mib_text(p.untracked - p.first_untracked),
+                    mib_text(p.sampled)
+                )
+            })
+            .collect();
+        (!parts.is_empty()).then(|| {
+            ReportSection::new(
+                format!("Sampled memory (pid {pid})"),
+                vec![parts.join("; ")],
+            )
+        })
     }
 }
 
@@ -232,10 +302,11 @@ mod tests {
         s.observe(&block(EventKind::Free, EventType::Host, 1000));
         s.observe(&block(EventKind::Malloc, EventType::Hal, 1 << 20));
         let ev = s.host_event((5, 1, 2), 10_000, 8_000, 100);
-        let p = HostPoint::of(&ev).unwrap();
+        let p = SamplePoint::of(&ev).unwrap();
         assert_eq!(p.tracked, 4096 + 24 + 100);
         assert_eq!(p.untracked, 10_000 - 4220);
-        assert_eq!((p.ts_ns, p.rss, p.anon), (5, 10_000, 8_000));
+        assert_eq!((p.ts_ns, p.sampled, p.other), (5, 10_000, 8_000));
+        assert!(p.is_host());
         assert_eq!(ev.kind.as_str(), "SAMPLE");
         assert_eq!(ev.event_type.as_str(), "HOST_MEMORY");
         s.host_event((6, 1, 2), 20_000, 8_000, 100);
@@ -245,5 +316,34 @@ mod tests {
             "{line}"
         );
         assert!(SampledMemory::new().report(1).is_none());
+    }
+
+    #[test]
+    fn device_untracked_is_used_minus_live_hal_blocks_of_that_device() {
+        let mut s = SampledMemory::new();
+        for (dev, kind, size) in [
+            (0, EventKind::Malloc, 64 << 20),
+            (1, EventKind::Malloc, 8 << 20),
+            (0, EventKind::Free, 32 << 20),
+        ] {
+            let mut ev = block(kind, EventType::Hal, size);
+            ev.device = Device::Npu(dev);
+            s.observe(&ev);
+        }
+        let ev = s.device_event((7, 1, 2), 0, 232 << 20, 1 << 30);
+        let p = SamplePoint::of(&ev).unwrap();
+        assert_eq!(
+            (p.device, p.sampled, p.other),
+            (Device::Npu(0), 232 << 20, 1 << 30)
+        );
+        assert_eq!((p.tracked, p.untracked), (32 << 20, 200 << 20));
+        assert_eq!(ev.event_type.as_str(), "DEVICE_MEMORY");
+        s.host_event((8, 1, 2), 10 << 20, 0, 0);
+        let line = &s.report(1).unwrap().lines[0];
+        assert!(
+            line.starts_with("1 samples: peak untracked host 10.0 MiB")
+                && line.contains("; 1 samples: peak untracked device 0 200.0 MiB"),
+            "{line}"
+        );
     }
 }

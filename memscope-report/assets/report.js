@@ -271,8 +271,8 @@
     const groups = [];
     for (const d of devices) {
       const mine = p.series.filter((s) => s.device === d);
-      const hal = mine.filter((s) => s.pool === "HAL");
-      const rest = mine.filter((s) => s.pool !== "HAL");
+      const hal = mine.filter((s) => s.pool === "HAL" || s.what === "sampled");
+      const rest = mine.filter((s) => s.pool !== "HAL" && s.what !== "sampled");
       if (d === "cpu") groups.push([d, "host memory", mine]);
       else {
         if (rest.length) groups.push([d, "framework pools", rest]);

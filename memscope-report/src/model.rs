@@ -122,7 +122,7 @@ pub struct SeriesData {
     /// Allocator label (`PTA`, `HAL`, `HOST pinned`).
     pub pool: String,
     /// `allocated`, `reserved`, or `sampled` (the memory samples of `--sample`: `RSS (sampled)`
-    /// and `untracked`, on device `cpu`).
+    /// or `used (sampled)`, and `untracked`, on `cpu` or an NPU).
     pub what: &'static str,
     /// Times of the points.
     pub t: Vec<u64>,

@@ -23,7 +23,7 @@ use crate::roles_view::{frag_data, roles_data, FragCurves};
 use crate::series::Series;
 use crate::views::{allocators, hex, series_data, series_of, thin};
 use crate::Budget;
-use memscope_core::sampled::HostPoint;
+use memscope_core::sampled::SamplePoint;
 
 /// Marks kept per process before thinning.
 pub const MAX_MARKS: usize = 2000;
@@ -95,8 +95,9 @@ pub struct ProcessBuilder {
     series: BTreeMap<(LevelKey, bool), Series>,
     last_level: HashMap<LevelKey, i64>,
     headline: [(i64, Series); 3],
-    /// Memory samples (`--sample`, issue 25): sampled RSS and untracked bytes over time.
-    sampled: Option<[Series; 2]>,
+    /// Memory samples (`--sample`, issue 25) per device (`cpu`: the host): sampled bytes (RSS,
+    /// device used) and untracked bytes over time.
+    sampled: BTreeMap<Device, [Series; 2]>,
     marks: Thinned<MarkData>,
     counts: BTreeMap<&'static str, u64>,
     devices: BTreeSet<Device>,
@@ -142,7 +143,7 @@ impl ProcessBuilder {
                 (0, Series::new(budget.series_buckets)),
                 (0, Series::new(budget.series_buckets)),
             ],
-            sampled: None,
+            sampled: BTreeMap::new(),
             marks: Thinned::new(MAX_MARKS),
             counts: BTreeMap::new(),
             devices: BTreeSet::new(),
@@ -204,12 +205,13 @@ impl ProcessBuilder {
                 kind: ev.event_type.as_str().to_owned(),
             });
         }
-        if let Some(p) = HostPoint::of(ev) {
+        if let Some(p) = SamplePoint::of(ev) {
             let cap = self.budget.series_buckets;
             let s = self
                 .sampled
-                .get_or_insert_with(|| [Series::new(cap), Series::new(cap)]);
-            s[0].push(p.ts_ns, p.rss);
+                .entry(p.device)
+                .or_insert_with(|| [Series::new(cap), Series::new(cap)]);
+            s[0].push(p.ts_ns, p.sampled);
             s[1].push(p.ts_ns, p.untracked);
         }
         if let Some((key, level)) = self.levels.observe(ev) {
@@ -344,13 +346,15 @@ impl ProcessBuilder {
             .iter()
             .map(|((k, reserved), s)| series_data(k, *reserved, s))
             .collect();
-        for (s, name) in self
-            .sampled
-            .iter()
-            .flatten()
-            .zip(["RSS (sampled)", "untracked"])
-        {
-            series.push(series_of("cpu".into(), name.into(), "sampled", s));
+        for (d, s) in &self.sampled {
+            let first = if *d == Device::Cpu {
+                "RSS (sampled)"
+            } else {
+                "used (sampled)"
+            };
+            for (s, name) in s.iter().zip([first, "untracked"]) {
+                series.push(series_of(d.to_text(), name.into(), "sampled", s));
+            }
         }
         let names = ["HAL", "pools", "HOST"];
         let headline = self

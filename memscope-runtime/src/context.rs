@@ -58,6 +58,7 @@ fn takes_context(rec: &Record<&[u8]>) -> bool {
             | Record::PyStack { .. }
             | Record::WatchDump { .. }
             | Record::HostSample { .. }
+            | Record::DeviceSample { .. }
             | Record::Shadow { .. }
     )
 }

@@ -11,17 +11,43 @@
 //! `open`/`read`), runs as runtime-internal code with every signal blocked (no handler of the
 //! program runs on it, and a hook it reached would forward), and writes through its own chunk.
 //!
+//! Device memory ([`note_device_set`]): once the job itself set a device (the ACL adapter's
+//! `aclrtSetDevice` hook publishes the device and its query function with two atomic stores —
+//! nothing is called from the hook), each tick also asks the adapter's query, on this thread,
+//! for every device the job set, and records a `DeviceSample`. A job that never sets a device
+//! is sampled on the host only.
+//!
 //! Started once, from the probe's constructor (`plugin::start_at_load`, or the end of an init
 //! the constructor ran inside): never from inside a hook. A fork child has no sampler (threads
 //! do not survive `fork`); an exec'd image starts its own.
 
 use crate::guard::Internal;
 use crate::{clock, settings, state};
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use memscope_core::wire::Record;
 
 /// The sampler thread was started (or tried) in this process image.
 static STARTED: AtomicBool = AtomicBool::new(false);
+
+/// Devices the job set (bit `n`: logical device `n` < 64).
+static DEVICES: AtomicU64 = AtomicU64::new(0);
+/// The adapter's [`DeviceQuery`] (a function pointer; 0: none yet).
+static QUERY: AtomicUsize = AtomicUsize::new(0);
+
+/// Asks the device runtime for logical device `device`'s free and total bytes
+/// (`Some((free, total))`). Runs on the sampler thread only, as runtime-internal code: it may
+/// set the device on that thread.
+pub type DeviceQuery = fn(u32) -> Option<(u64, u64)>;
+
+/// The job set logical device `device` (its own call succeeded): from the next tick on, the
+/// sampler (when `--sample` is on) records that device's memory through `query`. Two atomic
+/// stores, safe in any hook; devices from 64 on are not sampled.
+pub fn note_device_set(device: u32, query: DeviceQuery) {
+    if device < 64 {
+        QUERY.store(query as usize, Ordering::Release);
+        DEVICES.fetch_or(1 << device, Ordering::Release);
+    }
+}
 
 /// Stack of the sampler thread: it only reads a small file and encodes a record.
 const STACK_BYTES: usize = 256 * 1024;
@@ -85,16 +111,35 @@ extern "C" fn run(_: *mut libc::c_void) -> *mut libc::c_void {
     }
 }
 
-/// Reads `/proc/self/statm` and records a `HostSample` (nothing when it cannot be read).
+/// Reads `/proc/self/statm` and records a `HostSample` (nothing when it cannot be read), then
+/// a `DeviceSample` per device the job set.
 fn sample() {
-    let Some((rss, anon)) = read_statm() else {
+    if let Some((rss, anon)) = read_statm() {
+        crate::writer::record_raw(&Record::HostSample {
+            ts: clock::now_ns(),
+            rss,
+            anon,
+        });
+    }
+    let mask = DEVICES.load(Ordering::Acquire);
+    let q = QUERY.load(Ordering::Acquire);
+    if mask == 0 || q == 0 {
         return;
-    };
-    crate::writer::record_raw(&Record::HostSample {
-        ts: clock::now_ns(),
-        rss,
-        anon,
-    });
+    }
+    // SAFETY: a non-zero QUERY was stored from a `DeviceQuery` by `note_device_set`.
+    let query = unsafe { core::mem::transmute::<usize, DeviceQuery>(q) };
+    for device in (0..64u32).filter(|d| mask & (1 << d) != 0) {
+        // a panic of the adapter's query must not end the thread (or unwind into C)
+        let Ok(Some((free, total))) = std::panic::catch_unwind(|| query(device)) else {
+            continue;
+        };
+        crate::writer::record_raw(&Record::DeviceSample {
+            ts: clock::now_ns(),
+            device,
+            used: total.saturating_sub(free),
+            free,
+        });
+    }
 }
 
 /// Resident and anonymous resident bytes: `statm`'s `resident` and `resident − shared` pages

@@ -127,12 +127,21 @@ pub unsafe extern "C" fn aclrt_set_device(device: i32) -> c_int {
     // SAFETY: forwarding the caller's argument.
     let rc = unsafe { f(device) };
     if rc == 0 && device >= 0 {
+        // the memory sampler may ask this device from now on (issue 25; two atomic stores)
+        rt::note_device_set(device as u32, crate::mem_info::query);
         record_if(rt::selected(AdapterId::Acl), || Record::SetDevice {
             ts: rt::now_ns(),
             device: device as u32,
         });
     }
     rc
+}
+
+/// The real `aclrtSetDevice` (for the sampler thread's device query, [`crate::mem_info`]).
+pub(crate) fn real_set_device() -> Option<unsafe extern "C" fn(i32) -> c_int> {
+    let p = SET_DEVICE.get()?;
+    // SAFETY: the symbol is `aclrtSetDevice`.
+    Some(unsafe { core::mem::transmute::<*mut c_void, unsafe extern "C" fn(i32) -> c_int>(p) })
 }
 
 /// `aclError aclrtHostRegisterV2(void *ptr, uint64_t size, uint32_t flag)` hook.

@@ -5,6 +5,7 @@
 //!   `aclrtHostRegisterV2`, `aclrtHostUnregister`.
 //! * [`launch`] — in-process: the ten launch entry points of abi.md §3.5 and the profiling
 //!   callbacks that name kernels.
+//! * [`mem_info`] — in-process: the device memory query of the probe's sampler (`--sample`).
 //! * [`typer`] — collector side: `SYSTEM` `ACL_INIT`/`ACL_FINI`, pinned `HOST` blocks,
 //!   `KERNEL_LAUNCH` rows, and the thread's current device for every adapter.
 //!
@@ -13,6 +14,7 @@
 
 pub mod hooks;
 pub mod launch;
+pub mod mem_info;
 pub mod typer;
 
 use memscope_core::adapter::{AdapterDescriptor, AdapterId};

@@ -342,6 +342,15 @@ impl Pipeline {
                 self.host_sample(tid, *ts, *rss, *anon);
                 return;
             }
+            Record::DeviceSample {
+                ts,
+                device,
+                used,
+                free,
+            } => {
+                self.device_sample(tid, *ts, *device, *used, *free);
+                return;
+            }
             _ => {}
         }
         if self.pystacks.on_record(image, tid, rec) {

@@ -314,7 +314,9 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::AtenTensor { .. }
             | Record::CpuTensor { .. }
             | Record::WatchDump { .. } => python_ctx::encode(self, &mut o, &mut next),
-            Record::HostSample { .. } => sample::encode(self, &mut o, &mut next),
+            Record::HostSample { .. } | Record::DeviceSample { .. } => {
+                sample::encode(self, &mut o, &mut next)
+            }
         }
         if o.ok {
             *st = next;

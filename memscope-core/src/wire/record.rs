@@ -583,6 +583,18 @@ pub enum Record<B = Box<[u8]>> {
         /// Anonymous resident bytes (`RssAnon`).
         anon: u64,
     },
+    /// A sample of a device's memory on the probe's sampler thread (`--sample`, issue 25), as
+    /// the device runtime reports it (`aclrtGetMemInfo`: every process's use of the device).
+    DeviceSample {
+        /// Time.
+        ts: u64,
+        /// Logical device id.
+        device: u32,
+        /// Bytes in use on the device.
+        used: u64,
+        /// Free bytes on the device.
+        free: u64,
+    },
 }
 
 impl<B: AsRef<[u8]>> Record<B> {
@@ -611,6 +623,7 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::HostMremap { ts, .. }
             | Record::ThreadDevice { ts, .. }
             | Record::HostSample { ts, .. }
+            | Record::DeviceSample { ts, .. }
             | Record::Plugin { ts, .. } => Some(*ts),
             Record::HalAlloc { .. }
             | Record::HalCreate { .. }
@@ -664,7 +677,7 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::PinnedUnregister { .. }
             | Record::RegionUnregister { .. } => EventKind::Free,
             Record::System { .. } => EventKind::System,
-            Record::HostSample { .. } => EventKind::Sample,
+            Record::HostSample { .. } | Record::DeviceSample { .. } => EventKind::Sample,
             Record::KernelLaunch { .. } | Record::AtbKernel { .. } => EventKind::KernelLaunch,
             Record::AtbOp { .. } => EventKind::OpLaunch,
             Record::AtbTensor { .. } => EventKind::Access,

@@ -3,6 +3,8 @@
 //!
 //! * [`Record::HostSample`]: the process's resident and anonymous resident bytes
 //!   (`/proc/self/statm`).
+//! * [`Record::DeviceSample`]: a device's used and free bytes as its runtime reports them
+//!   (`aclrtGetMemInfo`).
 //!
 //! Kept in its own file and tag range so the sampled-memory source can move as one piece.
 
@@ -10,6 +12,7 @@ use super::{ChunkState, In, Out, Record, WireError};
 
 pub(super) mod tag {
     pub const HOST_SAMPLE: u8 = 90;
+    pub const DEVICE_SAMPLE: u8 = 91;
     /// Last tag of the range.
     pub const LAST: u8 = 99;
 }
@@ -23,6 +26,19 @@ pub(super) fn encode<B: AsRef<[u8]>>(rec: &Record<B>, o: &mut Out<'_>, next: &mu
             next.last_ts = *ts;
             o.var(*rss);
             o.var(*anon);
+        }
+        Record::DeviceSample {
+            ts,
+            device,
+            used,
+            free,
+        } => {
+            o.u8(tag::DEVICE_SAMPLE);
+            o.var(ts.wrapping_sub(next.last_ts));
+            next.last_ts = *ts;
+            o.var(u64::from(*device));
+            o.var(*used);
+            o.var(*free);
         }
         _ => o.ok = false,
     }
@@ -40,6 +56,12 @@ pub(super) fn decode<'a>(
             rss: i.var()?,
             anon: i.var()?,
         },
+        tag::DEVICE_SAMPLE => Record::DeviceSample {
+            ts: i.ts(next)?,
+            device: i.u32()?,
+            used: i.var()?,
+            free: i.var()?,
+        },
         _ => return Err(WireError::BadTag(t)),
     })
 }
@@ -48,6 +70,17 @@ pub(super) fn decode<'a>(
 pub(super) fn to_owned<B>(rec: &Record<B>) -> Option<Record<Box<[u8]>>> {
     match *rec {
         Record::HostSample { ts, rss, anon } => Some(Record::HostSample { ts, rss, anon }),
+        Record::DeviceSample {
+            ts,
+            device,
+            used,
+            free,
+        } => Some(Record::DeviceSample {
+            ts,
+            device,
+            used,
+            free,
+        }),
         _ => None,
     }
 }

@@ -216,6 +216,12 @@ fn every_record_kind_round_trips() {
             rss: 300 << 20,
             anon: 260 << 20,
         },
+        Record::DeviceSample {
+            ts: 1_700_000_000_109_000_020,
+            device: 3,
+            used: 1 << 30,
+            free: 63 << 30,
+        },
     ]);
 }
 

@@ -22,7 +22,7 @@
 //! | `workspace_ptr`, `workspace_size`, `stream_id`, `task_id` | INT64 | Attr (`workspace ptr`, `workspace size`, `streamId`, `taskId`) |
 //! | `attrs` | STRING | every other Attr key, as a JSON object of strings (null when none) |
 //! | `call_stack_python`, `call_stack_c` | STRING | `Call Stack(Python)`, `Call Stack(C)` |
-//! | `rss`, `anon`, `tracked`, `untracked` | INT64 | SAMPLE/HOST_MEMORY rows (`--sample`, issue 25): resident, anonymous resident, live in the hooks' blocks (HOST, HOST_MMAP, PYMEM), and `rss − tracked`; their Attr keys stay in `attrs` too |
+//! | `rss`, `anon`, `tracked`, `untracked` | INT64 | SAMPLE rows (`--sample`, issue 25): HOST_MEMORY: resident, anonymous resident, live in the hooks' blocks (HOST, HOST_MMAP, PYMEM), `rss − tracked`; DEVICE_MEMORY: `device_used` (the device's used bytes), `tracked` (live HAL blocks), `untracked` = used − tracked; their Attr keys (and `free`) stay in `attrs` too |
 //! | `role` | STRING | the owner chain's role (issue 25: `weight`, `gradient`, `optimizer_state`, `activation`, …, `temp`) on MALLOC rows, on FREE rows that carry an owner and on SYSTEM `MEMORY_OWNER` rows (whose block also fills `allocation_id`, `addr`, `size` and `owner`) |
 //!
 //! Unsigned values (addresses) are stored as INT64 (their bit pattern; user-space addresses fit):
@@ -37,7 +37,7 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use memscope_core::event::{Attrs, Device, Event, EventKind};
 use memscope_core::roles::{role_of, OwnerTag};
-use memscope_core::sampled::HostPoint;
+use memscope_core::sampled::SamplePoint;
 
 /// Version of the table layout, written as `memscope.schema_version`.
 pub const SCHEMA_VERSION: &str = "3";
@@ -320,9 +320,13 @@ impl Batch {
             }
             Attrs::Pairs(p) => {
                 // a memory sample (issue 25): its figures in their columns
-                if let Some(s) = HostPoint::of(ev) {
-                    ints[col::RSS] = Some(s.rss);
-                    ints[col::ANON] = Some(s.anon);
+                if let Some(s) = SamplePoint::of(ev) {
+                    if s.is_host() {
+                        ints[col::RSS] = Some(s.sampled);
+                        ints[col::ANON] = Some(s.other);
+                    } else {
+                        ints[col::DEVICE_USED] = Some(s.sampled);
+                    }
                     ints[col::TRACKED] = Some(s.tracked);
                     ints[col::UNTRACKED] = Some(s.untracked);
                 }

@@ -8,7 +8,8 @@
 //!   bytes when a pool's rows carry none) and `NPU0 PTA reserved` (`total`), one sample per
 //!   change;
 //! * with `--sample` (issue 25): `host RSS (sampled)` and `host untracked` (RSS − the hooks'
-//!   live HOST/HOST_MMAP/PYMEM blocks), one value per sample;
+//!   live HOST/HOST_MMAP/PYMEM blocks), `NPU0 used (sampled)` and `NPU0 untracked` (used −
+//!   live HAL blocks), one value per sample;
 //! * `msTX marks`: instants for marks, SYSTEM rows, snapshots and OOM (`OOM on NPU0`, with the
 //!   row's figures as arguments); `msTX ranges`: msTX ranges as slices (a second lane opens for
 //!   a range that starts while one is open);

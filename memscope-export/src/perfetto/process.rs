@@ -5,7 +5,7 @@ use std::io::{self, Write};
 
 use memscope_core::event::{Attrs, Device, Event, EventKind, EventType};
 use memscope_core::roles::{role_index, role_of, role_of_chain, OwnerTag, ROLES};
-use memscope_core::sampled::HostPoint;
+use memscope_core::sampled::SamplePoint;
 
 use super::proto::{
     event_type, field, Msg, SEQ_INCREMENTAL_STATE_CLEARED, SEQ_NEEDS_INCREMENTAL_STATE,
@@ -80,8 +80,9 @@ pub struct ProcessTrace {
     /// Bytes by role per pool (issue 25): counters `<device> <pool> <role>` for every role but
     /// `temp`, from each block's owner chain (a `MEMORY_OWNER` row moves a block from then on).
     roles: RoleCounters,
-    /// Counter tracks of the memory samples (issue 25): `host RSS (sampled)`, `host untracked`.
-    sampled: Option<[u64; 2]>,
+    /// Counter tracks of the memory samples per device (issue 25): `host RSS (sampled)`,
+    /// `host untracked`, `NPU0 used (sampled)`, `NPU0 untracked`.
+    sampled: HashMap<Device, [u64; 2]>,
     ops: HashMap<Option<u32>, SliceTrack>,
     kernels: HashMap<Device, SliceTrack>,
     streams: HashMap<(Device, i64), Stream>,
@@ -141,7 +142,7 @@ impl ProcessTrace {
             names: HashMap::new(),
             counters: HashMap::new(),
             roles: RoleCounters::default(),
-            sampled: None,
+            sampled: HashMap::new(),
             pools: HashMap::new(),
             live: HashMap::new(),
             ops: HashMap::new(),
@@ -390,21 +391,25 @@ impl ProcessTrace {
         Ok(())
     }
 
-    /// A memory sample (`--sample`): the sampled RSS and the untracked bytes (RSS − the
-    /// hooks' live host blocks) as two counters.
+    /// A memory sample (`--sample`): the sampled bytes (host RSS, device used) and the
+    /// untracked bytes (sampled − the hooks' live blocks) as two counters per device.
     fn sample<W: Write>(&mut self, w: &mut Writer<W>, ev: &Event) -> io::Result<()> {
-        let Some(p) = HostPoint::of(ev) else {
+        let Some(p) = SamplePoint::of(ev) else {
             return Ok(());
         };
-        let tracks = match self.sampled {
-            Some(t) => t,
+        let tracks = match self.sampled.get(&p.device) {
+            Some(t) => *t,
             None => {
-                let rss = self.child(w, "host RSS (sampled)", TrackKind::Bytes, 0)?;
-                let untracked = self.child(w, "host untracked", TrackKind::Bytes, 0)?;
-                *self.sampled.insert([rss, untracked])
+                let dev = device_name(p.device);
+                let what = if p.is_host() { "RSS" } else { "used" };
+                let sampled = format!("{dev} {what} (sampled)");
+                let sampled = self.child(w, &sampled, TrackKind::Bytes, 0)?;
+                let untracked = format!("{dev} untracked");
+                let untracked = self.child(w, &untracked, TrackKind::Bytes, 0)?;
+                *self.sampled.entry(p.device).or_insert([sampled, untracked])
             }
         };
-        self.counter_value(w, ev.ts_ns, tracks[0], p.rss)?;
+        self.counter_value(w, ev.ts_ns, tracks[0], p.sampled)?;
         self.counter_value(w, ev.ts_ns, tracks[1], p.untracked)
     }
 
