@@ -240,7 +240,7 @@ impl SampledMemory {
                     d => (format!("device {}", d.to_text()), "used"),
                 };
                 format!(
-                    "{} samples: peak untracked {what} {} (growth {} since the first sample), peak {sampled} {}",
+                    "{} sample(s): peak untracked {what} {} (growth {} since the first sample), peak {sampled} {}",
                     p.points,
                     mib_text(p.untracked),
                     mib_text(p.untracked - p.first_untracked),
@@ -312,7 +312,7 @@ mod tests {
         s.host_event((6, 1, 2), 20_000, 8_000, 100);
         let line = &s.report(1).unwrap().lines[0];
         assert!(
-            line.starts_with("2 samples: peak untracked host 0.0 MiB"),
+            line.starts_with("2 sample(s): peak untracked host 0.0 MiB"),
             "{line}"
         );
         assert!(SampledMemory::new().report(1).is_none());
@@ -341,8 +341,8 @@ mod tests {
         s.host_event((8, 1, 2), 10 << 20, 0, 0);
         let line = &s.report(1).unwrap().lines[0];
         assert!(
-            line.starts_with("1 samples: peak untracked host 10.0 MiB")
-                && line.contains("; 1 samples: peak untracked device 0 200.0 MiB"),
+            line.starts_with("1 sample(s): peak untracked host 10.0 MiB")
+                && line.contains("; 1 sample(s): peak untracked device 0 200.0 MiB"),
             "{line}"
         );
     }
