@@ -80,6 +80,9 @@ pub struct CheckArgs {
     /// As `memscope run --watch`.
     #[arg(long)]
     watch: Option<String>,
+    /// As `memscope run --sample`.
+    #[arg(long)]
+    sample: Option<String>,
 }
 
 /// Runs `memscope config check`: prints the validated configuration (memscope's config.json
@@ -99,6 +102,7 @@ pub fn check(a: &CheckArgs) -> anyhow::Result<()> {
         collect_mode: a.collect_mode.clone(),
         adapters: a.adapters.clone(),
         watch: a.watch.clone(),
+        sample: a.sample.clone(),
         ..RawOptions::default()
     };
     let cwd = std::env::current_dir()?;

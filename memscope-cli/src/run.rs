@@ -123,6 +123,7 @@ fn explicit_keys(raw: &RawOptions) -> String {
         ("output_path", raw.output_path.is_some()),
         ("format", raw.format.is_some()),
         ("watch", raw.watch.is_some()),
+        ("sample", raw.sample.is_some()),
     ]
     .iter()
     .filter(|(_, set)| *set)

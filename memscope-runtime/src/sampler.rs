@@ -18,7 +18,8 @@
 //! is sampled on the host only.
 //!
 //! Started once, from the probe's constructor (`plugin::start_at_load`, or the end of an init
-//! the constructor ran inside): never from inside a hook. A fork child has no sampler (threads
+//! the constructor ran inside), or from the Python package's entry points (`wake`,
+//! `config(sample=...)`): never from inside a hook. A fork child has no sampler (threads
 //! do not survive `fork`); an exec'd image starts its own.
 
 use crate::guard::Internal;
@@ -102,13 +103,29 @@ extern "C" fn run(_: *mut libc::c_void) -> *mut libc::c_void {
         libc::prctl(libc::PR_SET_NAME, c"memscope-sample".as_ptr());
     }
     let _internal = Internal::begin(false);
-    let interval = settings::sample_ns();
     let mut next = monotonic_ns();
     loop {
-        sample();
-        next = next.saturating_add(interval);
+        // read every tick: the Python API may change it (0: paused, checked every PAUSED_NS)
+        let interval = settings::sample_ns();
+        if interval == 0 {
+            next = monotonic_ns().saturating_add(PAUSED_NS);
+        } else {
+            sample();
+            next = next.saturating_add(interval).max(monotonic_ns());
+        }
         sleep_until(next);
     }
+}
+
+/// How often a paused sampler looks whether sampling was turned on again.
+const PAUSED_NS: u64 = 100_000_000;
+
+/// Sets the sampler's interval from now on (`memscope.config(sample=...)`; 0 pauses it) and
+/// starts the sampler thread if it is not running yet. For the Python package's entry point,
+/// never a hook.
+pub fn set_sample_interval(ns: u64) {
+    settings::set_sample_ns(ns);
+    start();
 }
 
 /// Reads `/proc/self/statm` and records a `HostSample` (nothing when it cannot be read), then

@@ -166,6 +166,12 @@ pub(crate) fn sample_ns() -> u64 {
     SAMPLE_NS.load(Ordering::Relaxed)
 }
 
+/// Sets the memory sampler's interval after init (the Python API's `config(sample=...)`; 0:
+/// the sampler pauses).
+pub(crate) fn set_sample_ns(ns: u64) {
+    SAMPLE_NS.store(ns, Ordering::Relaxed);
+}
+
 /// The rank environment found at init, in the `wire::FH_RANK_ENV` layout (`NAME=value\0`…).
 pub(crate) fn rank_env() -> &'static [u8] {
     let n = RANK_ENV_LEN.load(Ordering::Relaxed);

@@ -299,7 +299,10 @@ pub fn selected(id: AdapterId) -> bool {
 /// (at once when it already was).
 pub fn wake() -> bool {
     let _ = STATE.compare_exchange(DORMANT, UNINIT, Ordering::AcqRel, Ordering::Acquire);
-    ensure_init()
+    let ready = ensure_init();
+    // the constructor found the probe dormant: the memory sampler starts now (`--sample`)
+    crate::sampler::start();
+    ready
 }
 
 /// Whether a collection window is open (READY and recording).

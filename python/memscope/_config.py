@@ -20,6 +20,7 @@ KEYS = {
     "watch": "--watch",
     "format": "--format",
     "output_path": "--output-path",
+    "sample": "--sample",
 }
 #: msMemScope's deprecated spellings.
 ALIASES = {"data_format": "format", "output": "output_path"}
@@ -52,6 +53,16 @@ def _depth(cfg, which):
         kind, _, n = item.partition(":")
         if kind == which:
             return int(n) if n else 50
+    return 0
+
+
+def sample_ns(cfg):
+    """The memory sampler's interval in ns of a config.json dict's ``sample`` (``100ms``,
+    ``1s``, ``250us``, as the CLI writes it; 0: off)."""
+    text = cfg.get("sample") or ""
+    for unit, scale in (("us", 1000), ("ms", 1000000), ("s", 1000000000)):
+        if text.endswith(unit) and text[:-len(unit)].isdigit():
+            return int(text[:-len(unit)]) * scale
     return 0
 
 
@@ -115,7 +126,9 @@ def config(**kwargs):
 
     Keyword arguments only, every value a ``str`` parsed like the ``memscope run`` flag of the
     same name: ``device``, ``level``, ``events``, ``call_stack``, ``analysis``, ``watch``,
-    ``format``, ``output_path`` (``data_format``, ``output``: msMemScope's old names).
+    ``format``, ``output_path`` (``data_format``, ``output``: msMemScope's old names), and
+    memscope's ``sample`` (``"100ms"``: the probe's memory sampler, from now on; a call without
+    it pauses the sampler unless ``memscope run --sample`` set it).
 
     As in msMemScope: each call starts from the defaults (it is not a merge), ``format`` and
     ``output_path`` can be set once (later values are ignored with a warning), and the
@@ -177,6 +190,9 @@ def config(**kwargs):
             warnings.warn("memscope.config(): the collector of this process is already running; "
                           "the new configuration does not reach it (call config() before the "
                           "first start())", RuntimeWarning, stacklevel=2)
+        if s.lib is not None:
+            # the probe's memory sampler (issue 25): on, paused or a new interval from now on
+            s.lib.memscope_py_set_sample(sample_ns(cfg))
         s.config = cfg
         from . import _tracer
 

@@ -65,6 +65,7 @@ _FUNCS = {
     "memscope_py_wait_at_exit": ([ctypes.c_int], ctypes.c_int),
     "memscope_py_attach": ([], ctypes.c_int),
     "memscope_py_set_c_stack": ([ctypes.c_int], ctypes.c_int),
+    "memscope_py_set_sample": ([ctypes.c_uint64], ctypes.c_int),
     "memscope_py_last_error": ([], ctypes.c_char_p),
     "memscope_py_trace_start": ([], ctypes.c_int),
     "memscope_py_trace_thread": ([], ctypes.c_int),
@@ -137,6 +138,7 @@ class Session:
             os.environ["MEMSCOPE_ADAPTERS"] = str(_PLAIN_MASK)
             os.environ["MEMSCOPE_COLLECT_MODE"] = "deferred"
             os.environ.pop("MEMSCOPE_C_STACK", None)
+            os.environ.pop("MEMSCOPE_SAMPLE_NS", None)  # config(sample=...) turns it on
             mstx = os.environ.get("MSTX_INJECTION_PATH")
             if mstx and os.path.realpath(mstx) != os.path.realpath(probe):
                 warnings.warn("memscope: MSTX_INJECTION_PATH is already set to %s (another tool); "
@@ -159,6 +161,7 @@ class Session:
         os.environ["MEMSCOPE_SPOOL"] = self.spool
         os.environ["MEMSCOPE_ADAPTERS"] = str(_PRELOADED_MASK)
         os.environ["MEMSCOPE_COLLECT_MODE"] = "deferred"
+        os.environ.pop("MEMSCOPE_SAMPLE_NS", None)  # config(sample=...) turns it on
         probe = _preloaded_probe()
         mstx = os.environ.get("MSTX_INJECTION_PATH")
         if probe and not mstx:

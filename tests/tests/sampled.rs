@@ -300,3 +300,46 @@ fn without_sample_no_sampler_runs_and_the_config_key_turns_it_on() {
         "{kept:?}"
     );
 }
+
+#[test]
+fn memscope_config_sample_turns_the_sampler_on_from_the_script() {
+    let script = "import time, memscope\n\
+                  memscope.config(sample='100ms')\n\
+                  buf = b'x' * (64 << 20)\n\
+                  time.sleep(1.0)\n";
+    let python = repo_root().join("python");
+    let run = memscope_run(
+        &[],
+        &[python3().to_str().unwrap(), "-c", script],
+        &[
+            ("PYTHONPATH", python.to_str().unwrap()),
+            ("MEMSCOPE_CLI", memscope_bin().to_str().unwrap()),
+        ],
+    );
+    let console = format!("{}{}", run.stdout(), run.stderr());
+    assert_eq!(run.code(), 0, "{console}");
+    let line = console
+        .lines()
+        .skip_while(|l| !l.contains("Sampled memory (pid "))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no samples: {console}"));
+    let n: u32 = line
+        .split(" sample(s)")
+        .next()
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(n >= 8, "1 s at 100 ms: {line}");
+    // the 64 MiB of bytes are Python's, outside the (unselected) HOST and PYMEM adapters
+    let growth: f64 = line
+        .split("(growth ")
+        .nth(1)
+        .unwrap()
+        .split(" MiB")
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(growth >= 60.0, "{line}");
+}

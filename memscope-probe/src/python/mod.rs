@@ -101,6 +101,23 @@ pub unsafe extern "C" fn memscope_py_set_c_stack(depth: c_int) -> c_int {
     })
 }
 
+/// `int memscope_py_set_sample(unsigned long long ns)`: the memory sampler's interval from now
+/// on (`config(sample=...)`, issue 25; 0 pauses it), starting its thread if needed. 0, or -1
+/// when passive.
+///
+/// # Safety
+/// None.
+#[no_mangle]
+pub unsafe extern "C" fn memscope_py_set_sample(ns: u64) -> c_int {
+    guard(-1, || {
+        if !rt::ensure_init() {
+            return -1;
+        }
+        rt::set_sample_interval(ns);
+        0
+    })
+}
+
 /// `int memscope_py_defer(void)`: closes the collection window without a `STOP_TRACE` row
 /// (`config()` gives an immediate run deferred semantics). 0, or -1 when passive.
 ///
