@@ -305,6 +305,7 @@ fn without_sample_no_sampler_runs_and_the_config_key_turns_it_on() {
 fn memscope_config_sample_turns_the_sampler_on_from_the_script() {
     let script = "import time, memscope\n\
                   memscope.config(sample='100ms')\n\
+                  time.sleep(0.3)\n\
                   buf = b'x' * (64 << 20)\n\
                   time.sleep(1.0)\n";
     let python = repo_root().join("python");
@@ -330,7 +331,7 @@ fn memscope_config_sample_turns_the_sampler_on_from_the_script() {
         .trim()
         .parse()
         .unwrap();
-    assert!(n >= 8, "1 s at 100 ms: {line}");
+    assert!(n >= 10, "1.3 s at 100 ms: {line}");
     // the 64 MiB of bytes are Python's, outside the (unselected) HOST and PYMEM adapters
     let growth: f64 = line
         .split("(growth ")
@@ -341,5 +342,5 @@ fn memscope_config_sample_turns_the_sampler_on_from_the_script() {
         .unwrap()
         .parse()
         .unwrap();
-    assert!(growth >= 60.0, "{line}");
+    assert!((growth - 64.0).abs() < 4.0, "{line}");
 }
