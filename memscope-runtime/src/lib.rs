@@ -86,7 +86,7 @@ pub use guard::{enter, internal, internal_unmasked, Guard};
 pub use intern::{record_mark, record_range_start};
 pub use liveness::wait_for_collector_at_exit;
 pub use plugin::{safe_point, start_at_load};
-pub use sampler::{note_device_set, set_sample_interval, DeviceQuery};
+pub use sampler::{devices_released, note_device_set, set_sample_interval, DeviceQuery};
 pub use scratch::{on_stack, Scratch, ALT_STACK, MAX_FRAMES};
 pub use stack::{record_call_stack, record_with_stack, Skip};
 pub use state::{

@@ -34,6 +34,8 @@ static STARTED: AtomicBool = AtomicBool::new(false);
 static DEVICES: AtomicU64 = AtomicU64::new(0);
 /// The adapter's [`DeviceQuery`] (a function pointer; 0: none yet).
 static QUERY: AtomicUsize = AtomicUsize::new(0);
+/// The sampler thread is inside a device query (see [`devices_released`]).
+static QUERYING: AtomicBool = AtomicBool::new(false);
 
 /// Asks the device runtime for logical device `device`'s free and total bytes
 /// (`Some((free, total))`). Runs on the sampler thread only, as runtime-internal code: it may
@@ -86,12 +88,33 @@ pub(crate) fn start() {
     }
 }
 
-/// Records one sample now (at exit, so the last stretch has a point too), when sampling is on.
+/// Records one host sample now (at exit, on the exiting thread, so the last stretch has a
+/// point too), when sampling is on. Never a device query: that is the sampler thread's alone.
 pub(crate) fn sample_at_exit() {
-    if STARTED.load(Ordering::Acquire) && state::init_state() == state::InitState::Ready {
-        sample();
+    if STARTED.load(Ordering::Acquire)
+        && settings::sample_ns() != 0
+        && state::init_state() == state::InitState::Ready
+    {
+        sample_host();
     }
 }
+
+/// The job is finalising the device runtime (`aclFinalize`): no device is asked from now on,
+/// and a query running on the sampler thread is waited for (one `aclrtGetMemInfo` call; at
+/// most [`RELEASE_WAIT_NS`], so the job never hangs on the sampler). A later
+/// [`note_device_set`] turns device sampling on again.
+pub fn devices_released() {
+    DEVICES.store(0, Ordering::Release);
+    let start = clock::now_ns();
+    while QUERYING.load(Ordering::Acquire) && clock::now_ns().wrapping_sub(start) < RELEASE_WAIT_NS
+    {
+        // SAFETY: sched_yield has no preconditions.
+        unsafe { libc::sched_yield() };
+    }
+}
+
+/// Longest wait of [`devices_released`] for a running device query.
+const RELEASE_WAIT_NS: u64 = 100_000_000;
 
 extern "C" fn run(_: *mut libc::c_void) -> *mut libc::c_void {
     // SAFETY: `all` is valid storage filled by `sigfillset`; blocking every signal on this
@@ -128,9 +151,8 @@ pub fn set_sample_interval(ns: u64) {
     start();
 }
 
-/// Reads `/proc/self/statm` and records a `HostSample` (nothing when it cannot be read), then
-/// a `DeviceSample` per device the job set.
-fn sample() {
+/// Reads `/proc/self/statm` and records a `HostSample` (nothing when it cannot be read).
+fn sample_host() {
     if let Some((rss, anon)) = read_statm() {
         crate::writer::record_raw(&Record::HostSample {
             ts: clock::now_ns(),
@@ -138,20 +160,31 @@ fn sample() {
             anon,
         });
     }
-    let mask = DEVICES.load(Ordering::Acquire);
+}
+
+/// A host sample, then a `DeviceSample` per device the job set (sampler thread only).
+fn sample() {
+    sample_host();
     let q = QUERY.load(Ordering::Acquire);
-    if mask == 0 || q == 0 {
+    if DEVICES.load(Ordering::Acquire) == 0 || q == 0 {
         return;
     }
     // SAFETY: a non-zero QUERY was stored from a `DeviceQuery` by `note_device_set`.
     let query = unsafe { core::mem::transmute::<usize, DeviceQuery>(q) };
-    for device in (0..64u32).filter(|d| mask & (1 << d) != 0) {
+    for device in 0..64u32 {
+        // flag first, then look: `devices_released` clears the mask, then waits for the flag
+        QUERYING.store(true, Ordering::SeqCst);
+        let asked = DEVICES.load(Ordering::SeqCst) & (1 << device) != 0;
         // a panic of the adapter's query must not end the thread (or unwind into C)
-        let Ok(Some((free, total))) = std::panic::catch_unwind(|| query(device)) else {
+        let got = asked.then(|| std::panic::catch_unwind(|| query(device)));
+        // stamped while still flagged: a sample is older than the `aclFinalize` that waited
+        let ts = clock::now_ns();
+        QUERYING.store(false, Ordering::Release);
+        let Some(Ok(Some((free, total)))) = got else {
             continue;
         };
         crate::writer::record_raw(&Record::DeviceSample {
-            ts: clock::now_ns(),
+            ts,
             device,
             used: total.saturating_sub(free),
             free,

@@ -70,11 +70,25 @@ fn a_job_mapping_256_mib_outside_every_hook_shows_256_mib_untracked_and_points_w
     );
     assert!(mib("peak untracked host ") >= 256.0, "{line}");
 
-    // msMemScope-format dumps: no SAMPLE rows
+    // msMemScope-format dumps: no SAMPLE rows, neither the run's nor those made again from the
+    // capture (`export --to csv`, HOST rows included)
     let rows = run.rows();
     assert!(
         rows.iter().all(|r| r["Event"] != "SAMPLE"),
         "SAMPLE rows in a dump"
+    );
+    let again = tempfile::tempdir().unwrap();
+    export("csv", &[run.out.path()], &again.path().join("csv"));
+    let csv = files_named(again.path(), "csv");
+    assert!(!csv.is_empty());
+    let rows: Vec<Row> = csv.iter().flat_map(|f| read_csv(f)).collect();
+    assert!(
+        rows.iter().any(|r| r["Event Type"] == "HOST"),
+        "the export has the HOST rows"
+    );
+    assert!(
+        rows.iter().all(|r| r["Event"] != "SAMPLE"),
+        "SAMPLE rows in an export"
     );
 
     // report, offline from the kept capture, in Chromium: the host chart plots the sampled
@@ -214,6 +228,14 @@ fn a_device_job_has_device_samples_whose_untracked_bytes_are_the_other_processes
         "the 64 MiB HAL block is tracked while held: {tracked:?}"
     );
     assert_eq!(tracked.last(), Some(&0), "freed at the end");
+    // no device is asked once the job finalises ACL
+    let fini: i64 = select(&run.rows(), "SYSTEM", "ACL_FINI")[0]["Timestamp(ns)"]
+        .parse()
+        .unwrap();
+    assert!(
+        col(0).iter().all(|t| *t < fini),
+        "a device sample after aclFinalize"
+    );
 
     // the report plots the device's samples in its driver chart
     let html = dir.path().join("r.html");

@@ -107,6 +107,8 @@ pub unsafe extern "C" fn acl_finalize() -> c_int {
     };
     // SAFETY: the symbol is `aclFinalize`.
     let f = unsafe { core::mem::transmute::<*mut c_void, unsafe extern "C" fn() -> c_int>(p) };
+    // the memory sampler asks no device from now on (issue 25)
+    rt::devices_released();
     // SAFETY: no arguments.
     let rc = unsafe { f() };
     system(SystemCode::AclFini);

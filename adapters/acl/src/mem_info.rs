@@ -5,7 +5,8 @@
 //! real `aclrtSetDevice` when the thread is not on it yet — `aclrtGetMemInfo` answers for the
 //! calling thread's device — and asks `aclrtGetMemInfo(ACL_HBM_MEM)`. The sampler thread takes
 //! a reference on the device that way and never resets it (the process's own reset and exit
-//! are unaffected: the thread ends with the process).
+//! are unaffected: the thread ends with the process). The `aclFinalize` hook stops the device
+//! queries first (`memscope_runtime::devices_released`).
 
 use core::cell::Cell;
 use core::ffi::{c_int, c_void};
@@ -46,6 +47,9 @@ pub fn query(device: u32) -> Option<(u64, u64)> {
     let (mut free, mut total) = (0usize, 0usize);
     // SAFETY: both out-pointers are valid for writing.
     if unsafe { f(ACL_HBM_MEM, &mut free, &mut total) } != 0 {
+        // set the device again next time (the runtime may have been finalised and initialised
+        // again since)
+        ON.with(|c| c.set(-1));
         return None;
     }
     Some((free as u64, total as u64))
