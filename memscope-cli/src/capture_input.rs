@@ -62,7 +62,15 @@ impl ProcessEvents for CaptureEvents {
         &self,
         visit: &mut dyn FnMut(Event) -> Result<(), ConsumerError>,
     ) -> Result<(), ConsumerError> {
-        replay_capture(&self.path, &mut |_, ev| visit(ev)).map(|_| ())
+        let p = replay_capture(&self.path, &mut |_, ev| visit(ev))?;
+        if !p.complete {
+            // a reader of any view must know it sees part of the process
+            eprintln!(
+                "memscope: warning: {}: incomplete capture (its writer did not finish); read up to its last whole block",
+                self.path.display()
+            );
+        }
+        Ok(())
     }
 }
 

@@ -539,3 +539,88 @@ fn read_rows(path: &Path) -> Vec<Row> {
         })
         .collect()
 }
+
+/// `memscope analyze fragmentation ARGS` run to its end: (exit code, stdout, stderr).
+fn fragmentation_cmd(args: &[&std::ffi::OsStr]) -> (i32, String, String) {
+    let o = std::process::Command::new(memscope_bin())
+        .args(["analyze", "fragmentation"])
+        .args(args)
+        .output()
+        .expect("memscope analyze fragmentation");
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn fragmentation_takes_one_run_of_a_shared_folder_says_a_step_never_reached_and_warns_of_a_torn_capture(
+) {
+    let train = repo_root().join("examples/sim-npu/train.py");
+    let out = tempfile::tempdir().unwrap();
+    for _ in 0..2 {
+        let o = std::process::Command::new(memscope_bin())
+            .args(["run", "-q", "--adapters", "pta,mstx", "-o"])
+            .arg(out.path())
+            .arg("--")
+            .args([
+                python3().to_str().unwrap(),
+                train.to_str().unwrap(),
+                "--steps",
+                "3",
+            ])
+            .env("SIM_NPU_DIR", sim_npu_dir())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{o:?}");
+    }
+    let pids = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.starts_with("==== Pool fragmentation (pid "))
+            .map(str::to_owned)
+            .collect()
+    };
+    // the newest run by default, the other on request; not both on one view (issue 23)
+    let (code, newest, err) = fragmentation_cmd(&[out.path().as_os_str()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("holds 2 runs") && err.contains("using run 2"),
+        "{err}"
+    );
+    let (code, first, err) =
+        fragmentation_cmd(&[out.path().as_os_str(), "--run".as_ref(), "1".as_ref()]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        (pids(&newest).len(), pids(&first).len()),
+        (1, 1),
+        "{newest}\n{first}"
+    );
+    assert_ne!(pids(&newest), pids(&first));
+    // a request at a step the run never reached is answered, not left out
+    let (code, text, err) = fragmentation_cmd(&[
+        out.path().as_os_str(),
+        "--request".as_ref(),
+        "1MiB".as_ref(),
+        "--at".as_ref(),
+        "step:999".as_ref(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        text.contains("no verdict for the request of 1048576 B at step:999: step 999 never ended in this process (the last step was 3)"),
+        "{text}"
+    );
+    // a capture cut short is read up to its last whole block, with a warning
+    let mut caps = Vec::new();
+    walk(out.path(), &mut |p| {
+        if p.extension().is_some_and(|e| e == "mscap") {
+            caps.push(p.to_path_buf())
+        }
+    });
+    let cap = caps.first().expect("a capture");
+    let bytes = std::fs::read(cap).unwrap();
+    let torn = out.path().join("torn.mscap");
+    std::fs::write(&torn, &bytes[..bytes.len() / 2]).unwrap();
+    let (_, _, err) = fragmentation_cmd(&[torn.as_os_str()]);
+    assert!(err.contains("torn.mscap: incomplete capture"), "{err}");
+}

@@ -211,7 +211,8 @@ fn diff_between_two_steps_marks_and_times_of_one_run_shows_one_step_of_growth() 
 #[test]
 fn run_fail_on_exits_23_naming_the_limit_by_how_much_and_where_and_writes_a_valid_summary() {
     let dir = tempfile::tempdir().unwrap();
-    let summary = dir.path().join("summary.json");
+    // in a folder that does not exist yet, as the README's CI step writes it into its -o folder
+    let summary = dir.path().join("mem/summary.json");
     let run = demo(
         &[
             "--fail-on",
@@ -269,7 +270,9 @@ fn run_fail_on_exits_23_naming_the_limit_by_how_much_and_where_and_writes_a_vali
     );
     assert_eq!(failing.code(), 5, "{}", failing.stderr());
     // bad limits and summary paths: one line, exit 2, nothing launched
-    let nowhere = dir.path().join("no/such/dir/s.json");
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let nowhere = file.join("sub/s.json");
     for (flag, bad, needle) in [
         ("--fail-on", "leak>1MiB", "unknown metric"),
         ("--fail-on", "peak.gpu:0>1", "unknown scope"),
@@ -278,7 +281,7 @@ fn run_fail_on_exits_23_naming_the_limit_by_how_much_and_where_and_writes_a_vali
         (
             "--summary-json",
             nowhere.to_str().unwrap(),
-            "no such directory",
+            "is not a directory",
         ),
         (
             "--summary-json",

@@ -40,6 +40,10 @@ pub struct FragmentationArgs {
     /// Folder for fragmentation_<ts>.csv (the figures after every change); none by default.
     #[arg(short = 'o', long = "output", value_name = "DIR")]
     pub output: Option<PathBuf>,
+    /// With an output directory that holds several runs: which one (its number as memscope
+    /// lists them) [default: the newest].
+    #[arg(long, value_name = "N")]
+    pub run: Option<usize>,
 }
 
 /// Parses `96MiB`, `1.5GiB`, `4096` (bytes), `64KiB`, `2B`.
@@ -170,7 +174,13 @@ pub fn run(a: &FragmentationArgs) -> Result<()> {
             error: None,
         })]
     };
-    let sections = replay(&a.input, &mut make)?;
+    // one run of a directory that holds several (issue 23)
+    let inputs =
+        crate::run_select::choose(&a.input, a.run)?.unwrap_or_else(|| vec![a.input.clone()]);
+    let mut sections = Vec::new();
+    for input in &inputs {
+        sections.extend(replay(input, &mut make)?);
+    }
     print_sections(&sections, false);
     if let Some((path, w)) = curve {
         w.lock()

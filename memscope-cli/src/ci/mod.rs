@@ -56,11 +56,17 @@ pub fn check_summary_path(path: &Path) -> Result<(), String> {
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    if !dir.is_dir() {
+    // a folder not made yet (the run's own -o folder, say) is made when the file is written;
+    // its nearest existing ancestor must be a directory
+    let existing = dir
+        .ancestors()
+        .find(|a| a.exists())
+        .unwrap_or(Path::new("."));
+    if !existing.is_dir() {
         return Err(format!(
-            "--summary-json {}: no such directory {}",
+            "--summary-json {}: {} is not a directory",
             path.display(),
-            dir.display()
+            existing.display()
         ));
     }
     if path.is_dir() {
@@ -110,7 +116,8 @@ pub fn write_json(path: &Path, doc: &serde_json::Value) -> Result<()> {
         name.to_string_lossy(),
         std::process::id()
     ));
-    std::fs::write(&tmp, text + "\n")
+    std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::write(&tmp, text + "\n"))
         .and_then(|()| std::fs::rename(&tmp, path))
         .map_err(|e| {
             let _ = std::fs::remove_file(&tmp);

@@ -66,6 +66,10 @@ pub struct FragmentationLayer {
     peak_reserved: BTreeMap<PoolKey, u64>,
     request: Option<(u64, Option<u32>)>,
     last_request_trigger: Option<u64>,
+    /// The last step that ended (a `--request` at a step past it gets no verdict, said so).
+    last_step: Option<u32>,
+    /// The `--request` was judged.
+    request_judged: bool,
     open_step: Option<u32>,
     last: (u64, u64),
     full: bool,
@@ -101,6 +105,8 @@ impl FragmentationLayer {
             peak_reserved: BTreeMap::new(),
             request: None,
             last_request_trigger: None,
+            last_step: None,
+            request_judged: false,
             open_step: None,
             last: (0, 0),
             full,
@@ -270,8 +276,10 @@ impl FragmentationLayer {
                 self.step_ends.push((step, key, f));
             }
         }
+        self.last_step = Some(step);
         if let Some((r, Some(s))) = self.request {
             if s == step {
+                self.request_judged = true;
                 self.ask(r, Some(step));
             }
         }
@@ -454,6 +462,17 @@ impl Layer for FragmentationLayer {
             report.push(ReportSection::new(
                 format!("Pool fragmentation{sfx}"),
                 lines,
+            ));
+        }
+        if let Some((r, Some(s))) = self.request.filter(|_| !self.request_judged && self.seen) {
+            let last = self.last_step.map_or("no step ended".to_owned(), |l| {
+                format!("the last step was {l}")
+            });
+            report.push(ReportSection::new(
+                format!("Out-of-memory verdict{sfx}"),
+                vec![format!(
+                    "no verdict for the request of {r} B at step:{s}: step {s} never ended in this process ({last})"
+                )],
             ));
         }
         if !self.verdicts.is_empty() {
