@@ -48,11 +48,7 @@ fn a_job_mapping_256_mib_outside_every_hook_shows_256_mib_untracked_and_points_w
     assert_eq!(run.code(), 0, "{console}");
 
     // console: one line per process
-    let line = console
-        .lines()
-        .skip_while(|l| !l.contains("Sampled memory (pid "))
-        .nth(1)
-        .unwrap_or_else(|| panic!("no sampled-memory section: {console}"));
+    let line = sampled_line(&console);
     let mib = |after: &str| -> f64 {
         line.split(after)
             .nth(1)
@@ -341,11 +337,7 @@ fn memscope_config_sample_turns_the_sampler_on_from_the_script() {
     );
     let console = format!("{}{}", run.stdout(), run.stderr());
     assert_eq!(run.code(), 0, "{console}");
-    let line = console
-        .lines()
-        .skip_while(|l| !l.contains("Sampled memory (pid "))
-        .nth(1)
-        .unwrap_or_else(|| panic!("no samples: {console}"));
+    let line = sampled_line(&console);
     let n: u32 = line
         .split(" sample(s)")
         .next()
@@ -365,4 +357,13 @@ fn memscope_config_sample_turns_the_sampler_on_from_the_script() {
         .parse()
         .unwrap();
     assert!((growth - 64.0).abs() < 4.0, "{line}");
+}
+
+/// The console's line under the first "Sampled memory (pid …)" heading.
+fn sampled_line(console: &str) -> &str {
+    console
+        .lines()
+        .skip_while(|l| !l.contains("Sampled memory (pid "))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no sampled-memory section: {console}"))
 }

@@ -46,36 +46,16 @@ pub struct FragmentationArgs {
     pub run: Option<usize>,
 }
 
-/// Parses `96MiB`, `1.5GiB`, `4096` (bytes), `64KiB`, `2B`.
+/// Parses a request size as `--fail-on` does (`96MiB`, `1.5GiB`, `4096` bytes, `2GB`:
+/// `memscope_core::analysis::thresholds::parse_size`), at least 1 byte.
 ///
 /// # Errors
-/// A malformed size, worded for the user.
+/// A malformed size or 0, worded for the user.
 pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let scale: u64 = match unit.trim() {
-        "" | "B" => 1,
-        "KiB" | "K" | "KB" => 1 << 10,
-        "MiB" | "M" | "MB" => 1 << 20,
-        "GiB" | "G" | "GB" => 1 << 30,
-        "TiB" | "T" | "TB" => 1 << 40,
-        u => {
-            return Err(format!(
-                "unknown unit {u:?} in {s:?} (B, KiB, MiB, GiB, TiB)"
-            ))
-        }
-    };
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size (e.g. 96MiB)"))?;
-    let bytes = v * scale as f64;
-    if !(1.0..1.8e19).contains(&bytes) {
-        return Err(format!("{s:?}: a size from 1 byte to 16 EiB"));
+    match memscope_core::analysis::thresholds::parse_size(s)? {
+        0 => Err(format!("{s:?}: a request of at least 1 byte")),
+        b => Ok(b),
     }
-    Ok(bytes.round() as u64)
 }
 
 fn parse_at(s: &str) -> Result<u32, String> {

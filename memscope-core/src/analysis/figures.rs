@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use crate::bus::{BusCtx, BusError, Layer, ReportSection};
+use crate::bus::{BusCtx, BusError, Layer};
 use crate::event::{Device, Event, EventKind, EventType};
 
 use super::leaks::LeakLayer;
@@ -274,15 +274,6 @@ impl Layer for FiguresLayer {
         for e in buf {
             self.peak.on_event(e, ctx, out)?;
         }
-        Ok(())
-    }
-
-    fn finish(
-        &mut self,
-        _: &BusCtx,
-        _: &mut Vec<Event>,
-        _: &mut Vec<ReportSection>,
-    ) -> Result<(), BusError> {
         Ok(())
     }
 }

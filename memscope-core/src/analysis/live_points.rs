@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use crate::bus::{BusCtx, BusError, Layer, ReportSection};
+use crate::bus::{BusCtx, BusError, Layer};
 use crate::event::{Device, Event, EventKind, EventType};
 
 use super::decompose::owner_label;
@@ -396,15 +396,6 @@ impl Layer for LivePointsLayer {
                 Ok(())
             }
         }
-    }
-
-    fn finish(
-        &mut self,
-        _: &BusCtx,
-        _: &mut Vec<Event>,
-        _: &mut Vec<ReportSection>,
-    ) -> Result<(), BusError> {
-        Ok(())
     }
 }
 
