@@ -176,20 +176,22 @@ pub fn collect(a: &CollectArgs) -> ExitCode {
     let barrier = a.spool.join("barrier");
     let mut barrier_since: Option<Instant> = None;
     loop {
+        // The job (its `atexit`, an analyzer it calls) asks for everything it committed so far
+        // to be in the files: records wait one reorder window before they are emitted, and a
+        // collector with a backlog emits it over several rounds, so the barrier is met by the
+        // first round that starts a window after it was seen and catches up.
+        let window = Duration::from_nanos(crate::collector::REORDER_WINDOW_NS);
+        let barrier_due =
+            barrier_since.is_some_and(|t| t.elapsed() > window + Duration::from_millis(20));
         let progressed = collector.poll();
-        // The job's `atexit` asks for everything it committed so far to be in the files before
-        // it exits (records wait one reorder window before they are written).
         if barrier_since.is_none() && barrier.exists() {
             barrier_since = Some(Instant::now());
         }
-        if let Some(t) = barrier_since {
-            let window = Duration::from_nanos(crate::collector::REORDER_WINDOW_NS);
-            if t.elapsed() > window + Duration::from_millis(20) {
-                collector.flush();
-                let _ = std::fs::remove_file(&barrier);
-                let _ = std::fs::write(a.spool.join("barrier.done"), b"");
-                barrier_since = None;
-            }
+        if barrier_due && !collector.behind() {
+            collector.flush();
+            let _ = std::fs::remove_file(&barrier);
+            let _ = std::fs::write(a.spool.join("barrier.done"), b"");
+            barrier_since = None;
         }
         // The job passed exit(): its probe waits there (bounded) for this collector, so the
         // summary with its exit status comes before the process is gone (issue 23).

@@ -180,3 +180,55 @@ fn format_db_puts_python_trace_rows_into_the_dump_database() {
         ]
     );
 }
+
+#[test]
+fn an_analyzer_called_right_after_stop_in_plain_python_reads_every_row_recorded() {
+    // The collector of a plain-python run writes records a reorder window after they happen
+    // and flushes every 500 ms: an analyzer the job calls waits until its files hold
+    // everything, so a script that analyses its own run sees all of it (a CI failure of
+    // `torch_roles`, where decompose read 2 rows).
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("out");
+    let script = format!(
+        "import csv, glob, sys\nsys.path.insert(0, {ex:?})\nimport memscope, train\n\
+         memscope.config(output_path={out:?})\n\
+         npu = train.Npu(train.find_sim_npu_dir())\n\
+         train.check(npu.aclInit(None), 'aclInit')\n\
+         train.check(npu.aclrtSetDevice(0), 'aclrtSetDevice')\n\
+         pool = train.CachingAllocator(npu, train.Counters(), 'ptaCaching', train.CACHING_SEGMENT)\n\
+         memscope.start()\n\
+         for _ in range(10000):\n    (b,) = pool.alloc(0, [4096])\n    pool.free([b])\n    memscope.step()\n\
+         memscope.stop()\n\
+         memscope.analyzer.decompose({out:?}, output_path={dec:?})\n\
+         n = {{}}\n\
+         for f in glob.glob({out:?} + '/**/memscope_dump_*.csv', recursive=True):\n\
+         \x20   for r in csv.DictReader(open(f)):\n\
+         \x20       n[r['Event Type']] = n.get(r['Event Type'], 0) + 1\n\
+         print('in the dump: PTA %d STEP %d' % (n.get('PTA', 0), n.get('STEP', 0)))\n",
+        ex = memscope_tests::repo_root()
+            .join("examples/sim-npu")
+            .display()
+            .to_string(),
+        out = out.display().to_string(),
+        dec = d.path().join("dec").display().to_string(),
+    );
+    let o = Command::new(memscope_tests::python3())
+        .args(["-c", &script])
+        .current_dir(d.path())
+        .env("PYTHONPATH", memscope_tests::repo_root().join("python"))
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("MEMSCOPE_CLI", memscope_tests::memscope_bin())
+        .env("SIM_NPU_DIR", sim_npu_dir())
+        .env("TMPDIR", d.path())
+        .env_remove("LD_PRELOAD")
+        .env_remove("MEMSCOPE_SPOOL")
+        .env_remove("MSTX_INJECTION_PATH")
+        .output()
+        .unwrap();
+    check(
+        &o,
+        "plain python: 10 000 PTA blocks and steps, stop(), decompose",
+    );
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("in the dump: PTA 20000 STEP 10000"), "{text}");
+}

@@ -54,6 +54,9 @@ pub struct Collector {
     ended: BTreeMap<u32, crate::job::Ended>,
     /// `memscope.config()` of the job's Python processes (issue 27).
     api: api_config::ApiConfigs,
+    /// Whether the last round left records old enough to emit unread (a process hit its
+    /// budget): a barrier is not met until a round catches up.
+    behind: bool,
 }
 
 fn monotonic_ns() -> u64 {
@@ -95,6 +98,7 @@ impl Collector {
             skip: HashSet::new(),
             ended: BTreeMap::new(),
             api: api_config::ApiConfigs::default(),
+            behind: false,
         }
     }
 
@@ -256,6 +260,7 @@ impl Collector {
     pub fn poll(&mut self) -> bool {
         self.discover();
         let mut progressed = false;
+        self.behind = false;
         let now = monotonic_ns();
         let mut finished = Vec::new();
         for (pid, (p, offset)) in self.procs.iter_mut() {
@@ -264,6 +269,7 @@ impl Collector {
             let watermark = (now as i64 + *offset) as u64;
             let n = p.release(watermark.saturating_sub(REORDER_WINDOW_NS), ROUND_BUDGET);
             // A full budget means more is waiting: come back at once.
+            self.behind |= n == ROUND_BUDGET;
             progressed |= n == ROUND_BUDGET;
             if gone {
                 finished.push(*pid);
@@ -289,6 +295,13 @@ impl Collector {
 
     fn images(&self, pid: u32) -> usize {
         self.procs.get(&pid).map_or(0, |(p, _)| p.images())
+    }
+
+    /// Whether the last [`Collector::poll`] stopped at a process's budget with records old
+    /// enough to emit still waiting; after a round that started one reorder window past a
+    /// moment and is not behind, everything committed before that moment has been emitted.
+    pub fn behind(&self) -> bool {
+        self.behind
     }
 
     /// Flushes every process's sinks.

@@ -9,13 +9,19 @@ file or the annotated one, never a part. Differences from msMemScope: the leak c
 memscope's dumps; bad arguments raise ``TypeError``/``ValueError`` naming the argument.
 
 memscope's own additions: ``check_fragmentation`` and ``decompose`` (issue 25).
+
+Called in a process that memscope records in plain-python mode, every analyzer first waits
+(bounded) until this process's collector has written everything recorded so far, so a dump read
+right after ``memscope.stop()`` holds the whole window.
 """
 
 import inspect
 import os
 import sys
+import warnings
 
 from .. import _locate
+from .. import _session
 
 MAX_FILE_SIZE = 8 << 30
 MAX_PATH = 4096
@@ -101,7 +107,20 @@ class InefficientConfig(AnalysisConfig):
         self.idle_threshold = _int("InefficientConfig", "idle_threshold", idle_threshold, 1)
 
 
+def _settle():
+    """This process's own collector (plain and preloaded modes) writes everything recorded so
+    far before an analyzer reads its files: records wait a reorder window in the collector."""
+    s = _session.SESSION
+    if s is not None and s.collector is not None and s.collector.poll() is None:
+        with s.lock:
+            if not s._barrier():
+                warnings.warn("memscope: this process's collector had not written everything "
+                              "recorded so far within 10 s; the files read may miss the last "
+                              "records", RuntimeWarning, stacklevel=3)
+
+
 def _run(args):
+    _settle()
     r = _locate.run_cli(args)
     if r.returncode != 0:
         raise RuntimeError("memscope %s failed with exit code %d" % (args[1], r.returncode))
@@ -193,6 +212,7 @@ def _any_input(func, input_path):
 
 
 def _text(args):
+    _settle()
     r = _locate.run_cli(args, stdout=-1, stderr=-1)
     if r.returncode != 0:
         msg = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "failed"
