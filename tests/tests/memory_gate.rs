@@ -260,6 +260,16 @@ fn run_fail_on_exits_23_naming_the_limit_by_how_much_and_where_and_writes_a_vali
     // the fixed twin keeps every limit: the job's code
     let ok = demo(&["--fail-on", "leaks>1MiB"], &["--no-leak"]);
     assert_eq!(ok.code(), 0, "{}", ok.stderr());
+    // a limit that looks at no allocator of the run passes, and says so with what there was
+    let typo = demo(&["--fail-on", "peak.npu:0.PTa>1"], &["--no-leak"]);
+    assert_eq!(typo.code(), 0, "{}", typo.stderr());
+    assert!(
+        typo.stderr()
+            .contains("limit \"peak.npu:0.PTa>1\" looks at no allocator of this run")
+            && typo.stderr().contains("npu:0.PTA"),
+        "{}",
+        typo.stderr()
+    );
     // --fail-exit-code, and a job that fails keeps its own code (its failure wins)
     let code = demo(&["--fail-on", "leaks>1MiB", "--fail-exit-code", "99"], &[]);
     assert_eq!(code.code(), 99, "{}", code.stderr());
@@ -278,6 +288,13 @@ fn run_fail_on_exits_23_naming_the_limit_by_how_much_and_where_and_writes_a_vali
         ("--fail-on", "peak.gpu:0>1", "unknown scope"),
         ("--fail-on", "peak>1XB", "is not a size"),
         ("--fail-on", "peak", "expected METRIC"),
+        ("--fail-on", "dropped>1MiB", "is not a whole number"),
+        ("--fail-on", "dropped.npu>0", "takes no scope"),
+        (
+            "--fail-on",
+            "leaks>1MiB,,peak>2GiB",
+            "item 2 of the list is empty",
+        ),
         (
             "--summary-json",
             nowhere.to_str().unwrap(),

@@ -84,10 +84,30 @@ pub fn parse_limits(flag: &str, text: &str) -> Result<Vec<Limit>, String> {
     Limit::parse_list(text).map_err(|e| format!("{flag} {text}: {e}"))
 }
 
-/// The crossings of `limits` over `procs`, printed one line each on stderr.
+/// The crossings of `limits` over `procs`, printed one line each on stderr; a limit whose
+/// scope matches no allocator of any process gets a line too (a typo such as `npu:0.PTa`
+/// would otherwise pass every run).
 pub fn evaluate(limits: &[Limit], procs: &[ProcessRow]) -> Vec<Crossing> {
     let mut v = Vec::new();
     for l in limits {
+        if !l.matches_any(procs.iter().flat_map(|p| p.figures.allocators.iter())) {
+            let mut seen: Vec<String> = procs
+                .iter()
+                .flat_map(|p| p.figures.allocators.iter())
+                .map(|a| format!("{}.{}", a.device_name(), a.allocator))
+                .collect();
+            seen.sort();
+            seen.dedup();
+            eprintln!(
+                "memscope: limit {:?} looks at no allocator of this run (it has: {}); it passes",
+                l.text,
+                if seen.is_empty() {
+                    "none".to_owned()
+                } else {
+                    seen.join(", ")
+                }
+            );
+        }
         for p in procs {
             for c in check(l, &p.label(), &p.figures, p.dropped) {
                 eprintln!("memscope: {}", c.line(l.metric == Metric::Dropped));

@@ -8,13 +8,15 @@
 //! * `leaks`: the most bytes any allocator in scope leaked, as the leak analysis judges (pool
 //!   blocks by msMemScope's step rule, HAL memory live at exit);
 //! * `live`: the most bytes any allocator in scope held at exit;
-//! * `dropped`: events the probe could not record (a count; needs `memscope run`).
+//! * `dropped`: events the probe could not record (a whole number of events, no scope; needs
+//!   `memscope run`).
 //!
 //! SCOPE: `npu` (every NPU), `npu:N`, `cpu` (host memory but Python objects), `host` (the
 //! HOST allocator), `pymem` (Python objects, PYMEM), or an Event Type (`PTA`, `HAL`, …); a
 //! device and an Event Type together as `npu:0.PTA`. VALUE: bytes with an optional unit —
 //! `B`, `K`/`KiB`, `M`/`MiB`, `G`/`GiB`, `T`/`TiB` (powers of 1024), `KB`, `MB`, `GB`, `TB`
-//! (powers of 1000).
+//! (powers of 1000). A limit whose scope matches no allocator of a run is reported, not
+//! silently passed (see [`Limit::matches_any`]).
 
 use super::diff::size;
 use super::figures::{AllocatorFigures, ProcessFigures, Site};
@@ -174,10 +176,21 @@ impl Limit {
             format!("{text:?}: unknown metric {m:?} (expected peak, leaks, live or dropped)")
         })?;
         let scope = match scope {
+            Some(_) if metric == Metric::Dropped => {
+                return Err(format!(
+                    "{text:?}: dropped counts the process's lost events and takes no scope (e.g. dropped>0)"
+                ))
+            }
             Some(s) => Scope::parse(s).map_err(|e| format!("{text:?}: {e}"))?,
             None => Scope::default(),
         };
-        let max = parse_size(rhs).map_err(|e| format!("{text:?}: {e}"))?;
+        let max = if metric == Metric::Dropped {
+            rhs.parse::<u64>().map_err(|_| {
+                format!("{text:?}: dropped counts events: {rhs:?} is not a whole number")
+            })?
+        } else {
+            parse_size(rhs).map_err(|e| format!("{text:?}: {e}"))?
+        };
         Ok(Limit {
             text,
             metric,
@@ -189,17 +202,33 @@ impl Limit {
     /// Parses a comma-separated list.
     ///
     /// # Errors
-    /// As [`Limit::parse`]; an empty list.
+    /// As [`Limit::parse`]; an empty list or an empty item (`a,,b`: a limit lost in editing).
     pub fn parse_list(s: &str) -> Result<Vec<Limit>, String> {
-        let v: Vec<Limit> = s
-            .split(',')
-            .filter(|p| !p.trim().is_empty())
-            .map(Limit::parse)
-            .collect::<Result<_, _>>()?;
-        if v.is_empty() {
+        if s.trim().is_empty() {
             return Err("no limit given (e.g. leaks>1MiB,peak.npu:0>40GiB)".into());
         }
-        Ok(v)
+        s.split(',')
+            .enumerate()
+            .map(|(i, p)| {
+                if p.trim().is_empty() {
+                    Err(format!(
+                        "item {} of the list is empty (limits are separated by single commas)",
+                        i + 1
+                    ))
+                } else {
+                    Limit::parse(p)
+                }
+            })
+            .collect()
+    }
+
+    /// Whether this limit looks at any of `allocators` (`dropped` looks at the process):
+    /// a scope that matches nothing in a run is most likely a typo.
+    pub fn matches_any<'a>(
+        &self,
+        mut allocators: impl Iterator<Item = &'a AllocatorFigures>,
+    ) -> bool {
+        self.metric == Metric::Dropped || allocators.any(|a| self.scope.covers(a))
     }
 }
 
@@ -354,10 +383,18 @@ mod tests {
             "peak>1XB",
             "peak.npu:x>1",
             "peak.npu:0.P-T>1",
+            "dropped>1MiB",
+            "dropped>1.5",
+            "dropped.npu>0",
         ] {
             assert!(Limit::parse(bad).is_err(), "{bad}");
         }
+        assert_eq!(Limit::parse("dropped>10").unwrap().max, 10);
         assert!(Limit::parse_list(" , ").is_err());
+        assert!(Limit::parse_list("").is_err());
+        let e = Limit::parse_list("leaks>1MiB,,peak>2").unwrap_err();
+        assert!(e.contains("item 2"), "{e}");
+        assert!(Limit::parse_list("leaks>1MiB,").is_err());
     }
 
     #[test]
