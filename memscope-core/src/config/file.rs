@@ -49,7 +49,10 @@ pub struct ConfigFile {
 
 /// A list given as `"a,b"` or `["a","b"]`.
 #[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "expected a string (\"a,b\") or a list of strings ([\"a\", \"b\"])"
+)]
 #[allow(missing_docs)]
 pub enum StrOrList {
     Str(String),
@@ -175,8 +178,16 @@ impl RawOptions {
         if super::msmemscope::is_msmemscope(&value) {
             return super::msmemscope::raw_options(&value);
         }
-        let f: ConfigFile =
-            serde_json::from_value(value).map_err(|e| ConfigError(e.to_string()))?;
+        // the key path in the message: `call_stack: invalid type: ...`, `adapters[1]: ...`
+        let f: ConfigFile = serde_path_to_error::deserialize(value).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            ConfigError(if path == "." {
+                inner.to_string()
+            } else {
+                format!("key {path:?}: {inner}")
+            })
+        })?;
         Ok(RawOptions::from_config_file(f))
     }
 

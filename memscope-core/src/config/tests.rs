@@ -58,6 +58,42 @@ fn config_json_must_be_an_object_and_may_start_with_a_bom() {
 }
 
 #[test]
+fn a_config_json_value_of_the_wrong_type_names_its_key() {
+    for (text, key, what) in [
+        (
+            r#"{"call_stack": 5}"#,
+            "\"call_stack\"",
+            "a list of strings",
+        ),
+        (
+            r#"{"adapters": ["pta", 3]}"#,
+            "\"adapters\"",
+            "a list of strings",
+        ),
+        (
+            r#"{"output_path": 5}"#,
+            "\"output_path\"",
+            "expected a string",
+        ),
+        (
+            r#"{"host_rows": "yes"}"#,
+            "\"host_rows\"",
+            "expected a boolean",
+        ),
+        (
+            r#"{"outptu_path": "x"}"#,
+            "\"outptu_path\"",
+            "unknown field",
+        ),
+    ] {
+        let e = RawOptions::from_json(text).unwrap_err();
+        assert!(e.0.contains(&format!("key {key}")), "{text}: {e}");
+        assert!(e.0.contains(what), "{text}: {e}");
+        assert_eq!(e.0.lines().count(), 1, "{e}");
+    }
+}
+
+#[test]
 fn config_reads_are_capped_by_the_bytes_read_not_st_size() {
     // /proc/self/pagemap: a regular file of size 0 with unbounded content
     let e = RawOptions::from_file(std::path::Path::new("/proc/self/pagemap")).unwrap_err();
