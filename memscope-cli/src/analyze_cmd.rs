@@ -67,7 +67,8 @@ pub struct ReplayArgs {
 /// `memscope analyze leaks FILE|RUN_DIR [--mstx-info MSG [--start-index N]] [--full]`.
 #[derive(Clone, Debug, Args)]
 pub struct LeaksArgs {
-    /// Dump to analyse, or an output directory: every process in it, one line per rank.
+    /// Dump or capture (`.mscap`) to analyse, or an output directory: every process in it,
+    /// one line per rank.
     pub file: PathBuf,
     /// Print every line of long lists (top items only by default); with a directory, every
     /// process's own report before the per-rank table.
@@ -181,7 +182,8 @@ pub struct DecomposeArgs {
 /// `memscope analyze gap FILE|RUN_DIR [--full]`.
 #[derive(Clone, Debug, Args)]
 pub struct GapArgs {
-    /// Dump to analyse, or an output directory: every process in it, one line per rank.
+    /// Dump or capture (`.mscap`) to analyse, or an output directory: every process in it,
+    /// one line per rank.
     pub file: PathBuf,
     /// Print every line of long lists (top items only by default); with a directory, every
     /// process's own report before the per-rank table.
@@ -238,6 +240,20 @@ fn print_sections(sections: &[ReportSection], full: bool) {
     }
     if !full && sections.iter().any(|s| s.full.is_some()) {
         eprintln!("memscope: long lists show their top items; --full prints every line");
+    }
+}
+
+/// The report sections of `layers` over one input file: a kept capture (`.mscap`) replays as
+/// the run typed it (its MEMORY_OWNER rows included), a dump is read in `replay`'s order.
+fn sections_of(
+    input: &Path,
+    replay: ReplayArgs,
+    make: &mut dyn FnMut() -> Vec<Box<dyn Layer>>,
+) -> Result<Vec<ReportSection>> {
+    if crate::capture_input::is_capture_file(input) {
+        fragmentation::replay(input, make)
+    } else {
+        run_offline(&open(input)?, replay, make)
     }
 }
 
@@ -372,34 +388,31 @@ fn run_analysis(cmd: &AnalyzeCmd) -> Result<()> {
     }
     let print_sections = |sections: &[ReportSection]| print_sections(sections, full);
     match cmd {
-        AnalyzeCmd::Leaks(a) => {
-            let file = open(&a.file)?;
-            match &a.mstx_info {
-                Some(msg) => {
-                    let mut judged = Vec::new();
-                    let sections = run_offline(&file, a.replay, &mut || {
-                        let layer = RangeLeakLayer::new(msg, a.start_index);
-                        judged.push(layer.judged_flag());
-                        vec![Box::new(layer)]
-                    })?;
-                    print_sections(&sections);
-                    if !judged
-                        .iter()
-                        .any(|j| j.load(std::sync::atomic::Ordering::Relaxed))
-                    {
-                        return Err(anyhow!(
-                            "{}: no device has the 3 msTX marks named {} from index {} that the range needs",
-                            file.name(),
-                            memscope_core::sanitize::quoted(msg),
-                            a.start_index
-                        ));
-                    }
+        AnalyzeCmd::Leaks(a) => match &a.mstx_info {
+            Some(msg) => {
+                let mut judged = Vec::new();
+                let sections = sections_of(&a.file, a.replay, &mut || {
+                    let layer = RangeLeakLayer::new(msg, a.start_index);
+                    judged.push(layer.judged_flag());
+                    vec![Box::new(layer)]
+                })?;
+                print_sections(&sections);
+                if !judged
+                    .iter()
+                    .any(|j| j.load(std::sync::atomic::Ordering::Relaxed))
+                {
+                    return Err(anyhow!(
+                        "{}: no device has the 3 msTX marks named {} from index {} that the range needs",
+                        a.file.display(),
+                        memscope_core::sanitize::quoted(msg),
+                        a.start_index
+                    ));
                 }
-                None => print_sections(&run_offline(&file, a.replay, &mut || {
-                    vec![Box::new(LeakLayer::new())]
-                })?),
             }
-        }
+            None => print_sections(&sections_of(&a.file, a.replay, &mut || {
+                vec![Box::new(LeakLayer::new())]
+            })?),
+        },
         AnalyzeCmd::Inefficient(a) => run_inefficient(a)?,
         AnalyzeCmd::Decompose(a) => {
             let mut handles = Vec::new();
@@ -408,13 +421,7 @@ fn run_analysis(cmd: &AnalyzeCmd) -> Result<()> {
                 handles.push(h);
                 vec![Box::new(layer)]
             };
-            // a kept capture replays as the run typed it (its MEMORY_OWNER rows included)
-            let sections = if crate::capture_input::is_capture_file(&a.file) {
-                fragmentation::replay(&a.file, &mut make)?
-            } else {
-                run_offline(&open(&a.file)?, a.replay, &mut make)?
-            };
-            print_sections(&sections);
+            print_sections(&sections_of(&a.file, a.replay, &mut make)?);
             let mut rows = Vec::new();
             for h in handles {
                 rows.extend(
@@ -431,12 +438,9 @@ fn run_analysis(cmd: &AnalyzeCmd) -> Result<()> {
                 path.display()
             ));
         }
-        AnalyzeCmd::Gap(a) => {
-            let file = open(&a.file)?;
-            print_sections(&run_offline(&file, a.replay, &mut || {
-                vec![Box::new(GapLayer::new())]
-            })?);
-        }
+        AnalyzeCmd::Gap(a) => print_sections(&sections_of(&a.file, a.replay, &mut || {
+            vec![Box::new(GapLayer::new())]
+        })?),
         AnalyzeCmd::Fragmentation(a) => fragmentation::run(a)?,
     }
     Ok(())
@@ -456,6 +460,13 @@ fn run_inefficient(a: &InefficientArgs) -> Result<()> {
             RuleArg::OpEnd => IneffRule::OpEnd,
         },
     };
+    if crate::capture_input::is_capture_file(&a.file) {
+        // the analysis annotates the rows of a dump: a capture has none to annotate
+        return Err(anyhow!(
+            "{}: is a capture; inefficient annotates a dump file (device_*/dump/memscope_dump_*.csv or .db beside it, or one made with memscope export --to csv)",
+            a.file.display()
+        ));
+    }
     if a.in_place && a.file.is_symlink() {
         return Err(anyhow!(
             "{}: --in-place does not replace a symbolic link (give the real file)",

@@ -1,6 +1,6 @@
-//! TEAM contract 3: the viewer exports (`memscope export --to memory-viz|perfetto|parquet`) and
-//! `memscope report` read kept captures (`*.mscap`, a process directory holding one, a run
-//! output directory) through the capture replay. A process directory holding both dumps and a
+//! TEAM contract 3: the viewer exports (`memscope export --to memory-viz|perfetto|parquet`),
+//! `memscope report` and `memscope analyze leaks|gap|decompose` read kept captures (`*.mscap`, a
+//! process directory holding one, a run output directory) through the capture replay. A process directory holding both dumps and a
 //! capture is read from the capture, so a run with HOST rows off (the default) still gives its
 //! HOST events — as many as `memscope export --to csv` writes from the same capture.
 
@@ -246,5 +246,58 @@ fn viewer_exports_hold_every_recorded_event_and_dumps_what_device_asked_for() {
         e,
         d as u64 + host,
         "the Parquet dataset = the dumps + the pinned HOST rows --device left out: {v}"
+    );
+}
+
+#[test]
+fn analyze_leaks_gap_and_decompose_of_a_capture_equal_those_of_its_dump() {
+    let run = demo(&["-q"], "4");
+    let cap = capture_of(run.out.path());
+    let mut dumps = Vec::new();
+    walk(run.out.path(), &mut |p| {
+        if p.extension().is_some_and(|e| e == "csv") && p.to_string_lossy().contains("/dump/") {
+            dumps.push(p.to_path_buf());
+        }
+    });
+    assert_eq!(dumps.len(), 1, "{dumps:?}");
+    let analyze = |what: &str, input: &Path| {
+        let o = std::process::Command::new(memscope_bin())
+            .args(["analyze", what])
+            .arg(input)
+            .output()
+            .unwrap();
+        assert_ok(&o, &format!("analyze {what} {}", input.display()))
+    };
+    for what in ["leaks", "gap"] {
+        let text = analyze(what, &cap);
+        assert_eq!(text, analyze(what, &dumps[0]), "{what}");
+        assert!(!text.contains("not a memscope dump"), "{text}");
+    }
+    assert!(analyze("leaks", &cap).contains("leak of 4.000000 Mb(s)"));
+    // decompose of the capture has the owner rows the dump has too
+    let d = tempfile::tempdir().unwrap();
+    let text = std::process::Command::new(memscope_bin())
+        .args(["analyze", "decompose"])
+        .arg(&cap)
+        .arg("-o")
+        .arg(d.path())
+        .output()
+        .unwrap();
+    assert!(
+        assert_ok(&text, "analyze decompose <capture>").contains("Memory decomposition"),
+        "decompose of a capture"
+    );
+    // inefficient annotates dump rows: a capture gets one line naming what to give instead
+    let o = std::process::Command::new(memscope_bin())
+        .args(["analyze", "inefficient"])
+        .arg(&cap)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("is a capture; inefficient annotates a dump file"),
+        "{err}"
     );
 }
