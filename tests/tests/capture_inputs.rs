@@ -2,7 +2,8 @@
 //! `memscope report` and `memscope analyze leaks|gap|decompose` read kept captures (`*.mscap`, a
 //! process directory holding one, a run output directory) through the capture replay. A process
 //! directory holding both dumps and a capture is read from the capture, so a run with HOST rows
-//! off (the default) still gives its HOST events — as many as `memscope export --to csv` writes from the same capture.
+//! off (the default) still gives its HOST events — as many as `memscope export --to csv` writes
+//! from the same capture.
 
 mod export_common;
 
