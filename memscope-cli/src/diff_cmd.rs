@@ -65,6 +65,10 @@ pub struct DiffArgs {
     #[arg(long = "fail-exit-code", value_name = "N", requires = "fail_over",
           value_parser = clap::value_parser!(u8).range(1..=125))]
     pub fail_exit_code: Option<u8>,
+    /// Which run of an output directory that holds several (`N` for A, `N,M` for A and B:
+    /// the runs' numbers as memscope lists them) [default: the newest].
+    #[arg(long, value_name = "N[,M]")]
+    pub run: Option<String>,
     /// Summary JSON of both inputs and the diff.
     #[command(flatten)]
     pub summary: crate::ci::SummaryArgs,
@@ -84,9 +88,11 @@ struct Pair {
     totals: Vec<DiffRow>,
 }
 
-fn processes(path: &PathBuf) -> Result<Vec<ProcessInput>> {
+/// The processes of one side (`choice`: its run of a directory that holds several).
+fn processes(path: &PathBuf, choice: Option<usize>) -> Result<Vec<ProcessInput>> {
     crate::export::processes::resolve_paths(
         std::slice::from_ref(path),
+        &choice.into_iter().collect::<Vec<_>>(),
         &mut memscope_export::progress::Silent,
     )
 }
@@ -297,9 +303,11 @@ pub fn run(a: &DiffArgs) -> Result<()> {
     if let Some(p) = &a.summary.summary_json {
         crate::ci::check_summary_path(p).map_err(|e| anyhow!("{e}"))?;
     }
+    let sides = if a.between.is_some() { 1 } else { 2 };
+    let runs = crate::run_select::choices(a.run.as_deref(), sides)?;
     let mut pairs = Vec::new();
     if a.between.is_some() {
-        for p in processes(&a.a)? {
+        for p in processes(&a.a, runs.first().copied())? {
             let s = snapshots(&p, &[p1.clone(), p2.clone()], by)?;
             let mut s = s.into_iter();
             let (sa, sb) = (s.next().unwrap_or_default(), s.next().unwrap_or_default());
@@ -319,7 +327,8 @@ pub fn run(a: &DiffArgs) -> Result<()> {
         let b =
             a.b.as_ref()
                 .ok_or_else(|| anyhow!("give B, or --between P1 P2"))?;
-        for (pa_in, pb_in) in pair(processes(&a.a)?, processes(b)?) {
+        let (ra, rb) = (runs.first().copied(), runs.get(1).copied());
+        for (pa_in, pb_in) in pair(processes(&a.a, ra)?, processes(b, rb)?) {
             let side = |p: Option<ProcessInput>, pt: &Point| -> Result<Option<Side>> {
                 p.map(|p| {
                     let s = snapshots(&p, std::slice::from_ref(pt), by)?;
@@ -353,12 +362,13 @@ pub fn run(a: &DiffArgs) -> Result<()> {
             Some(b) if a.between.is_none() => vec![("A", &a.a, &pa), ("B", b, &pb)],
             _ => vec![("A", &a.a, pa.as_str())],
         };
-        for (label, path, point) in sides {
+        for (i, (label, path, point)) in sides.into_iter().enumerate() {
+            let run: Vec<usize> = runs.get(i).copied().into_iter().collect();
             inputs.push(crate::ci::Input {
                 label: label.to_owned(),
                 path: path.clone(),
                 point: Some(point.to_owned()),
-                processes: crate::ci::compute(std::slice::from_ref(path), &[])?,
+                processes: crate::ci::compute(std::slice::from_ref(path), &run, &[])?,
             });
         }
     }

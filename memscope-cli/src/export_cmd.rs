@@ -52,6 +52,10 @@ pub struct ExportArgs {
     /// No summary.
     #[arg(short, long)]
     pub quiet: bool,
+    /// Which run of an output directory that holds several (`N`, or `N,M,…`: one per input,
+    /// the runs' numbers as memscope lists them) [default: the newest].
+    #[arg(long, value_name = "N[,M]")]
+    pub run: Option<String>,
 }
 
 /// Runs `memscope export`.

@@ -101,17 +101,7 @@ pub fn run(a: &ReportArgs) -> Result<()> {
         .clone()
         .unwrap_or_else(|| default_output(Path::new(".")));
     check_output(&out, a.force)?;
-    let choices = match &a.run {
-        Some(r) => crate::run_select::parse_runs(r).map_err(|e| anyhow!(e))?,
-        None => Vec::new(),
-    };
-    if choices.len() > a.inputs.len() {
-        return Err(anyhow!(
-            "--run {}: one run number per input ({} given)",
-            a.run.as_deref().unwrap_or(""),
-            a.inputs.len()
-        ));
-    }
+    let choices = crate::run_select::choices(a.run.as_deref(), a.inputs.len())?;
     let inputs = a
         .inputs
         .iter()

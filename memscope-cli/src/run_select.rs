@@ -3,8 +3,8 @@
 //! wrapper processes) leave the process directories of both side by side, as msMemScope's
 //! layout wants them (`msmemscope_<pid>_<ts>_ascend/` right under the output path, which its
 //! own tools and users' scripts read). The run index `memscope_run.json` keeps the runs apart;
-//! `memscope report`, `analyze` and `compare` given such a directory list its runs, use the
-//! newest, and take `--run N` (the run's number in that list) for another, instead of putting
+//! `memscope report`, `analyze`, `compare`, `diff` and `export` given such a directory list its
+//! runs, use the newest, and take `--run N` (the run's number in that list) for another, instead of putting
 //! the runs on one time axis or treating them as ranks of one job.
 
 use anyhow::{anyhow, Result};
@@ -29,6 +29,38 @@ pub fn parse_runs(s: &str) -> Result<Vec<usize>, String> {
             )),
         })
         .collect()
+}
+
+/// Parses `--run` for `n` inputs: at most one run number per input.
+///
+/// # Errors
+/// As [`parse_runs`]; more numbers than inputs.
+pub fn choices(run: Option<&str>, n: usize) -> Result<Vec<usize>> {
+    let Some(r) = run else {
+        return Ok(Vec::new());
+    };
+    let v = parse_runs(r).map_err(|e| anyhow!(e))?;
+    if v.len() > n {
+        return Err(anyhow!("--run {r}: one run number per input ({n} given)"));
+    }
+    Ok(v)
+}
+
+/// The paths to read for `inputs`: an output directory that holds several runs gives the
+/// process directories of one (`choices[i]` for input `i`, else the newest), any other
+/// input itself.
+///
+/// # Errors
+/// As [`choose`].
+pub fn narrow(inputs: &[PathBuf], choices: &[usize]) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for (i, p) in inputs.iter().enumerate() {
+        match choose(p, choices.get(i).copied())? {
+            Some(dirs) => out.extend(dirs),
+            None => out.push(p.clone()),
+        }
+    }
+    Ok(out)
 }
 
 /// The runs of output directory `root` whose process directories are (some of them) still

@@ -421,3 +421,89 @@ fn summaries_of_msmemscope_dumps_validate() {
         assert!(procs.iter().all(|p| p["rows"].as_u64().unwrap() > 0));
     }
 }
+
+#[test]
+fn diff_and_export_of_a_folder_of_two_runs_take_one_run_each_not_two_ranks() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    for steps in ["3", "6"] {
+        let o = Command::new(memscope_bin())
+            .args(["run", "-q", "-o"])
+            .arg(&out)
+            .args(["--", "python3", &train(), "--steps", steps])
+            .env("SIM_NPU_DIR", sim_npu_dir())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{o:?}");
+    }
+    let o = out.to_str().unwrap();
+    // run 1 (3 steps) against run 2 (6 steps): one pair, the 3 more leaked 4 MiB blocks
+    let (stdout, stderr) = text(&memscope(&["diff", o, o, "--run", "1,2"]));
+    assert!(
+        stderr.contains("using run 1:") && stderr.contains("using run 2:"),
+        "{stderr}"
+    );
+    assert_eq!(stdout.matches(" -> rank").count(), 1, "one pair: {stdout}");
+    assert!(stdout.contains("(+12.0 MiB, +3 blocks)"), "{stdout}");
+    // without --run both sides are the newest run: no growth
+    let (stdout, stderr) = text(&memscope(&["diff", o, o]));
+    assert!(stderr.contains("using run 2, the newest"), "{stderr}");
+    assert!(!stdout.contains("+12.0 MiB"), "{stdout}");
+    // export: one process (the run asked for, else the newest), not the two as ranks
+    for (run, want) in [(None, "using run 2"), (Some("1"), "using run 1")] {
+        let trace = dir.path().join(format!("t{}.pftrace", run.unwrap_or("n")));
+        let mut args = vec![
+            "export",
+            "--to",
+            "perfetto",
+            o,
+            "-o",
+            trace.to_str().unwrap(),
+        ];
+        args.extend(run.map(|r| ["--run", r]).into_iter().flatten());
+        let (stdout, stderr) = text(&memscope(&args));
+        assert!(stdout.contains("of 1 process(es)"), "{stdout}{stderr}");
+        assert!(stderr.contains(want), "{stderr}");
+    }
+    let csv = dir.path().join("csv");
+    let (stdout, stderr) = text(&memscope(&[
+        "export",
+        "--to",
+        "csv",
+        o,
+        "--run",
+        "1",
+        "-o",
+        csv.to_str().unwrap(),
+    ]));
+    let said = format!("{stdout}{stderr}");
+    assert_eq!(said.matches("rows written under").count(), 1, "{said}");
+    // more run numbers than inputs, or a run that is not there: one line, exit 2
+    for args in [
+        vec!["diff", o, o, "--run", "1,2,1"],
+        vec!["diff", o, "--between", "peak", "end", "--run", "1,2"],
+        vec!["diff", o, o, "--run", "3"],
+        vec![
+            "export",
+            "--to",
+            "perfetto",
+            o,
+            "--run",
+            "0",
+            "-o",
+            "x.pftrace",
+        ],
+    ] {
+        let r = memscope(&args);
+        assert_eq!(r.status.code(), Some(2), "{args:?}");
+        let (_, e) = text(&r);
+        assert_eq!(
+            e.trim_end()
+                .lines()
+                .last()
+                .map(|l| l.starts_with("memscope: --run")),
+            Some(true),
+            "{args:?}: {e}"
+        );
+    }
+}

@@ -174,7 +174,7 @@ pub fn after_run(
     quiet: bool,
 ) -> i32 {
     let job = facts.exit_code;
-    let procs = match compute(dirs, facts.known) {
+    let procs = match compute(dirs, &[], facts.known) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("memscope: figures of the run: {e:#}");

@@ -156,14 +156,18 @@ pub fn figures_of(p: &ProcessInput) -> Result<ProcessFigures> {
     Ok(replay_through(p, &FiguresLayer::new)?.result())
 }
 
-/// The processes of `inputs` with their figures; `known` adds what the collector knows of
-/// them (a run's own processes).
+/// The processes of `inputs` with their figures (one run of an output directory that holds
+/// several: `choices`, as [`crate::run_select::narrow`]); `known` adds what the collector
+/// knows of them (a run's own processes).
 ///
 /// # Errors
 /// An input that cannot be resolved or read (one line naming it).
-pub fn compute(inputs: &[PathBuf], known: &[Known]) -> Result<Vec<ProcessRow>> {
-    let procs =
-        crate::export::processes::resolve_paths(inputs, &mut memscope_export::progress::Silent)?;
+pub fn compute(inputs: &[PathBuf], choices: &[usize], known: &[Known]) -> Result<Vec<ProcessRow>> {
+    let procs = crate::export::processes::resolve_paths(
+        inputs,
+        choices,
+        &mut memscope_export::progress::Silent,
+    )?;
     let index = indexed(inputs);
     procs
         .iter()

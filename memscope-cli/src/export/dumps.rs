@@ -16,7 +16,8 @@ use memscope_core::spool::StreamHeader;
 /// An input holds no capture or cannot be read, or the output cannot be created.
 pub fn export(a: &ExportArgs, format: Format) -> anyhow::Result<()> {
     let mut captures = Vec::new();
-    for i in &a.inputs {
+    let choices = crate::run_select::choices(a.run.as_deref(), a.inputs.len())?;
+    for i in &crate::run_select::narrow(&a.inputs, &choices)? {
         captures.extend(find_captures(i).map_err(anyhow::Error::msg)?);
     }
     if a.output.exists() && !a.output.is_dir() {

@@ -15,16 +15,20 @@ use crate::export_cmd::ExportArgs;
 /// # Errors
 /// A missing or unreadable input, a directory without dumps or captures, a malformed file.
 pub fn resolve(a: &ExportArgs, bar: &mut Bar) -> anyhow::Result<Vec<ProcessInput>> {
-    resolve_paths(&a.inputs, bar)
+    let choices = crate::run_select::choices(a.run.as_deref(), a.inputs.len())?;
+    resolve_paths(&a.inputs, &choices, bar)
 }
 
 /// The processes of `inputs` (run directories, process directories, dumps, captures), as
-/// [`resolve`] finds them; shared with `memscope diff` and the summaries of issue 24.
+/// [`resolve`] finds them, one run of an output directory that holds several (`choices[i]`
+/// for input `i`, else the newest: [`crate::run_select::narrow`]); shared with `memscope diff`
+/// and the summaries of issue 24.
 ///
 /// # Errors
 /// As [`resolve`].
 pub fn resolve_paths(
     inputs: &[std::path::PathBuf],
+    choices: &[usize],
     progress: &mut dyn memscope_export::Progress,
 ) -> anyhow::Result<Vec<ProcessInput>> {
     // ranks from the run index of `memscope run` when the inputs have one (issue 18)
@@ -33,7 +37,7 @@ pub fn resolve_paths(
         (!index.is_empty()).then_some(&index as _);
     let mut captures = Vec::new();
     let mut dumps = Vec::new();
-    for input in inputs {
+    for input in &crate::run_select::narrow(inputs, choices)? {
         for f in crate::capture_input::find(input).map_err(|e| anyhow!("{e}"))? {
             captures.push(Captured {
                 dir: f.dir,
