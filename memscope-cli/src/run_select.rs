@@ -4,8 +4,8 @@
 //! layout wants them (`msmemscope_<pid>_<ts>_ascend/` right under the output path, which its
 //! own tools and users' scripts read). The run index `memscope_run.json` keeps the runs apart;
 //! `memscope report`, `analyze`, `compare`, `diff` and `export` given such a directory list its
-//! runs, use the newest, and take `--run N` (the run's number in that list) for another, instead of putting
-//! the runs on one time axis or treating them as ranks of one job.
+//! runs, use the newest, and take `--run N` (the run's number in that list) for another,
+//! instead of putting the runs on one time axis or treating them as ranks of one job.
 
 use anyhow::{anyhow, Result};
 use memscope_core::run_index::{self, RunEntry};

@@ -5,8 +5,9 @@
 //! first, then the imbalance between the largest and the smallest peak.
 //!
 //! Each process's NPU device files are analysed one by one (`rows analysed` counts their rows;
-//! its `device_cpu` file only when it has no other); their figures are combined: peaks and gaps take the extreme, leaks add up,
-//! decompose rows are concatenated into one `decompose_<ts>.csv` per process.
+//! its `device_cpu` file only when it has no other); their figures are combined: peaks and gaps
+//! take the extreme, leaks add up, decompose rows are concatenated into one `decompose_<ts>.csv`
+//! per process.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
