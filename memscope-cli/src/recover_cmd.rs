@@ -132,7 +132,9 @@ fn load_config(spool_dir: &Path) -> Result<(RunConfig, RunInfo), String> {
 }
 
 /// Processes whose outputs were complete before the recover: header and output directory.
-type Complete = Vec<(memscope_core::spool::StreamHeader, PathBuf)>;
+/// Processes whose outputs were complete before the recover: header, output directory and the
+/// executables of all their images (a helper is known by all of them).
+type Complete = Vec<(memscope_core::spool::StreamHeader, PathBuf, Vec<String>)>;
 
 /// Checks that nobody follows or writes the spool any more; returns the pids whose outputs
 /// are complete already (skipped), with their headers and directories, after removing
@@ -159,6 +161,7 @@ fn prepare(spool_dir: &Path, cfg: &RunConfig) -> Result<(HashSet<u32>, Complete)
     }
     let mut skip = HashSet::new();
     let mut complete = Complete::new();
+    let mut image_exes: std::collections::BTreeMap<u32, Vec<String>> = Default::default();
     let rd = std::fs::read_dir(spool_dir).map_err(|e| format!("{}: {e}", spool_dir.display()))?;
     for e in rd.flatten() {
         let p = e.path();
@@ -179,14 +182,18 @@ fn prepare(spool_dir: &Path, cfg: &RunConfig) -> Result<(HashSet<u32>, Complete)
             ));
         }
         let Ok(Some(h)) = s.header() else { continue };
+        image_exes.entry(h.pid).or_default().push(h.exe.clone());
         let ts = memscope_core::layout::timestamp_name(h.start_ns);
         let dir = memscope_core::layout::project_dir(&cfg.output_path, h.pid, &ts);
         if dir.join(INCOMPLETE_MARKER).exists() {
             std::fs::remove_dir_all(&dir)
                 .map_err(|e| format!("cannot remove the incomplete {}: {e}", dir.display()))?;
         } else if dir.exists() && skip.insert(h.pid) {
-            complete.push((h.clone(), dir));
+            complete.push((h.clone(), dir, Vec::new()));
         }
+    }
+    for (h, _, exes) in &mut complete {
+        *exes = image_exes.remove(&h.pid).unwrap_or_default();
     }
     Ok((skip, complete))
 }
@@ -223,10 +230,23 @@ pub fn run(a: &RecoverArgs) -> ExitCode {
         );
         c.skip_pids(skip.clone());
         let mut summaries = c.finish();
-        // launcher/wrapper helpers set aside, as `run` does (issue 23)
+        let recovered = summaries.len();
+        // launcher/wrapper helpers set aside, as `run` does (issue 23): the processes complete
+        // before the kill too (their directories were written before they were known as
+        // helpers), judged with the whole job
+        summaries.extend(
+            complete
+                .iter()
+                .map(|(h, d, exes)| crate::recover_index::complete_process(h, d, exes)),
+        );
         let left_out = crate::helpers::set_aside(&mut summaries);
+        let helpers_before: HashSet<u32> = summaries[recovered..]
+            .iter()
+            .filter(|p| p.helper)
+            .map(|p| p.pid)
+            .collect();
         // python_trace files into the .db dump, as `run` and `collect` do at their end
-        crate::collect::finish_python(&cfg_used, &summaries);
+        crate::collect::finish_python(&cfg_used, &summaries[..recovered]);
         // the run index the killed `memscope run` would have written (not for `memscope
         // collect`'s private spool: a plain python run has none)
         if let Some(pid) = spool_dir
@@ -240,12 +260,16 @@ pub fn run(a: &RecoverArgs) -> ExitCode {
                 command: &info.command,
                 start_ns: info.start_ns,
             };
-            crate::recover_index::write(&cfg_used.output_path, &killed, &summaries, &complete);
+            crate::recover_index::write(&cfg_used.output_path, &killed, &summaries);
         }
         if !a.quiet {
             eprintln!("memscope: recovered {}", spool_dir.display());
-            if !skip.is_empty() {
-                let mut v: Vec<_> = skip.into_iter().collect();
+            let kept: Vec<u32> = skip
+                .into_iter()
+                .filter(|p| !helpers_before.contains(p))
+                .collect();
+            if !kept.is_empty() {
+                let mut v = kept;
                 v.sort_unstable();
                 eprintln!(
                     "memscope: outputs of pid(s) {v:?} were complete already; left as they are"
@@ -254,7 +278,7 @@ pub fn run(a: &RecoverArgs) -> ExitCode {
             if let Some(l) = crate::helpers::count_line(&left_out) {
                 eprintln!("{l}");
             }
-            let listed: Vec<_> = summaries
+            let listed: Vec<_> = summaries[..recovered]
                 .iter()
                 .filter(|p| crate::summary::listed(p))
                 .cloned()

@@ -51,8 +51,9 @@ fn dump_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// The summary of a process whose outputs were complete before the recover: what its index
-/// entry needs, read back from its header and its dumps.
-fn complete_process(h: &StreamHeader, dir: &Path) -> ProcessSummary {
+/// entry and the helper check need, read back from its header, its images' executables and
+/// its dumps.
+pub fn complete_process(h: &StreamHeader, dir: &Path, image_exes: &[String]) -> ProcessSummary {
     let mut ids = HashSet::new();
     let mut files = Vec::new();
     for f in dump_files(dir) {
@@ -77,7 +78,8 @@ fn complete_process(h: &StreamHeader, dir: &Path) -> ProcessSummary {
     ProcessSummary {
         pid: h.pid,
         ppid: h.ppid,
-        exe: h.exe.clone(),
+        exe: image_exes.last().unwrap_or(&h.exe).clone(),
+        image_exes: image_exes.to_vec(),
         project_dir: dir.to_path_buf(),
         rank_env: h.rank_env.clone(),
         visible_devices: h.visible_devices().unwrap_or_default(),
@@ -88,15 +90,9 @@ fn complete_process(h: &StreamHeader, dir: &Path) -> ProcessSummary {
 }
 
 /// Appends the killed run's entry to `<root>/memscope_run.json`: the processes recovered now
-/// (`summaries`) and those complete before (`complete`: header and output directory).
-pub fn write(
-    root: &Path,
-    killed: &Killed<'_>,
-    summaries: &[ProcessSummary],
-    complete: &[(StreamHeader, PathBuf)],
-) {
+/// and those complete before ([`complete_process`]), helpers marked.
+pub fn write(root: &Path, killed: &Killed<'_>, summaries: &[ProcessSummary]) {
     let mut procs: Vec<ProcessSummary> = summaries.to_vec();
-    procs.extend(complete.iter().map(|(h, d)| complete_process(h, d)));
     procs.sort_by_key(|p| p.pid);
     let exit_code = procs
         .iter()

@@ -420,3 +420,76 @@ fn a_file_size_limit_stops_one_file_with_a_warning_and_the_job_keeps_its_exit_co
     let s = summary_rows(&err);
     assert_eq!(s[0].0, rows.len() as u64, "{err}");
 }
+
+/// A shim's helper processes (`readlink`, `basename` in a shell script that then execs the
+/// real program) end before memscope is killed, so the live collector wrote their outputs;
+/// `recover` sets them aside as `run` does: no output directory of their own, listed in the
+/// run index as helpers.
+#[test]
+fn recover_after_sigkill_sets_aside_the_helpers_that_ended_before_the_kill() {
+    let prog = program("mstx_many");
+    let out = tempfile::tempdir().unwrap();
+    let script = format!(
+        "readlink -f / >/dev/null; basename /a/b >/dev/null; exec '{}' 300000 unique 1000 2000",
+        prog.display()
+    );
+    let mut ms = Command::new(memscope_bin())
+        .args(["run", "--adapters", "mstx,host", "-o"])
+        .arg(out.path())
+        .args(["--", "sh", "-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(ms.stdout.take().unwrap()).lines();
+    for l in lines.by_ref() {
+        if l.unwrap().trim().parse::<u64>().unwrap_or(0) >= 50_000 {
+            break;
+        }
+    }
+    // the helpers' outputs are complete once the collector has seen them end
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    kill9(ms.id() as i32);
+    let _ = ms.wait();
+    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    assert!(
+        rest.iter().any(|l| l == "done 300000"),
+        "job did not finish"
+    );
+    let o = Command::new(memscope_bin())
+        .arg("recover")
+        .arg(out.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{err}");
+    let dirs: Vec<String> = std::fs::read_dir(out.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("msmemscope_"))
+        .collect();
+    assert_eq!(dirs.len(), 1, "the job's process only: {dirs:?}\n{err}");
+    assert!(err.contains("other process(es) not listed"), "{err}");
+    let index: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.path().join("memscope_run.json")).unwrap(),
+    )
+    .unwrap();
+    let procs = index["runs"][0]["processes"].as_array().unwrap().clone();
+    let helpers: Vec<&str> = procs
+        .iter()
+        .filter(|p| p["helper"] == true)
+        .map(|p| p["exe"].as_str().unwrap_or(""))
+        .collect();
+    assert!(
+        helpers.iter().any(|e| e.ends_with("readlink"))
+            && helpers.iter().any(|e| e.ends_with("basename")),
+        "{index}"
+    );
+    let job: Vec<&serde_json::Value> = procs.iter().filter(|p| p["helper"] != true).collect();
+    assert_eq!(job.len(), 1, "{index}");
+    assert!(
+        job[0]["exe"].as_str().unwrap().ends_with("mstx_many"),
+        "{index}"
+    );
+}
