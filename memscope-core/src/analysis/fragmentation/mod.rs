@@ -469,18 +469,27 @@ impl Layer for FragmentationLayer {
                 format!("the last step was {l}")
             });
             report.push(ReportSection::new(
-                format!("Out-of-memory verdict{sfx}"),
+                format!("Verdict on the request{sfx}"),
                 vec![format!(
                     "no verdict for the request of {r} B at step:{s}: step {s} never ended in this process ({last})"
                 )],
             ));
         }
-        if !self.verdicts.is_empty() {
-            let lines = self.verdicts.iter().flat_map(Verdict::lines).collect();
-            report.push(ReportSection::new(
-                format!("Out-of-memory verdict{sfx}"),
-                lines,
-            ));
+        // the OOMs of the run, then the user's request (which may well fit): each under its
+        // own heading
+        for (asked, title) in [
+            (false, "Out-of-memory verdict"),
+            (true, "Verdict on the request"),
+        ] {
+            let lines: Vec<String> = self
+                .verdicts
+                .iter()
+                .filter(|v| v.asked == asked)
+                .flat_map(Verdict::lines)
+                .collect();
+            if !lines.is_empty() {
+                report.push(ReportSection::new(format!("{title}{sfx}"), lines));
+            }
         }
         Ok(())
     }

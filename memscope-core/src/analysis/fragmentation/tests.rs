@@ -183,3 +183,30 @@ fn without_hal_rows_the_pools_own_figures_are_used_and_extents_are_unknown() {
     assert_eq!(v.kind, VerdictKind::Fragmentation);
     assert!(v.headline().contains("extents unknown"), "{}", v.headline());
 }
+
+#[test]
+fn a_request_that_fits_is_judged_under_its_own_heading_not_as_an_oom() {
+    let mut f = Feed::new();
+    f.layer = FragmentationLayer::new(false).with_request(MIB, None);
+    for a in interleaved(&mut f) {
+        f.mem(EventKind::Free, EventType::Pta, a, 64 * MIB);
+    }
+    f.oom(96 * MIB, 422 * MIB, 32 * MIB);
+    let mut report = Vec::new();
+    f.layer
+        .finish(&BusCtx::default(), &mut Vec::new(), &mut report)
+        .unwrap();
+    let titles: Vec<&str> = report.iter().map(|s| s.title.as_str()).collect();
+    assert_eq!(titles, ["Out-of-memory verdict", "Verdict on the request"]);
+    assert!(
+        report[0].lines[0].starts_with("OOM at ID"),
+        "{:?}",
+        report[0]
+    );
+    assert!(
+        report[1].lines[0].starts_with("request at ID")
+            && report[1].lines[0].ends_with(": fits in a free extent"),
+        "{:?}",
+        report[1]
+    );
+}
