@@ -34,6 +34,7 @@ Per step s (1-based) on device d = (s-1) % devices:
                  stub_atb_run("LinearOperation") -> rtKernelLaunchWithHandleV2
                  LinearOperationKernel; then free workspace
   [s >= 3 and not --no-leak] cache 4 MiB that is never freed (the leak)
+  [--step-ms N] sleep N ms (the step's compute time)
   free every other block of the step (1 batch: 5, or 7 with ATB)
   mstxRangeEnd(id)
 
@@ -49,6 +50,7 @@ import argparse
 import ctypes
 import os
 import sys
+import time
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -382,6 +384,9 @@ def parse_args(argv):
     p.add_argument("--steps", type=int, default=10, help="training steps (default 10)")
     p.add_argument("--devices", type=int, default=1,
                    help="devices to alternate between, step by step (default 1)")
+    p.add_argument("--step-ms", type=float, default=0.0,
+                   help="compute time of a step, slept before its blocks are freed (default 0: "
+                        "the 10 steps take a few ms, shorter than one --sample interval)")
     p.add_argument("--no-leak", action="store_true",
                    help="do not leak the 4 MiB block per step from step 3 on")
     p.add_argument("--torch", action="store_true",
@@ -394,6 +399,8 @@ def parse_args(argv):
     args = p.parse_args(argv)
     if args.steps < 0:
         p.error("--steps must be >= 0")
+    if not args.step_ms >= 0:
+        p.error("--step-ms must be >= 0")
     if args.devices < 1:
         p.error("--devices must be >= 1")
     return args
@@ -512,6 +519,8 @@ def main(argv=None):
 
         if not args.no_leak and step >= LEAK_FROM_STEP:
             leaked.extend(caching.alloc(dev, [LEAK_BYTES]))
+        if args.step_ms > 0:
+            time.sleep(args.step_ms / 1000.0)
 
         caching.free(step_blocks)
         npu.mstxRangeEnd(rid)

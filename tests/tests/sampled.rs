@@ -367,3 +367,28 @@ fn sampled_line(console: &str) -> &str {
         .nth(1)
         .unwrap_or_else(|| panic!("no sampled-memory section: {console}"))
 }
+
+#[test]
+fn the_python_demo_with_a_step_time_gets_device_samples_through_ctypes() {
+    // train.py's 10 steps take a few ms: with --step-ms 50 its device time spans several
+    // 100 ms intervals, and the sampler's query answers for a device set through ctypes
+    let train = repo_root().join("examples/sim-npu/train.py");
+    let run = memscope_run(
+        &["--sample", "100ms"],
+        &["python3", train.to_str().unwrap(), "--step-ms", "50"],
+        &[("SIM_NPU_DIR", sim_npu_dir().to_str().unwrap())],
+    );
+    let console = format!("{}{}", run.stdout(), run.stderr());
+    assert_eq!(run.code(), 0, "{console}");
+    let line = sampled_line(&console);
+    let device: u32 = line
+        .split("; ")
+        .nth(1)
+        .and_then(|d| d.split(" sample(s)").next())
+        .unwrap_or_else(|| panic!("no device samples: {line}"))
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(device >= 3, "0.5 s of device time at 100 ms: {line}");
+    assert!(line.contains("peak used 1104.0 MiB"), "{line}");
+}
