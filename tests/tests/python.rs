@@ -11,6 +11,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+#[path = "python/under_run.rs"]
+mod under_run;
+#[path = "python/wheel_installs.rs"]
+mod wheel_installs;
+
 /// The seed's SNAPSHOT Attr keys, in order.
 const SNAPSHOT_KEYS: [&str; 8] = [
     "total_mem",
@@ -411,102 +416,6 @@ print("analyzer: ok")
 }
 
 #[test]
-fn wheel_installs_with_pip_user_and_finds_its_cli_and_probe() {
-    let _ = venv(); // builds the wheel
-    let base = tempfile::tempdir().unwrap();
-    let install = |extra: &[&str]| {
-        Command::new("python3")
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "-q",
-                "--user",
-                "--no-deps",
-                "--no-index",
-            ])
-            .args(extra)
-            .arg(&venv().wheel)
-            .env("PYTHONUSERBASE", base.path())
-            .env_remove("PIP_REQUIRE_VIRTUALENV")
-            .output()
-            .expect("pip install --user")
-    };
-    let mut out = install(&[]);
-    if String::from_utf8_lossy(&out.stderr).contains("externally-managed") {
-        out = install(&["--break-system-packages"]);
-    }
-    check(&out, "pip install --user the wheel");
-    let d = tempfile::tempdir().unwrap();
-    let mut cmd = Command::new("python3");
-    cmd.args([
-        "-c",
-        "import memscope, memscope._locate as l; print(l.cli()); print(l.probe()); \
-         memscope.start(); memscope.take_snapshot(name='user'); memscope.stop()",
-    ]);
-    clean(&mut cmd, d.path());
-    cmd.env("PYTHONUSERBASE", base.path());
-    let out = cmd.output().unwrap();
-    check(&out, "python3 with the --user install");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let base_s = base.path().to_string_lossy().into_owned();
-    let lines: Vec<&str> = stdout.lines().collect();
-    assert!(
-        lines[0].starts_with(&base_s) && lines[0].ends_with("bin/memscope"),
-        "{stdout}"
-    );
-    assert!(
-        lines[1].ends_with("lib/memscope/libmemscope_probe.so"),
-        "{stdout}"
-    );
-    let t = Instant::now();
-    while files(&d.path().join("memscopeDumpResults"), "memscope_dump_").is_empty() {
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "no dump from the --user install"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-#[test]
-fn wheel_msmemscope_script_preloads_the_wheels_probe_for_import_msmemscope() {
-    // issue 26: `source <venv>/bin/msmemscope --load-api-env`, then msMemScope's API
-    let v = venv();
-    let d = tempfile::tempdir().unwrap();
-    let bin = v.dir.join("bin");
-    let line = format!(
-        "export PATH='{}':$PATH; source msmemscope --load-api-env && printf '%s\\n' \"$LD_PRELOAD\" && \
-         python -c 'import msmemscope; msmemscope.start(); msmemscope.take_snapshot(name=\"s\"); msmemscope.stop()' && \
-         source msmemscope --unload-api-env && printf '[%s]\\n' \"${{LD_PRELOAD-unset}}\"",
-        bin.display()
-    );
-    let mut cmd = Command::new("bash");
-    cmd.args(["-c", &line]);
-    clean(&mut cmd, d.path());
-    let out = cmd.output().unwrap();
-    check(&out, "source msmemscope --load-api-env from the wheel");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(
-        lines.first().copied(),
-        Some(
-            v.dir
-                .join("lib/memscope/libmemscope_probe.so")
-                .to_str()
-                .unwrap()
-        ),
-        "{stdout}"
-    );
-    assert_eq!(lines.last().copied(), Some("[unset]"), "{stdout}");
-    let t = Instant::now();
-    while files(&d.path().join("memscopeDumpResults"), "memscope_dump_").is_empty() {
-        assert!(t.elapsed() < Duration::from_secs(20), "no dump: {stdout}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-#[test]
 fn plain_python_collector_holds_the_spool_lock_while_the_job_runs() {
     // TEAM contract 1: the collector of a plain run holds flock(LOCK_EX) on
     // <spool>/collector.lock for its whole life, so the probe can tell it is alive.
@@ -684,99 +593,4 @@ fn import_memscope_under_memscope_run_traces_no_memscope_process_of_its_own() {
         exes.iter().all(|e| !e.ends_with("/memscope")),
         "traced: {exes:?}"
     );
-}
-
-/// Runs `api_parity.py MODE` in `cwd`: under `memscope run RUN_ARGS` with `Some`, else plainly;
-/// it must succeed.
-fn parity(mode: &str, cwd: &Path, run_args: Option<&[&str]>) -> std::process::Output {
-    let args: Vec<std::ffi::OsString> = vec![
-        script("api_parity.py").into(),
-        mode.into(),
-        example_dir().into(),
-    ];
-    let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
-    let out = match run_args {
-        Some(r) => launched(cwd, r, &args),
-        None => plain(cwd, &args),
-    };
-    check(&out, &format!("api_parity.py {mode} {run_args:?}"));
-    out
-}
-
-/// Issue 27 item 6: msMemScope's documented workflow, `memscope run -- python x.py` with
-/// `config()` in the script.
-#[test]
-fn config_under_memscope_run_applies_what_the_flags_left_and_explicit_flags_win_in_one_line() {
-    let a = tempfile::tempdir().unwrap();
-    let out = parity("config", a.path(), Some(&[]));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!stderr.contains("RuntimeWarning"), "{stderr}");
-    assert!(
-        files(&a.path().join("memscopeDumpResults"), "memscope_dump_").is_empty(),
-        "the dump goes to config()'s output_path"
-    );
-    let output = a.path().join("output");
-    assert_eq!(files(&output, "memscope_dump_").len(), 1, "{stderr}");
-    assert_eq!(
-        files(&output, "decompose_").len(),
-        1,
-        "config(analysis=\"decompose\") ran decompose: {stderr}"
-    );
-
-    // an explicit flag wins, said in one line; what the flags left still comes from config()
-    let b = tempfile::tempdir().unwrap();
-    let out = parity("config", b.path(), Some(&["--analysis", "leaks"]));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let said: Vec<&str> = stderr
-        .lines()
-        .filter(|l| l.contains("memscope.config()"))
-        .collect();
-    assert_eq!(said.len(), 1, "{stderr}");
-    assert!(
-        said[0].contains("analysis")
-            && said[0].contains("--analysis=leaks")
-            && said[0].contains("win"),
-        "{stderr}"
-    );
-    let output = b.path().join("output");
-    assert_eq!(files(&output, "memscope_dump_").len(), 1, "{stderr}");
-    assert!(files(&output, "decompose_").is_empty(), "{stderr}");
-}
-
-/// Issue 27 item 7: way 2 of msMemScope's user guide.
-#[test]
-fn describer_exit_on_another_object_ends_the_innermost_level_of_that_owner() {
-    let d = tempfile::tempdir().unwrap();
-    parity("describe", d.path(), None);
-    let rows = seed_layout_rows(&d.path().join("memscopeDumpResults"));
-    let owners: Vec<String> = rows
-        .iter()
-        .filter(|r| r["Event"] == "MALLOC" && r["Event Type"] == "PTA")
-        .map(|r| attrs(r).get("owner").cloned().unwrap_or_default())
-        .collect();
-    assert_eq!(owners.len(), 3, "{owners:?}");
-    assert_eq!(owners[0], "PTA@x");
-    assert_eq!(
-        owners[1], "PTA@inner",
-        "x ended, the level opened inside it stays"
-    );
-    assert!(
-        !owners[2].contains("@x") && !owners[2].contains("@inner"),
-        "{owners:?}"
-    );
-}
-
-/// Issue 27 item 8: msMemScope's tracer works on its own.
-#[test]
-fn tracer_and_record_function_trace_without_a_window_and_warn_when_nothing_can_be_recorded() {
-    let d = tempfile::tempdir().unwrap();
-    parity("tracer", d.path(), None);
-    let rows = trace_rows(&d.path().join("memscopeDumpResults"));
-    let names: Vec<&str> = rows.iter().map(|r| r[0].as_str()).collect();
-    assert!(
-        names.iter().any(|n| n.ends_with(": work")),
-        "Python calls traced with no window: {names:?}"
-    );
-    assert!(names.contains(&"block"), "{names:?}");
-    assert!(!names.contains(&"nowhere"), "{names:?}");
 }

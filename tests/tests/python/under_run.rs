@@ -1,0 +1,99 @@
+//! `memscope.config()` under `memscope run`, the describer, the tracer and record_function
+//! outside a window.
+
+use super::*;
+
+/// Runs `api_parity.py MODE` in `cwd`: under `memscope run RUN_ARGS` with `Some`, else plainly;
+/// it must succeed.
+fn parity(mode: &str, cwd: &Path, run_args: Option<&[&str]>) -> std::process::Output {
+    let args: Vec<std::ffi::OsString> = vec![
+        script("api_parity.py").into(),
+        mode.into(),
+        example_dir().into(),
+    ];
+    let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+    let out = match run_args {
+        Some(r) => launched(cwd, r, &args),
+        None => plain(cwd, &args),
+    };
+    check(&out, &format!("api_parity.py {mode} {run_args:?}"));
+    out
+}
+
+/// Issue 27 item 6: msMemScope's documented workflow, `memscope run -- python x.py` with
+/// `config()` in the script.
+#[test]
+fn config_under_memscope_run_applies_what_the_flags_left_and_explicit_flags_win_in_one_line() {
+    let a = tempfile::tempdir().unwrap();
+    let out = parity("config", a.path(), Some(&[]));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("RuntimeWarning"), "{stderr}");
+    assert!(
+        files(&a.path().join("memscopeDumpResults"), "memscope_dump_").is_empty(),
+        "the dump goes to config()'s output_path"
+    );
+    let output = a.path().join("output");
+    assert_eq!(files(&output, "memscope_dump_").len(), 1, "{stderr}");
+    assert_eq!(
+        files(&output, "decompose_").len(),
+        1,
+        "config(analysis=\"decompose\") ran decompose: {stderr}"
+    );
+
+    // an explicit flag wins, said in one line; what the flags left still comes from config()
+    let b = tempfile::tempdir().unwrap();
+    let out = parity("config", b.path(), Some(&["--analysis", "leaks"]));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let said: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("memscope.config()"))
+        .collect();
+    assert_eq!(said.len(), 1, "{stderr}");
+    assert!(
+        said[0].contains("analysis")
+            && said[0].contains("--analysis=leaks")
+            && said[0].contains("win"),
+        "{stderr}"
+    );
+    let output = b.path().join("output");
+    assert_eq!(files(&output, "memscope_dump_").len(), 1, "{stderr}");
+    assert!(files(&output, "decompose_").is_empty(), "{stderr}");
+}
+
+/// Issue 27 item 7: way 2 of msMemScope's user guide.
+#[test]
+fn describer_exit_on_another_object_ends_the_innermost_level_of_that_owner() {
+    let d = tempfile::tempdir().unwrap();
+    parity("describe", d.path(), None);
+    let rows = seed_layout_rows(&d.path().join("memscopeDumpResults"));
+    let owners: Vec<String> = rows
+        .iter()
+        .filter(|r| r["Event"] == "MALLOC" && r["Event Type"] == "PTA")
+        .map(|r| attrs(r).get("owner").cloned().unwrap_or_default())
+        .collect();
+    assert_eq!(owners.len(), 3, "{owners:?}");
+    assert_eq!(owners[0], "PTA@x");
+    assert_eq!(
+        owners[1], "PTA@inner",
+        "x ended, the level opened inside it stays"
+    );
+    assert!(
+        !owners[2].contains("@x") && !owners[2].contains("@inner"),
+        "{owners:?}"
+    );
+}
+
+/// Issue 27 item 8: msMemScope's tracer works on its own.
+#[test]
+fn tracer_and_record_function_trace_without_a_window_and_warn_when_nothing_can_be_recorded() {
+    let d = tempfile::tempdir().unwrap();
+    parity("tracer", d.path(), None);
+    let rows = trace_rows(&d.path().join("memscopeDumpResults"));
+    let names: Vec<&str> = rows.iter().map(|r| r[0].as_str()).collect();
+    assert!(
+        names.iter().any(|n| n.ends_with(": work")),
+        "Python calls traced with no window: {names:?}"
+    );
+    assert!(names.contains(&"block"), "{names:?}");
+    assert!(!names.contains(&"nowhere"), "{names:?}");
+}
