@@ -234,8 +234,14 @@ fn decompose_counts_blocks_without_owner_under_their_python_frame() {
     text.push_str("1,MALLOC,PTA,N/A,10,5,5,0,0x10,\"{addr:0x10,size:1048576}\",\"/w/t.py(7): make\n/w/t.py(9): main\n\",\n");
     text.push_str("2,MALLOC,PTA,N/A,20,5,5,0,0x20,\"{addr:0x20,size:1048576,owner:PTA@weights}\",\"/w/t.py(8): load\n\",\n");
     text.push_str("3,MALLOC,PTA,N/A,30,5,5,0,0x30,\"{addr:0x30,size:1048576}\",NA,\n");
+    // torch_npu's own tag on an untagged block names only the pool: split by frame too
+    text.push_str("4,MALLOC,PTA,N/A,40,5,5,0,0x40,\"{addr:0x40,size:1048576,owner:PTA}\",\"/w/t.py(11): grow\n\",\n");
     let r = run(&text, Box::new(DecomposeLayer::new(None)));
     let l = &r[0].lines;
+    assert!(
+        l.iter().any(|x| x.contains("PTA at /w/t.py(11): grow")),
+        "{l:?}"
+    );
     assert!(
         l.iter()
             .any(|x| x.contains("(no owner) at /w/t.py(7): make")),

@@ -2,8 +2,10 @@
 //! peak and at the end of the run (issue 6 §5, behaviour spec §7).
 //!
 //! * The owner of a block is its MALLOC's `owner` attribute; a HAL block without one but with a
-//!   module id (2025 `MID:n`) is `CANN@<MODULE>`; otherwise `(no owner)`, or with a Python
-//!   stack on the row `(no owner) at file(line): function` (its innermost frame).
+//!   module id (2025 `MID:n`) is `CANN@<MODULE>`; otherwise `(no owner)`. An owner that names
+//!   nothing (`(no owner)`, or only the pool itself: `PTA`, the tag torch_npu gives every
+//!   untagged block) is split by the first frame of the user's code on the row when it has a
+//!   stack: `PTA at file(line): function`.
 //! * Allocators are kept apart (a pool's blocks live inside HAL memory, so adding them would
 //!   count bytes twice): the peak is the moment the allocator's live bytes on that device were
 //!   highest (the first such moment), and the table shows how those bytes split by owner.
@@ -78,17 +80,18 @@ pub fn owner_label(ev: &Event) -> String {
     }
 }
 
-/// The owner a decompose row counts a MALLOC under: [`owner_label`]; a block without an
-/// owner whose row has a call stack is counted under the first frame of the user's code
-/// instead ([`crate::attribution`]), `(no owner) at file(line): function` (issues 13, 23), so
-/// untagged memory still names its code.
+/// The owner a decompose row counts a MALLOC under: [`owner_label`]; a block whose owner names
+/// nothing — none, or only its pool (`PTA` for a PTA block) — and whose row has a call stack is
+/// counted under the first frame of the user's code too ([`crate::attribution`]): `(no
+/// owner) at file(line): function`, `PTA at file(line): function` (issues 13, 23), so untagged
+/// memory still names its code.
 pub fn decompose_label(ev: &Event) -> String {
     let label = owner_label(ev);
-    if label != "(no owner)" {
+    if label != "(no owner)" && label != ev.event_type.as_str() {
         return label;
     }
     match crate::attribution::site_of(ev.py_stack.as_deref(), ev.c_stack.as_deref()) {
-        Some(site) => format!("(no owner) at {}", site.frame),
+        Some(site) => format!("{label} at {}", site.frame),
         None => label,
     }
 }
