@@ -76,7 +76,15 @@ struct Table {
 }
 
 static LOCK: AtomicBool = AtomicBool::new(false);
-static mut TABLE: Option<Table> = None;
+
+/// The table behind [`LOCK`], a spin lock a caller in a signal handler can give up on (which
+/// `std::sync::Mutex` cannot offer).
+struct Guarded(core::cell::UnsafeCell<Option<Table>>);
+
+// SAFETY: the table is only reached through `with_table`/`try_with_table`, which hold LOCK.
+unsafe impl Sync for Guarded {}
+
+static TABLE: Guarded = Guarded(core::cell::UnsafeCell::new(None));
 static NEXT_ID: AtomicU32 = AtomicU32::new(1);
 
 /// Releases [`LOCK`] when dropped (also if `f` panics: the hook must never spin forever).
@@ -97,7 +105,7 @@ fn with_table<R>(f: impl FnOnce(&mut Table) -> R) -> R {
     }
     let _unlock = Unlock;
     // SAFETY: LOCK gives exclusive access to TABLE until `_unlock` drops.
-    f(unsafe { (*core::ptr::addr_of_mut!(TABLE)).get_or_insert_with(Table::default) })
+    f(unsafe { (*TABLE.0.get()).get_or_insert_with(Table::default) })
 }
 
 /// As [`with_table`], but gives up (`None`) after a bounded spin: for callers that may run
@@ -117,7 +125,7 @@ fn try_with_table<R>(f: impl FnOnce(&mut Table) -> R) -> Option<R> {
     let _unlock = Unlock;
     // SAFETY: LOCK gives exclusive access to TABLE until `_unlock` drops.
     Some(f(unsafe {
-        (*core::ptr::addr_of_mut!(TABLE)).get_or_insert_with(Table::default)
+        (*TABLE.0.get()).get_or_insert_with(Table::default)
     }))
 }
 

@@ -18,16 +18,17 @@ fn guard(err: c_int, f: impl FnOnce() -> c_int) -> c_int {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(err)
 }
 
-static mut LAST_ERROR: [u8; 128] = [0; 128];
+/// Why the last `memscope_py_*` call failed, NUL-terminated: written and read with the GIL
+/// held; bytes of atomics so no write needs `unsafe`.
+static LAST_ERROR: [core::sync::atomic::AtomicU8; 128] =
+    [const { core::sync::atomic::AtomicU8::new(0) }; 128];
 
 fn set_error(msg: &str) {
-    let n = msg.len().min(127);
-    // SAFETY: written only by callers holding the GIL (single writer); read the same way.
-    unsafe {
-        let buf = &mut *core::ptr::addr_of_mut!(LAST_ERROR);
-        buf[..n].copy_from_slice(&msg.as_bytes()[..n]);
-        buf[n] = 0;
+    let n = msg.len().min(LAST_ERROR.len() - 1);
+    for (cell, b) in LAST_ERROR.iter().zip(&msg.as_bytes()[..n]) {
+        cell.store(*b, core::sync::atomic::Ordering::Relaxed);
     }
+    LAST_ERROR[n].store(0, core::sync::atomic::Ordering::Relaxed);
 }
 
 /// `const char *memscope_py_last_error(void)`: why the last `memscope_py_*` call returned -1
@@ -37,7 +38,7 @@ fn set_error(msg: &str) {
 /// Call with the GIL held (as every `memscope_py_*` function).
 #[no_mangle]
 pub unsafe extern "C" fn memscope_py_last_error() -> *const c_char {
-    core::ptr::addr_of!(LAST_ERROR).cast()
+    LAST_ERROR.as_ptr().cast()
 }
 
 /// `int memscope_py_status(void)`: 1 when the probe records (a collector follows this process),
