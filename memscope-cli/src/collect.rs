@@ -5,7 +5,8 @@
 //!   as `MEMSCOPE_SPOOL` for its own process, exactly as `memscope run` follows its job's: it
 //!   holds `<spool>/collector.lock` (`flock(LOCK_EX)`, mode 0600, TEAM contract 1) for its whole
 //!   life, prints `ready` on stdout once it does, ends when the Python process (`--pid`) is gone
-//!   and its streams are read, prints the run summary (stderr) and removes the spool. When the
+//!   and its streams are read, prints the run summary (stderr), appends the run to the output
+//!   folder's run index (`memscope_run.json`, as `memscope run` does) and removes the spool. When the
 //!   job creates `<spool>/barrier` (its `atexit`), everything committed until then is written
 //!   and flushed, then `<spool>/barrier.done` is created, so the dump is on disk when
 //!   `python train.py` returns (the summary follows when the process is gone).
@@ -159,7 +160,10 @@ pub fn collect(a: &CollectArgs) -> ExitCode {
     let devices: Vec<u32> = std::env::var("ASCEND_RT_VISIBLE_DEVICES")
         .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
         .unwrap_or_default();
-    if let Err(e) = crate::recover_cmd::write_run_info(&a.spool, &cfg, &devices, &[]) {
+    // the job's command line for the run index (its process is alive: it started us)
+    let command = job_command(a.pid);
+    let start_ns = crate::run_index::now_ns();
+    if let Err(e) = crate::recover_cmd::write_run_info(&a.spool, &cfg, &devices, &command) {
         return fail(e);
     }
     // The package waits for this line before it lets the job go on.
@@ -219,16 +223,41 @@ pub fn collect(a: &CollectArgs) -> ExitCode {
     let mut summaries = collector.finish();
     finish_python(&cfg_used, &summaries);
     let left_out = crate::helpers::set_aside(&mut summaries);
+    // the job's own exit status, as its probe recorded it at exit()
+    let code = summaries
+        .iter()
+        .find(|s| s.pid == a.pid)
+        .and_then(|s| s.exit_status);
+    // the run index, as `memscope run` writes it: a folder that holds several plain-python
+    // runs (the default memscopeDumpResults/) keeps them apart (`--run N`), never as ranks
+    crate::run_index::write(
+        &cfg_used.output_path,
+        crate::run_index::entries(&cfg_used.output_path, &summaries, &Default::default()),
+        &crate::run_index::RunFacts {
+            command: &command,
+            exit_code: code.unwrap_or(-1),
+            interrupted_by: None,
+            start_ns,
+            memscope_pid: std::process::id(),
+        },
+    );
     if !a.quiet {
-        // the job's own exit status, as its probe recorded it at exit()
-        let code = summaries
-            .iter()
-            .find(|s| s.pid == a.pid)
-            .and_then(|s| s.exit_status);
         crate::summary::print(&summaries, code, &left_out, &cfg_used.output_path);
     }
     drop(spool_guard);
     ExitCode::SUCCESS
+}
+
+/// The command line of process `pid` (`/proc/<pid>/cmdline`), empty when it cannot be read.
+fn job_command(pid: u32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| {
+            b.split(|c| *c == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// `base`'s layers plus the per-window figures written to `path` (`--windows`).

@@ -1,6 +1,7 @@
 //! Issue 12, the CLI side of the Python features (no wheel needed): msMemScope's config.json
 //! as `--config` and the config.json memscope writes, and `--events traceback` on a job that
-//! runs no Python.
+//! runs no Python; the collector of plain-python runs (`memscope collect`): what an analyzer
+//! the job calls reads, and the run index it writes.
 
 use memscope_tests::{sim_npu_dir, walk};
 use std::path::{Path, PathBuf};
@@ -231,4 +232,62 @@ fn an_analyzer_called_right_after_stop_in_plain_python_reads_every_row_recorded(
     );
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("in the dump: PTA 20000 STEP 10000"), "{text}");
+}
+
+#[test]
+fn two_plain_python_runs_into_one_folder_are_two_runs_of_the_run_index_not_two_ranks() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("out");
+    for code in [0, 3] {
+        let script = format!(
+            "import sys\nsys.path.insert(0, {ex:?})\nimport memscope, train\n\
+             memscope.config(output_path={out:?})\n\
+             npu = train.Npu(train.find_sim_npu_dir())\n\
+             train.check(npu.aclInit(None), 'aclInit')\n\
+             train.check(npu.aclrtSetDevice(0), 'aclrtSetDevice')\n\
+             pool = train.CachingAllocator(npu, train.Counters(), 'ptaCaching', train.CACHING_SEGMENT)\n\
+             memscope.start()\n\
+             (b,) = pool.alloc(0, [4096])\n\
+             memscope.stop()\n\
+             sys.exit({code})\n",
+            ex = memscope_tests::repo_root()
+                .join("examples/sim-npu")
+                .display()
+                .to_string(),
+            out = out.display().to_string(),
+        );
+        let o = Command::new(memscope_tests::python3())
+            .args(["-c", &script])
+            .current_dir(d.path())
+            .env("PYTHONPATH", memscope_tests::repo_root().join("python"))
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .env("MEMSCOPE_CLI", memscope_tests::memscope_bin())
+            .env("SIM_NPU_DIR", sim_npu_dir())
+            .env("TMPDIR", d.path())
+            .env_remove("LD_PRELOAD")
+            .env_remove("MEMSCOPE_SPOOL")
+            .env_remove("MSTX_INJECTION_PATH")
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(code), "{o:?}");
+    }
+    let index: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("memscope_run.json")).unwrap())
+            .unwrap();
+    let runs = index["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{index}");
+    assert_eq!(runs[1]["exit_code"], 3, "{index}");
+    assert_eq!(runs[0]["command"][1], "-c", "{index}");
+    assert_eq!(runs[0]["processes"].as_array().unwrap().len(), 1, "{index}");
+    let o = Command::new(memscope_tests::memscope_bin())
+        .args(["analyze", "leaks"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("holds 2 runs") && err.contains("using run 2, the newest"),
+        "{err}"
+    );
 }
