@@ -392,7 +392,8 @@ fn torch_hooks_wanted(cfg: &RunConfig) -> bool {
     ops || access || cfg.device.cpu || cfg.watch.is_some()
 }
 
-/// After a run (`memscope run` or `memscope collect`): with `--format db`, moves every
+/// After a run (`memscope run` or `memscope collect`): for a process whose dumps are `.db`
+/// (`--format db`, or its own `memscope.config(format="db")`), moves every
 /// `python_trace_*.csv` into table `python_trace_<pid>` of the `.db` dump in the same folder
 /// (behaviour spec §5.3: `FuncInfo TEXT, StartTime(ns) TEXT, EndTime(ns) TEXT, Thread Id
 /// INTEGER, Process Id INTEGER`; `N/A` times kept as text), keeping the CSV when there is no
@@ -402,17 +403,22 @@ fn torch_hooks_wanted(cfg: &RunConfig) -> bool {
 pub fn finish_python(cfg: &RunConfig, summaries: &[crate::collector::process::ProcessSummary]) {
     let mut traces = Vec::new();
     for s in summaries {
+        // the process's own format: `memscope.config(format="db")` may differ from the run's
+        let db = s
+            .files
+            .iter()
+            .any(|(f, _)| f.extension().is_some_and(|e| e == "db"));
         visit(&s.project_dir, &mut |p| {
             if p.file_name()
                 .and_then(|n| n.to_str())
                 .is_some_and(|n| n.starts_with("python_trace_") && n.ends_with(".csv"))
             {
-                traces.push((s.pid, p.to_path_buf()));
+                traces.push((s.pid, p.to_path_buf(), db));
             }
         });
     }
-    if cfg.format == memscope_core::config::Format::Db {
-        for (pid, csv) in &traces {
+    for (pid, csv, db) in &traces {
+        if *db {
             if let Err(e) = trace_into_db(*pid, csv) {
                 eprintln!("memscope: {}: {e}; the CSV is kept", csv.display());
             }

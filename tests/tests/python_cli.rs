@@ -291,3 +291,68 @@ fn two_plain_python_runs_into_one_folder_are_two_runs_of_the_run_index_not_two_r
         "{err}"
     );
 }
+
+#[test]
+fn config_format_db_under_memscope_run_puts_that_process_s_python_trace_into_its_database() {
+    // the run writes CSV; the script's config(format="db") makes its own dumps .db, and its
+    // Python trace follows them (issue 27 left it as a CSV beside the .db)
+    let d = tempfile::tempdir().unwrap();
+    let root = memscope_tests::repo_root();
+    let script = format!(
+        "import sys\nsys.path.insert(0, {ex:?})\nimport memscope, train\n\
+         memscope.config(format='db')\n\
+         npu = train.Npu(train.find_sim_npu_dir())\n\
+         train.check(npu.aclInit(None), 'aclInit')\n\
+         train.check(npu.aclrtSetDevice(0), 'aclrtSetDevice')\n\
+         pool = train.CachingAllocator(npu, train.Counters(), 'ptaCaching', train.CACHING_SEGMENT)\n\
+         def work():\n    (b,) = pool.alloc(0, [4096])\n    pool.free([b])\n\
+         memscope.start()\n\
+         for _ in range(3):\n    work()\n\
+         memscope.stop()\n",
+        ex = root.join("examples/sim-npu").display().to_string(),
+    );
+    let o = Command::new(memscope_tests::memscope_bin())
+        .args(["run", "-q", "--events", "alloc,free,launch,traceback", "-o"])
+        .arg(d.path())
+        .args(["--", "python3", "-c", &script])
+        .env("PYTHONPATH", root.join("python"))
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("MEMSCOPE_CLI", memscope_tests::memscope_bin())
+        .env("SIM_NPU_DIR", sim_npu_dir())
+        .output()
+        .unwrap();
+    check(&o, "memscope run -- python3 -c <config(format='db')>");
+    let mut dbs = Vec::new();
+    let mut traces = Vec::new();
+    walk(d.path(), &mut |p| {
+        let n = p.file_name().unwrap().to_string_lossy().into_owned();
+        if n.starts_with("memscope_dump_") {
+            dbs.push(p.to_path_buf());
+        }
+        if n.starts_with("python_trace_") {
+            traces.push(p.to_path_buf());
+        }
+    });
+    let mut logs = String::new();
+    walk(d.path(), &mut |p| {
+        if p.extension().is_some_and(|e| e == "log") {
+            logs.push_str(&std::fs::read_to_string(p).unwrap_or_default());
+        }
+    });
+    assert!(
+        traces.is_empty(),
+        "moved into the .db: {traces:?} {dbs:?}\n{logs}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(dbs.len(), 1, "{dbs:?}");
+    assert!(dbs[0].extension().is_some_and(|e| e == "db"), "{dbs:?}");
+    let conn = rusqlite::Connection::open(&dbs[0]).unwrap();
+    let n: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE name LIKE 'python_trace_%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(n, 1);
+}

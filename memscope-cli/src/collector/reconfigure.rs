@@ -8,12 +8,16 @@ impl Pipeline {
     /// `memscope run`): the output directory, the bus (filters, analyses, sink), the log's
     /// place and level, config.json, the capture's destination, the HOST fast path and the
     /// Python stack depth; the typing state (definitions, owners, modules) stays. Only while
-    /// the process has written nothing.
+    /// the process has written nothing (but python_trace files into the same directory).
     ///
     /// # Errors
     /// Rows or files of the process are written already: one line naming its directory.
     pub fn reconfigure(&mut self, s: PipelineSetup) -> Result<(), String> {
-        if self.next_id > 0 || self.log.is_open() || self.python.wrote_files() {
+        // python_trace files (the tracer of `--events traceback` runs from the interpreter's
+        // start) stay where they are when the directory does not change: the format, the
+        // analyses or the levels may still change
+        let moved = s.project_dir != self.summary.project_dir;
+        if self.next_id > 0 || self.log.is_open() || (self.python.wrote_files() && moved) {
             return Err(format!(
                 "rows of this process are written already, into {}",
                 self.summary.project_dir.display()
