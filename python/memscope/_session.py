@@ -181,12 +181,22 @@ class Session:
         finally:
             if self.collector is None and self.spool:
                 shutil.rmtree(self.spool, ignore_errors=True)
+            elif self.collector is not None and self.collector.poll() is not None:
+                # the collector is gone (killed): what this process recorded stays in the spool
+                print(self.lost_collector_line(), file=sys.stderr)
             elif self.collector is not None:
                 self._barrier()
                 # The collector prints the summary once this process has its exit status,
                 # which only exit() knows: the probe's exit handler waits for it (bounded),
                 # so the summary comes before the shell prompt (issue 23).
                 self.lib.memscope_py_wait_at_exit(EXIT_WAIT_MS)
+
+    def lost_collector_line(self):
+        """What to do when the collector died before this process ended: its records are in
+        the spool, and ``memscope recover`` writes them."""
+        return ("memscope: this process's collector ended (exit code %s) before it wrote "
+                "everything; what was recorded is kept in %s: run `memscope recover %s` once "
+                "this process has ended" % (self.collector.returncode, self.spool, self.spool))
 
     def _barrier(self, timeout=10.0):
         """Waits until the collector has written everything committed so far; returns whether
@@ -228,7 +238,7 @@ class Session:
         except ValueError:
             return None
 
-    def ask_collector(self, settings, timeout=10.0):
+    def ask_collector(self, settings, timeout=30.0):
         """Asks the collector of ``memscope run`` to apply ``settings`` (config.json keys) to
         this process's outputs (``memscope.config()``, issue 27); returns its answer,
         ``"applied"`` or the reason it was not."""

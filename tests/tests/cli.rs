@@ -132,28 +132,46 @@ fn a_job_whose_stream_cannot_be_created_runs_untraced_instead_of_hanging() {
     // bash calls setlocale() at start-up, where a hook that reported the error through
     // strerror() used to deadlock on glibc's locale lock.
     let out = tempfile::tempdir().unwrap();
+    // a handshake, not a sleep: the job says it runs, waits until the spool is gone, then
+    // starts the child
+    let marks = tempfile::tempdir().unwrap();
+    let (ready, go) = (marks.path().join("ready"), marks.path().join("go"));
+    let script = format!(
+        "touch '{}'; while [ ! -e '{}' ]; do sleep 0.05; done; bash -c 'echo child-ran'; echo parent-done",
+        ready.display(),
+        go.display()
+    );
     let mut ms = Command::new(memscope_bin())
         .args(["run", "--adapters", "mstx,host", "-o"])
         .arg(out.path())
-        .args([
-            "--",
-            "bash",
-            "-c",
-            "sleep 1; bash -c 'echo child-ran'; echo parent-done",
-        ])
+        .args(["--", "bash", "-c", &script])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(400));
+    let start = std::time::Instant::now();
+    while !ready.exists() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "the job never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     for e in std::fs::read_dir(out.path()).unwrap().flatten() {
         if e.file_name()
             .to_string_lossy()
             .starts_with(".memscope_spool")
         {
-            std::fs::remove_dir_all(e.path()).unwrap();
+            // a process starting meanwhile may add a file: try again until it is gone
+            let mut tries = 0;
+            while let Err(err) = std::fs::remove_dir_all(e.path()) {
+                tries += 1;
+                assert!(tries < 50, "cannot remove the spool: {err}");
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
         }
     }
+    std::fs::write(&go, b"").unwrap();
     let start = std::time::Instant::now();
     let o = loop {
         if ms.try_wait().unwrap().is_some() {

@@ -429,8 +429,9 @@ fn a_file_size_limit_stops_one_file_with_a_warning_and_the_job_keeps_its_exit_co
 fn recover_after_sigkill_sets_aside_the_helpers_that_ended_before_the_kill() {
     let prog = program("mstx_many");
     let out = tempfile::tempdir().unwrap();
+    // 300 rounds of 1000 marks 20 ms apart: about 6 s, far longer than the wait below
     let script = format!(
-        "readlink -f / >/dev/null; basename /a/b >/dev/null; exec '{}' 300000 unique 1000 2000",
+        "readlink -f / >/dev/null; basename /a/b >/dev/null; exec '{}' 300000 unique 1000 20000",
         prog.display()
     );
     let mut ms = Command::new(memscope_bin())
@@ -443,12 +444,38 @@ fn recover_after_sigkill_sets_aside_the_helpers_that_ended_before_the_kill() {
         .unwrap();
     let mut lines = BufReader::new(ms.stdout.take().unwrap()).lines();
     for l in lines.by_ref() {
-        if l.unwrap().trim().parse::<u64>().unwrap_or(0) >= 50_000 {
+        if l.unwrap().trim().parse::<u64>().unwrap_or(0) >= 20_000 {
             break;
         }
     }
-    // the helpers' outputs are complete once the collector has seen them end
-    std::thread::sleep(std::time::Duration::from_millis(700));
+    // kill once the collector has finished the helpers' outputs (three process directories,
+    // none marked incomplete): the case where `run` would have set them aside at its end
+    let start = std::time::Instant::now();
+    loop {
+        let dirs: Vec<PathBuf> = std::fs::read_dir(out.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("msmemscope_")
+            })
+            .collect();
+        let complete = dirs
+            .iter()
+            .filter(|d| !d.join(".memscope_incomplete").exists())
+            .count();
+        if dirs.len() >= 3 && complete >= 2 {
+            break;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "the helpers' outputs were never complete: {dirs:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     kill9(ms.id() as i32);
     let _ = ms.wait();
     let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();

@@ -478,6 +478,35 @@ fn diff_and_export_of_a_folder_of_two_runs_take_one_run_each_not_two_ranks() {
     ]));
     let said = format!("{stdout}{stderr}");
     assert_eq!(said.matches("rows written under").count(), 1, "{said}");
+    // again into the same folder: refused (a second dump beside the first would be counted
+    // with it), nothing written
+    let again = memscope(&[
+        "export",
+        "--to",
+        "csv",
+        o,
+        "--run",
+        "1",
+        "-o",
+        csv.to_str().unwrap(),
+    ]);
+    assert_eq!(again.status.code(), Some(2));
+    let (_, e) = text(&again);
+    assert!(e.trim_end().ends_with("export into another folder"), "{e}");
+    // the same run given twice is exported once
+    let twice = dir.path().join("twice.pftrace");
+    let (stdout, stderr) = text(&memscope(&[
+        "export",
+        "--to",
+        "perfetto",
+        o,
+        o,
+        "--run",
+        "1,1",
+        "-o",
+        twice.to_str().unwrap(),
+    ]));
+    assert!(stdout.contains("of 1 process(es)"), "{stdout}{stderr}");
     // more run numbers than inputs, or a run that is not there: one line, exit 2
     for args in [
         vec!["diff", o, o, "--run", "1,2,1"],

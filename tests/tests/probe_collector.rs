@@ -152,7 +152,12 @@ fn descendants_that_outlive_memscope_stay_silent() {
     // The bad-input report's L5: a background process that starts after `memscope run` has
     // exited (it waits 5 s for descendants) and removed its spool.
     let p = prog("probe_bigwriter");
-    let script = format!("(sleep 6; {} 1000) & exit 0", p.display());
+    // the background writer starts once memscope (the shell's parent) has exited: a zombie
+    // (the test reaps it only after this writer closes its stdout) counts as gone
+    let script = format!(
+        "(while st=$(sed 's/.*) //' /proc/$PPID/stat 2>/dev/null | cut -c1) && [ -n \"$st\" ] && [ \"$st\" != Z ]; do sleep 0.1; done; sleep 0.2; {} 1000) & exit 0",
+        p.display()
+    );
     let run = memscope_run(&["-q", "--adapters", "host"], &["sh", "-c", &script], &[]);
     assert_eq!(run.code(), 0);
     assert!(run.stdout().contains("done 1000"), "{}", run.stdout());

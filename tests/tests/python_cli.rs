@@ -230,6 +230,8 @@ fn an_analyzer_called_right_after_stop_in_plain_python_reads_every_row_recorded(
         &o,
         "plain python: 10 000 PTA blocks and steps, stop(), decompose",
     );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("had not written everything"), "{err}");
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("in the dump: PTA 20000 STEP 10000"), "{text}");
 }
@@ -355,4 +357,75 @@ fn config_format_db_under_memscope_run_puts_that_process_s_python_trace_into_its
         )
         .unwrap();
     assert_eq!(n, 1);
+}
+
+#[test]
+fn a_plain_python_job_whose_collector_was_killed_is_told_how_to_recover_its_records() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("out");
+    let script = format!(
+        "import os, signal, sys\nsys.path.insert(0, {ex:?})\nimport memscope, train\n\
+         memscope.config(output_path={out:?})\n\
+         npu = train.Npu(train.find_sim_npu_dir())\n\
+         train.check(npu.aclInit(None), 'aclInit')\n\
+         train.check(npu.aclrtSetDevice(0), 'aclrtSetDevice')\n\
+         pool = train.CachingAllocator(npu, train.Counters(), 'ptaCaching', train.CACHING_SEGMENT)\n\
+         memscope.start()\n\
+         (b,) = pool.alloc(0, [4096])\n\
+         memscope.stop()\n\
+         s = sys.modules['memscope._session'].SESSION\n\
+         os.kill(s.collector.pid, signal.SIGKILL)\n\
+         s.collector.wait()\n\
+         try:\n    memscope.analyzer.decompose({out:?})\nexcept RuntimeError:\n    pass\n",
+        ex = memscope_tests::repo_root()
+            .join("examples/sim-npu")
+            .display()
+            .to_string(),
+        out = out.display().to_string(),
+    );
+    let o = Command::new(memscope_tests::python3())
+        .args(["-c", &script])
+        .current_dir(d.path())
+        .env("PYTHONPATH", memscope_tests::repo_root().join("python"))
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("MEMSCOPE_CLI", memscope_tests::memscope_bin())
+        .env("SIM_NPU_DIR", sim_npu_dir())
+        .env("TMPDIR", d.path())
+        .env_remove("LD_PRELOAD")
+        .env_remove("MEMSCOPE_SPOOL")
+        .env_remove("MSTX_INJECTION_PATH")
+        .output()
+        .unwrap();
+    check(&o, "plain python with its collector killed");
+    let err = String::from_utf8_lossy(&o.stderr);
+    // the analyzer's warning and the line at exit both name the spool and the command
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("collector ended (exit code -9)"))
+        .collect();
+    assert_eq!(lines.len(), 2, "{err}");
+    let spool = lines[1]
+        .split("run `memscope recover ")
+        .nth(1)
+        .and_then(|r| r.split('`').next())
+        .unwrap_or_else(|| panic!("{err}"));
+    let r = Command::new(memscope_tests::memscope_bin())
+        .args(["recover", spool])
+        .output()
+        .unwrap();
+    check(&r, "memscope recover <the spool named>");
+    let mut pta = 0;
+    walk(&out, &mut |p| {
+        if p.extension().is_some_and(|e| e == "csv") && p.to_string_lossy().contains("/dump/") {
+            pta += std::fs::read_to_string(p)
+                .unwrap()
+                .lines()
+                .filter(|l| l.contains(",MALLOC,PTA,"))
+                .count();
+        }
+    });
+    assert_eq!(
+        pta, 1,
+        "the block recorded before the kill is in the recovered dump"
+    );
 }

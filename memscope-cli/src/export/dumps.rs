@@ -27,6 +27,27 @@ pub fn export(a: &ExportArgs, format: Format) -> anyhow::Result<()> {
         .with_context(|| format!("-o {}", a.output.display()))?;
     let out =
         std::fs::canonicalize(&a.output).with_context(|| format!("-o {}", a.output.display()))?;
+    // an input given twice (or two inputs holding the same capture) is exported once
+    let mut seen = std::collections::HashSet::new();
+    captures.retain(|c| seen.insert(std::fs::canonicalize(c).unwrap_or_else(|_| c.clone())));
+    // a process directory already in the output is never added to: a second dump beside the
+    // first would be read with it, every figure counted twice
+    for path in &captures {
+        let info = CaptureReader::open(path)
+            .map_err(anyhow::Error::msg)?
+            .info()
+            .clone();
+        let ts = memscope_core::layout::timestamp_name(info.start_ns);
+        let dir = memscope_core::layout::project_dir(&out, info.pid, &ts);
+        if dir.exists() {
+            anyhow::bail!(
+                "-o {}: already holds the dumps of pid {} ({}); export into another folder",
+                a.output.display(),
+                info.pid,
+                dir.display()
+            );
+        }
+    }
     let analyses = crate::run::analysis_factory();
     let mut summaries = Vec::new();
     for path in captures {

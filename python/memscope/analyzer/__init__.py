@@ -26,6 +26,9 @@ from .. import _session
 MAX_FILE_SIZE = 8 << 30
 MAX_PATH = 4096
 INEFFICIENT_TYPES = ("early_allocation", "late_deallocation", "temporary_idleness")
+#: How long an analyzer waits for this process's own collector to write what was recorded (s):
+#: a collector with a backlog on a busy machine catches up in seconds, never silently skipped.
+SETTLE_S = 60
 
 
 def _input_path(cls, input_path, suffixes):
@@ -111,12 +114,14 @@ def _settle():
     """This process's own collector (plain and preloaded modes) writes everything recorded so
     far before an analyzer reads its files: records wait a reorder window in the collector."""
     s = _session.SESSION
-    if s is not None and s.collector is not None and s.collector.poll() is None:
+    if s is not None and s.collector is not None and s.collector.poll() is not None:
+        warnings.warn(s.lost_collector_line(), RuntimeWarning, stacklevel=3)
+    elif s is not None and s.collector is not None:
         with s.lock:
-            if not s._barrier():
+            if not s._barrier(timeout=SETTLE_S):
                 warnings.warn("memscope: this process's collector had not written everything "
-                              "recorded so far within 10 s; the files read may miss the last "
-                              "records", RuntimeWarning, stacklevel=3)
+                              "recorded so far within %d s; the files read may miss the last "
+                              "records" % SETTLE_S, RuntimeWarning, stacklevel=3)
 
 
 def _run(args):
