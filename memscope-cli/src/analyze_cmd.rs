@@ -76,7 +76,7 @@ pub struct LeaksArgs {
     pub full: bool,
     /// With an output directory that holds several runs: which one (its number as memscope
     /// lists them) [default: the newest].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
     pub run: Option<usize>,
     /// HAL leak check in the range given by the msTX marks with this exact message
     /// (msMemScope's check_leaks) instead of the step-based check.
@@ -93,11 +93,16 @@ pub struct LeaksArgs {
     /// Exit 23 (--fail-exit-code) when an allocator of a process leaked more than SIZE (e.g.
     /// 1MiB): pool blocks by the step rule, HAL memory live at exit; the same check as
     /// `memscope run --fail-on leaks>SIZE`.
-    #[arg(long = "fail-over", value_name = "SIZE", conflicts_with = "mstx_info")]
+    #[arg(
+        long = "fail-over",
+        value_name = "SIZE",
+        conflicts_with = "mstx_info",
+        allow_hyphen_values = true
+    )]
     pub fail_over: Option<String>,
-    /// Exit code when --fail-over is crossed [default: 23].
+    /// Exit code when --fail-over is crossed: 1 or 3–125, not 2 (memscope's own errors) [default: 23].
     #[arg(long = "fail-exit-code", value_name = "N", requires = "fail_over",
-          value_parser = clap::value_parser!(u8).range(1..=125))]
+          value_parser = crate::ci::parse_exit_code)]
     pub fail_exit_code: Option<u8>,
     /// Replay order.
     #[command(flatten)]
@@ -161,7 +166,7 @@ pub struct DecomposeArgs {
     pub full: bool,
     /// With an output directory that holds several runs: which one (its number as memscope
     /// lists them) [default: the newest].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
     pub run: Option<usize>,
     /// Output folder of decompose_{ts}.csv.
     #[arg(
@@ -191,7 +196,7 @@ pub struct GapArgs {
     pub full: bool,
     /// With an output directory that holds several runs: which one (its number as memscope
     /// lists them) [default: the newest].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
     pub run: Option<usize>,
     /// Replay order.
     #[command(flatten)]

@@ -59,15 +59,15 @@ pub struct DiffArgs {
     #[arg(long)]
     pub json: bool,
     /// Exit 23 when an allocator of a process grew by more than SIZE (e.g. 64MiB).
-    #[arg(long = "fail-over", value_name = "SIZE")]
+    #[arg(long = "fail-over", value_name = "SIZE", allow_hyphen_values = true)]
     pub fail_over: Option<String>,
-    /// Exit code when --fail-over is crossed [default: 23].
+    /// Exit code when --fail-over is crossed: 1 or 3–125, not 2 (memscope's own errors) [default: 23].
     #[arg(long = "fail-exit-code", value_name = "N", requires = "fail_over",
-          value_parser = clap::value_parser!(u8).range(1..=125))]
+          value_parser = crate::ci::parse_exit_code)]
     pub fail_exit_code: Option<u8>,
     /// Which run of an output directory that holds several (`N` for A, `N,M` for A and B:
     /// the runs' numbers as memscope lists them) [default: the newest].
-    #[arg(long, value_name = "N[,M]")]
+    #[arg(long, value_name = "N[,M]", allow_hyphen_values = true)]
     pub run: Option<String>,
     /// Summary JSON of both inputs and the diff.
     #[command(flatten)]

@@ -54,7 +54,7 @@ pub struct ExportArgs {
     pub quiet: bool,
     /// Which run of an output directory that holds several (`N`, or `N,M,…`: one per input,
     /// the runs' numbers as memscope lists them) [default: the newest].
-    #[arg(long, value_name = "N[,M]")]
+    #[arg(long, value_name = "N[,M]", allow_hyphen_values = true)]
     pub run: Option<String>,
 }
 

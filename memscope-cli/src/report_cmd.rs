@@ -30,7 +30,7 @@ pub struct ReportArgs {
     pub force: bool,
     /// Which run of an output directory that holds several (`N`, or `N,M` for two inputs: the
     /// runs' numbers as memscope lists them) [default: the newest].
-    #[arg(long, value_name = "N[,M]")]
+    #[arg(long, value_name = "N[,M]", allow_hyphen_values = true)]
     pub run: Option<String>,
 }
 

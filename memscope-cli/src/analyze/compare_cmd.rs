@@ -50,7 +50,7 @@ pub struct CompareArgs {
     pub log_level: LogLevel,
     /// Output directories that hold several runs: which run of each (`N,M`: base, compare;
     /// their numbers as memscope lists them) [default: the newest].
-    #[arg(long, value_name = "N[,M]")]
+    #[arg(long, value_name = "N[,M]", allow_hyphen_values = true)]
     pub run: Option<String>,
 }
 

@@ -32,7 +32,7 @@ pub struct FragmentationArgs {
     pub input: PathBuf,
     /// Also judge a request of this size (bytes, or with KiB/MiB/GiB) at the end of the run, or
     /// of the step given by --at.
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, allow_hyphen_values = true)]
     pub request: Option<u64>,
     /// When to judge the --request: `step:N` (the end of step N).
     #[arg(long, value_name = "step:N", requires = "request", value_parser = parse_at)]
@@ -42,7 +42,7 @@ pub struct FragmentationArgs {
     pub output: Option<PathBuf>,
     /// With an output directory that holds several runs: which one (its number as memscope
     /// lists them) [default: the newest].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
     pub run: Option<usize>,
 }
 

@@ -20,6 +20,19 @@ pub use summary::{compute, Input, ProcessRow};
 /// The exit code of a crossed limit, unless `--fail-exit-code` says otherwise.
 pub const EXIT_LIMIT: u8 = 23;
 
+/// Parses `--fail-exit-code`: 1 or 3–125. 2 is memscope's own error code (a crossed limit must
+/// be told apart from a bad input), 126 and up are the shell's.
+///
+/// # Errors
+/// Anything else, in one line.
+pub fn parse_exit_code(s: &str) -> Result<u8, String> {
+    match s.trim().parse::<u8>() {
+        Ok(n) if n == 1 || (3..=125).contains(&n) => Ok(n),
+        Ok(2) => Err("2 is memscope's own error code; use 1 or 3-125".into()),
+        _ => Err(format!("{s:?} is not an exit code (1 or 3-125)")),
+    }
+}
+
 /// Limits were crossed: the lines are printed; `main` exits with `code`.
 #[derive(Debug)]
 pub struct LimitsCrossed {

@@ -140,6 +140,12 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     let bad = || format!("{s:?} is not a size (e.g. 512, 64KiB, 1.5GiB, 2GB)");
     let v: f64 = num.parse().map_err(|_| bad())?;
     let mult: f64 = match unit.trim() {
+        // a byte count is whole: `1.5` is a typo for a unit, never rounded
+        "" | "B" if num.contains('.') => {
+            return Err(format!(
+                "{s:?} is not a whole number of bytes (e.g. 512, 1.5KiB)"
+            ))
+        }
         "" | "B" => 1.0,
         "K" | "KiB" | "k" => 1024.0,
         "M" | "MiB" => 1_048_576.0,
@@ -207,7 +213,8 @@ impl Limit {
         if s.trim().is_empty() {
             return Err("no limit given (e.g. leaks>1MiB,peak.npu:0>40GiB)".into());
         }
-        s.split(',')
+        let v: Vec<Limit> = s
+            .split(',')
             .enumerate()
             .map(|(i, p)| {
                 if p.trim().is_empty() {
@@ -219,7 +226,14 @@ impl Limit {
                     Limit::parse(p)
                 }
             })
-            .collect()
+            .collect::<Result<_, _>>()?;
+        // a limit given twice would report each crossing twice
+        for (i, l) in v.iter().enumerate() {
+            if v[..i].iter().any(|o| o.text == l.text) {
+                return Err(format!("{:?} is given twice", l.text));
+            }
+        }
+        Ok(v)
     }
 
     /// Whether this limit looks at any of `allocators` (`dropped` looks at the process):
@@ -395,6 +409,11 @@ mod tests {
         let e = Limit::parse_list("leaks>1MiB,,peak>2").unwrap_err();
         assert!(e.contains("item 2"), "{e}");
         assert!(Limit::parse_list("leaks>1MiB,").is_err());
+        let e = Limit::parse_list("live>0, live > 0").unwrap_err();
+        assert!(e.contains("given twice"), "{e}");
+        assert!(Limit::parse("peak>1.5").is_err());
+        assert!(Limit::parse("peak>1.5B").is_err());
+        assert_eq!(Limit::parse("peak>1.5KiB").unwrap().max, 1536);
     }
 
     #[test]

@@ -71,7 +71,10 @@ impl StrOrList {
 
 /// Steps given as `"2,3"` or `[2,3]`.
 #[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "expected step numbers as a string (\"2,3\") or a list of numbers ([2, 3])"
+)]
 #[allow(missing_docs)]
 pub enum StepsValue {
     Str(String),

@@ -85,6 +85,7 @@ fn a_config_json_value_of_the_wrong_type_names_its_key() {
             "\"outptu_path\"",
             "unknown field",
         ),
+        (r#"{"steps": true}"#, "\"steps\"", "a list of numbers"),
     ] {
         let e = RawOptions::from_json(text).unwrap_err();
         assert!(e.0.contains(&format!("key {key}")), "{text}: {e}");

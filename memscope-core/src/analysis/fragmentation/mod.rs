@@ -464,17 +464,6 @@ impl Layer for FragmentationLayer {
                 lines,
             ));
         }
-        if let Some((r, Some(s))) = self.request.filter(|_| !self.request_judged && self.seen) {
-            let last = self.last_step.map_or("no step ended".to_owned(), |l| {
-                format!("the last step was {l}")
-            });
-            report.push(ReportSection::new(
-                format!("Verdict on the request{sfx}"),
-                vec![format!(
-                    "no verdict for the request of {r} B at step:{s}: step {s} never ended in this process ({last})"
-                )],
-            ));
-        }
         // the OOMs of the run, then the user's request (which may well fit): each under its
         // own heading
         for (asked, title) in [
@@ -490,6 +479,17 @@ impl Layer for FragmentationLayer {
             if !lines.is_empty() {
                 report.push(ReportSection::new(format!("{title}{sfx}"), lines));
             }
+        }
+        if let Some((r, Some(s))) = self.request.filter(|_| !self.request_judged && self.seen) {
+            let last = self.last_step.map_or("no step ended".to_owned(), |l| {
+                format!("the last step was {l}")
+            });
+            report.push(ReportSection::new(
+                format!("Verdict on the request{sfx}"),
+                vec![format!(
+                    "no verdict for the request of {r} B at step:{s}: step {s} never ended in this process ({last})"
+                )],
+            ));
         }
         Ok(())
     }
