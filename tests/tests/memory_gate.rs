@@ -295,6 +295,8 @@ fn run_fail_on_exits_23_naming_the_limit_by_how_much_and_where_and_writes_a_vali
             "leaks>1MiB,,peak>2GiB",
             "item 2 of the list is empty",
         ),
+        ("--fail-on", "live>0,live>0", "is given twice"),
+        ("--fail-on", "peak>1.5", "is not a whole number of bytes"),
         (
             "--summary-json",
             nowhere.to_str().unwrap(),
