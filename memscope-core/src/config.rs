@@ -364,6 +364,7 @@ impl RunConfig {
 
 mod file;
 pub mod msmemscope;
+mod msmemscope_types;
 mod options;
 pub use file::{ConfigFile, RawOptions, StepsValue, StrOrList};
 pub use options::{AnalysisSet, CallStack, DeviceSet, EventSet, LevelSet, DEFAULT_STACK_DEPTH};

@@ -11,6 +11,7 @@
 //! `watchConfig` (when `isWatched`) is `--watch`; a compare (`enableCompare`) request is
 //! refused, memscope has none in `run` (use `memscope compare`).
 
+use super::msmemscope_types::{boolean, strings};
 use super::*;
 use serde_json::{json, Map, Value};
 
@@ -233,6 +234,7 @@ pub fn raw_options(v: &Value) -> Result<RawOptions, ConfigError> {
             "unknown key in an msMemScope config.json (memscope's own keys cannot be mixed with msMemScope's)",
         ));
     }
+    super::msmemscope_types::check(o)?;
     let mut r = RawOptions::default();
     if let Some(m) = uint(o, "dumpEventType")? {
         let n = names(
@@ -376,25 +378,12 @@ pub fn raw_options(v: &Value) -> Result<RawOptions, ConfigError> {
             .ok_or_else(|| err("memscopeOptions", "expected an object"))?;
         for (k, v) in m {
             match k.as_str() {
-                "adapters" => {
-                    let list: Option<Vec<&str>> = v
-                        .as_array()
-                        .map(|a| a.iter().filter_map(Value::as_str).collect());
-                    r.adapters = Some(
-                        list.ok_or_else(|| err("memscopeOptions.adapters", "expected a list"))?
-                            .join(","),
-                    );
-                }
+                "adapters" => r.adapters = Some(strings("adapters", v)?.join(",")),
                 "adapterPaths" => {
-                    r.adapter_paths = v
-                        .as_array()
-                        .map(|a| {
-                            a.iter()
-                                .filter_map(Value::as_str)
-                                .map(str::to_owned)
-                                .collect()
-                        })
-                        .ok_or_else(|| err("memscopeOptions.adapterPaths", "expected a list"))?;
+                    r.adapter_paths = strings("adapterPaths", v)?
+                        .into_iter()
+                        .map(str::to_owned)
+                        .collect();
                 }
                 "idleThreshold" => {
                     r.idle_threshold = Some(v.as_u64().ok_or_else(|| {
@@ -423,7 +412,7 @@ pub fn raw_options(v: &Value) -> Result<RawOptions, ConfigError> {
                     );
                 }
                 "gap" => {
-                    if v.as_bool() == Some(true) {
+                    if boolean("gap", v)? {
                         let a = r.analysis.get_or_insert_with(|| "leaks".into());
                         if a == "none" {
                             *a = "gap".into();
@@ -433,7 +422,7 @@ pub fn raw_options(v: &Value) -> Result<RawOptions, ConfigError> {
                     }
                 }
                 "traceback" => {
-                    if v.as_bool() == Some(true) {
+                    if boolean("traceback", v)? {
                         let e = r.events.get_or_insert_with(|| "alloc,free,launch".into());
                         if e == "none" {
                             *e = "traceback".into();
