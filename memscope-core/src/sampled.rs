@@ -153,12 +153,27 @@ struct Peaks {
 pub struct SampledMemory {
     live: BTreeMap<Device, i64>,
     peaks: BTreeMap<Device, Peaks>,
+    /// The process image (exec'd program) the figures are of.
+    image: usize,
 }
 
 impl SampledMemory {
     /// Nothing seen.
     pub fn new() -> SampledMemory {
         SampledMemory::default()
+    }
+
+    /// Records of process image `image` follow (in time order): after an `exec` what was
+    /// sampled and tracked belonged to the program the process left (a pyenv shim's bash),
+    /// so the figures start again with the new one — "growth since the first sample" is the
+    /// program's own.
+    pub fn set_image(&mut self, image: usize) {
+        if image > self.image {
+            *self = SampledMemory {
+                image,
+                ..SampledMemory::default()
+            };
+        }
     }
 
     /// Accounts a typed event (MALLOC/FREE of a tracked allocator; others are ignored).
@@ -345,5 +360,28 @@ mod tests {
                 && line.contains("; 1 sample(s): peak untracked device 0 200.0 MiB"),
             "{line}"
         );
+    }
+
+    #[test]
+    fn after_an_exec_the_figures_are_the_new_programs_own() {
+        let mut s = SampledMemory::new();
+        // the shim's bash: 4 MiB
+        s.set_image(0);
+        s.observe(&block(EventKind::Malloc, EventType::Host, 1 << 20));
+        s.host_event((1, 1, 2), 4 << 20, 0, 0);
+        // exec'd python: 8 MiB at its first sample, 20 MiB at its last
+        s.set_image(1);
+        s.host_event((2, 1, 2), 8 << 20, 0, 0);
+        s.host_event((3, 1, 2), 20 << 20, 0, 0);
+        let line = &s.report(1).unwrap().lines[0];
+        assert!(line.starts_with("2 sample(s)"), "{line}");
+        // the bash's live block is not the python's: untracked = RSS, growth 12 MiB
+        assert!(
+            line.contains("peak untracked host 20.0 MiB (growth 12.0 MiB"),
+            "{line}"
+        );
+        // an earlier image's records arriving late change nothing
+        s.set_image(0);
+        assert!(s.report(1).unwrap().lines[0].starts_with("2 sample(s)"));
     }
 }

@@ -295,6 +295,7 @@ impl Pipeline {
             _ => {}
         }
         self.ctx.set_image(image);
+        self.sampled.set_image(image);
         if let Record::Shadow { ts } = rec {
             self.history.marker(image, tid, *ts);
             return;
