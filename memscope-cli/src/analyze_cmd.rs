@@ -325,14 +325,12 @@ pub fn run_analyze(cmd: &AnalyzeCmd) -> Result<()> {
     if limits.is_empty() && summary.summary_json.is_none() {
         return Ok(());
     }
-    let run: Vec<usize> = match cmd {
+    let run = [match cmd {
         AnalyzeCmd::Leaks(a) => a.run,
         AnalyzeCmd::Decompose(a) => a.run,
         AnalyzeCmd::Gap(a) => a.run,
         AnalyzeCmd::Inefficient(_) | AnalyzeCmd::Fragmentation(_) => None,
-    }
-    .into_iter()
-    .collect();
+    }];
     let processes = crate::ci::compute(std::slice::from_ref(input), &run, &[])?;
     crate::ci::finish_offline(
         "analyze",

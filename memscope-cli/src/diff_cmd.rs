@@ -92,7 +92,7 @@ struct Pair {
 fn processes(path: &PathBuf, choice: Option<usize>) -> Result<Vec<ProcessInput>> {
     crate::export::processes::resolve_paths(
         std::slice::from_ref(path),
-        &choice.into_iter().collect::<Vec<_>>(),
+        &[choice],
         &mut memscope_export::progress::Silent,
     )
 }
@@ -307,7 +307,7 @@ pub fn run(a: &DiffArgs) -> Result<()> {
     let runs = crate::run_select::choices(a.run.as_deref(), sides)?;
     let mut pairs = Vec::new();
     if a.between.is_some() {
-        for p in processes(&a.a, runs.first().copied())? {
+        for p in processes(&a.a, runs.first().copied().flatten())? {
             let s = snapshots(&p, &[p1.clone(), p2.clone()], by)?;
             let mut s = s.into_iter();
             let (sa, sb) = (s.next().unwrap_or_default(), s.next().unwrap_or_default());
@@ -327,7 +327,10 @@ pub fn run(a: &DiffArgs) -> Result<()> {
         let b =
             a.b.as_ref()
                 .ok_or_else(|| anyhow!("give B, or --between P1 P2"))?;
-        let (ra, rb) = (runs.first().copied(), runs.get(1).copied());
+        let (ra, rb) = (
+            runs.first().copied().flatten(),
+            runs.get(1).copied().flatten(),
+        );
         for (pa_in, pb_in) in pair(processes(&a.a, ra)?, processes(b, rb)?) {
             let side = |p: Option<ProcessInput>, pt: &Point| -> Result<Option<Side>> {
                 p.map(|p| {
@@ -363,7 +366,7 @@ pub fn run(a: &DiffArgs) -> Result<()> {
             _ => vec![("A", &a.a, pa.as_str())],
         };
         for (i, (label, path, point)) in sides.into_iter().enumerate() {
-            let run: Vec<usize> = runs.get(i).copied().into_iter().collect();
+            let run = [runs.get(i).copied().flatten()];
             inputs.push(crate::ci::Input {
                 label: label.to_owned(),
                 path: path.clone(),

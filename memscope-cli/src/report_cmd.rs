@@ -107,7 +107,7 @@ pub fn run(a: &ReportArgs) -> Result<()> {
         .iter()
         .enumerate()
         .map(
-            |(i, p)| match crate::run_select::choose(p, choices.get(i).copied())? {
+            |(i, p)| match crate::run_select::choose(p, choices.get(i).copied().flatten())? {
                 // one run of a directory that holds several: its process directories only
                 Some(dirs) => run_of(p, &dirs),
                 None => discover_run(p),

@@ -16,26 +16,36 @@ use std::path::{Path, PathBuf};
 const LISTED: usize = 10;
 
 /// Parses `--run N[,M]`: one run number (1 = the oldest run of the directory's index) per
-/// input.
+/// input; an empty place (`--run ,2`) leaves its input as it is (a process directory, a dump,
+/// a capture, or the newest run of a folder).
 ///
 /// # Errors
-/// A value that is not a list of numbers ≥ 1.
-pub fn parse_runs(s: &str) -> Result<Vec<usize>, String> {
-    s.split(',')
-        .map(|x| match x.trim().parse::<usize>() {
-            Ok(n) if n >= 1 => Ok(n),
-            _ => Err(format!(
-                "--run {s:?}: expected run numbers ≥ 1 (as memscope lists them), comma-separated"
-            )),
+/// A value that is not a list of numbers ≥ 1, or that names no run at all.
+pub fn parse_runs(s: &str) -> Result<Vec<Option<usize>>, String> {
+    let bad = || {
+        format!("--run {s:?}: expected run numbers ≥ 1 (as memscope lists them), comma-separated")
+    };
+    let v: Vec<Option<usize>> = s
+        .split(',')
+        .map(|x| match x.trim() {
+            "" => Ok(None),
+            t => match t.parse::<usize>() {
+                Ok(n) if n >= 1 => Ok(Some(n)),
+                _ => Err(bad()),
+            },
         })
-        .collect()
+        .collect::<Result<_, _>>()?;
+    if v.iter().all(Option::is_none) {
+        return Err(bad());
+    }
+    Ok(v)
 }
 
 /// Parses `--run` for `n` inputs: at most one run number per input.
 ///
 /// # Errors
 /// As [`parse_runs`]; more numbers than inputs.
-pub fn choices(run: Option<&str>, n: usize) -> Result<Vec<usize>> {
+pub fn choices(run: Option<&str>, n: usize) -> Result<Vec<Option<usize>>> {
     let Some(r) = run else {
         return Ok(Vec::new());
     };
@@ -52,10 +62,10 @@ pub fn choices(run: Option<&str>, n: usize) -> Result<Vec<usize>> {
 ///
 /// # Errors
 /// As [`choose`].
-pub fn narrow(inputs: &[PathBuf], choices: &[usize]) -> Result<Vec<PathBuf>> {
+pub fn narrow(inputs: &[PathBuf], choices: &[Option<usize>]) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for (i, p) in inputs.iter().enumerate() {
-        match choose(p, choices.get(i).copied())? {
+        match choose(p, choices.get(i).copied().flatten())? {
             Some(dirs) => out.extend(dirs),
             None => out.push(p.clone()),
         }
@@ -203,7 +213,10 @@ mod tests {
             vec![d.path().join("msmemscope_11_20261201000000_ascend")]
         );
         assert!(choose(d.path(), Some(3)).is_err());
-        assert_eq!(parse_runs("1,2").unwrap(), vec![1, 2]);
+        assert_eq!(parse_runs("1,2").unwrap(), vec![Some(1), Some(2)]);
+        assert_eq!(parse_runs(",2").unwrap(), vec![None, Some(2)]);
         assert!(parse_runs("0").is_err());
+        assert!(parse_runs(",").is_err());
+        assert!(parse_runs("").is_err());
     }
 }

@@ -447,6 +447,17 @@ fn diff_and_export_of_a_folder_of_two_runs_take_one_run_each_not_two_ranks() {
     );
     assert_eq!(stdout.matches(" -> rank").count(), 1, "one pair: {stdout}");
     assert!(stdout.contains("(+12.0 MiB, +3 blocks)"), "{stdout}");
+    // run 1's process directory against the folder's run 2: an empty place leaves an input
+    // as it is
+    let index: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("memscope_run.json")).unwrap())
+            .unwrap();
+    let p1 = out.join(index["runs"][0]["processes"][0]["dir"].as_str().unwrap());
+    let (stdout, stderr) = text(&memscope(&["diff", p1.to_str().unwrap(), o, "--run", ",2"]));
+    assert!(
+        stdout.contains("(+12.0 MiB, +3 blocks)"),
+        "{stdout}{stderr}"
+    );
     // without --run both sides are the newest run: no growth
     let (stdout, stderr) = text(&memscope(&["diff", o, o]));
     assert!(stderr.contains("using run 2, the newest"), "{stderr}");

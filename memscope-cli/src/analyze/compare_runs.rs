@@ -80,8 +80,8 @@ pub fn run(args: &CompareArgs, level: Level, map: &DeviceMap) -> Result<()> {
     if runs.len() > 2 {
         return Err(anyhow!("--run: two run numbers at most (base, compare)"));
     }
-    let (a, left_a) = by_rank(args, &args.base, runs.first().copied())?;
-    let (b, left_b) = by_rank(args, &args.compare, runs.get(1).copied())?;
+    let (a, left_a) = by_rank(args, &args.base, runs.first().copied().flatten())?;
+    let (b, left_b) = by_rank(args, &args.compare, runs.get(1).copied().flatten())?;
     for l in left_a.iter().chain(&left_b) {
         args.note(&format!("{l}: not compared"));
     }

@@ -162,7 +162,11 @@ pub fn figures_of(p: &ProcessInput) -> Result<ProcessFigures> {
 ///
 /// # Errors
 /// An input that cannot be resolved or read (one line naming it).
-pub fn compute(inputs: &[PathBuf], choices: &[usize], known: &[Known]) -> Result<Vec<ProcessRow>> {
+pub fn compute(
+    inputs: &[PathBuf],
+    choices: &[Option<usize>],
+    known: &[Known],
+) -> Result<Vec<ProcessRow>> {
     let procs = crate::export::processes::resolve_paths(
         inputs,
         choices,

@@ -28,7 +28,7 @@ pub fn resolve(a: &ExportArgs, bar: &mut Bar) -> anyhow::Result<Vec<ProcessInput
 /// As [`resolve`].
 pub fn resolve_paths(
     inputs: &[std::path::PathBuf],
-    choices: &[usize],
+    choices: &[Option<usize>],
     progress: &mut dyn memscope_export::Progress,
 ) -> anyhow::Result<Vec<ProcessInput>> {
     // ranks from the run index of `memscope run` when the inputs have one (issue 18)
