@@ -288,6 +288,14 @@ fn analyze_leaks_gap_and_decompose_of_a_capture_equal_those_of_its_dump() {
         assert_ok(&text, "analyze decompose <capture>").contains("Memory decomposition"),
         "decompose of a capture"
     );
+    // a capture cut before its first whole block holds no event, and says so
+    let cut = d.path().join("cut.mscap");
+    std::fs::write(&cut, &std::fs::read(&cap).unwrap()[..1000]).unwrap();
+    let said = analyze("leaks", &cut);
+    assert!(
+        said.contains("cut.mscap: no events (the capture holds none)"),
+        "{said}"
+    );
     // inefficient annotates dump rows: a capture gets one line naming what to give instead
     let o = std::process::Command::new(memscope_bin())
         .args(["analyze", "inefficient"])
