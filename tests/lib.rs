@@ -339,8 +339,9 @@ pub fn select<'a>(rows: &'a [Row], event: &str, event_type: &str) -> Vec<&'a Row
 
 /// Builds the standalone Cargo project `examples/<dir>` (an example third-party adapter, outside
 /// the workspace) with the cargo running the tests, offline and `--locked` (its `Cargo.lock` is
-/// checked in, so nothing is written into the source tree), into `target/<profile>/adapter-examples`.
-/// Returns the path of the cdylib `lib<lib_name>.so`. Panics with cargo's output on failure.
+/// checked in, so nothing is written into the source tree), into
+/// `target/<profile>/adapter-examples`. Returns the path of the cdylib `lib<lib_name>.so`. Panics
+/// with cargo's output on failure.
 pub fn build_adapter_example(dir: &str, lib_name: &str) -> PathBuf {
     let target = profile_dir().join("adapter-examples");
     let manifest = repo_root().join("examples").join(dir).join("Cargo.toml");

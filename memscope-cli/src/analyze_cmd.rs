@@ -1,5 +1,5 @@
-//! `memscope compare` and `memscope analyze {leaks,inefficient,decompose,gap,fragmentation}`: offline
-//! analyses of dump files (CSV or `.db`, memscope's or msMemScope's).
+//! `memscope compare` and `memscope analyze {leaks,inefficient,decompose,gap,fragmentation}`:
+//! offline analyses of dump files (CSV or `.db`, memscope's or msMemScope's).
 //!
 //! Every error is one line that names the input or output at fault; `main` prints it as
 //! `memscope: <error>` and exits 2.
@@ -100,7 +100,8 @@ pub struct LeaksArgs {
         allow_hyphen_values = true
     )]
     pub fail_over: Option<String>,
-    /// Exit code when --fail-over is crossed: 1 or 3–125, not 2 (memscope's own errors) [default: 23].
+    /// Exit code when --fail-over is crossed: 1 or 3–125, not 2 (memscope's own errors) [default:
+    /// 23].
     #[arg(long = "fail-exit-code", value_name = "N", requires = "fail_over",
           value_parser = crate::ci::parse_exit_code)]
     pub fail_exit_code: Option<u8>,

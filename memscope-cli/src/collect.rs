@@ -6,8 +6,8 @@
 //!   holds `<spool>/collector.lock` (`flock(LOCK_EX)`, mode 0600, TEAM contract 1) for its whole
 //!   life, prints `ready` on stdout once it does, ends when the Python process (`--pid`) is gone
 //!   and its streams are read, prints the run summary (stderr), appends the run to the output
-//!   folder's run index (`memscope_run.json`, as `memscope run` does) and removes the spool. When the
-//!   job creates `<spool>/barrier` (its `atexit`), everything committed until then is written
+//!   folder's run index (`memscope_run.json`, as `memscope run` does) and removes the spool. When
+//!   the job creates `<spool>/barrier` (its `atexit`), everything committed until then is written
 //!   and flushed, then `<spool>/barrier.done` is created, so the dump is on disk when
 //!   `python train.py` returns (the summary follows when the process is gone).
 //! * `memscope config check`: validates option values exactly as `memscope run` parses them and

@@ -61,7 +61,8 @@ pub struct DiffArgs {
     /// Exit 23 when an allocator of a process grew by more than SIZE (e.g. 64MiB).
     #[arg(long = "fail-over", value_name = "SIZE", allow_hyphen_values = true)]
     pub fail_over: Option<String>,
-    /// Exit code when --fail-over is crossed: 1 or 3–125, not 2 (memscope's own errors) [default: 23].
+    /// Exit code when --fail-over is crossed: 1 or 3–125, not 2 (memscope's own errors) [default:
+    /// 23].
     #[arg(long = "fail-exit-code", value_name = "N", requires = "fail_over",
           value_parser = crate::ci::parse_exit_code)]
     pub fail_exit_code: Option<u8>,

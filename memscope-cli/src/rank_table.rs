@@ -2,8 +2,9 @@
 //! pid, devices, rows, drops, peak per pool, pool leaks, how it ended — and the rank with the
 //! largest and the smallest peak, instead of every process's full sections (25+ lines each,
 //! thousands with per-step gap tables). Each process's one-line row count (`memscope: pid P
-//! (exe): N rows (...), D dropped`) is printed above the table as in a one-process run. The full per-process summary goes to
-//! `memscope_summary_<ts>_<memscope pid>.txt` at the output root (the process logs hold it too).
+//! (exe): N rows (...), D dropped`) is printed above the table as in a one-process run. The full
+//! per-process summary goes to `memscope_summary_<ts>_<memscope pid>.txt` at the output root (the
+//! process logs hold it too).
 
 use crate::collector::process::ProcessSummary;
 use memscope_core::run_index::ProcessEntry;

@@ -94,7 +94,8 @@ pub struct RunArgs {
     /// Exit code 23 (--fail-exit-code) unless the job itself failed: its code wins.
     #[arg(long = "fail-on", value_name = "LIMITS")]
     fail_on: Option<String>,
-    /// Exit code when a --fail-on limit is crossed: 1 or 3–125, not 2 (memscope's own errors) [default: 23].
+    /// Exit code when a --fail-on limit is crossed: 1 or 3–125, not 2 (memscope's own errors)
+    /// [default: 23].
     #[arg(long = "fail-exit-code", value_name = "N", requires = "fail_on",
           value_parser = crate::ci::parse_exit_code)]
     fail_exit_code: Option<u8>,

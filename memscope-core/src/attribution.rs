@@ -13,10 +13,11 @@
 //!
 //! **The lists** ([`DEFAULT_LIBRARY`], [`DEFAULT_TOOL`]) are substrings of a frame's text
 //! (`file(line): function` for Python, `function at file:line` or `function in module` for
-//! C); one that starts with `^` must start the frame. Overrides, read once from the environment by [`Attribution::global`]:
-//! `MEMSCOPE_LIBRARY_FRAMES=a,b` adds substrings whose frames count as library frames;
-//! `MEMSCOPE_OWN_FRAMES=a,b` names substrings whose frames are always the user's code (they
-//! win over both lists; `*` makes every frame the user's, i.e. the innermost frame answers).
+//! C); one that starts with `^` must start the frame. Overrides, read once from the environment by
+//! [`Attribution::global`]: `MEMSCOPE_LIBRARY_FRAMES=a,b` adds substrings whose frames count as
+//! library frames; `MEMSCOPE_OWN_FRAMES=a,b` names substrings whose frames are always the user's
+//! code (they win over both lists; `*` makes every frame the user's, i.e. the innermost frame
+//! answers).
 #![forbid(unsafe_code)]
 
 use std::collections::HashMap;

@@ -1,7 +1,8 @@
 //! Issue 10 item 5: every reader path (CSV streamed in ID order, CSV through the external sort,
-//! `.db` with JSON Attr cells; in ID and in time order) accepts msMemScope's spellings — `MINDSPORE` (Event Type, ACCESS
-//! `type`, owner framework level), `inefficient_type`, `workspace_ptr`/`workspace_size`, the
-//! 2025 `host` device, the code's SNAPSHOT keys — and yields the seed's; writers keep the seed's.
+//! `.db` with JSON Attr cells; in ID and in time order) accepts msMemScope's spellings —
+//! `MINDSPORE` (Event Type, ACCESS `type`, owner framework level), `inefficient_type`,
+//! `workspace_ptr`/`workspace_size`, the 2025 `host` device, the code's SNAPSHOT keys — and yields
+//! the seed's; writers keep the seed's.
 
 use memscope_core::attr_text::format_attr;
 use memscope_core::event::{Attrs, Device, Event, EventType, Inefficiency};

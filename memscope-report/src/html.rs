@@ -1,6 +1,6 @@
 //! The page: `assets/report.html` with the CSS, the vendored uPlot (MIT, `assets/vendor/`,
-//! version and SHA-256 pinned by a test), our JS (`helpers.js`, `report.js`, `roles.js`) and the data
-//! inlined. Nothing is loaded from
+//! version and SHA-256 pinned by a test), our JS (`helpers.js`, `report.js`, `roles.js`) and the
+//! data inlined. Nothing is loaded from
 //! anywhere else, and the page's Content-Security-Policy forbids it.
 //!
 //! The data goes into `<script type="application/json">` with every `<` written `\u003c`

@@ -51,7 +51,8 @@
 //! * `FH_DROPPED` counts events that could not be written (recording stopped, init still
 //!   running elsewhere, a third nesting level of signal handlers, a fork child's atfork
 //!   handlers), `FH_DROPPED_KINDS` the same per event kind; `FH_STOP_REASON` says why recording
-//!   stopped, if it did. `FH_FLAGS` gets `FLAG_EXITED` (and `FH_EXIT_STATUS` the status) from an `on_exit` handler.
+//!   stopped, if it did. `FH_FLAGS` gets `FLAG_EXITED` (and `FH_EXIT_STATUS` the status) from an
+//!   `on_exit` handler.
 //! * A fork child opens its own stream on its first record; it never writes the parent's.
 //! * With a collector (`<spool>/collector.lock` present), a process that finds it gone stops
 //!   after `ORPHAN_CHUNKS` more chunks, and one started after it is gone writes nothing.

@@ -1,5 +1,6 @@
 //! A runtime service of every adapter (moved from the HAL adapter in issue 11, so no adapter
-//! imports another): finding the real functions behind the probe's hooks (abi.md §2.5, §3 "Real from", §4.1).
+//! imports another): finding the real functions behind the probe's hooks (abi.md §2.5, §3 "Real
+//! from", §4.1).
 //!
 //! A [`Real`] is a static, lazily resolved function pointer with an ordered list of lookup
 //! [`Step`]s. The first step that yields a pointer wins and is cached; a failed lookup is *not*

@@ -94,7 +94,8 @@ fn quick_start_command_lines_run_unmodified_old_spellings_with_a_note() {
         assert_eq!(deprecated.len(), notes, "{err}");
         let out = d.path().join("output");
         let c = config(&out);
-        // eventType alloc|free|launch|access, levelType op|kernel, analysis leaks|decompose|inefficient
+        // eventType alloc|free|launch|access, levelType op|kernel, analysis
+        // leaks|decompose|inefficient
         assert_eq!(
             (&c["eventType"], &c["levelType"], &c["analysisType"], &c["cStackDepth"]),
             (&15.into(), &3.into(), &7.into(), &50.into()),

@@ -51,7 +51,8 @@ fn mallocs<'a>(rows: &'a [Row], pool: &str, size: u64) -> Vec<&'a Row> {
         .collect()
 }
 
-/// Checks (bytearray(n) asks malloc for n + 1 bytes) that the PTA, HAL and HOST rows of `make_blocks` carry a stack naming its line.
+/// Checks (bytearray(n) asks malloc for n + 1 bytes) that the PTA, HAL and HOST rows of
+/// `make_blocks` carry a stack naming its line.
 fn assert_make_blocks_rows(rows: &[Row]) {
     for (pool, size, needle) in [
         ("PTA", 3u64 << 20, "pool.alloc(0, [3 << 20])"),

@@ -8,9 +8,9 @@
 //!     `aligned_alloc`, `memalign`, `valloc`, `pvalloc`, and with `MEMSCOPE_HOST_MMAP=1`
 //!     `mmap`/`mmap64`/`munmap`/`mremap`. Nothing else is interposed (notably not `dlopen`: glibc
 //!     resolves a bare library name with the `RUNPATH` of the calling object, which a wrapper
-//!     would change). The probe exports them through [`export_hooks!`]; the allocator entry points are naked
-//!     x86_64 stubs that hand the hook the caller's stack pointer and frame pointer, so stacks
-//!     start exactly at the caller and never contain probe frames.
+//!     would change). The probe exports them through [`export_hooks!`]; the allocator entry points
+//!     are naked x86_64 stubs that hand the hook the caller's stack pointer and frame pointer, so
+//!     stacks start exactly at the caller and never contain probe frames.
 //!   - [`real`] — where the hooks forward: glibc's `__libc_*` entry points, or the next
 //!     definition (`dlsym(RTLD_NEXT)`) when another allocator (jemalloc, tcmalloc) is preloaded
 //!     after the probe; a bootstrap arena serves `dlsym`'s own allocations.

@@ -3,12 +3,14 @@
 //! * Attr: `allocation_id` (per process, shared counter of `TypeCtx`), `addr`, `size` (FREE:
 //!   the block's size), `total` = live host bytes of the process after the event.
 //! * `Call Stack(C)` of MALLOC rows: the allocation stack symbolised with the process's module
-//!   map (`memscope_core::symbolize`, through `TypeCtx::c_stack_text`), one frame per line, innermost first; cached per stack id.
+//!   map (`memscope_core::symbolize`, through `TypeCtx::c_stack_text`), one frame per line,
+//!   innermost first; cached per stack id.
 //! * A FREE of an address that is not live (allocated before tracing started, by the parent
 //!   of a fork child, in an untraced context, by a library opened with `RTLD_DEEPBIND`, or
 //!   while its MALLOC was dropped) gives no row and no log line (these are normal,
-//!   not the program's fault); they are only counted. A MALLOC at an address that is still live (its FREE was not seen) first
-//!   closes the old block with a synthetic FREE (`shadow:true`), as the pools do.
+//!   not the program's fault); they are only counted. A MALLOC at an address that is still live
+//!   (its FREE was not seen) first closes the old block with a synthetic FREE (`shadow:true`), as
+//!   the pools do.
 //! * Blocks still live when the process ends get no FREE: they are what the leak summary
 //!   ([`crate::leaks`]) reports.
 //! * Mapped memory (`MEMSCOPE_HOST_MMAP=1`) has its own Event Type, `HOST_MMAP` (so leak and

@@ -386,8 +386,8 @@ pub unsafe extern "C" fn mem_regions_register(
 }
 
 /// `mstxMemRegionsUnregister(domain, batch)`: one `RegionUnregister` per ref while the pool's
-/// adapter is selected (outside a window as shadow records). The ref's pointer/handle union is read as the block address whatever
-/// `refType` says (this probe's region handles are the addresses).
+/// adapter is selected (outside a window as shadow records). The ref's pointer/handle union is read
+/// as the block address whatever `refType` says (this probe's region handles are the addresses).
 ///
 /// # Safety
 /// `batch` is NULL or valid, with `refCount` readable refs.

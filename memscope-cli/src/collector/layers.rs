@@ -83,9 +83,9 @@ impl Layer for CollectFilter {
 
 /// Drops what is collected but not *written* (`dumpEventType`): MALLOC needs `alloc`, FREE
 /// needs `free`, launches need `launch`, ACCESS needs `access`; MSTX, SYSTEM and SNAPSHOT rows
-/// are always written. HOST adapter rows need `host_rows` (they stay in the capture). Also applies `--steps`: inside a step that is not selected nothing is
-/// written; outside steps everything is (msMemScope's "in range" rule). Runs after the analyses,
-/// so they see every collected event.
+/// are always written. HOST adapter rows need `host_rows` (they stay in the capture). Also applies
+/// `--steps`: inside a step that is not selected nothing is written; outside steps everything is
+/// (msMemScope's "in range" rule). Runs after the analyses, so they see every collected event.
 pub struct WriteFilter {
     alloc: bool,
     free: bool,

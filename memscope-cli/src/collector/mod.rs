@@ -373,8 +373,9 @@ impl PipelineFactory<'_> {
             layers.extend(crate::builtin::wiring::host_leak_layer(cfg)); // HOST leak summary (issue 4)
         }
         layers.extend(pymem_summary::layer(cfg)); // Python objects by Python stack (issue 16)
-                                                  // pool extents and the OOM verdict (issue 25): before the OOM layer rewrites the
-                                                  // snapshot, whose request size it needs
+                                                  // pool extents and the OOM verdict (issue 25):
+                                                  // before the OOM layer rewrites the snapshot,
+                                                  // whose request size it needs
         layers.push(Box::new(
             memscope_core::analysis::fragmentation::FragmentationLayer::new(false),
         ));

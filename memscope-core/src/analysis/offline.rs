@@ -1,8 +1,8 @@
 //! Running bus layers over a dump file: the offline side of `memscope analyze`.
 //!
-//! Events are read in process / ID order ([`crate::reader::Order::ById`]) and fed, one process at a time, to
-//! a [`Bus`] of freshly made layers, exactly as the collector feeds them during `memscope run`.
-//! The buses are finished at the end, in process order. Layers must publish results only in
+//! Events are read in process / ID order ([`crate::reader::Order::ById`]) and fed, one process at a
+//! time, to a [`Bus`] of freshly made layers, exactly as the collector feeds them during `memscope
+//! run`. The buses are finished at the end, in process order. Layers must publish results only in
 //! `finish`: when the read restarts (a file found out of order midway), the layers made so far
 //! are dropped unfinished and `make` is called again.
 
@@ -35,7 +35,8 @@ pub fn run_layers_in(
     make: &mut dyn FnMut() -> Vec<Box<dyn Layer>>,
 ) -> Result<(Vec<ReportSection>, ReadStats), ReadError> {
     // one bus per process, all finished at the end in process order: a read that restarts
-    // (see [`DumpFile::for_each_by_id_restartable`]) drops them unfinished, so nothing was published
+    // (see [`DumpFile::for_each_by_id_restartable`]) drops them unfinished, so nothing was
+    // published
     let buses: std::cell::RefCell<Vec<(Option<u32>, Bus)>> = std::cell::RefCell::new(Vec::new());
     // latest timestamp of the current process, rows stamped before it
     let disorder = std::cell::Cell::new((None::<u64>, 0u64));

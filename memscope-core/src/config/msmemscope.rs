@@ -4,8 +4,8 @@
 //! Written: every msMemScope key, sorted, 4-space indent (nlohmann's layout), enum codes and
 //! bit masks as msMemScope spells them (`eventType` widened by its rules), plus one object
 //! `memscopeOptions` with what msMemScope has no key for (`adapters`, `adapterPaths`,
-//! `idleThreshold`, `inefficientRule`, `hostRows`, `gap`, `traceback`, `sample`) so the file also reads
-//! back into memscope unchanged.
+//! `idleThreshold`, `inefficientRule`, `hostRows`, `gap`, `traceback`, `sample`) so the file also
+//! reads back into memscope unchanged.
 //! Read: missing keys take the defaults, depths are capped at 1000, `outputDir` is checked like
 //! `--output-path`; `eventType` and `isEffective` are derived values and ignored;
 //! `watchConfig` (when `isWatched`) is `--watch`; a compare (`enableCompare`) request is

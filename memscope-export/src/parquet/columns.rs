@@ -19,11 +19,17 @@
 //! | `module_id` | INT32 | Attr `MID` |
 //! | `dtype`, `shape`, `format`, `pool` | STRING | ACCESS Attr (`pool` is msMemScope's `type`) |
 //! | `path` | STRING | OP_LAUNCH / KERNEL_LAUNCH Attr |
-//! | `workspace_ptr`, `workspace_size`, `stream_id`, `task_id` | INT64 | Attr (`workspace ptr`, `workspace size`, `streamId`, `taskId`) |
+//! | `workspace_ptr`, `workspace_size`, `stream_id`, `task_id` | INT64 | Attr (`workspace ptr`,
+//! `workspace size`, `streamId`, `taskId`) |
 //! | `attrs` | STRING | every other Attr key, as a JSON object of strings (null when none) |
 //! | `call_stack_python`, `call_stack_c` | STRING | `Call Stack(Python)`, `Call Stack(C)` |
-//! | `rss`, `anon`, `tracked`, `untracked` | INT64 | SAMPLE rows (`--sample`, issue 25): HOST_MEMORY: resident, anonymous resident, live in the hooks' blocks (HOST, HOST_MMAP, PYMEM), `rss − tracked`; DEVICE_MEMORY: `device_used` (the device's used bytes), `tracked` (live HAL blocks), `untracked` = used − tracked; their Attr keys (and `free`) stay in `attrs` too |
-//! | `role` | STRING | the owner chain's role (issue 25: `weight`, `gradient`, `optimizer_state`, `activation`, …, `temp`) on MALLOC rows, on FREE rows that carry an owner and on SYSTEM `MEMORY_OWNER` rows (whose block also fills `allocation_id`, `addr`, `size` and `owner`) |
+//! | `rss`, `anon`, `tracked`, `untracked` | INT64 | SAMPLE rows (`--sample`, issue 25):
+//! HOST_MEMORY: resident, anonymous resident, live in the hooks' blocks (HOST, HOST_MMAP, PYMEM),
+//! `rss − tracked`; DEVICE_MEMORY: `device_used` (the device's used bytes), `tracked` (live HAL
+//! blocks), `untracked` = used − tracked; their Attr keys (and `free`) stay in `attrs` too |
+//! | `role` | STRING | the owner chain's role (issue 25: `weight`, `gradient`, `optimizer_state`,
+//! `activation`, …, `temp`) on MALLOC rows, on FREE rows that carry an owner and on SYSTEM
+//! `MEMORY_OWNER` rows (whose block also fills `allocation_id`, `addr`, `size` and `owner`) |
 //!
 //! Unsigned values (addresses) are stored as INT64 (their bit pattern; user-space addresses fit):
 //! Spark reads UINT64 as DECIMAL(20,0). `rank` and `pid` are not columns: they are the

@@ -2,11 +2,12 @@
 //! of `trace.rs`, turned into a stack id only when a row is recorded.
 //!
 //! * **Shadow stack.** Kept through `sys.monitoring` on CPython ≥ 3.12 (`monitoring.rs`), else
-//!   by the profile hook of `trace.rs`. The hook (GIL held) pushes `(function code id, frame)` when a Python
-//!   function is entered and pops at its return — matched by frame, so a missed event never
-//!   shifts the stack. Each entry holds a reference to its frame object (taken and dropped by
-//!   the hook, under the GIL), so a row never reads a frame that was freed. Frames already running when stacks start are seeded from the frame
-//!   chain: the calling thread's at start, every other thread's at its first hook event.
+//!   by the profile hook of `trace.rs`. The hook (GIL held) pushes `(function code id, frame)` when
+//!   a Python function is entered and pops at its return — matched by frame, so a missed event
+//!   never shifts the stack. Each entry holds a reference to its frame object (taken and dropped by
+//!   the hook, under the GIL), so a row never reads a frame that was freed. Frames already running
+//!   when stacks start are seeded from the frame chain: the calling thread's at start, every other
+//!   thread's at its first hook event.
 //! * **Interning.** A stack is a node of a trie: `(parent node, code id, line)`, defined once
 //!   per thread and process image (`Record::PyFrameDef`); a row carries only its thread's
 //!   innermost node, and only when it changed (`Record::PyStack`, written by the runtime's

@@ -323,8 +323,8 @@ pub fn start() -> Result<bool, &'static str> {
 }
 
 /// Turns Python stacks on every row on (`stack.rs`): kept through `sys.monitoring` on 3.12+
-/// when `monitoring` (`monitoring.rs`), else by the profile hook, installed on every thread unless the tracer
-/// has it installed already. `Ok(false)`: already on.
+/// when `monitoring` (`monitoring.rs`), else by the profile hook, installed on every thread unless
+/// the tracer has it installed already. `Ok(false)`: already on.
 pub fn start_stacks(monitoring: bool) -> Result<bool, &'static str> {
     let api = cpython::api()?;
     if stack::on() {

@@ -7,9 +7,10 @@
 //! already the caller's). Each step applies the cached rule of [`super::cfi`] for the current
 //! return address: frames with a frame pointer follow it, frames without one use their CFI rule
 //! (stack-pointer based), code with no CFI falls back to the frame record. Return addresses
-//! read from the stack have their pointer-authentication bits stripped ([`strip`]). Every read is bounds-checked against the thread's stack
-//! (`[lo, hi)`, cached per thread) and must move strictly up the stack, so a corrupt or foreign
-//! frame ends the walk instead of faulting. No allocation, no locks.
+//! read from the stack have their pointer-authentication bits stripped ([`strip`]). Every read is
+//! bounds-checked against the thread's stack (`[lo, hi)`, cached per thread) and must move strictly
+//! up the stack, so a corrupt or foreign frame ends the walk instead of faulting. No allocation, no
+//! locks.
 
 use super::cfi::{rule_for_return_address_on, Rule};
 use core::cell::Cell;
