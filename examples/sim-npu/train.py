@@ -410,7 +410,10 @@ def train_torch(npu, steps):
     """`--torch`: the small transformer of python/torch_loop.py, its storages PTA blocks, each
     step an msTX "step start" range; prints the figures torch itself gives."""
     import json
-    import torch_loop
+    try:
+        import torch_loop
+    except ModuleNotFoundError as e:
+        sys.exit("train.py: --torch needs torch (pip install torch): %s" % e)
 
     pool = torch_loop.SimPtaPool(npu, RangeDesc, RegisterBatch, RegionRef, UnregisterBatch,
                                  REF_POINTER)

@@ -46,10 +46,21 @@ pub fn add_shipped_plugins(cfg: &mut RunConfig, probe: &Path) -> Result<(), Stri
     for sp in cfg.shipped_plugins() {
         let lib = dir.join(sp.library);
         if !lib.is_file() {
+            // a source build: the crate of that library, in the profile the probe was built in
+            let krate = sp
+                .library
+                .trim_start_matches("lib")
+                .trim_end_matches(".so")
+                .replace('_', "-");
+            let profile = match dir.file_name().and_then(|d| d.to_str()) {
+                Some("debug") | None => String::new(),
+                Some("release") => " --release".to_owned(),
+                Some(other) => format!(" --profile {other}"),
+            };
             return Err(format!(
-                "--adapters {}: its library {} is missing (build the workspace with `cargo build --workspace`)",
+                "--adapters {}: its library {} is missing (build it: `cargo build{profile} -p {krate}`)",
                 sp.name,
-                lib.display()
+                lib.display(),
             ));
         }
         if !cfg.adapter_paths.contains(&lib) {

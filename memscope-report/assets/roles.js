@@ -72,7 +72,7 @@
     for (const v of F.verdicts) {
       const dev = v.device_mem ? "device " + v.device + ": total " + fmtBytes(v.device_mem[0]) + ", free " + fmtBytes(v.device_mem[1]) + "; this process " + fmtBytes(v.process_held) + ", other processes " + fmtBytes(v.others || 0) : "device figures unknown";
       const holders = ["role", "owner", "frame"].map((k, i) => "by " + k + ": " + (v.holders[i].map(([n, x]) => n + " " + fmtBytes(x)).join("; ") || "—"));
-      b.append(el("div", { class: "verdict", "data-kind": v.kind }, [card("OOM at " + fmtTime(v.t) + (v.step ? " (step " + v.step + ")" : ""), v.kind, v.headline, v.kind === "fits in a free extent" ? "" : "bad"),
+      b.append(el("div", { class: "verdict", "data-kind": v.kind }, [card("OOM at " + fmtTime(v.t) + (v.step ? " (step " + v.step + ")" : ""), v.kind, v.headline, (v.kind === "fits in a free extent" || v.kind.startsWith("enough free bytes")) ? "" : "bad"),
         el("div", { class: "note", text: dev }), el("div", { class: "note", text: "Top holders " + holders.join(" · ") })]));
     }
     const pools = [...new Set(F.series.map((s) => s.device + "|" + s.pool))];

@@ -210,3 +210,34 @@ fn a_request_that_fits_is_judged_under_its_own_heading_not_as_an_oom() {
         report[1]
     );
 }
+
+#[test]
+fn a_request_without_extents_is_enough_free_bytes_not_fragmentation() {
+    // no HAL rows: the pool's own figures, extents unknown; an OOM with enough free bytes is
+    // fragmentation, a request of the user's own is not judged as one
+    let mut f = Feed::new();
+    f.layer = FragmentationLayer::new(false).with_request(2 * MIB, None);
+    let mut ev = Event::new(EventType::Pta, 1, 1, 1);
+    ev.device = Device::Npu(0);
+    ev.ptr = Some(0x10);
+    ev.attrs = Attrs::Memory(MemoryAttrs {
+        addr: 0x10,
+        size: MIB,
+        used: Some(MIB as i64),
+        total: Some(8 * MIB as i64),
+        ..MemoryAttrs::default()
+    });
+    f.push(ev);
+    let mut report = Vec::new();
+    f.layer
+        .finish(&BusCtx::default(), &mut Vec::new(), &mut report)
+        .unwrap();
+    let v = f.layer.verdicts().last().unwrap();
+    assert!(v.asked);
+    assert_eq!(v.kind, VerdictKind::FreeEnough);
+    assert!(
+        report[0].lines[0].ends_with("enough free bytes (whether one extent holds it is unknown)"),
+        "{:?}",
+        report[0]
+    );
+}

@@ -16,6 +16,9 @@ pub enum VerdictKind {
     TrueShortage,
     /// A free extent holds the request.
     Fits,
+    /// The pools' free bytes would hold a request of the user's own, but where they lie is not
+    /// known (no HAL rows: no extents), so whether one extent holds it is not either.
+    FreeEnough,
     /// No request size known.
     Unknown,
 }
@@ -28,6 +31,7 @@ impl VerdictKind {
             VerdictKind::OtherProcesses => "held by other processes",
             VerdictKind::TrueShortage => "true shortage",
             VerdictKind::Fits => "fits in a free extent",
+            VerdictKind::FreeEnough => "enough free bytes (whether one extent holds it is unknown)",
             VerdictKind::Unknown => "unknown (no request size)",
         }
     }
@@ -138,6 +142,10 @@ pub fn judge(mut v: Verdict, r: u64) -> Verdict {
     let p = &v.pools;
     v.kind = if p.largest.is_some_and(|l| l >= r) {
         VerdictKind::Fits
+    } else if p.free >= r && p.largest.is_none() && v.asked {
+        // an OOM with enough free bytes is fragmentation by itself; a request of the user's
+        // own without extents is not judged as one
+        VerdictKind::FreeEnough
     } else if p.free >= r {
         VerdictKind::Fragmentation
     } else if let (Some((_, f)), Some(o)) = (v.device_mem, v.others) {
