@@ -63,8 +63,9 @@ impl ProcessEvents for CaptureEvents {
         visit: &mut dyn FnMut(Event) -> Result<(), ConsumerError>,
     ) -> Result<(), ConsumerError> {
         let p = replay_capture(&self.path, &mut |_, ev| visit(ev))?;
-        if !p.complete {
-            // a reader of any view must know it sees part of the process
+        if !p.complete && first_warning(&self.path) {
+            // a reader of any view must know it sees part of the process (once per command:
+            // the analysis and its summary replay the same capture)
             eprintln!(
                 "memscope: warning: {}: incomplete capture (its writer did not finish); read up to its last whole block",
                 self.path.display()
@@ -72,6 +73,19 @@ impl ProcessEvents for CaptureEvents {
         }
         Ok(())
     }
+}
+
+/// Whether this command has not warned about `path` yet.
+fn first_warning(path: &Path) -> bool {
+    static WARNED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    let Ok(mut w) = WARNED.lock() else {
+        return true;
+    };
+    if w.iter().any(|p| p == path) {
+        return false;
+    }
+    w.push(path.to_path_buf());
+    true
 }
 
 /// A capture found under an input.

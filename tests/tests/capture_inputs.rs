@@ -296,6 +296,15 @@ fn analyze_leaks_gap_and_decompose_of_a_capture_equal_those_of_its_dump() {
         said.contains("cut.mscap: no events (the capture holds none)"),
         "{said}"
     );
+    // the analysis and its summary replay it twice: the warning comes once
+    let o = std::process::Command::new(memscope_bin())
+        .args(["analyze", "leaks"])
+        .arg(&cut)
+        .args(["--fail-over", "0"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.matches("incomplete capture").count(), 1, "{err}");
     // inefficient annotates dump rows: a capture gets one line naming what to give instead
     let o = std::process::Command::new(memscope_bin())
         .args(["analyze", "inefficient"])
