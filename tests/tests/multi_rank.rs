@@ -392,8 +392,19 @@ fn run_index_lists_eight_ranks_with_rank_devices_exit_status_and_files() {
     assert_eq!(r["exit_code"], 0);
     assert!(r["interrupted_by"].is_null());
     let procs = r["processes"].as_array().unwrap();
-    // the launcher and 8 ranks
-    assert_eq!(procs.len(), RANKS + 1, "{r}");
+    // the launcher and 8 ranks (on failure: what memscope said and what it wrote, to tell a
+    // rank that never made a stream from one the collector missed)
+    let listing: Vec<String> = std::fs::read_dir(run.out.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        procs.len(),
+        RANKS + 1,
+        "{r}\nstderr:\n{}\noutput: {listing:?}",
+        run.stderr()
+    );
     let mut ranks: Vec<u64> = Vec::new();
     for p in procs {
         assert_eq!(p["ended"]["how"], "exit", "{p}");
