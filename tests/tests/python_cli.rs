@@ -27,6 +27,38 @@ fn files(dir: &Path, name: &str) -> Vec<PathBuf> {
     v
 }
 
+/// The start of a script that sets memscope's `config(CONFIG)` and a sim-npu PTA caching
+/// pool `pool` on device 0 (train.py's stand-ins), importing `memscope`, `train` and `sys`.
+fn pool_script(config: &str) -> String {
+    let ex = memscope_tests::repo_root().join("examples/sim-npu");
+    format!(
+        "import sys\nsys.path.insert(0, {ex:?})\nimport memscope, train\n\
+         memscope.config({config})\n\
+         npu = train.Npu(train.find_sim_npu_dir())\n\
+         train.check(npu.aclInit(None), 'aclInit')\n\
+         train.check(npu.aclrtSetDevice(0), 'aclrtSetDevice')\n\
+         pool = train.CachingAllocator(npu, train.Counters(), 'ptaCaching', train.CACHING_SEGMENT)\n",
+        ex = ex.display().to_string()
+    )
+}
+
+/// `python3 -c SCRIPT` in `cwd`, plainly (no launcher), with the source tree's package.
+fn plain_python(cwd: &Path, script: &str) -> Output {
+    Command::new(memscope_tests::python3())
+        .args(["-c", script])
+        .current_dir(cwd)
+        .env("PYTHONPATH", memscope_tests::repo_root().join("python"))
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("MEMSCOPE_CLI", memscope_tests::memscope_bin())
+        .env("SIM_NPU_DIR", sim_npu_dir())
+        .env("TMPDIR", cwd)
+        .env_remove("LD_PRELOAD")
+        .env_remove("MEMSCOPE_SPOOL")
+        .env_remove("MSTX_INJECTION_PATH")
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn msmemscope_config_json_is_accepted_by_run_config() {
     // Behaviour spec §4's example, as msMemScope writes it (outputDir pointed at a tempdir).
@@ -191,12 +223,7 @@ fn an_analyzer_called_right_after_stop_in_plain_python_reads_every_row_recorded(
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("out");
     let script = format!(
-        "import csv, glob, sys\nsys.path.insert(0, {ex:?})\nimport memscope, train\n\
-         memscope.config(output_path={out:?})\n\
-         npu = train.Npu(train.find_sim_npu_dir())\n\
-         train.check(npu.aclInit(None), 'aclInit')\n\
-         train.check(npu.aclrtSetDevice(0), 'aclrtSetDevice')\n\
-         pool = train.CachingAllocator(npu, train.Counters(), 'ptaCaching', train.CACHING_SEGMENT)\n\
+        "import csv, glob\n{pre}\
          memscope.start()\n\
          for _ in range(10000):\n    (b,) = pool.alloc(0, [4096])\n    pool.free([b])\n    memscope.step()\n\
          memscope.stop()\n\
@@ -206,26 +233,11 @@ fn an_analyzer_called_right_after_stop_in_plain_python_reads_every_row_recorded(
          \x20   for r in csv.DictReader(open(f)):\n\
          \x20       n[r['Event Type']] = n.get(r['Event Type'], 0) + 1\n\
          print('in the dump: PTA %d STEP %d' % (n.get('PTA', 0), n.get('STEP', 0)))\n",
-        ex = memscope_tests::repo_root()
-            .join("examples/sim-npu")
-            .display()
-            .to_string(),
+        pre = pool_script(&format!("output_path={:?}", out.display().to_string())),
         out = out.display().to_string(),
         dec = d.path().join("dec").display().to_string(),
     );
-    let o = Command::new(memscope_tests::python3())
-        .args(["-c", &script])
-        .current_dir(d.path())
-        .env("PYTHONPATH", memscope_tests::repo_root().join("python"))
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("MEMSCOPE_CLI", memscope_tests::memscope_bin())
-        .env("SIM_NPU_DIR", sim_npu_dir())
-        .env("TMPDIR", d.path())
-        .env_remove("LD_PRELOAD")
-        .env_remove("MEMSCOPE_SPOOL")
-        .env_remove("MSTX_INJECTION_PATH")
-        .output()
-        .unwrap();
+    let o = plain_python(d.path(), &script);
     check(
         &o,
         "plain python: 10 000 PTA blocks and steps, stop(), decompose",
@@ -242,35 +254,10 @@ fn two_plain_python_runs_into_one_folder_are_two_runs_of_the_run_index_not_two_r
     let out = d.path().join("out");
     for code in [0, 3] {
         let script = format!(
-            "import sys\nsys.path.insert(0, {ex:?})\nimport memscope, train\n\
-             memscope.config(output_path={out:?})\n\
-             npu = train.Npu(train.find_sim_npu_dir())\n\
-             train.check(npu.aclInit(None), 'aclInit')\n\
-             train.check(npu.aclrtSetDevice(0), 'aclrtSetDevice')\n\
-             pool = train.CachingAllocator(npu, train.Counters(), 'ptaCaching', train.CACHING_SEGMENT)\n\
-             memscope.start()\n\
-             (b,) = pool.alloc(0, [4096])\n\
-             memscope.stop()\n\
-             sys.exit({code})\n",
-            ex = memscope_tests::repo_root()
-                .join("examples/sim-npu")
-                .display()
-                .to_string(),
-            out = out.display().to_string(),
+            "{pre}memscope.start()\n(b,) = pool.alloc(0, [4096])\nmemscope.stop()\nsys.exit({code})\n",
+            pre = pool_script(&format!("output_path={:?}", out.display().to_string())),
         );
-        let o = Command::new(memscope_tests::python3())
-            .args(["-c", &script])
-            .current_dir(d.path())
-            .env("PYTHONPATH", memscope_tests::repo_root().join("python"))
-            .env("PYTHONDONTWRITEBYTECODE", "1")
-            .env("MEMSCOPE_CLI", memscope_tests::memscope_bin())
-            .env("SIM_NPU_DIR", sim_npu_dir())
-            .env("TMPDIR", d.path())
-            .env_remove("LD_PRELOAD")
-            .env_remove("MEMSCOPE_SPOOL")
-            .env_remove("MSTX_INJECTION_PATH")
-            .output()
-            .unwrap();
+        let o = plain_python(d.path(), &script);
         assert_eq!(o.status.code(), Some(code), "{o:?}");
     }
     let index: serde_json::Value =
@@ -301,17 +288,12 @@ fn config_format_db_under_memscope_run_puts_that_process_s_python_trace_into_its
     let d = tempfile::tempdir().unwrap();
     let root = memscope_tests::repo_root();
     let script = format!(
-        "import sys\nsys.path.insert(0, {ex:?})\nimport memscope, train\n\
-         memscope.config(format='db')\n\
-         npu = train.Npu(train.find_sim_npu_dir())\n\
-         train.check(npu.aclInit(None), 'aclInit')\n\
-         train.check(npu.aclrtSetDevice(0), 'aclrtSetDevice')\n\
-         pool = train.CachingAllocator(npu, train.Counters(), 'ptaCaching', train.CACHING_SEGMENT)\n\
+        "{pre}\
          def work():\n    (b,) = pool.alloc(0, [4096])\n    pool.free([b])\n\
          memscope.start()\n\
          for _ in range(3):\n    work()\n\
          memscope.stop()\n",
-        ex = root.join("examples/sim-npu").display().to_string(),
+        pre = pool_script("format='db'"),
     );
     let o = Command::new(memscope_tests::memscope_bin())
         .args(["run", "-q", "--events", "alloc,free,launch,traceback", "-o"])
@@ -364,12 +346,7 @@ fn a_plain_python_job_whose_collector_was_killed_is_told_how_to_recover_its_reco
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("out");
     let script = format!(
-        "import os, signal, sys\nsys.path.insert(0, {ex:?})\nimport memscope, train\n\
-         memscope.config(output_path={out:?})\n\
-         npu = train.Npu(train.find_sim_npu_dir())\n\
-         train.check(npu.aclInit(None), 'aclInit')\n\
-         train.check(npu.aclrtSetDevice(0), 'aclrtSetDevice')\n\
-         pool = train.CachingAllocator(npu, train.Counters(), 'ptaCaching', train.CACHING_SEGMENT)\n\
+        "import os, signal\n{pre}\
          memscope.start()\n\
          (b,) = pool.alloc(0, [4096])\n\
          memscope.stop()\n\
@@ -377,25 +354,10 @@ fn a_plain_python_job_whose_collector_was_killed_is_told_how_to_recover_its_reco
          os.kill(s.collector.pid, signal.SIGKILL)\n\
          s.collector.wait()\n\
          try:\n    memscope.analyzer.decompose({out:?})\nexcept RuntimeError:\n    pass\n",
-        ex = memscope_tests::repo_root()
-            .join("examples/sim-npu")
-            .display()
-            .to_string(),
+        pre = pool_script(&format!("output_path={:?}", out.display().to_string())),
         out = out.display().to_string(),
     );
-    let o = Command::new(memscope_tests::python3())
-        .args(["-c", &script])
-        .current_dir(d.path())
-        .env("PYTHONPATH", memscope_tests::repo_root().join("python"))
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("MEMSCOPE_CLI", memscope_tests::memscope_bin())
-        .env("SIM_NPU_DIR", sim_npu_dir())
-        .env("TMPDIR", d.path())
-        .env_remove("LD_PRELOAD")
-        .env_remove("MEMSCOPE_SPOOL")
-        .env_remove("MSTX_INJECTION_PATH")
-        .output()
-        .unwrap();
+    let o = plain_python(d.path(), &script);
     check(&o, "plain python with its collector killed");
     let err = String::from_utf8_lossy(&o.stderr);
     // the analyzer's warning and the line at exit both name the spool and the command
