@@ -217,6 +217,23 @@ pub fn assert_ok(o: &Output, what: &str) -> String {
     text
 }
 
+/// The entries of `dir` (not recursive) whose names start with `prefix`, sorted.
+pub fn entries(dir: &Path, prefix: &str) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
 /// Calls `f` for every file under `dir`, recursively.
 pub fn walk(dir: &Path, f: &mut dyn FnMut(&Path)) {
     if let Ok(rd) = std::fs::read_dir(dir) {

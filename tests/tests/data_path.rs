@@ -452,17 +452,7 @@ fn recover_after_sigkill_sets_aside_the_helpers_that_ended_before_the_kill() {
     // none marked incomplete): the case where `run` would have set them aside at its end
     let start = std::time::Instant::now();
     loop {
-        let dirs: Vec<PathBuf> = std::fs::read_dir(out.path())
-            .unwrap()
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| {
-                p.file_name()
-                    .unwrap()
-                    .to_string_lossy()
-                    .starts_with("msmemscope_")
-            })
-            .collect();
+        let dirs = entries(out.path(), "msmemscope_");
         let complete = dirs
             .iter()
             .filter(|d| !d.join(".memscope_incomplete").exists())
@@ -490,12 +480,7 @@ fn recover_after_sigkill_sets_aside_the_helpers_that_ended_before_the_kill() {
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
     assert!(o.status.success(), "{err}");
-    let dirs: Vec<String> = std::fs::read_dir(out.path())
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("msmemscope_"))
-        .collect();
+    let dirs = entries(out.path(), "msmemscope_");
     assert_eq!(dirs.len(), 1, "the job's process only: {dirs:?}\n{err}");
     assert!(err.contains("other process(es) not listed"), "{err}");
     let index: serde_json::Value = serde_json::from_str(

@@ -471,17 +471,7 @@ fn per_rank_summary_is_one_line_per_rank_and_names_the_rank_with_the_largest_pea
     }
     // the per-process sections are in the full summary file, not on the console
     assert!(!err.contains("Memory gap"), "{err}");
-    let full: Vec<PathBuf> = std::fs::read_dir(run.out.path())
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with("memscope_summary_")
-        })
-        .collect();
+    let full = entries(run.out.path(), "memscope_summary_");
     assert_eq!(full.len(), 1);
     let text = std::fs::read_to_string(&full[0]).unwrap();
     assert_eq!(text.matches("Memory gap").count(), RANKS, "{text}");

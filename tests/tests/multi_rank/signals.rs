@@ -196,17 +196,7 @@ fn spool_a_live_process_still_writes_is_kept() {
         stderr.contains("still running 5 s after it exited"),
         "{stderr}"
     );
-    let spool: Vec<PathBuf> = std::fs::read_dir(out.path())
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with(".memscope_spool")
-        })
-        .collect();
+    let spool = entries(out.path(), ".memscope_spool");
     assert_eq!(spool.len(), 1, "{stderr}");
     assert!(
         stderr.contains("kept: 1 process(es) still write to it"),
