@@ -58,16 +58,23 @@ pub fn choices(run: Option<&str>, n: usize) -> Result<Vec<Option<usize>>> {
 
 /// The paths to read for `inputs`: an output directory that holds several runs gives the
 /// process directories of one (`choices[i]` for input `i`, else the newest), any other
-/// input itself.
+/// input itself; a path given twice (`run run --run 1,1`) once, so no process is read as
+/// another.
 ///
 /// # Errors
 /// As [`choose`].
 pub fn narrow(inputs: &[PathBuf], choices: &[Option<usize>]) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for (i, p) in inputs.iter().enumerate() {
-        match choose(p, choices.get(i).copied().flatten())? {
-            Some(dirs) => out.extend(dirs),
-            None => out.push(p.clone()),
+        let paths = match choose(p, choices.get(i).copied().flatten())? {
+            Some(dirs) => dirs,
+            None => vec![p.clone()],
+        };
+        for p in paths {
+            if seen.insert(std::fs::canonicalize(&p).unwrap_or_else(|_| p.clone())) {
+                out.push(p);
+            }
         }
     }
     Ok(out)

@@ -27,7 +27,7 @@ pub fn export(a: &ExportArgs, format: Format) -> anyhow::Result<()> {
         .with_context(|| format!("-o {}", a.output.display()))?;
     let out =
         std::fs::canonicalize(&a.output).with_context(|| format!("-o {}", a.output.display()))?;
-    // an input given twice (or two inputs holding the same capture) is exported once
+    // two inputs holding the same capture (a run directory and its process directory): once
     let mut seen = std::collections::HashSet::new();
     captures.retain(|c| seen.insert(std::fs::canonicalize(c).unwrap_or_else(|_| c.clone())));
     // a process directory already in the output is never added to: a second dump beside the

@@ -37,14 +37,9 @@ pub fn resolve_paths(
         (!index.is_empty()).then_some(&index as _);
     let mut captures = Vec::new();
     let mut dumps = Vec::new();
-    // an input given twice (`run run --run 1,1`) is read once: a process is never exported or
-    // compared with itself as another
-    let mut seen = std::collections::HashSet::new();
+    // a run directory and one of its process directories both given: its capture once
     let mut seen_captures = std::collections::HashSet::new();
     for input in &crate::run_select::narrow(inputs, choices)? {
-        if !seen.insert(std::fs::canonicalize(input).unwrap_or_else(|_| input.clone())) {
-            continue;
-        }
         for f in crate::capture_input::find(input).map_err(|e| anyhow!("{e}"))? {
             if let Some(d) = &f.dir {
                 if !seen_captures.insert(std::fs::canonicalize(d).unwrap_or_else(|_| d.clone())) {
