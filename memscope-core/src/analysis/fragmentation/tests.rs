@@ -53,6 +53,21 @@ impl Feed {
     }
 }
 
+/// A 1 MiB PTA block with the pool's own figures (8 MiB reserved) and no HAL row beneath.
+fn pool_block_without_hal() -> Event {
+    let mut ev = Event::new(EventType::Pta, 1, 1, 1);
+    ev.device = Device::Npu(0);
+    ev.ptr = Some(0x10);
+    ev.attrs = Attrs::Memory(MemoryAttrs {
+        addr: 0x10,
+        size: MIB,
+        used: Some(MIB as i64),
+        total: Some(8 * MIB as i64),
+        ..MemoryAttrs::default()
+    });
+    ev
+}
+
 /// One 390 MiB segment holding 64 MiB and 1 MiB blocks in turn (6 of each).
 fn interleaved(f: &mut Feed) -> Vec<u64> {
     f.mem(EventKind::Malloc, EventType::Hal, SEG, 390 * MIB);
@@ -162,17 +177,7 @@ fn merging_frees_and_a_released_segment_keep_the_extents_right() {
 #[test]
 fn without_hal_rows_the_pools_own_figures_are_used_and_extents_are_unknown() {
     let mut f = Feed::new();
-    let mut ev = Event::new(EventType::Pta, 1, 1, 1);
-    ev.device = Device::Npu(0);
-    ev.ptr = Some(0x10);
-    ev.attrs = Attrs::Memory(MemoryAttrs {
-        addr: 0x10,
-        size: MIB,
-        used: Some(MIB as i64),
-        total: Some(8 * MIB as i64),
-        ..MemoryAttrs::default()
-    });
-    f.push(ev);
+    f.push(pool_block_without_hal());
     let (_, fig) = f.layer.figures()[0];
     assert_eq!(
         (fig.reserved, fig.free, fig.largest),
@@ -217,17 +222,7 @@ fn a_request_without_extents_is_enough_free_bytes_not_fragmentation() {
     // fragmentation, a request of the user's own is not judged as one
     let mut f = Feed::new();
     f.layer = FragmentationLayer::new(false).with_request(2 * MIB, None);
-    let mut ev = Event::new(EventType::Pta, 1, 1, 1);
-    ev.device = Device::Npu(0);
-    ev.ptr = Some(0x10);
-    ev.attrs = Attrs::Memory(MemoryAttrs {
-        addr: 0x10,
-        size: MIB,
-        used: Some(MIB as i64),
-        total: Some(8 * MIB as i64),
-        ..MemoryAttrs::default()
-    });
-    f.push(ev);
+    f.push(pool_block_without_hal());
     let mut report = Vec::new();
     f.layer
         .finish(&BusCtx::default(), &mut Vec::new(), &mut report)
