@@ -256,16 +256,10 @@ pub fn raw_options(v: &Value) -> Result<RawOptions, ConfigError> {
     }
     let mut stacks = Vec::new();
     if flag(o, "enableCStack")?.unwrap_or(false) {
-        stacks.push(format!(
-            "c:{}",
-            uint(o, "cStackDepth")?.unwrap_or(0).min(1000)
-        ));
+        stacks.push(format!("c:{}", uint(o, "cStackDepth")?.unwrap_or(0)));
     }
     if flag(o, "enablePyStack")?.unwrap_or(false) {
-        stacks.push(format!(
-            "python:{}",
-            uint(o, "pyStackDepth")?.unwrap_or(0).min(1000)
-        ));
+        stacks.push(format!("python:{}", uint(o, "pyStackDepth")?.unwrap_or(0)));
     }
     if o.contains_key("enableCStack") || o.contains_key("enablePyStack") {
         r.call_stack = Some(stacks.join(","));
@@ -273,10 +267,8 @@ pub fn raw_options(v: &Value) -> Result<RawOptions, ConfigError> {
     if let Some(m) = uint(o, "analysisType")? {
         let mut a = names(m, &[(0, "leaks"), (1, "decompose"), (2, "inefficient")]);
         if m & 8 != 0 {
+            // its range is checked with every key's (msmemscope_types)
             let k = uint(o, "oomTopK")?.unwrap_or(10);
-            if !(1..=1000).contains(&k) {
-                return Err(err("oomTopK", format!("{k} is not from 1 to 1000")));
-            }
             if !a.is_empty() {
                 a.push(',');
             }
