@@ -9,6 +9,20 @@ use std::process::Command;
 /// Compiles `tests/programs/<name>.c|.cpp` with `flags` into `<name><suffix>` (no extra
 /// libraries: these programs only need libc/libstdc++).
 pub fn build(name: &str, suffix: &str, flags: &[&str]) -> PathBuf {
+    // Once per test binary: a rebuild renames a new file over a program another test may be
+    // running, whose stacks are then symbolised from "… (deleted)" (as memscope_tests::compile)
+    static BUILT: std::sync::Mutex<Vec<(String, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+    let key = format!("{name}|{suffix}|{flags:?}");
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, p)) = built.iter().find(|(k, _)| *k == key) {
+        return p.clone();
+    }
+    let out = build_now(name, suffix, flags);
+    built.push((key, out.clone()));
+    out
+}
+
+fn build_now(name: &str, suffix: &str, flags: &[&str]) -> PathBuf {
     let dir = programs_dir();
     std::fs::create_dir_all(&dir).unwrap();
     let c = repo_root().join("tests/programs").join(format!("{name}.c"));
