@@ -10,18 +10,18 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, Result};
 use clap::{Args, Subcommand, ValueEnum};
 
-use memscope_core::analysis::decompose::{write_decompose_csv, DecomposeLayer};
-use memscope_core::analysis::gap::GapLayer;
-use memscope_core::analysis::inefficient::IneffRule;
-use memscope_core::analysis::inefficient_layer::InefficientLayer;
-use memscope_core::analysis::leak_range::RangeLeakLayer;
-use memscope_core::analysis::leaks::LeakLayer;
-use memscope_core::analysis::offline::run_layers_in;
-use memscope_core::analysis::{parse_types, IneffConfig};
+use memscope_analysis::decompose::{write_decompose_csv, DecomposeLayer};
+use memscope_analysis::gap::GapLayer;
+use memscope_analysis::inefficient::IneffRule;
+use memscope_analysis::inefficient_layer::InefficientLayer;
+use memscope_analysis::leak_range::RangeLeakLayer;
+use memscope_analysis::leaks::LeakLayer;
+use memscope_analysis::offline::run_layers_in;
+use memscope_analysis::{parse_types, IneffConfig};
 use memscope_core::bus::{Layer, ReportSection};
 use memscope_core::event::Inefficiency;
-use memscope_core::reader::{DumpFile, Order, ReadOptions};
 use memscope_core::sanitize::escape_controls;
+use memscope_dump::reader::{DumpFile, Order, ReadOptions};
 
 #[path = "analyze/annotate.rs"]
 mod annotate;

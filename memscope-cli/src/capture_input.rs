@@ -1,6 +1,6 @@
 //! Kept captures as inputs of `memscope report` and of the viewer exports (`memscope export
 //! --to memory-viz|perfetto|parquet`), TEAM contract 3: the captures under the inputs are
-//! found here and replayed through [`crate::collector::replay::replay_capture`] (the typing of
+//! found here and replayed through [`memscope_collect::replay::replay_capture`] (the typing of
 //! `memscope run`, HOST events included).
 //!
 //! Rule where a process directory holds both dumps and a capture: the capture is read and the
@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use memscope_core::event::Event;
-use memscope_core::reader::{ConsumerError, ProcessEvents};
+use memscope_dump::reader::{ConsumerError, ProcessEvents};
 
-use crate::collector::replay::{capture_process, replay_capture};
+use memscope_collect::replay::{capture_process, replay_capture};
 
 /// Deepest directory level searched for captures below an input directory (the exports'
 /// dump walk goes as deep).
@@ -62,7 +62,9 @@ impl ProcessEvents for CaptureEvents {
         &self,
         visit: &mut dyn FnMut(Event) -> Result<(), ConsumerError>,
     ) -> Result<(), ConsumerError> {
-        let p = replay_capture(&self.path, &mut |_, ev| visit(ev))?;
+        let p = replay_capture(&self.path, &crate::builtin::REGISTRY, &mut |_, ev| {
+            visit(ev)
+        })?;
         if !p.complete && first_warning(&self.path) {
             // a reader of any view must know it sees part of the process (once per command:
             // the analysis and its summary replay the same capture)
@@ -97,7 +99,7 @@ pub struct Found {
 }
 
 fn is_capture(p: &Path) -> bool {
-    p.extension().and_then(|e| e.to_str()) == Some(memscope_core::capture::EXTENSION)
+    p.extension().and_then(|e| e.to_str()) == Some(memscope_stream::capture::EXTENSION)
 }
 
 fn process_dir(capture: &Path) -> Option<PathBuf> {

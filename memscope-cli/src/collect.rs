@@ -18,8 +18,8 @@
 //!   for `--events traceback` a bootstrap `sitecustomize` that starts the tracer in every Python
 //!   process of the job (chaining to the job's own `sitecustomize`).
 
-use crate::collector::Collector;
-use memscope_core::config::{RawOptions, RunConfig};
+use memscope_collect::config::{RawOptions, RunConfig};
+use memscope_collect::Collector;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -144,7 +144,7 @@ pub fn collect(a: &CollectArgs) -> ExitCode {
     if !a.spool.is_dir() {
         return fail(format!("spool {}: not a directory", a.spool.display()));
     }
-    if let Err(e) = memscope_core::layout::create_dir_0750(&cfg.output_path) {
+    if let Err(e) = memscope_dump::layout::create_dir_0750(&cfg.output_path) {
         return fail(format!("--output-path {}: {e}", cfg.output_path.display()));
     }
     // Once its collector lock is ours, the spool is ours: removed on every way out, a panic's
@@ -174,7 +174,13 @@ pub fn collect(a: &CollectArgs) -> ExitCode {
         Some(path) => with_windows(crate::run::analysis_factory(), path),
         None => crate::run::analysis_factory(),
     };
-    let mut collector = Collector::new(a.spool.clone(), Arc::new(cfg), devices, analyses);
+    let mut collector = Collector::new(
+        a.spool.clone(),
+        Arc::new(cfg),
+        devices,
+        analyses,
+        crate::builtin::REGISTRY,
+    );
     let mut last_flush = Instant::now();
     let mut gone_at: Option<Instant> = None;
     let barrier = a.spool.join("barrier");
@@ -184,7 +190,7 @@ pub fn collect(a: &CollectArgs) -> ExitCode {
         // to be in the files: records wait one reorder window before they are emitted, and a
         // collector with a backlog emits it over several rounds, so the barrier is met by the
         // first round that starts a window after it was seen and catches up.
-        let window = Duration::from_nanos(crate::collector::REORDER_WINDOW_NS);
+        let window = Duration::from_nanos(memscope_collect::REORDER_WINDOW_NS);
         let barrier_due =
             barrier_since.is_some_and(|t| t.elapsed() > window + Duration::from_millis(20));
         let progressed = collector.poll();
@@ -262,18 +268,16 @@ fn job_command(pid: u32) -> Vec<String> {
 
 /// `base`'s layers plus the per-window figures written to `path` (`--windows`).
 fn with_windows(
-    base: crate::collector::AnalysisFactory,
+    base: memscope_collect::AnalysisFactory,
     path: PathBuf,
-) -> crate::collector::AnalysisFactory {
+) -> memscope_collect::AnalysisFactory {
     Arc::new(move |cfg: &RunConfig, project: &Path| {
         let mut v = base(cfg, project);
         // first: the inefficient layer holds events back, and a window's STOP_TRACE must be
         // handled as soon as the barrier makes the collector write everything
         v.insert(
             0,
-            Box::new(memscope_core::analysis::windows::WindowsLayer::new(
-                path.clone(),
-            )),
+            Box::new(memscope_analysis::windows::WindowsLayer::new(path.clone())),
         );
         v
     })
@@ -354,7 +358,7 @@ pub fn python_env(cmd: &mut Command, cfg: &RunConfig, spool: &Path) -> Result<()
         return Ok(());
     }
     let boot = spool.join("pyboot");
-    memscope_core::layout::create_dir_0750(&boot)
+    memscope_dump::layout::create_dir_0750(&boot)
         .and_then(|()| std::fs::write(boot.join("sitecustomize.py"), SITECUSTOMIZE))
         .and_then(|()| std::fs::write(boot.join("memscope_torch_hooks.py"), TORCH_HOOKS))
         .and_then(|()| std::fs::write(boot.join("memscope_framework_hooks.py"), FRAMEWORK_HOOKS))
@@ -400,7 +404,7 @@ fn torch_hooks_wanted(cfg: &RunConfig) -> bool {
 /// `.db` beside it; then one-line warnings about Python options that could not take effect:
 /// `--events traceback` with no Python process traced (the job is not Python, or runs it with
 /// `-S`/`-I`, which skip the bootstrap).
-pub fn finish_python(cfg: &RunConfig, summaries: &[crate::collector::process::ProcessSummary]) {
+pub fn finish_python(cfg: &RunConfig, summaries: &[memscope_collect::process::ProcessSummary]) {
     let mut traces = Vec::new();
     for s in summaries {
         // the process's own format: `memscope.config(format="db")` may differ from the run's

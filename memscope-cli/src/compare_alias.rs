@@ -101,7 +101,7 @@ pub fn rewrite(args: &[String]) -> Result<Alias, String> {
             }
             "--log-level" => {
                 let v = value(args, &mut i, inline, "--log-level")?;
-                memscope_core::config::LogLevel::parse(v).map_err(|e| e.0)?;
+                memscope_collect::config::LogLevel::parse(v).map_err(|e| e.0)?;
                 log_level = Some(v.to_owned());
             }
             _ if a.starts_with("-i") && a.len() > 2 => inputs = Some(a[2..].to_owned()),

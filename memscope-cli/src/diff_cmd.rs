@@ -13,10 +13,10 @@ use anyhow::{anyhow, Result};
 use clap::Args;
 use serde_json::{json, Value};
 
-use memscope_core::analysis::diff::{diff, signed_size, size, totals, DiffRow};
-use memscope_core::analysis::figures::Site;
-use memscope_core::analysis::live_points::{By, LivePointsLayer, Point, Snapshot};
-use memscope_core::analysis::thresholds::{parse_size, Crossing};
+use memscope_analysis::diff::{diff, signed_size, size, totals, DiffRow};
+use memscope_analysis::figures::Site;
+use memscope_analysis::live_points::{By, LivePointsLayer, Point, Snapshot};
+use memscope_analysis::thresholds::{parse_size, Crossing};
 use memscope_core::sanitize::escape_controls;
 use memscope_export::ProcessInput;
 

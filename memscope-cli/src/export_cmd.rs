@@ -64,8 +64,8 @@ pub struct ExportArgs {
 /// Bad or unreadable inputs, an output that exists or cannot be written — one line naming it.
 pub fn run(a: &ExportArgs) -> anyhow::Result<()> {
     match a.to {
-        ExportFormat::Csv => export::dumps::export(a, memscope_core::config::Format::Csv),
-        ExportFormat::Db => export::dumps::export(a, memscope_core::config::Format::Db),
+        ExportFormat::Csv => export::dumps::export(a, memscope_collect::config::Format::Csv),
+        ExportFormat::Db => export::dumps::export(a, memscope_collect::config::Format::Db),
         ExportFormat::MemoryViz => export::memory_viz::export(a),
         ExportFormat::Perfetto => export::perfetto::export(a),
         ExportFormat::Parquet => export::parquet::export(a),

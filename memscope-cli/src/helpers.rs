@@ -11,7 +11,7 @@
 //! memscope's own CLI. `MEMSCOPE_HELPERS=name,…` adds program names; `MEMSCOPE_HELPERS=none`
 //! lists every process as before.
 
-use crate::collector::process::ProcessSummary;
+use memscope_collect::process::ProcessSummary;
 use std::collections::BTreeMap;
 use std::path::Path;
 

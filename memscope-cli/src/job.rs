@@ -3,7 +3,7 @@
 //! tree) plus every traced process (a stream in the spool), for forwarding SIGINT/SIGTERM/SIGHUP
 //! to the whole job and for reaping orphans that were reparented to `memscope`.
 
-use crate::collector::Collector;
+use memscope_collect::Collector;
 use nix::sys::signal::{kill, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag};
 use nix::unistd::Pid;
@@ -100,14 +100,7 @@ pub fn signal_all(pids: &BTreeSet<u32>, sig: Signal, skip_own_group: bool) -> us
         .count()
 }
 
-/// How a process ended, as its parent's `wait` saw it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ended {
-    /// `exit(code)`.
-    Exited(i32),
-    /// Killed by this signal number.
-    Signaled(i32),
-}
+pub use memscope_collect::Ended;
 
 /// Reaps the zombies among `memscope`'s children other than `direct` (the job's own process,
 /// which `std::process::Child` waits for): ranks reparented here by [`become_subreaper`].
@@ -145,7 +138,7 @@ impl Teardown {
     /// `grace`.
     pub fn new(direct: u32, spool: &std::path::Path, grace: Duration) -> Teardown {
         use std::os::unix::ffi::OsStrExt;
-        let mut spool_env = format!("{}=", memscope_core::probe_env::ENV_SPOOL).into_bytes();
+        let mut spool_env = format!("{}=", memscope_wire::probe_env::ENV_SPOOL).into_bytes();
         spool_env.extend_from_slice(spool.as_os_str().as_bytes());
         Teardown {
             direct,
@@ -164,7 +157,7 @@ impl Teardown {
         let outside: Vec<u32> = collector
             .traced_pids()
             .into_iter()
-            .filter(|p| !t.contains(p) && crate::collector::pid_alive(*p))
+            .filter(|p| !t.contains(p) && memscope_collect::pid_alive(*p))
             .collect();
         t.extend(outside.into_iter().filter(|p| self.is_ours(*p)));
         t

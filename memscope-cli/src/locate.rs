@@ -1,7 +1,7 @@
 //! Where `memscope run` finds what it launches: the probe library, the shipped plugins beside
 //! it, and the job's program on `PATH`.
 
-use memscope_core::config::RunConfig;
+use memscope_collect::config::RunConfig;
 use std::path::{Path, PathBuf};
 
 /// Finds `libmemscope_probe.so`: `$MEMSCOPE_PROBE_PATH`, then next to the `memscope`
@@ -36,7 +36,7 @@ pub fn find_probe() -> Result<PathBuf, String> {
     })
 }
 
-/// Puts the library of every selected shipped plugin ([`memscope_core::adapter::SHIPPED_PLUGINS`],
+/// Puts the library of every selected shipped plugin ([`memscope_collect::adapter::SHIPPED_PLUGINS`],
 /// found next to `probe`) on the plugin list, once.
 ///
 /// # Errors

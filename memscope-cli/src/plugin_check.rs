@@ -49,7 +49,7 @@ const OFF_NAME: u64 = 16;
 /// One line naming the file and what is wrong.
 pub fn describe(path: &Path) -> Result<PluginInfo, String> {
     let name = path.display();
-    let data = memscope_core::reader::limits::read_file_by_size(path, MAX_LIBRARY_BYTES)
+    let data = memscope_dump::reader::limits::read_file_by_size(path, MAX_LIBRARY_BYTES)
         .map_err(|e| format!("--adapter-path {name}: {e}"))?;
     let file = object::File::parse(&*data)
         .map_err(|e| format!("--adapter-path {name}: not a shared library ({e})"))?;
@@ -118,7 +118,7 @@ fn header_name(file: &object::File<'_>, at: u64) -> Option<String> {
 /// One line naming the file.
 pub fn check_probe(path: &Path) -> Result<(), String> {
     let name = path.display();
-    let data = memscope_core::reader::limits::read_file_by_size(path, MAX_LIBRARY_BYTES)
+    let data = memscope_dump::reader::limits::read_file_by_size(path, MAX_LIBRARY_BYTES)
         .map_err(|e| format!("MEMSCOPE_PROBE_PATH={name}: {e}"))?;
     let file = object::File::parse(&*data)
         .map_err(|e| format!("MEMSCOPE_PROBE_PATH={name}: not a shared library ({e})"))?;

@@ -6,8 +6,8 @@
 //! per-process summary goes to `memscope_summary_<ts>_<memscope pid>.txt` at the output root (the
 //! process logs hold it too).
 
-use crate::collector::process::ProcessSummary;
-use memscope_core::run_index::ProcessEntry;
+use memscope_collect::process::ProcessSummary;
+use memscope_dump::run_index::ProcessEntry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 

@@ -2,10 +2,10 @@
 //! the outputs the run would have written (dumps, captures, logs, analyses), from the stream
 //! files and the run's configuration that `run` stored in the spool (`run.json`) at start.
 
-use crate::collector::pipeline::INCOMPLETE_MARKER;
-use crate::collector::Collector;
-use memscope_core::config::{ConfigFile, RawOptions, RunConfig};
-use memscope_core::spool::{self, StreamFile};
+use memscope_collect::config::{ConfigFile, RawOptions, RunConfig};
+use memscope_collect::pipeline::INCOMPLETE_MARKER;
+use memscope_collect::Collector;
+use memscope_stream::spool::{self, StreamFile};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -59,7 +59,7 @@ pub fn write_run_info(
     };
     let path = spool.join(spool::RUN_INFO);
     let text = serde_json::to_vec_pretty(&info).map_err(|e| e.to_string())?;
-    memscope_core::layout::create_new_0600(&path)
+    memscope_dump::layout::create_new_0600(&path)
         .and_then(|(mut f, _)| std::io::Write::write_all(&mut f, &text))
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
@@ -134,7 +134,7 @@ fn load_config(spool_dir: &Path) -> Result<(RunConfig, RunInfo), String> {
 /// Processes whose outputs were complete before the recover: header and output directory.
 /// Processes whose outputs were complete before the recover: header, output directory and the
 /// executables of all their images (a helper is known by all of them).
-type Complete = Vec<(memscope_core::spool::StreamHeader, PathBuf, Vec<String>)>;
+type Complete = Vec<(memscope_stream::spool::StreamHeader, PathBuf, Vec<String>)>;
 
 /// Checks that nobody follows or writes the spool any more; returns the pids whose outputs
 /// are complete already (skipped), with their headers and directories, after removing
@@ -166,7 +166,7 @@ fn prepare(spool_dir: &Path, cfg: &RunConfig) -> Result<(HashSet<u32>, Complete)
     for e in rd.flatten() {
         let p = e.path();
         let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if name.ends_with(&format!(".{}", memscope_core::capture::EXTENSION)) {
+        if name.ends_with(&format!(".{}", memscope_stream::capture::EXTENSION)) {
             let _ = std::fs::remove_file(&p);
             continue;
         }
@@ -183,8 +183,8 @@ fn prepare(spool_dir: &Path, cfg: &RunConfig) -> Result<(HashSet<u32>, Complete)
         }
         let Ok(Some(h)) = s.header() else { continue };
         image_exes.entry(h.pid).or_default().push(h.exe.clone());
-        let ts = memscope_core::layout::timestamp_name(h.start_ns);
-        let dir = memscope_core::layout::project_dir(&cfg.output_path, h.pid, &ts);
+        let ts = memscope_dump::layout::timestamp_name(h.start_ns);
+        let dir = memscope_dump::layout::project_dir(&cfg.output_path, h.pid, &ts);
         if dir.join(INCOMPLETE_MARKER).exists() {
             std::fs::remove_dir_all(&dir)
                 .map_err(|e| format!("cannot remove the incomplete {}: {e}", dir.display()))?;
@@ -227,6 +227,7 @@ pub fn run(a: &RecoverArgs) -> ExitCode {
             std::sync::Arc::new(cfg),
             info.visible_devices.clone(),
             crate::run::analysis_factory(),
+            crate::builtin::REGISTRY,
         );
         c.skip_pids(skip.clone());
         let mut summaries = c.finish();

@@ -9,9 +9,9 @@
 //! file, and distinct IDs for the process). The job's exit code is its first process's, as its
 //! probe recorded it at `exit`; `-1` when no process recorded it.
 
-use crate::collector::process::ProcessSummary;
-use memscope_core::reader::{DumpFile, Order, ReadOptions};
-use memscope_core::spool::StreamHeader;
+use memscope_collect::process::ProcessSummary;
+use memscope_dump::reader::{DumpFile, Order, ReadOptions};
+use memscope_stream::spool::StreamHeader;
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 

@@ -6,7 +6,7 @@
 
 use crate::builtin::descriptors;
 use crate::plugin_check::{self, PluginInfo};
-use memscope_core::config::DEFAULT_ADAPTERS;
+use memscope_collect::config::DEFAULT_ADAPTERS;
 use std::path::{Path, PathBuf};
 
 /// Where an adapter comes from.
@@ -70,9 +70,9 @@ pub fn builtin() -> Vec<Entry> {
         .collect()
 }
 
-/// The adapters shipped as plugins ([`memscope_core::adapter::SHIPPED_PLUGINS`]).
+/// The adapters shipped as plugins ([`memscope_collect::adapter::SHIPPED_PLUGINS`]).
 pub fn shipped() -> Vec<Entry> {
-    memscope_core::adapter::SHIPPED_PLUGINS
+    memscope_collect::adapter::SHIPPED_PLUGINS
         .iter()
         .map(|p| Entry {
             name: p.name.to_owned(),

@@ -2,11 +2,11 @@
 //! its streams live, and print the summary. Exit code: the job's own (128+N if killed by signal
 //! N); 2 for bad input, with nothing launched.
 
-use crate::collector::{AnalysisFactory, Collector};
-use memscope_core::config::{LogLevel, RawOptions, RunConfig};
-use memscope_core::layout;
-use memscope_core::probe_env as env;
-use memscope_core::safe_fs::{Dir, DIR_MODE};
+use memscope_collect::config::{LogLevel, RawOptions, RunConfig};
+use memscope_collect::{AnalysisFactory, Collector};
+use memscope_dump::layout;
+use memscope_dump::safe_fs::{Dir, DIR_MODE};
+use memscope_wire::probe_env as env;
 use signal_hook::iterator::exfiltrator::WithOrigin;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -182,7 +182,7 @@ fn configure(a: &RunArgs) -> Result<(RunConfig, String), String> {
 /// not record one of their own.
 fn visible_devices() -> Vec<u32> {
     std::env::var("ASCEND_RT_VISIBLE_DEVICES")
-        .map(|v| memscope_core::probe_env::parse_visible_devices(&v))
+        .map(|v| memscope_wire::probe_env::parse_visible_devices(&v))
         .unwrap_or_default()
 }
 
@@ -220,8 +220,8 @@ pub fn run(a: RunArgs) -> ExitCode {
         return usage_error(format!("program {program:?} is a directory"));
     }
     // Statically linked programs (and, with HOST, programs with their own malloc) (issue 4).
-    let host = cfg.has_adapter(memscope_core::adapter::AdapterId::Host);
-    for w in crate::builtin::wiring::preflight_warnings(&program_path, host) {
+    let host = cfg.has_adapter(memscope_wire::AdapterId::Host);
+    for w in crate::builtin::preflight_warnings(&program_path, host) {
         eprintln!("{w}");
     }
     let probe = match find_probe() {
@@ -275,9 +275,9 @@ pub fn run(a: RunArgs) -> ExitCode {
 /// collector after attribution and before the dump is written; their reports end the run's
 /// summary and the process log. `--steps` keeps them on (msMemScope turns every analysis off).
 pub(crate) fn analysis_factory() -> AnalysisFactory {
-    use memscope_core::analysis::{online_layers, AnalysisConfig, AnalysisKind};
+    use memscope_analysis::{online_layers, AnalysisConfig, AnalysisKind};
     Arc::new(|cfg: &RunConfig, project: &Path| {
-        use memscope_core::adapter::AdapterId;
+        use memscope_wire::AdapterId;
         let a = cfg.analysis;
         // Leak and gap analyses judge pools and driver memory: without those sources they would
         // only print empty sections (HOST has its own leak summary).
@@ -343,8 +343,8 @@ fn job_command(
         .env(
             env::ENV_COLLECT_MODE,
             match cfg.collect_mode {
-                memscope_core::config::CollectMode::Immediate => "immediate",
-                memscope_core::config::CollectMode::Deferred => "deferred",
+                memscope_collect::config::CollectMode::Immediate => "immediate",
+                memscope_collect::config::CollectMode::Deferred => "deferred",
             },
         )
         .env(env::ENV_C_STACK, cfg.call_stack.c.unwrap_or(0).to_string())
@@ -444,6 +444,7 @@ fn launch_and_collect(
         Arc::new(cfg.clone()),
         visible_devices(),
         analyses,
+        crate::builtin::REGISTRY,
     );
     let mut status = None;
     let mut last_flush = Instant::now();

@@ -1,9 +1,9 @@
-//! Writes the run index (`memscope_run.json`, [`memscope_core::run_index`]) at the end of
+//! Writes the run index (`memscope_run.json`, [`memscope_dump::run_index`]) at the end of
 //! `memscope run` (issue 18), from the processes' summaries and how they ended.
 
-use crate::collector::process::ProcessSummary;
 use crate::job::Ended;
-use memscope_core::run_index::{self, FileEntry, ProcessEntry, RunEntry};
+use memscope_collect::process::ProcessSummary;
+use memscope_dump::run_index::{self, FileEntry, ProcessEntry, RunEntry};
 use std::collections::BTreeMap;
 use std::path::Path;
 

@@ -8,8 +8,8 @@
 //! instead of putting the runs on one time axis or treating them as ranks of one job.
 
 use anyhow::{anyhow, Result};
-use memscope_core::run_index::{self, RunEntry};
 use memscope_core::sanitize::escape_controls;
+use memscope_dump::run_index::{self, RunEntry};
 use std::path::{Path, PathBuf};
 
 /// Runs listed on the console (the newest ones).
@@ -182,7 +182,7 @@ pub fn choose(root: &Path, choice: Option<usize>) -> Result<Option<Vec<PathBuf>>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use memscope_core::run_index::{append, ProcessEntry};
+    use memscope_dump::run_index::{append, ProcessEntry};
 
     fn add_run(root: &Path, pid: u32, start: u64) {
         let dir = format!("msmemscope_{pid}_20261201000000_ascend");

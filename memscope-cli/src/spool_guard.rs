@@ -52,10 +52,10 @@ pub(crate) fn live_writers(spool: &Path) -> Vec<u32> {
         .flatten()
         .filter_map(|e| {
             let name = e.file_name().to_str()?.to_owned();
-            let pid = memscope_core::spool::pid_of_stream_name(&name)?;
+            let pid = memscope_stream::spool::pid_of_stream_name(&name)?;
             let f = std::fs::File::open(e.path()).ok()?;
             let held = matches!(f.try_lock_shared(), Err(std::fs::TryLockError::WouldBlock));
-            (held && crate::collector::pid_alive(pid)).then_some(pid)
+            (held && memscope_collect::pid_alive(pid)).then_some(pid)
         })
         .collect();
     pids.sort_unstable();
@@ -102,7 +102,7 @@ impl Drop for SpoolGuard {
 /// The file cannot be created or locked.
 pub fn hold_collector_lock(spool: &Path) -> Result<std::fs::File, String> {
     use std::os::unix::fs::OpenOptionsExt;
-    let path = spool.join(memscope_core::spool::COLLECTOR_LOCK);
+    let path = spool.join(memscope_stream::spool::COLLECTOR_LOCK);
     let f = std::fs::OpenOptions::new()
         .read(true)
         .write(true)

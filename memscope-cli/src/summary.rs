@@ -9,7 +9,7 @@
 //!
 //! Printing never panics and never passes control characters through (`crate::out`).
 
-use crate::collector::process::ProcessSummary;
+use memscope_collect::process::ProcessSummary;
 use memscope_core::event::EventKind;
 use memscope_core::sanitize::escape_controls;
 use std::collections::BTreeMap;
@@ -83,9 +83,9 @@ pub fn print_processes(procs: &[ProcessSummary]) {
 /// # Errors
 /// The file cannot be created or written (one line naming it).
 pub fn write_full(root: &Path, procs: &[ProcessSummary], head: &str) -> Result<PathBuf, String> {
-    let ts = memscope_core::layout::timestamp_name(crate::run_index::now_ns());
+    let ts = memscope_dump::layout::timestamp_name(crate::run_index::now_ns());
     let path = root.join(format!("memscope_summary_{ts}_{}.txt", std::process::id()));
-    let (mut f, _) = memscope_core::layout::create_new_0600(&path)
+    let (mut f, _) = memscope_dump::layout::create_new_0600(&path)
         .map_err(|e| format!("{}: {e}", path.display()))?;
     let listed: Vec<ProcessSummary> = procs.iter().filter(|p| listed(p)).cloned().collect();
     std::io::Write::write_all(&mut f, format!("{head}\n").as_bytes())

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use memscope_core::event::Device;
-use memscope_core::reader::{ProcessEvents, ReadError};
+use memscope_dump::reader::{ProcessEvents, ReadError};
 
 use crate::error::ExportError;
 use crate::input::{node_of, PidFilter, ProcessInput};
@@ -114,7 +114,7 @@ pub(crate) fn replay(
 mod tests {
     use super::*;
     use memscope_core::event::{Event, EventType};
-    use memscope_core::reader::ConsumerError;
+    use memscope_dump::reader::ConsumerError;
     use std::path::Path;
 
     #[derive(Debug)]

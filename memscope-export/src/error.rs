@@ -1,6 +1,6 @@
 //! The exporters' error: one line naming the input or output at fault.
 
-use memscope_core::reader::ReadError;
+use memscope_dump::reader::ReadError;
 
 /// Why an export failed.
 #[derive(Debug, thiserror::Error)]

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use memscope_core::event::Device;
-use memscope_core::reader::{DumpFile, DumpFormat, Order, ProcessEvents, ReadOptions};
+use memscope_dump::reader::{DumpFile, DumpFormat, Order, ProcessEvents, ReadOptions};
 
 use crate::captured::{self, Captured};
 use crate::error::ExportError;

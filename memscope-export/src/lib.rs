@@ -4,7 +4,7 @@
 //! * [`input`] finds the traced processes of the inputs (run output directories, dump files)
 //!   and what is known of each: pid, devices, rank ([`rank`]), node.
 //! * [`captured`]: kept captures as inputs, replayed by the caller's
-//!   [`memscope_core::reader::ProcessEvents`] (memscope-cli's capture replay).
+//!   [`memscope_dump::reader::ProcessEvents`] (memscope-cli's capture replay).
 //! * [`replay`] feeds one process's [`memscope_core::event::Event`]s in ID order, merging the
 //!   process's per-device dump files (device-less rows, copied into every file, come once).
 //!   Exporters are consumers of these per-process streams, so a capture replay plugs in as one

@@ -2,13 +2,13 @@
 //! only when complete, never over an existing file: a viewer or engine never meets a
 //! half-written output, and nothing the user already has is lost. As everywhere memscope
 //! writes (issue 17, M1), no symbolic link is followed: directories are walked and created
-//! with `memscope_core::safe_fs`, files created `O_EXCL|O_NOFOLLOW` relative to their folder.
+//! with `memscope_dump::safe_fs`, files created `O_EXCL|O_NOFOLLOW` relative to their folder.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use memscope_core::safe_fs::{split_file, Dir};
+use memscope_dump::safe_fs::{split_file, Dir};
 
 use crate::error::ExportError;
 

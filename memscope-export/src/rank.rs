@@ -155,7 +155,7 @@ pub fn collisions(procs: &[(String, RankInfo, Option<u32>)]) -> Vec<String> {
     notes
 }
 
-/// The [`RunIndex`] of `memscope run`'s `memscope_run.json` ([`memscope_core::run_index`]):
+/// The [`RunIndex`] of `memscope run`'s `memscope_run.json` ([`memscope_dump::run_index`]):
 /// the rank of each process its runs list, found by its output directory (or, for loose
 /// files, by a pid that names one process only).
 #[derive(Debug, Default)]
@@ -188,12 +188,12 @@ impl RunIndexFiles {
         roots.sort();
         roots.dedup();
         for root in roots {
-            let Some(file) = memscope_core::run_index::read(&root).map_err(|e| e.to_string())?
+            let Some(file) = memscope_dump::run_index::read(&root).map_err(|e| e.to_string())?
             else {
                 continue;
             };
             idx.files
-                .push(root.join(memscope_core::run_index::FILE_NAME));
+                .push(root.join(memscope_dump::run_index::FILE_NAME));
             for p in file.runs.iter().flat_map(|r| &r.processes) {
                 let Some(rank) = p.rank else {
                     continue;
@@ -310,7 +310,7 @@ mod tests {
 
     #[test]
     fn run_index_files_give_the_rank_of_each_process_directory_and_unique_pid() {
-        use memscope_core::run_index::{append, ProcessEntry, RunEntry};
+        use memscope_dump::run_index::{append, ProcessEntry, RunEntry};
         let d = tempfile::tempdir().unwrap();
         let dir = d.path().join("msmemscope_11_20261201000000_ascend");
         std::fs::create_dir(&dir).unwrap();

@@ -16,7 +16,7 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 
 use memscope_core::event::{Device, Event};
-use memscope_core::reader::{ConsumerError, DumpFile, Order, ReadError, ReadOptions};
+use memscope_dump::reader::{ConsumerError, DumpFile, Order, ReadError, ReadOptions};
 
 use crate::error::ExportError;
 use crate::input::{PidFilter, ProcessInput};

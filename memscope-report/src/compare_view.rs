@@ -1,11 +1,11 @@
 //! The compare view of a two-run report: memscope-core's compare analysis
-//! ([`memscope_core::analysis::compare`]) at op and at kernel level, its rows (the largest
+//! ([`memscope_analysis::compare`]) at op and at kernel level, its rows (the largest
 //! differences when there are more than the table cap, each with its position in the aligned
 //! sequence) and the totals per name and device.
 
 use std::collections::HashMap;
 
-use memscope_core::analysis::compare::{compare as align, Level, Sequence};
+use memscope_analysis::compare::{compare as align, Level, Sequence};
 
 use crate::model::{CompareAgg, CompareData, CompareLevel, CompareRowData};
 use crate::Budget;

@@ -1,12 +1,12 @@
 //! The +/− view of a two-run report (issue 24): the live memory of each run grouped by
 //! allocation site (innermost Python frame) and by owner, at the end and at each allocator's
 //! peak, compare run minus base run — the figures of `memscope diff`
-//! ([`memscope_core::analysis::diff`]), summed over each run's processes.
+//! ([`memscope_analysis::diff`]), summed over each run's processes.
 
 use serde::Serialize;
 
-use memscope_core::analysis::diff::diff;
-use memscope_core::analysis::live_points::{By, LivePointsLayer, Point, Snapshot};
+use memscope_analysis::diff::diff;
+use memscope_analysis::live_points::{By, LivePointsLayer, Point, Snapshot};
 use memscope_core::bus::{BusCtx, Layer};
 use memscope_core::event::Event;
 

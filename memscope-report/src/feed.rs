@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 use std::sync::mpsc::{sync_channel, Receiver};
 
 use memscope_core::event::Event;
-use memscope_core::reader::{ConsumerError, Order, ReadError, ReadOptions};
+use memscope_dump::reader::{ConsumerError, Order, ReadError, ReadOptions};
 
 use crate::input::Group;
 

@@ -123,7 +123,7 @@ pub const PAGE_MODE: u32 = 0o666;
 
 /// Writes `page` to `path` through a temporary file in the same folder ([`PAGE_MODE`]). An
 /// existing `path` is an error unless `replace`. The folder is opened without following
-/// symbolic links and every step is relative to it ([`memscope_core::safe_fs`]): the page is
+/// symbolic links and every step is relative to it ([`memscope_dump::safe_fs`]): the page is
 /// never written through a link (a link as `path` itself is an existing file, replaced only
 /// with `replace`, and then the link itself, never its target).
 ///
@@ -131,7 +131,7 @@ pub const PAGE_MODE: u32 = 0o666;
 /// [`ReportError::Write`] (a symbolic link in the folder's path included), or
 /// [`ReportError::Input`] when `path` exists.
 pub fn write_new(path: &Path, page: &str, replace: bool) -> Result<PathBuf, ReportError> {
-    use memscope_core::safe_fs::{split_file, Dir};
+    use memscope_dump::safe_fs::{split_file, Dir};
     let werr = |e: std::io::Error| ReportError::Write {
         path: path.display().to_string(),
         source: e,

@@ -16,7 +16,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use memscope_core::reader::{DumpFile, ProcessEvents};
+use memscope_dump::reader::{DumpFile, ProcessEvents};
 
 use crate::ReportError;
 
@@ -209,7 +209,7 @@ pub fn discover(path: &Path) -> Result<RunInput, ReportError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use memscope_core::reader::ConsumerError;
+    use memscope_dump::reader::ConsumerError;
 
     #[test]
     fn dump_files_group_by_process_directory_and_annotated_copies_are_skipped() {

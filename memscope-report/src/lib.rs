@@ -27,9 +27,9 @@ pub mod views;
 
 use std::path::Path;
 
-use memscope_core::analysis::compare::{Level, Sequence, SequenceBuilder};
+use memscope_analysis::compare::{Level, Sequence, SequenceBuilder};
 use memscope_core::event::Event;
-use memscope_core::reader::{ProcessEvents, ReadError};
+use memscope_dump::reader::{ProcessEvents, ReadError};
 
 use model::*;
 use process::ProcessBuilder;
@@ -312,7 +312,7 @@ pub fn read_run(
             &mut |ev| {
                 cell.borrow_mut()
                     .push(ev)
-                    .map_err(|e| Box::new(e) as memscope_core::reader::ConsumerError)
+                    .map_err(|e| Box::new(e) as memscope_dump::reader::ConsumerError)
             },
             &mut || cell.borrow_mut().restart(),
         );
@@ -346,7 +346,7 @@ pub fn read_run(
 fn feed_capture(b: &mut RunBuilder, c: &dyn ProcessEvents) -> Result<(), ReportError> {
     c.replay(&mut |ev| {
         b.push(ev)
-            .map_err(|e| Box::new(e) as memscope_core::reader::ConsumerError)
+            .map_err(|e| Box::new(e) as memscope_dump::reader::ConsumerError)
     })
     .map_err(|e| match e.downcast::<ReportError>() {
         Ok(r) => *r,

@@ -114,7 +114,7 @@ pub struct ProcessData {
     pub text: Vec<TextSection>,
 }
 
-/// A plotted level (see `memscope_core::analysis::levels`).
+/// A plotted level (see `memscope_analysis::levels`).
 #[derive(Clone, Debug, Serialize)]
 pub struct SeriesData {
     /// Device (`0`, `cpu`).
@@ -309,7 +309,7 @@ pub struct SiteRow {
     pub site: String,
     /// The next frame of the user's code below it (its caller), if any.
     pub caller: Option<String>,
-    /// The rule that chose the frame (`memscope_core::attribution::Rule::describe`; empty for
+    /// The rule that chose the frame (`memscope_analysis::attribution::Rule::describe`; empty for
     /// ops).
     pub rule: &'static str,
     /// Bytes live.

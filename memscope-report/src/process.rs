@@ -6,15 +6,15 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use memscope_core::analysis::decompose::DecomposeLayer;
-use memscope_core::analysis::fragmentation::FragmentationLayer;
-use memscope_core::analysis::gap::GapLayer;
-use memscope_core::analysis::inefficient::{IneffConfig, IneffTracker};
-use memscope_core::analysis::leaks::LeakLayer;
-use memscope_core::analysis::levels::{LevelKey, MemoryLevels};
-use memscope_core::analysis::ops::{OpTracker, Under};
-use memscope_core::analysis::peak::PeakLayer;
-use memscope_core::analysis::step_stats::StepStatsLayer;
+use memscope_analysis::decompose::DecomposeLayer;
+use memscope_analysis::fragmentation::FragmentationLayer;
+use memscope_analysis::gap::GapLayer;
+use memscope_analysis::inefficient::{IneffConfig, IneffTracker};
+use memscope_analysis::leaks::LeakLayer;
+use memscope_analysis::levels::{LevelKey, MemoryLevels};
+use memscope_analysis::ops::{OpTracker, Under};
+use memscope_analysis::peak::PeakLayer;
+use memscope_analysis::step_stats::StepStatsLayer;
 use memscope_core::bus::{BusCtx, BusError, Layer, ReportSection};
 use memscope_core::event::{Device, Event, EventKind, EventType, Inefficiency};
 
@@ -23,7 +23,7 @@ use crate::roles_view::{frag_data, roles_data, FragCurves};
 use crate::series::Series;
 use crate::views::{allocators, hex, series_data, series_of, thin};
 use crate::Budget;
-use memscope_core::sampled::SamplePoint;
+use memscope_core::sample::SamplePoint;
 
 /// Marks kept per process before thinning.
 pub const MAX_MARKS: usize = 2000;

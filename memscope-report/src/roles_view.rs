@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use memscope_core::analysis::decompose::{DecomposeLayer, DecomposeRow};
-use memscope_core::analysis::fragmentation::{Figures, FragmentationLayer, PoolKey, Verdict};
-use memscope_core::analysis::role_timeline::{by_role, N};
+use memscope_analysis::decompose::{DecomposeLayer, DecomposeRow};
+use memscope_analysis::fragmentation::{Figures, FragmentationLayer, PoolKey, Verdict};
+use memscope_analysis::role_timeline::{by_role, N};
 use memscope_core::roles::ROLES;
 
 use crate::model::SeriesData;

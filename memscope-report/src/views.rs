@@ -3,10 +3,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use memscope_core::analysis::decompose::DecomposeRow;
-use memscope_core::analysis::levels::LevelKey;
-use memscope_core::analysis::peak::{Group, LiveSet, PeakResult};
-use memscope_core::attribution::site_of;
+use memscope_analysis::attribution::site_of;
+use memscope_analysis::decompose::DecomposeRow;
+use memscope_analysis::levels::LevelKey;
+use memscope_analysis::peak::{Group, LiveSet, PeakResult};
 
 use crate::model::*;
 use crate::series::Series;
@@ -126,7 +126,7 @@ fn nonempty(s: &str) -> Option<&str> {
 }
 
 /// The top allocation sites of a live set and what a site is: with stacks, the first frame of
-/// the user's code ([`memscope_core::attribution`]: Python over C, library and interpreter
+/// the user's code ([`memscope_analysis::attribution`]: Python over C, library and interpreter
 /// frames skipped) with its caller, so a helper is split by who called it; without, the op or
 /// kernel the blocks were allocated under.
 fn sites(r: &PeakResult, set: &LiveSet, budget: &Budget) -> (Vec<SiteRow>, &'static str) {

@@ -9,7 +9,7 @@
 //! not trigger it (that also keeps it from re-entering itself).
 
 use core::sync::atomic::{AtomicUsize, Ordering};
-use memscope_core::wire::Record;
+use memscope_wire::Record;
 
 /// A context provider: called with the time stamp of the row about to be written.
 pub type ContextFn = fn(ts: u64);
@@ -25,7 +25,7 @@ pub fn set_context_hook(f: ContextFn) {
 /// hooks record those outside windows too, see [`crate::tracking`]); `true` when it did.
 #[cold]
 fn shadow_marker(rec: &Record<&[u8]>) -> bool {
-    use memscope_core::event::EventKind;
+    use memscope_wire::EventKind;
     if !matches!(rec.event_kind(), Some(EventKind::Malloc | EventKind::Free)) {
         return false;
     }

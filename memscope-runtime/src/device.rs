@@ -10,7 +10,7 @@
 
 use crate::{stream, writer};
 use core::cell::Cell;
-use memscope_core::wire::Record;
+use memscope_wire::Record;
 
 thread_local! {
     static LAST: Cell<u64> = const { Cell::new(0) };

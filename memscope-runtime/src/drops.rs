@@ -10,7 +10,7 @@
 
 use crate::stream;
 use core::sync::atomic::{AtomicU64, Ordering};
-use memscope_core::wire::{Record, DROP_KINDS, DROP_KIND_UNKNOWN, FH_DROPPED, FH_DROPPED_KINDS};
+use memscope_wire::{Record, DROP_KINDS, DROP_KIND_UNKNOWN, FH_DROPPED, FH_DROPPED_KINDS};
 
 /// Counted while no header was mapped.
 static PENDING: [AtomicU64; DROP_KINDS] = [const { AtomicU64::new(0) }; DROP_KINDS];

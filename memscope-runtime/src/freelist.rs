@@ -5,7 +5,7 @@
 
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use memscope_core::wire::ChunkState;
+use memscope_wire::ChunkState;
 
 const FREE_SLOTS: usize = 64;
 const EMPTY: u32 = 0;

@@ -21,7 +21,7 @@ use crate::scratch::{self, Scratch};
 use crate::sys;
 use crate::writer::{self, ThreadState, TS};
 use core::marker::PhantomData;
-use memscope_core::wire::Record;
+use memscope_wire::Record;
 
 /// RAII guard returned by [`enter`]: the thread is inside a hook until it drops. Not `Send`: it
 /// belongs to the thread that took it. It also carries the thread's state, so recording through

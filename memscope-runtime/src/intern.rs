@@ -13,7 +13,7 @@
 
 use crate::writer::TS;
 use crate::{scratch, stream, writer};
-use memscope_core::wire::Record;
+use memscope_wire::Record;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 const SLOTS: usize = 256;

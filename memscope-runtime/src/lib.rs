@@ -36,7 +36,7 @@
 //! ```
 //!
 //! # Stream facts the collector relies on
-//! See [`memscope_core::wire`] for the layout. In addition:
+//! See [`memscope_wire`] for the layout. In addition:
 //! * Chunk `i` is reserved (`posix_fallocate`) and mapped only when a thread takes it. A chunk
 //!   whose magic is still 0 after its process died was abandoned (mapping failed) — skip it.
 //! * Every chunk starts with a `Thread` record. A thread that exits parks its partly filled
@@ -102,8 +102,8 @@ pub use writer::{record, tid};
 /// Counts `n` events of kind `kind` that an adapter could not record (they show up in the
 /// stream header's `FH_DROPPED` and `FH_DROPPED_KINDS`, read by the collector even after the
 /// process was killed).
-pub fn count_drop(kind: memscope_core::event::EventKind, n: u64) {
-    drops::add(memscope_core::wire::drop_slot_of(kind), n);
+pub fn count_drop(kind: memscope_wire::EventKind, n: u64) {
+    drops::add(memscope_wire::drop_slot_of(kind), n);
 }
 
 /// The generation of this process image's stream (opening it if needed; a fork child gets a new
@@ -113,7 +113,7 @@ pub fn stream_generation() -> Option<u32> {
     stream::open_gen()
 }
 
-/// Bytes of a C string for a record: at most `memscope_core::wire::MAX_TEXT` bytes (longer
+/// Bytes of a C string for a record: at most `memscope_wire::MAX_TEXT` bytes (longer
 /// texts are cut by the encoder anyway), `None` for NULL.
 ///
 /// # Safety
@@ -121,7 +121,7 @@ pub fn stream_generation() -> Option<u32> {
 /// that stays valid and unchanged for `'a`.
 pub unsafe fn c_text<'a>(p: *const core::ffi::c_char) -> Option<&'a [u8]> {
     // SAFETY: forwarded contract.
-    unsafe { sys::cstr_bytes(p, memscope_core::wire::MAX_TEXT) }
+    unsafe { sys::cstr_bytes(p, memscope_wire::MAX_TEXT) }
 }
 
 #[cfg(test)]

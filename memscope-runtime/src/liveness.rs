@@ -23,7 +23,7 @@ use crate::settings::{self, SPOOL_MAX};
 use crate::sync::RacyCell;
 use crate::sys::errno;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
-use memscope_core::wire::{COLLECTOR_LOCK, ORPHAN_CHUNKS};
+use memscope_wire::{COLLECTOR_LOCK, ORPHAN_CHUNKS};
 
 /// What a check found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

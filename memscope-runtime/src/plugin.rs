@@ -17,7 +17,7 @@ use crate::{clock, guard, settings, state, writer};
 use core::ffi::{c_char, c_int};
 use core::fmt::Write;
 use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use memscope_core::wire::{Record, MAX_TEXT};
+use memscope_wire::{Record, MAX_TEXT};
 
 pub use memscope_adapter_sdk::sys::{
     Host, PluginEvent, PluginHeader, ABI_MAJOR, ABI_MINOR, EVENT_C_STACK, PLUGIN_MAGIC,

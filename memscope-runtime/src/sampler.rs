@@ -25,7 +25,7 @@
 use crate::guard::Internal;
 use crate::{clock, settings, state};
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use memscope_core::wire::Record;
+use memscope_wire::Record;
 
 /// The sampler thread was started (or tried) in this process image.
 static STARTED: AtomicBool = AtomicBool::new(false);
@@ -214,7 +214,7 @@ fn read_statm() -> Option<(u64, u64)> {
     let mut fields = text
         .split(|b| *b == b' ' || *b == b'\n')
         .filter(|f| !f.is_empty())
-        .map(memscope_core::probe_env::parse_u64);
+        .map(memscope_wire::probe_env::parse_u64);
     let _size = fields.next()??;
     let resident = fields.next()??;
     let shared = fields.next()??;

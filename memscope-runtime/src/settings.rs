@@ -1,4 +1,4 @@
-//! Settings read from `environ` (env protocol of `memscope_core::probe_env`) into static
+//! Settings read from `environ` (env protocol of `memscope_wire::probe_env`) into static
 //! storage, without `std::env` and without allocating.
 
 use crate::sync::RacyCell;
@@ -6,11 +6,11 @@ use crate::sys::{stderr_write, FixedBuf};
 use core::ffi::c_char;
 use core::fmt::Write;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use memscope_core::probe_env::ProbeSettings;
-use memscope_core::wire::{is_rank_env, FH_RANK_ENV_LEN, RANK_ENV_VALUE_MAX};
+use memscope_wire::probe_env::ProbeSettings;
+use memscope_wire::{is_rank_env, FH_RANK_ENV_LEN, RANK_ENV_VALUE_MAX};
 
 /// Longest spool directory accepted (bytes); longer ones leave the probe passive.
-pub(crate) const SPOOL_MAX: usize = memscope_core::probe_env::SPOOL_MAX;
+pub(crate) const SPOOL_MAX: usize = memscope_wire::probe_env::SPOOL_MAX;
 /// Longest `MEMSCOPE_PLUGINS` value kept (bytes); entries past it are ignored with a warning.
 pub(crate) const PLUGINS_MAX: usize = 8192;
 

@@ -9,8 +9,8 @@
 use crate::sys::stderr_write;
 use crate::{clock, drops, guard, settings, stream, writer};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
-use memscope_core::adapter::AdapterId;
-use memscope_core::wire::{Record, SystemCode, FLAG_EXITED};
+use memscope_wire::AdapterId;
+use memscope_wire::{Record, SystemCode, FLAG_EXITED};
 
 const UNINIT: u8 = 0;
 const INITIALIZING: u8 = 1;

@@ -6,7 +6,7 @@
 use crate::stream;
 use crate::sys::{push_strerror, stderr_parts, FixedBuf};
 use core::fmt::Write;
-use memscope_core::wire::{
+use memscope_wire::{
     CHUNK_SIZE, FH_STOP_ERRNO, FH_STOP_REASON, ORPHAN_CHUNKS, STOP_COLLECTOR_GONE, STOP_FD_CLOSED,
     STOP_FILE_SIZE_LIMIT, STOP_MAP_FAILED, STOP_NO_SPACE,
 };

@@ -1,7 +1,7 @@
 //! The per-process stream file: creation, the mapped header, chunk allocation, stopping, and
 //! the fork reset.
 //!
-//! Layout and field offsets are `memscope_core::wire`'s (`FH_*`, `CH_*`). One file per process
+//! Layout and field offsets are `memscope_wire`'s (`FH_*`, `CH_*`). One file per process
 //! image: `<spool>/<pid>-<start_ns>.stream`, created `O_CREAT|O_EXCL|O_CLOEXEC`, mode 0600, and
 //! `flock(LOCK_EX)`-ed for the life of the process so the collector can detect its death by
 //! try-locking. The header page stays mapped (`MAP_SHARED`) for the drop counters and flags;
@@ -27,7 +27,7 @@ use crate::{clock, drops, freelist, liveness, settings};
 use core::fmt::Write;
 use core::ptr::null_mut;
 use core::sync::atomic::{fence, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
-use memscope_core::wire::{
+use memscope_wire::{
     ChunkState, CHUNK_MAGIC, CHUNK_SIZE, CH_COMMITTED, CH_MAGIC, CH_SEALED, FH_CHUNK_SIZE,
     FH_CLOCK_OFFSET, FH_EXE, FH_EXE_LEN, FH_FLAGS, FH_MAGIC, FH_PID, FH_PPID, FH_START_NS,
     FH_VERSION, FILE_HEADER_SIZE, STREAM_MAGIC, STREAM_VERSION,
@@ -330,8 +330,8 @@ fn create() -> bool {
         libc::readlink(c"/proc/self/exe".as_ptr(), h.add(FH_EXE).cast(), EXE_MAX);
         // the rank environment (issue 18): shorter than its field by construction
         let env = crate::settings::rank_env();
-        let n = env.len().min(memscope_core::wire::FH_RANK_ENV_LEN);
-        core::ptr::copy_nonoverlapping(env.as_ptr(), h.add(memscope_core::wire::FH_RANK_ENV), n);
+        let n = env.len().min(memscope_wire::FH_RANK_ENV_LEN);
+        core::ptr::copy_nonoverlapping(env.as_ptr(), h.add(memscope_wire::FH_RANK_ENV), n);
     }
     fence(Ordering::Release);
     // SAFETY: FH_MAGIC (0) is 8-aligned in a page-aligned mapping; the magic is published last,
@@ -355,9 +355,8 @@ pub(crate) fn set_exit_status(status: i32) {
     if !h.is_null() {
         // SAFETY: as for `set_flag`; FH_EXIT_STATUS is 4-aligned and inside the header.
         unsafe {
-            (*h.add(memscope_core::wire::FH_EXIT_STATUS)
-                .cast::<AtomicU32>())
-            .store(status as u32, Ordering::Relaxed);
+            (*h.add(memscope_wire::FH_EXIT_STATUS).cast::<AtomicU32>())
+                .store(status as u32, Ordering::Relaxed);
         }
     }
 }

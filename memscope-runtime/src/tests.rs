@@ -2,8 +2,8 @@
 //! singleton initialised once from `environ`.
 
 use crate::{enabled, now_ns, record, start, step, stop, tid};
-use memscope_core::adapter::AdapterId;
-use memscope_core::wire::{
+use memscope_wire::AdapterId;
+use memscope_wire::{
     decode, ChunkState, PoolId, Record, SystemCode, CHUNK_HEADER_SIZE, CHUNK_MAGIC, CHUNK_SIZE,
     CH_COMMITTED, CH_MAGIC, CH_SEALED, FH_DROPPED, FH_PID, FILE_HEADER_SIZE, STREAM_MAGIC,
 };

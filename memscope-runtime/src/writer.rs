@@ -26,7 +26,7 @@ use core::cell::Cell;
 use core::ffi::c_void;
 use core::ptr::null_mut;
 use core::sync::atomic::{compiler_fence, AtomicPtr, AtomicU32, Ordering};
-use memscope_core::wire::{ChunkState, Record, CHUNK_HEADER_SIZE, CHUNK_PAYLOAD};
+use memscope_wire::{ChunkState, Record, CHUNK_HEADER_SIZE, CHUNK_PAYLOAD};
 
 /// One write slot: a chunk and the delta state of its last record.
 pub(crate) struct Slot {

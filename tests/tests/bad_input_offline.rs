@@ -115,7 +115,7 @@ fn compare_and_decompose_outputs_refuse_symlinks() {
 /// A WAL-mode `.db` with the rows of `body` (CSV lines of the dump's 12 columns).
 fn wal_db(path: &Path, rows: &[[&str; 12]]) {
     let c = rusqlite::Connection::open(path).unwrap();
-    c.execute_batch(memscope_core::sink::sqlite::CREATE_TABLE)
+    c.execute_batch(memscope_dump::sink::sqlite::CREATE_TABLE)
         .unwrap();
     c.execute_batch("PRAGMA journal_mode=WAL").unwrap();
     for r in rows {
@@ -288,7 +288,7 @@ fn the_annotated_db_copy_keeps_a_text_form_attr_and_db_paths_are_not_uris() {
     ));
     {
         let c = rusqlite::Connection::open(&db).unwrap();
-        c.execute_batch(memscope_core::sink::sqlite::CREATE_TABLE)
+        c.execute_batch(memscope_dump::sink::sqlite::CREATE_TABLE)
             .unwrap();
         for r in &rows {
             c.execute(

@@ -216,7 +216,7 @@ fn a_symlink_planted_as_a_process_directory_is_not_followed() {
 fn an_output_path_the_probe_cannot_use_is_refused_before_launch() {
     let d = tempfile::tempdir().unwrap();
     let base = d.path().to_str().unwrap().len() + 1;
-    let limit = memscope_core::layout::MAX_OUTPUT_PATH;
+    let limit = memscope_dump::layout::MAX_OUTPUT_PATH;
     // relative components of 200 bytes, to just past the limit (absolute)
     let deep = |total: usize| -> String {
         let mut rel = String::new();

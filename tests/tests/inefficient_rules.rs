@@ -11,14 +11,14 @@
 //! Both must give the table's classes, for msMemScope's rule (default) and for memscope's
 //! stricter `--inefficient-rule op-end`.
 
-use memscope_core::access_blocks::AccessBlocks;
-use memscope_core::analysis::inefficient::{IneffConfig, IneffRule};
-use memscope_core::analysis::inefficient_layer::{InefficientLayer, DEFAULT_HOLD_BACK_CAP};
+use memscope_analysis::inefficient::{IneffConfig, IneffRule};
+use memscope_analysis::inefficient_layer::{InefficientLayer, DEFAULT_HOLD_BACK_CAP};
+use memscope_collect::access_blocks::AccessBlocks;
 use memscope_core::bus::{Bus, Layer};
 use memscope_core::event::MemoryAttrs;
 use memscope_core::event::{AccessAttrs, Attrs, Device, Event, EventKind, EventType, LaunchAttrs};
-use memscope_core::sink::csv::CsvSink;
-use memscope_core::sink::Place;
+use memscope_dump::sink::csv::CsvSink;
+use memscope_dump::sink::Place;
 use memscope_tests::*;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};

@@ -7,7 +7,7 @@ mod host_common;
 mod probe_common;
 
 use host_common::*;
-use memscope_core::wire::Record;
+use memscope_wire::Record;
 use probe_common::*;
 use std::collections::HashSet;
 use std::time::{SystemTime, UNIX_EPOCH};

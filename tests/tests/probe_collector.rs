@@ -9,8 +9,8 @@ mod probe_common;
 
 use host_common::*;
 use memscope_core::event::EventKind;
-use memscope_core::wire::{CHUNK_SIZE, COLLECTOR_LOCK, ORPHAN_CHUNKS, STOP_COLLECTOR_GONE};
 use memscope_tests::*;
+use memscope_wire::{CHUNK_SIZE, COLLECTOR_LOCK, ORPHAN_CHUNKS, STOP_COLLECTOR_GONE};
 use probe_common::*;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;

@@ -6,8 +6,8 @@ mod host_common;
 mod probe_common;
 
 use host_common::*;
-use memscope_core::wire::Record;
 use memscope_tests::*;
+use memscope_wire::Record;
 use probe_common::*;
 use std::process::Command;
 

@@ -8,8 +8,8 @@ mod probe_common;
 
 use host_common::*;
 use memscope_core::event::EventKind;
-use memscope_core::wire::{CHUNK_SIZE, FILE_HEADER_SIZE, STOP_FILE_SIZE_LIMIT, STOP_NO_SPACE};
 use memscope_tests::*;
+use memscope_wire::{CHUNK_SIZE, FILE_HEADER_SIZE, STOP_FILE_SIZE_LIMIT, STOP_NO_SPACE};
 use probe_common::*;
 use std::process::Command;
 

@@ -7,8 +7,8 @@ mod probe_common;
 
 use host_common::*;
 use memscope_core::event::EventKind;
-use memscope_core::wire::Record;
 use memscope_tests::*;
+use memscope_wire::Record;
 use probe_common::*;
 
 fn mmaps(s: &Stream, size: u64) -> (usize, usize) {

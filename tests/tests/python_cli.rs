@@ -97,7 +97,7 @@ fn msmemscope_config_json_is_accepted_by_run_config() {
     let mut sorted = keys.clone();
     sorted.sort();
     assert_eq!(keys, sorted, "sorted keys");
-    for k in memscope_core::config::msmemscope::KEYS {
+    for k in memscope_collect::config::msmemscope::KEYS {
         assert!(v.get(k).is_some(), "written config.json lacks {k}");
     }
     assert_eq!(v["outputDir"], out.display().to_string());

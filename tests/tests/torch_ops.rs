@@ -278,8 +278,8 @@ fn watching_device_memory_dumps_it_through_the_runtime_memcpy() {
         c[0].contains("/torch._ops.aten.fill_.Scalar_0-devbuf"),
         "{c:?}"
     );
-    let hex = memscope_core::watch::crc64_hex;
-    let crc = memscope_core::watch::crc64;
+    let hex = memscope_wire::watch::crc64_hex;
+    let crc = memscope_wire::watch::crc64;
     let before = s
         .iter()
         .find(|(i, _)| i.contains("fill_.Scalar_0-devbuf_before"))
@@ -320,8 +320,8 @@ fn watching_cpu_memory_by_address_without_the_runtime_dumps_it_and_a_stray_addre
         c[0].starts_with("cpu_"),
         "a CPU-memory dump is named after cpu: {c:?}"
     );
-    let hex = memscope_core::watch::crc64_hex;
-    let crc = memscope_core::watch::crc64;
+    let hex = memscope_wire::watch::crc64_hex;
+    let crc = memscope_wire::watch::crc64;
     let after = s
         .iter()
         .find(|(i, _)| i.contains("fill_.Scalar_0-cpubuf_after"))

@@ -17,10 +17,10 @@
 
 use crate::launch::ensure_callbacks;
 use core::ffi::{c_char, c_int, c_void, CStr};
-use memscope_core::adapter::AdapterId;
-use memscope_core::wire::{Record, SystemCode};
 use memscope_runtime as rt;
 use memscope_runtime::real::{Real, Step};
+use memscope_wire::AdapterId;
+use memscope_wire::{Record, SystemCode};
 
 /// `ACL_ERROR_INTERNAL_ERROR`: answered only when the real function does not exist.
 pub const ACL_ERROR_INTERNAL_ERROR: c_int = 500_000;

@@ -21,12 +21,12 @@
 use core::cell::Cell;
 use core::ffi::{c_char, c_int, c_void, CStr};
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
-use memscope_core::adapter::AdapterId;
-#[cfg(test)]
-use memscope_core::probe_env::ENV_KERNEL_LAUNCH;
-use memscope_core::wire::Record;
 use memscope_runtime as rt;
 use memscope_runtime::real::{Real, Step};
+#[cfg(test)]
+use memscope_wire::probe_env::ENV_KERNEL_LAUNCH;
+use memscope_wire::AdapterId;
+use memscope_wire::Record;
 
 /// `ACL_ERROR_RT_FAILURE`: what an `aclrt…` launch hook answers when no real function exists.
 pub const ACL_ERROR_RT_FAILURE: c_int = 500_003;
@@ -55,7 +55,7 @@ thread_local! {
 /// 0 not read yet, 1 launches wanted, 2 not wanted (`MEMSCOPE_KERNEL_LAUNCH=0`).
 static MODE: AtomicU8 = AtomicU8::new(0);
 
-/// [`memscope_core::probe_env::ENV_KERNEL_LAUNCH`] as a C string (checked by a test).
+/// [`memscope_wire::probe_env::ENV_KERNEL_LAUNCH`] as a C string (checked by a test).
 const ENV: &CStr = c"MEMSCOPE_KERNEL_LAUNCH";
 
 /// Whether kernel launches should be recorded at all: the `acl` adapter is selected and

@@ -15,9 +15,11 @@
 pub mod hooks;
 pub mod launch;
 pub mod mem_info;
+#[cfg(feature = "collector")]
 pub mod typer;
 
-use memscope_core::adapter::{AdapterDescriptor, AdapterId};
+#[cfg(feature = "collector")]
+use memscope_collect::adapter::{AdapterDescriptor, AdapterId};
 
 /// C symbols the probe exports for this adapter.
 pub const SYMBOLS: &[&str] = &[
@@ -38,6 +40,7 @@ pub const SYMBOLS: &[&str] = &[
     "aclrtLaunchKernelWithHostArgs",
 ];
 
+#[cfg(feature = "collector")]
 /// This adapter's descriptor: listed once, in the CLI's registration list
 /// (`memscope-cli/src/builtin.rs`); nothing registers it at load time, so the probe,
 /// which never names it, links none of the collector code it points to.

@@ -13,9 +13,9 @@
 //!   the task-track device mapped through `ASCEND_RT_VISIBLE_DEVICES`, else the thread's
 //!   current device, else `N/A`; Attr `streamId`, `taskId` when the runtime reported them.
 
-use memscope_core::adapter::{TypeCtx, Typer};
+use memscope_collect::adapter::{TypeCtx, Typer};
 use memscope_core::event::{Attrs, Device, Event, EventKind, EventType, LaunchAttrs, MemoryAttrs};
-use memscope_core::wire::{Record, SystemCode};
+use memscope_wire::{Record, SystemCode};
 use std::collections::HashMap;
 
 /// `Event/Event Type` pairs this adapter produces.

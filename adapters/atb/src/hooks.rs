@@ -22,10 +22,10 @@
 
 use crate::abi::{self, StringDtor, StringGetter, TensorInfo};
 use core::ffi::{c_void, CStr};
-use memscope_core::adapter::AdapterId;
-use memscope_core::wire::{encode_dims, AccessKind, Record};
 use memscope_runtime as rt;
 use memscope_runtime::real::{object_of, Real, Step};
+use memscope_wire::AdapterId;
+use memscope_wire::{encode_dims, AccessKind, Record};
 use std::sync::OnceLock;
 
 /// The status the `Runner::Execute` hook answers when libatb's original cannot be found.

@@ -11,11 +11,14 @@
 
 pub mod abi;
 pub mod hooks;
+#[cfg(feature = "collector")]
 pub mod ops;
+#[cfg(feature = "collector")]
 #[forbid(unsafe_code)]
 pub mod pool;
 
-use memscope_core::adapter::{AdapterDescriptor, AdapterId};
+#[cfg(feature = "collector")]
+use memscope_collect::adapter::{AdapterDescriptor, AdapterId};
 
 /// Symbols the adapter interposes: the msTX pool calls it is fed through (registered by the
 /// mstx adapter) and the ATB C++ entry points (both ABI spellings, abi.md §4.2).
@@ -50,6 +53,7 @@ pub const EVENTS: &[&str] = &[
     "ACCESS/UNKNOWN",
 ];
 
+#[cfg(feature = "collector")]
 /// This adapter's descriptor: listed once, in the CLI's registration list
 /// (`memscope-cli/src/builtin.rs`); nothing registers it at load time, so the probe,
 /// which never names it, links none of the collector code it points to.

@@ -19,10 +19,10 @@
 //!   the device of their operator or kernel.
 
 use crate::abi::{dtype_name, format_name, shape_text};
-use memscope_core::adapter::{TypeCtx, Typer};
+use memscope_collect::adapter::{TypeCtx, Typer};
+use memscope_collect::pool::PoolTyper;
 use memscope_core::event::{AccessAttrs, Attrs, Device, Event, EventType, LaunchAttrs};
-use memscope_core::pool::PoolTyper;
-use memscope_core::wire::{decode_dims, AccessKind, Record};
+use memscope_wire::{decode_dims, AccessKind, Record};
 use std::collections::HashMap;
 
 /// `Event/Event Type` pairs of the operator part.

@@ -3,7 +3,7 @@
 use super::*;
 use memscope_core::attr_text::format_attr;
 use memscope_core::event::EventKind;
-use memscope_core::wire::{encode_dims, PoolId};
+use memscope_wire::{encode_dims, PoolId};
 
 fn b(s: &str) -> Box<[u8]> {
     s.as_bytes().into()

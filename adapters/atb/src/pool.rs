@@ -1,12 +1,12 @@
 //! The ATB pool: msTX domain `atb` (abi.md §1.6). The mstx adapter's hooks record its heap and
 //! region calls when this adapter is selected (`--adapters atb`), with HANDLE refs resolved to
 //! the block address; [`new_typer`] turns them into `MALLOC`/`FREE` rows of Event Type `ATB`,
-//! with `used`, `total` and `owner` (framework level `ATB`) as [`memscope_core::pool`]
+//! with `used`, `total` and `owner` (framework level `ATB`) as [`memscope_collect::pool`]
 //! describes. Unlike msMemScope, regions on a device without a registered heap are kept.
 
-use memscope_core::adapter::Typer;
-use memscope_core::pool::PoolTyper;
-use memscope_core::wire::PoolId;
+use memscope_collect::adapter::Typer;
+use memscope_collect::pool::PoolTyper;
+use memscope_wire::PoolId;
 
 /// The pool this module types.
 pub const POOLS: &[PoolId] = &[PoolId::Atb];
@@ -28,9 +28,9 @@ pub fn new_typer() -> Box<dyn Typer> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use memscope_core::adapter::{AdapterId, TypeCtx};
+    use memscope_collect::adapter::{AdapterId, TypeCtx};
     use memscope_core::event::{EventKind, EventType};
-    use memscope_core::wire::Record;
+    use memscope_wire::Record;
 
     #[test]
     fn atb_descriptor_is_registered_with_pool_events() {

@@ -1,6 +1,7 @@
 //! Decoding of the `halMemAlloc` flag word (abi.md §2.3) and of `drv_mem_prop` (abi.md §2.2),
 //! and the CANN module-id names (abi.md §2.4). Pure functions; safe code only.
 
+#[cfg(feature = "collector")]
 use memscope_core::event::PageType;
 
 /// Mask of the device id, flag bits 0–9.
@@ -54,6 +55,7 @@ pub fn mem_type(flag: u64) -> MemType {
     }
 }
 
+#[cfg(feature = "collector")]
 /// Page type of a flag word: bit 31 giant, else bit 17 huge, else normal (abi.md §2.3).
 /// msMemScope never calls its helper for this on the `halMemAlloc` path and always writes
 /// `normal` there; we read the bits (behaviour spec §14, "the page type should be read from the
@@ -68,6 +70,7 @@ pub fn page_type(flag: u64) -> PageType {
     }
 }
 
+#[cfg(feature = "collector")]
 /// Page type of a `halMemCreate` block: the flag bits when they name huge or giant pages,
 /// else `drv_mem_prop.pg_type` (0 normal, 1 huge, 2 giant; what msMemScope reports), else
 /// normal (`u32::MAX`: no `prop`; other values are unknown and read as normal).
@@ -87,14 +90,16 @@ pub fn module_id(flag: u64) -> u32 {
     (flag >> MODULE_SHIFT) as u32
 }
 
+#[cfg(feature = "collector")]
 pub use memscope_core::cann_modules::module_name;
 
+#[cfg(feature = "collector")]
 /// The framework level of a HAL block's owner chain: `CANN@<MODULE>` (behaviour spec §7).
 pub fn owner_framework(module: u32) -> String {
     format!("CANN@{}", module_name(module))
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "collector"))]
 mod tests {
     use super::*;
 

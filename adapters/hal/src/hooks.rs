@@ -21,10 +21,10 @@
 
 use crate::flags::{self, DRV_ERROR_NONE, DRV_ERROR_NOT_SUPPORT, DRV_ERROR_OUT_OF_MEMORY};
 use core::ffi::{c_int, c_void, CStr};
-use memscope_core::adapter::AdapterId;
-use memscope_core::wire::Record;
 use memscope_runtime as rt;
 use memscope_runtime::real::{Real, Step};
+use memscope_wire::AdapterId;
+use memscope_wire::Record;
 
 /// `struct drv_mem_prop` (abi.md §2.2; size 32, align 8).
 #[repr(C)]

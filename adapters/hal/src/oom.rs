@@ -27,8 +27,8 @@
 //! alloc/free tracing is on. All other rows pass through unchanged.
 
 use crate::typer::{set_oom_top_k, OOM_FUNC_KEY, OOM_SNAPSHOT};
+use memscope_collect::config::RunConfig;
 use memscope_core::bus::{BusCtx, BusError, Layer};
-use memscope_core::config::RunConfig;
 use memscope_core::event::{Attrs, Device, Event, EventKind, EventType};
 use memscope_core::snapshot::seed_key;
 use std::collections::{HashMap, VecDeque};

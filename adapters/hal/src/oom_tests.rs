@@ -2,10 +2,10 @@
 
 use super::*;
 use crate::typer::HalTyper;
-use memscope_core::adapter::{TypeCtx, Typer};
+use memscope_collect::adapter::{TypeCtx, Typer};
 use memscope_core::attr_text::format_attr;
 use memscope_core::event::MemoryAttrs;
-use memscope_core::wire::Record;
+use memscope_wire::Record;
 
 const T: u64 = 1_700_000_000_000_000_000;
 const DEV: u64 = 1 << 10;

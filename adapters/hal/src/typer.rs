@@ -20,12 +20,12 @@
 //! * Blocks still live at exit get no FREE row (leak reports look for them).
 
 use crate::flags::{self, MemType};
-use memscope_core::adapter::{TypeCtx, Typer};
+use memscope_collect::adapter::{TypeCtx, Typer};
 use memscope_core::event::{
     AllocType, Attrs, Device, Event, EventKind, EventType, MemoryAttrs, PageType,
 };
 use memscope_core::owner::OwnerChain;
-use memscope_core::wire::Record;
+use memscope_wire::Record;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 

@@ -10,11 +10,13 @@
 
 use crate::addr_hash::{AddrHasher, AddrMap};
 use crate::leaks::HostLeaks;
-use memscope_core::adapter::TypeCtx;
+use memscope_collect::adapter::TypeCtx;
+use memscope_collect::fast_path::FastPath;
+pub use memscope_collect::fast_path::{PyStack, Typed};
+use memscope_collect::symbolize::Symbolizer;
 use memscope_core::bus::ReportSection;
 use memscope_core::event::Event;
-use memscope_core::symbolize::Symbolizer;
-use memscope_core::wire::Record;
+use memscope_wire::Record;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 
@@ -23,25 +25,6 @@ struct Live {
     size: u64,
     /// Stack group (index of the symbolised stack text in the leak layer).
     group: u32,
-}
-
-/// The events one record stood for: `frees` FREE events, then `mallocs` MALLOC events (0 or
-/// 1), numbered from the ID passed in.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Typed {
-    /// FREE events (real frees, synthetic ones of a reused address or of an exec).
-    pub frees: u64,
-    /// MALLOC events.
-    pub mallocs: u64,
-}
-
-/// The Python stack of the thread that made a record (`--call-stack python:N`).
-#[derive(Clone, Copy, Debug)]
-pub struct PyStack<'a> {
-    /// Identifies the stack in its process (`image << 32 | node`).
-    pub key: u64,
-    /// Its `Call Stack(Python)` text.
-    pub text: &'a str,
 }
 
 /// No Python stack (a key no stack has).
@@ -78,7 +61,7 @@ impl HostFast {
 
     /// No live blocks, for a run with `cfg` (its leak summary knows whether C stacks were
     /// asked for).
-    pub fn for_config(cfg: &memscope_core::config::RunConfig) -> HostFast {
+    pub fn for_config(cfg: &memscope_collect::config::RunConfig) -> HostFast {
         HostFast {
             leaks: HostLeaks::new(crate::leaks::c_stacks_requested(cfg)),
             ..HostFast::default()
@@ -224,6 +207,34 @@ impl HostFast {
     }
 }
 
+impl FastPath for HostFast {
+    fn handles(&self, rec: &Record) -> bool {
+        is_host_record(rec)
+    }
+
+    fn record(
+        &mut self,
+        ctx: &mut TypeCtx,
+        rec: &Record,
+        first_id: u64,
+        py: Option<PyStack<'_>>,
+    ) -> Option<Typed> {
+        HostFast::record(self, ctx, rec, first_id, py)
+    }
+
+    fn live_bytes(&self) -> u64 {
+        HostFast::live_bytes(self)
+    }
+
+    fn observe(&mut self, ev: &Event) {
+        HostFast::observe(self, ev)
+    }
+
+    fn report(&self, pid: Option<u32>) -> Vec<ReportSection> {
+        HostFast::report(self, pid)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -297,7 +308,7 @@ mod tests {
     #[test]
     fn fast_path_matches_the_typer_and_leak_layer_on_a_random_sequence() {
         use crate::typer::HostTyper;
-        use memscope_core::adapter::Typer;
+        use memscope_collect::adapter::Typer;
         use memscope_core::bus::{BusCtx, Layer};
         let mut seed = 0x9E37_79B9_7F4A_7C15u64;
         let mut rnd = |n: u64| {

@@ -6,9 +6,9 @@
 
 use crate::{intern, real, unwind};
 use core::ffi::{c_int, c_void};
-use memscope_core::adapter::AdapterId;
-use memscope_core::wire::Record;
 use memscope_runtime as rt;
+use memscope_wire::AdapterId;
+use memscope_wire::Record;
 
 /// Whether HOST records now: one relaxed load once the runtime is ready (a second one outside
 /// collection windows, where allocations and frees are shadow records: `rt::tracking`). Before

@@ -1,16 +1,16 @@
 //! The HOST leak summary: blocks of the libc allocator still live when the process ended,
 //! summed up by where they were allocated (the first frame of the user's code in their Python
-//! or C stack, `memscope_core::sites`), largest first — a bus layer whose report section the
+//! or C stack, `memscope_analysis::sites`), largest first — a bus layer whose report section the
 //! CLI prints and logs. Mapped memory (`HOST_MMAP`, with `MEMSCOPE_HOST_MMAP=1`) gets a section of
 //! its own, so heap and mapped bytes are never added up. It runs for killed processes too (the
 //! collector finishes every process whose stream ended, however it ended).
 #![forbid(unsafe_code)]
 
-use memscope_core::adapter::AdapterId;
+use memscope_analysis::sites::{site_lines, StackGroup};
+use memscope_collect::config::RunConfig;
 use memscope_core::bus::{BusCtx, BusError, Layer, ReportSection};
-use memscope_core::config::RunConfig;
 use memscope_core::event::{Device, Event, EventKind, EventType};
-use memscope_core::sites::{site_lines, StackGroup};
+use memscope_wire::AdapterId;
 use std::collections::HashMap;
 
 /// What the report says of blocks recorded without any call stack.

@@ -1,7 +1,7 @@
 //! memscope adapter `host`: the libc allocator of any dynamically linked process, with C call
 //! stacks.
 //!
-//! Two halves, as every built-in adapter (`memscope_core::adapter`):
+//! Two halves, as every built-in adapter (`memscope_collect::adapter`):
 //!
 //! * In the traced process (probe side, no allocation on any hook path):
 //!   - [`hooks`] — `malloc`, `calloc`, `realloc`, `reallocarray`, `free`, `posix_memalign`,
@@ -27,7 +27,7 @@
 //!     type `HOST` on device `cpu` (`allocation_id`, `addr`, `size`, `total` = live heap
 //!     bytes), with the symbolised `Call Stack(C)`; `HostMmap`/`HostMunmap`/`HostMremap` into
 //!     the page ranges of type `HOST_MMAP` (`total` = live mapped bytes).
-//!   - symbolisation is the collector's shared C stack service (`memscope_core::symbolize`,
+//!   - symbolisation is the collector's shared C stack service (`memscope_collect::symbolize`,
 //!     through `TypeCtx::c_stack_text`), as stack capture is the runtime's.
 //!   - `leaks` — the end-of-run leak summary layer (live blocks by allocation stack).
 //!   - `fast` — the same typing and leak/peak accounting straight from the records, without
@@ -253,7 +253,7 @@ macro_rules! __host_stub {
 
 #[cfg(feature = "collector")]
 mod descriptor {
-    use memscope_core::adapter::{AdapterDescriptor, AdapterId, ConfigKey};
+    use memscope_collect::adapter::{AdapterDescriptor, AdapterId, ConfigKey};
 
     /// This adapter's descriptor: listed once, in the CLI's registration list
     /// (`memscope-cli/src/builtin.rs`); nothing registers it at load time, so the probe,

@@ -21,7 +21,7 @@
 //! raises it again: the peak is never overstated).
 
 use crate::typer::{host_row, Block};
-use memscope_core::adapter::TypeCtx;
+use memscope_collect::adapter::TypeCtx;
 use memscope_core::event::{Event, EventKind, EventType};
 use std::collections::BTreeMap;
 

@@ -10,7 +10,7 @@ use std::path::Path;
 /// file (scripts are run by a dynamically linked interpreter).
 pub fn warnings(program: &Path, host: bool) -> Vec<String> {
     // by its size (a /proc file reads as empty) and non-blocking (a FIFO is not waited on)
-    let Ok(data) = memscope_core::reader::limits::read_file_by_size(program, 8 << 30) else {
+    let Ok(data) = memscope_dump::reader::limits::read_file_by_size(program, 8 << 30) else {
         return Vec::new();
     };
     let Ok(file) = object::File::parse(&*data) else {

@@ -3,7 +3,7 @@
 //! * Attr: `allocation_id` (per process, shared counter of `TypeCtx`), `addr`, `size` (FREE:
 //!   the block's size), `total` = live host bytes of the process after the event.
 //! * `Call Stack(C)` of MALLOC rows: the allocation stack symbolised with the process's module
-//!   map (`memscope_core::symbolize`, through `TypeCtx::c_stack_text`), one frame per line,
+//!   map (`memscope_collect::symbolize`, through `TypeCtx::c_stack_text`), one frame per line,
 //!   innermost first; cached per stack id.
 //! * A FREE of an address that is not live (allocated before tracing started, by the parent
 //!   of a fork child, in an untraced context, by a library opened with `RTLD_DEEPBIND`, or
@@ -22,9 +22,9 @@
 #![forbid(unsafe_code)]
 
 use crate::maps::{MapOp, Maps};
-use memscope_core::adapter::{TypeCtx, Typer};
+use memscope_collect::adapter::{TypeCtx, Typer};
 use memscope_core::event::{Attrs, Device, Event, EventKind, EventType, MemoryAttrs};
-use memscope_core::wire::Record;
+use memscope_wire::Record;
 
 /// A live heap block or mapping: its `allocation_id` and size in bytes.
 #[derive(Clone, Copy, Debug)]

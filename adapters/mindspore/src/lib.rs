@@ -4,12 +4,12 @@
 //! (abi.md §1.6). The mstx adapter's hooks record those calls when this adapter is selected
 //! (`--adapters mindspore`); this crate's typer turns them into `MALLOC`/`FREE` rows of Event
 //! Type `MindSpore`, with `used`, `total` and `owner` (framework level `MindSpore`) as
-//! [`memscope_core::pool`] describes.
+//! [`memscope_collect::pool`] describes.
 #![forbid(unsafe_code)]
 
-use memscope_core::adapter::{AdapterDescriptor, AdapterId, Typer};
-use memscope_core::pool::{PoolTyper, MSTX_POOL_SYMBOLS};
-use memscope_core::wire::PoolId;
+use memscope_collect::adapter::{AdapterDescriptor, AdapterId, Typer};
+use memscope_collect::pool::{PoolTyper, MSTX_POOL_SYMBOLS};
+use memscope_wire::PoolId;
 
 /// The pool this adapter types.
 pub const POOLS: &[PoolId] = &[PoolId::MindSpore];
@@ -35,9 +35,9 @@ pub static DESCRIPTOR: AdapterDescriptor = AdapterDescriptor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use memscope_core::adapter::TypeCtx;
+    use memscope_collect::adapter::TypeCtx;
     use memscope_core::event::EventType;
-    use memscope_core::wire::Record;
+    use memscope_wire::Record;
 
     #[test]
     fn mindspore_descriptor_is_registered() {

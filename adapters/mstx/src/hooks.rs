@@ -13,9 +13,9 @@ use crate::ffi::{
 use core::ffi::{c_char, c_int, c_uint, c_void};
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicU64, Ordering};
-use memscope_core::adapter::AdapterId;
-use memscope_core::wire::{PoolId, Record};
 use memscope_runtime as rt;
+use memscope_wire::AdapterId;
+use memscope_wire::{PoolId, Record};
 
 /// Next range id: process-wide, from 1 (abi.md §1.6).
 static NEXT_RANGE: AtomicU64 = AtomicU64::new(1);

@@ -1,12 +1,12 @@
 //! memscope adapter `mstx`: msTX marks, ranges and memory-domain injection.
 //!
-//! Two halves, as every built-in adapter (`memscope_core::adapter`):
+//! Two halves, as every built-in adapter (`memscope_collect::adapter`):
 //! * [`hooks`] — in-process: `InitInjectionMstx` and the functions it registers into each msTX
 //!   front end (abi.md §1.5–§1.6). They record `Mark`, `RangeStart`, `RangeEnd` (when the `mstx`
 //!   adapter is enabled) and the pool records `HeapRegister`, `HeapUnregister`,
 //!   `RegionRegister`, `RegionUnregister` (gated by the `pta`, `mindspore` or `atb` adapter,
 //!   whose collector-side typers live in those adapters).
-//! * [`typer`] — collector side: the [`memscope_core::adapter::AdapterDescriptor`] (registered
+//! * [`typer`] — collector side: the [`memscope_collect::adapter::AdapterDescriptor`] (registered
 //!   with `inventory`) and the typer of msTX records into `MSTX` events.
 //!
 //! The hook functions are ordinary Rust functions; only the probe turns them into dynamic
@@ -16,8 +16,10 @@
 
 pub mod ffi;
 pub mod hooks;
+#[cfg(feature = "collector")]
 pub mod typer;
 
+#[cfg(feature = "collector")]
 pub use typer::DESCRIPTOR;
 
 /// Defines this adapter's exported C symbols in the invoking crate (the probe cdylib only):

@@ -2,9 +2,9 @@
 //! `RangeStart` and `RangeEnd` records into `MSTX` events. Safe code only.
 #![forbid(unsafe_code)]
 
-use memscope_core::adapter::{AdapterDescriptor, AdapterId, TypeCtx, Typer};
+use memscope_collect::adapter::{AdapterDescriptor, AdapterId, TypeCtx, Typer};
 use memscope_core::event::{Attrs, Device, Event, EventType};
-use memscope_core::wire::Record;
+use memscope_wire::Record;
 use std::collections::HashMap;
 
 /// `MSTX/…` event pairs this adapter produces.
@@ -117,7 +117,7 @@ impl Typer for MstxTyper {
 mod tests {
     use super::*;
     use memscope_core::event::EventKind;
-    use memscope_core::wire::PoolId;
+    use memscope_wire::PoolId;
 
     fn b(s: &str) -> Box<[u8]> {
         s.as_bytes().into()

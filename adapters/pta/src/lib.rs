@@ -6,12 +6,12 @@
 //! register/unregister for each block it hands out. The mstx adapter's hooks record those calls
 //! when this adapter is selected (`--adapters pta`); this crate's typer turns them into
 //! `MALLOC`/`FREE` rows of Event Type `PTA` and `PTA_WORKSPACE`, with `used`, `total` and
-//! `owner` (framework level `PTA` / `PTA_WORKSPACE`) as [`memscope_core::pool`] describes.
+//! `owner` (framework level `PTA` / `PTA_WORKSPACE`) as [`memscope_collect::pool`] describes.
 #![forbid(unsafe_code)]
 
-use memscope_core::adapter::{AdapterDescriptor, AdapterId, Typer};
-use memscope_core::pool::{PoolTyper, MSTX_POOL_SYMBOLS};
-use memscope_core::wire::PoolId;
+use memscope_collect::adapter::{AdapterDescriptor, AdapterId, Typer};
+use memscope_collect::pool::{PoolTyper, MSTX_POOL_SYMBOLS};
+use memscope_wire::PoolId;
 
 /// The pools this adapter types: the caching pool (`PTA`) and the workspace pool
 /// (`PTA_WORKSPACE`).
@@ -43,9 +43,9 @@ pub static DESCRIPTOR: AdapterDescriptor = AdapterDescriptor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use memscope_core::adapter::TypeCtx;
+    use memscope_collect::adapter::TypeCtx;
     use memscope_core::event::{EventKind, EventType};
-    use memscope_core::wire::Record;
+    use memscope_wire::Record;
 
     #[test]
     fn pta_descriptor_is_registered_with_its_events() {

@@ -14,9 +14,11 @@ use std::hash::{Hash, Hasher};
 use std::io::Write;
 use std::path::Path;
 
-use memscope_core::capture::{CaptureEnd, CaptureInfo, CaptureReader, CaptureWriter, ImageHeader};
-use memscope_core::spool::{ProcessMerge, StreamFile};
-use memscope_core::wire::{self, ChunkState, Record};
+use memscope_stream::capture::{
+    CaptureEnd, CaptureInfo, CaptureReader, CaptureWriter, ImageHeader,
+};
+use memscope_stream::spool::{ProcessMerge, StreamFile};
+use memscope_wire::{self as wire, ChunkState, Record};
 
 use crate::{outcome_of_error, Ctx};
 
@@ -125,10 +127,10 @@ pub fn dict() -> Vec<Vec<u8>> {
     let mut d: Vec<Vec<u8>> = vec![
         wire::STREAM_MAGIC.to_vec(),
         wire::CHUNK_MAGIC.to_le_bytes().to_vec(),
-        memscope_core::capture::MAGIC.to_vec(),
-        memscope_core::capture::BLOCK_MAGIC.to_vec(),
-        memscope_core::capture::TRAILER_MAGIC.to_vec(),
-        memscope_core::capture::FOOTER_MAGIC.to_vec(),
+        memscope_stream::capture::MAGIC.to_vec(),
+        memscope_stream::capture::BLOCK_MAGIC.to_vec(),
+        memscope_stream::capture::TRAILER_MAGIC.to_vec(),
+        memscope_stream::capture::FOOTER_MAGIC.to_vec(),
         vec![0xff, 0xff, 0xff, 0xff, 0x0f],
         vec![0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01],
         vec![0xff; 10],
@@ -148,8 +150,8 @@ pub fn dict() -> Vec<Vec<u8>> {
         0xffff_ffff,
         wire::CHUNK_SIZE as u32,
         wire::CHUNK_PAYLOAD as u32,
-        memscope_core::capture::MAX_BLOCK as u32,
-        memscope_core::capture::MAX_JSON as u32 + 1,
+        memscope_stream::capture::MAX_BLOCK as u32,
+        memscope_stream::capture::MAX_JSON as u32 + 1,
     ] {
         d.push(x.to_le_bytes().to_vec());
     }

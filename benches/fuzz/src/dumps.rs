@@ -9,16 +9,16 @@
 
 use std::path::Path;
 
-use memscope_core::analysis::compare::{self, Level};
-use memscope_core::analysis::decompose::DecomposeLayer;
-use memscope_core::analysis::gap::GapLayer;
-use memscope_core::analysis::inefficient_layer::InefficientLayer;
-use memscope_core::analysis::leak_range::RangeLeakLayer;
-use memscope_core::analysis::leaks::LeakLayer;
-use memscope_core::analysis::offline::run_layers_in;
-use memscope_core::analysis::IneffConfig;
+use memscope_analysis::compare::{self, Level};
+use memscope_analysis::decompose::DecomposeLayer;
+use memscope_analysis::gap::GapLayer;
+use memscope_analysis::inefficient_layer::InefficientLayer;
+use memscope_analysis::leak_range::RangeLeakLayer;
+use memscope_analysis::leaks::LeakLayer;
+use memscope_analysis::offline::run_layers_in;
+use memscope_analysis::IneffConfig;
 use memscope_core::bus::Layer;
-use memscope_core::reader::{DumpFile, Order, ReadOptions, ReadStats, SortOptions, TimeUnit};
+use memscope_dump::reader::{DumpFile, Order, ReadOptions, ReadStats, SortOptions, TimeUnit};
 
 use crate::{outcome_of_error, Ctx};
 

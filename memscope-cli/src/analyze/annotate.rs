@@ -18,9 +18,9 @@ use std::path::PathBuf;
 
 use anyhow::{anyhow, Result};
 
-use memscope_core::analysis::outfile::create_sibling;
+use memscope_analysis::outfile::create_sibling;
 use memscope_core::event::Inefficiency;
-use memscope_core::reader::{for_each_pair, CsvSource, DumpFile, DumpFormat};
+use memscope_dump::reader::{for_each_pair, CsvSource, DumpFile, DumpFormat};
 
 type Found = HashMap<(Option<u32>, u64), Vec<Inefficiency>>;
 
@@ -97,7 +97,7 @@ pub fn annotate_db_attr(attr: &str, add: &[Inefficiency]) -> Result<String> {
 fn write_csv(file: &DumpFile, found: &Found) -> Result<PathBuf> {
     let (out, f) = create_sibling(file.path(), "_inefficient")
         .map_err(|e| anyhow!("cannot create a copy next to {}: {e}", file.name()))?;
-    let (input, _) = memscope_core::reader::open_regular(file.path(), file.name())
+    let (input, _) = memscope_dump::reader::open_regular(file.path(), file.name())
         .map_err(|e| anyhow!("{e}"))?;
     let mut src = CsvSource::new(file.name(), input, None).map_err(|e| anyhow!("{e}"))?;
     let mut w = csv::WriterBuilder::new()
@@ -143,7 +143,7 @@ fn write_db(file: &DumpFile, found: &Found) -> Result<PathBuf> {
     let fail = |e: rusqlite::Error| anyhow!("cannot write {}: {e}", out.display());
     // the input is opened as the reader opens it (immutable: nothing written next to it);
     // the copy's path is absolute, so SQLite never takes it for a URI
-    let src = memscope_core::reader::db::open_dump_db(file.path(), file.name())
+    let src = memscope_dump::reader::db::open_dump_db(file.path(), file.name())
         .map_err(|e| anyhow!("{e}"))?;
     // query_only would also refuse writing the copy; the input stays read-only (immutable)
     src.conn

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use anyhow::{anyhow, Result};
 use clap::Args;
 
-use memscope_core::analysis::compare::{self, Level};
-use memscope_core::config::LogLevel;
-use memscope_core::reader::ReadOptions;
+use memscope_analysis::compare::{self, Level};
+use memscope_collect::config::LogLevel;
+use memscope_dump::reader::ReadOptions;
 
 use super::{compare_runs, open, progress, say, LevelArg};
 

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 
 use anyhow::{anyhow, Result};
 
-use memscope_core::analysis::compare::{self, DeviceMap, Level, SequenceBuilder};
-use memscope_core::reader::{Order, ReadOptions};
+use memscope_analysis::compare::{self, DeviceMap, Level, SequenceBuilder};
+use memscope_dump::reader::{Order, ReadOptions};
 use memscope_export::rank::{RunIndex, RunIndexFiles};
 use memscope_export::ProcessInput;
 

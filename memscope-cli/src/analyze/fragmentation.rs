@@ -14,11 +14,11 @@ use std::sync::{Arc, Mutex};
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
 
-use memscope_core::analysis::fragmentation::FragmentationLayer;
-use memscope_core::analysis::outfile::create_unique;
+use memscope_analysis::fragmentation::FragmentationLayer;
+use memscope_analysis::outfile::create_unique;
 use memscope_core::bus::{Bus, BusCtx, BusError, Layer, ReportSection};
 use memscope_core::event::Event;
-use memscope_core::reader::ConsumerError;
+use memscope_dump::reader::ConsumerError;
 
 use super::{print_sections, say};
 
@@ -47,12 +47,12 @@ pub struct FragmentationArgs {
 }
 
 /// Parses a request size as `--fail-on` does (`96MiB`, `1.5GiB`, `4096` bytes, `2GB`:
-/// `memscope_core::analysis::thresholds::parse_size`), at least 1 byte.
+/// `memscope_analysis::thresholds::parse_size`), at least 1 byte.
 ///
 /// # Errors
 /// A malformed size or 0, worded for the user.
 pub fn parse_size(s: &str) -> Result<u64, String> {
-    match memscope_core::analysis::thresholds::parse_size(s)? {
+    match memscope_analysis::thresholds::parse_size(s)? {
         0 => Err(format!("{s:?}: a request of at least 1 byte")),
         b => Ok(b),
     }

@@ -15,9 +15,9 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{anyhow, Result};
 
-use memscope_core::analysis::decompose::{write_decompose_csv, DecomposeLayer};
-use memscope_core::analysis::gap::GapLayer;
-use memscope_core::analysis::leaks::LeakLayer;
+use memscope_analysis::decompose::{write_decompose_csv, DecomposeLayer};
+use memscope_analysis::gap::GapLayer;
+use memscope_analysis::leaks::LeakLayer;
 use memscope_core::bus::{BusCtx, BusError, Layer, ReportSection};
 use memscope_core::event::{Device, Event, EventKind};
 use memscope_export::rank::{RankInfo, RankSource, RunIndex, RunIndexFiles};

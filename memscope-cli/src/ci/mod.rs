@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Result};
 
-use memscope_core::analysis::thresholds::{check, Crossing, Limit, Metric};
+use memscope_analysis::thresholds::{check, Crossing, Limit, Metric};
 
 pub use summary::{compute, Input, ProcessRow};
 

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, Result};
 use serde_json::{json, Value};
 
-use memscope_core::analysis::figures::{FiguresLayer, ProcessFigures};
-use memscope_core::analysis::thresholds::{Crossing, Limit};
+use memscope_analysis::figures::{FiguresLayer, ProcessFigures};
+use memscope_analysis::thresholds::{Crossing, Limit};
 use memscope_core::bus::{BusCtx, Layer};
 use memscope_export::replay::{replay, Flow, Item};
 use memscope_export::ProcessInput;
@@ -93,7 +93,7 @@ fn indexed(inputs: &[PathBuf]) -> HashMap<PathBuf, (String, u64)> {
             } else {
                 root
             };
-            let Ok(Some(file)) = memscope_core::run_index::read(root) else {
+            let Ok(Some(file)) = memscope_dump::run_index::read(root) else {
                 continue;
             };
             for e in file.runs.iter().flat_map(|r| &r.processes) {
@@ -132,7 +132,7 @@ pub fn replay_through<L: Layer>(p: &ProcessInput, make: &dyn Fn() -> L) -> Resul
                     sink.clear();
                     layer.on_event(ev, &ctx, &mut sink).map_err(|e| {
                         memscope_export::ExportError::Read(
-                            memscope_core::reader::ReadError::Consumer(Box::new(e)),
+                            memscope_dump::reader::ReadError::Consumer(Box::new(e)),
                         )
                     })?;
                 }

@@ -2,13 +2,13 @@
 //! captures through the same pipeline (same typers, layers and sink, the run's configuration
 //! from the capture header), with HOST rows written.
 
-use crate::collector::replay::{capture_config, feed, find_captures};
-use crate::collector::PipelineFactory;
 use crate::export_cmd::ExportArgs;
 use anyhow::Context;
-use memscope_core::capture::CaptureReader;
-use memscope_core::config::Format;
-use memscope_core::spool::StreamHeader;
+use memscope_collect::config::Format;
+use memscope_collect::replay::{capture_config, feed, find_captures};
+use memscope_collect::PipelineFactory;
+use memscope_stream::capture::CaptureReader;
+use memscope_stream::spool::StreamHeader;
 
 /// Writes the dumps of every capture under `a.inputs` into `a.output`.
 ///
@@ -23,7 +23,7 @@ pub fn export(a: &ExportArgs, format: Format) -> anyhow::Result<()> {
     if a.output.exists() && !a.output.is_dir() {
         anyhow::bail!("-o {}: not a directory", a.output.display());
     }
-    memscope_core::layout::create_dir_0750(&a.output)
+    memscope_dump::layout::create_dir_0750(&a.output)
         .with_context(|| format!("-o {}", a.output.display()))?;
     let out =
         std::fs::canonicalize(&a.output).with_context(|| format!("-o {}", a.output.display()))?;
@@ -37,8 +37,8 @@ pub fn export(a: &ExportArgs, format: Format) -> anyhow::Result<()> {
             .map_err(anyhow::Error::msg)?
             .info()
             .clone();
-        let ts = memscope_core::layout::timestamp_name(info.start_ns);
-        let dir = memscope_core::layout::project_dir(&out, info.pid, &ts);
+        let ts = memscope_dump::layout::timestamp_name(info.start_ns);
+        let dir = memscope_dump::layout::project_dir(&out, info.pid, &ts);
         if dir.exists() {
             anyhow::bail!(
                 "-o {}: already holds the dumps of pid {} ({}); export into another folder",
@@ -61,6 +61,7 @@ pub fn export(a: &ExportArgs, format: Format) -> anyhow::Result<()> {
             cfg: &cfg,
             visible_devices: &info.visible_devices,
             analyses: &analyses,
+            registry: &crate::builtin::REGISTRY,
         };
         let h = StreamHeader {
             pid: info.pid,

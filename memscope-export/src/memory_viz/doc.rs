@@ -121,7 +121,7 @@ impl<W: Sink> Doc<W> {
 
     /// Writes the frame list of stacks `py` / `c`, each innermost first as the dump lists
     /// them: the C frames, then the Python frames — or the Python frames first when the first
-    /// frame of the user's code is a Python frame (`memscope_core::attribution`, issue 23), so
+    /// frame of the user's code is a Python frame (`memscope_analysis::attribution`, issue 23), so
     /// a viewer that names a block by its first frames names the user's line, not CPython's
     /// allocator. Returns how to write it again.
     pub fn frames(&mut self, py: Option<&str>, c: Option<&str>) -> io::Result<FramesRef> {
@@ -140,8 +140,8 @@ impl<W: Sink> Doc<W> {
         }
         self.p.empty_list()?;
         self.p.mark()?;
-        let python_first = memscope_core::attribution::site_of(py, c)
-            .is_some_and(|s| s.rule.lang == memscope_core::attribution::Lang::Python);
+        let python_first = memscope_analysis::attribution::site_of(py, c)
+            .is_some_and(|s| s.rule.lang == memscope_analysis::attribution::Lang::Python);
         let order = if python_first {
             [(true, py), (false, c)]
         } else {

@@ -43,7 +43,7 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use memscope_core::event::{Attrs, Device, Event, EventKind};
 use memscope_core::roles::{role_of, OwnerTag};
-use memscope_core::sampled::SamplePoint;
+use memscope_core::sample::SamplePoint;
 
 /// Version of the table layout, written as `memscope.schema_version`.
 pub const SCHEMA_VERSION: &str = "3";

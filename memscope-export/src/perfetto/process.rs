@@ -5,7 +5,7 @@ use std::io::{self, Write};
 
 use memscope_core::event::{Attrs, Device, Event, EventKind, EventType};
 use memscope_core::roles::{role_index, role_of, role_of_chain, OwnerTag, ROLES};
-use memscope_core::sampled::SamplePoint;
+use memscope_core::sample::SamplePoint;
 
 use super::proto::{
     event_type, field, Msg, SEQ_INCREMENTAL_STATE_CLEARED, SEQ_NEEDS_INCREMENTAL_STATE,

@@ -12,8 +12,8 @@
 
 use super::cpython::{Api, Frame, Obj};
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use memscope_core::wire::{PyCodeKind, Record};
 use memscope_runtime as rt;
+use memscope_wire::{PyCodeKind, Record};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 

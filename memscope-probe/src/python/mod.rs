@@ -11,8 +11,8 @@ mod stack;
 mod trace;
 
 use core::ffi::{c_char, c_int};
-use memscope_core::wire::Record;
 use memscope_runtime as rt;
+use memscope_wire::Record;
 
 fn guard(err: c_int, f: impl FnOnce() -> c_int) -> c_int {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(err)

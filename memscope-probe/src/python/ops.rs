@@ -3,9 +3,9 @@
 //! `ctypes.PyDLL` from `memscope/_aten.py`; recorded only inside a collection window.
 
 use core::ffi::{c_char, c_int, c_void};
-use memscope_core::watch;
-use memscope_core::wire::{AccessKind, Record};
 use memscope_runtime as rt;
+use memscope_wire::watch;
+use memscope_wire::{AccessKind, Record};
 
 /// Device value of a CPU tensor in these records.
 const CPU: u32 = u32::MAX - 1;

@@ -32,8 +32,8 @@ use super::cpython::{self, Api, Frame};
 use core::cell::RefCell;
 use core::mem::ManuallyDrop;
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use memscope_core::wire::Record;
 use memscope_runtime as rt;
+use memscope_wire::Record;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 

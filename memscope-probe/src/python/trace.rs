@@ -17,8 +17,8 @@ use core::cell::{Cell, RefCell};
 use core::ffi::c_int;
 use core::mem::ManuallyDrop;
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use memscope_core::wire::{PyTraceEvent, Record};
 use memscope_runtime as rt;
+use memscope_wire::{PyTraceEvent, Record};
 
 /// The tracer is installed.
 static ACTIVE: AtomicBool = AtomicBool::new(false);

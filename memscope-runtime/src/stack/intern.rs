@@ -17,7 +17,7 @@
 
 use crate as rt;
 use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use memscope_core::wire::{encode_frames, Record};
+use memscope_wire::{encode_frames, Record};
 
 const TABLES: usize = 4;
 const FIRST_BITS: u32 = 16;

@@ -24,7 +24,7 @@ pub mod unwind;
 
 use crate::scratch::{Scratch, MAX_FRAMES};
 use crate::Guard;
-use memscope_core::wire::Record;
+use memscope_wire::Record;
 
 /// Frames of the probe (and a plugin) a walk from inside a hook may have to leave out before
 /// it reaches the caller's code; captured on top of the requested depth.

@@ -24,7 +24,7 @@ use super::cfi::{self, FoundObject};
 use crate as rt;
 use core::ffi::{c_char, c_void};
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use memscope_core::wire::Record;
+use memscope_wire::Record;
 
 /// The fork handler is registered.
 static ATFORK: AtomicBool = AtomicBool::new(false);

@@ -1,16 +1,16 @@
 //! Helpers of the probe's own tests: run a program with the probe preloaded and a spool but no
 //! collector (what the probe alone commits, drops and stops is visible exactly), and decode the
-//! stream files it leaves with `memscope_core::wire`.
+//! stream files it leaves with `memscope_wire`.
 #![allow(dead_code)]
 
-use memscope_core::adapter::AdapterId;
 use memscope_core::event::EventKind;
-use memscope_core::wire::{
+use memscope_tests::*;
+use memscope_wire::AdapterId;
+use memscope_wire::{
     decode, drop_slot_of, ChunkState, Record, CHUNK_HEADER_SIZE, CHUNK_MAGIC, CHUNK_SIZE,
     CH_COMMITTED, CH_MAGIC, DROP_KINDS, FH_DROPPED, FH_DROPPED_KINDS, FH_EXE, FH_EXE_LEN, FH_PID,
     FH_STOP_REASON, FILE_HEADER_SIZE, STREAM_MAGIC,
 };
-use memscope_tests::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -12,7 +12,7 @@
 //! msMemScope's key set (the config.json next to every dump) and memscope's keys (what `run`
 //! hands the Python package) — read again and validated again, and must come out the same.
 
-use memscope_core::config::RawOptions;
+use memscope_collect::config::RawOptions;
 use memscope_fuzz::{outcome_of_error, run, Target};
 
 fn seeds() -> Vec<Vec<u8>> {
@@ -183,7 +183,7 @@ fn main() {
             let written = [
                 (
                     "msMemScope's",
-                    memscope_core::config::msmemscope::to_text(&cfg),
+                    memscope_collect::config::msmemscope::to_text(&cfg),
                     &canonical,
                 ),
                 (

@@ -4,7 +4,7 @@
 
 use std::io::Read;
 
-use memscope_core::reader::CsvSource;
+use memscope_dump::reader::CsvSource;
 use memscope_fuzz::{dumps, run, Target};
 
 const HEADER: &str = "ID,Event,Event Type,Name,Timestamp(ns),Process Id,Thread Id,Device Id,Ptr,Attr,Call Stack(Python),Call Stack(C)\n";

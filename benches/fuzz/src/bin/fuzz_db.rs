@@ -180,7 +180,7 @@ fn seed_db(ctx_dir: &Path, name: &str, setup: &str) -> Vec<u8> {
     let p = ctx_dir.join(name);
     let _ = std::fs::remove_file(&p);
     let c = Connection::open(&p).expect("seed db");
-    c.execute_batch(memscope_core::sink::sqlite::CREATE_TABLE)
+    c.execute_batch(memscope_dump::sink::sqlite::CREATE_TABLE)
         .expect("seed table");
     c.execute_batch(setup).expect("seed rows");
     drop(c);

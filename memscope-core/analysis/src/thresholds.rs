@@ -1,0 +1,461 @@
+//! Limits that fail a command (issue 24): `memscope run --fail-on
+//! 'leaks>1MiB,peak.npu:0>40GiB,peak.host>2GiB'`, `memscope analyze leaks --fail-over 1MiB`.
+//!
+//! A limit is `METRIC[.SCOPE]>VALUE`, checked against each process's [`ProcessFigures`]:
+//!
+//! * `peak`: the highest peak of any allocator in scope (allocators nest — pool blocks live
+//!   inside driver memory — so they are compared one by one, never added);
+//! * `leaks`: the most bytes any allocator in scope leaked, as the leak analysis judges (pool
+//!   blocks by msMemScope's step rule, HAL memory live at exit);
+//! * `live`: the most bytes any allocator in scope held at exit;
+//! * `dropped`: events the probe could not record (a whole number of events, no scope; needs
+//!   `memscope run`).
+//!
+//! SCOPE: `npu` (every NPU), `npu:N`, `cpu` (host memory but Python objects), `host` (the
+//! HOST allocator), `pymem` (Python objects, PYMEM), or an Event Type (`PTA`, `HAL`, …); a
+//! device and an Event Type together as `npu:0.PTA`. VALUE: bytes with an optional unit —
+//! `B`, `K`/`KiB`, `M`/`MiB`, `G`/`GiB`, `T`/`TiB` (powers of 1024), `KB`, `MB`, `GB`, `TB`
+//! (powers of 1000). A limit whose scope matches no allocator of a run is reported, not
+//! silently passed (see [`Limit::matches_any`]).
+
+use super::diff::size;
+use super::figures::{AllocatorFigures, ProcessFigures, Site};
+
+/// What a limit measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Metric {
+    /// Highest live bytes.
+    Peak,
+    /// Bytes judged leaked.
+    Leaks,
+    /// Bytes live at exit.
+    Live,
+    /// Events dropped (count).
+    Dropped,
+}
+
+impl Metric {
+    fn parse(s: &str) -> Option<Metric> {
+        Some(match s {
+            "peak" => Metric::Peak,
+            "leaks" => Metric::Leaks,
+            "live" => Metric::Live,
+            "dropped" => Metric::Dropped,
+            _ => return None,
+        })
+    }
+
+    /// `peak`, `leaks`, `live` or `dropped`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Metric::Peak => "peak",
+            Metric::Leaks => "leaks",
+            Metric::Live => "live",
+            Metric::Dropped => "dropped",
+        }
+    }
+}
+
+/// Which allocators a limit looks at.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Scope {
+    /// `npu`, `npu:N`, `cpu`, `host`, `pymem`, or none (all).
+    pub device: Option<String>,
+    /// An Event Type, or none (all).
+    pub allocator: Option<String>,
+}
+
+fn is_pymem(a: &AllocatorFigures) -> bool {
+    a.allocator.starts_with("PYMEM")
+}
+
+impl Scope {
+    fn parse(s: &str) -> Result<Scope, String> {
+        let mut scope = Scope::default();
+        let (dev, alloc) = match s.split_once('.') {
+            Some((d, a)) => (Some(d), Some(a)),
+            None if is_device(s) => (Some(s), None),
+            None => (None, Some(s)),
+        };
+        if let Some(d) = dev {
+            if !is_device(d) {
+                return Err(format!(
+                    "unknown scope {d:?} (expected npu, npu:N, cpu, host, pymem or an Event Type such as PTA)"
+                ));
+            }
+            scope.device = Some(d.to_owned());
+        }
+        if let Some(a) = alloc {
+            if a.is_empty() || !a.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                return Err(format!("unknown scope {s:?}: {a:?} is not an Event Type"));
+            }
+            scope.allocator = Some(a.to_owned());
+        }
+        Ok(scope)
+    }
+
+    /// Whether allocator `a` is in scope.
+    pub fn covers(&self, a: &AllocatorFigures) -> bool {
+        let dev_ok = match self.device.as_deref() {
+            None => true,
+            Some("npu") => a.device.parse::<u32>().is_ok(),
+            Some("cpu") => a.device == "cpu" && !is_pymem(a),
+            Some("host") => a.device == "cpu" && a.allocator == "HOST",
+            Some("pymem") => a.allocator == "PYMEM",
+            Some(d) => d.strip_prefix("npu:") == Some(a.device.as_str()),
+        };
+        dev_ok && self.allocator.as_deref().is_none_or(|t| t == a.allocator)
+    }
+}
+
+fn is_device(s: &str) -> bool {
+    matches!(s, "npu" | "cpu" | "host" | "pymem")
+        || s.strip_prefix("npu:")
+            .is_some_and(|n| n.parse::<u32>().is_ok())
+}
+
+/// One limit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limit {
+    /// The limit as given (spaces removed).
+    pub text: String,
+    /// What it measures.
+    pub metric: Metric,
+    /// Where.
+    pub scope: Scope,
+    /// The most allowed (bytes, or events for `dropped`).
+    pub max: u64,
+}
+
+/// Parses a size: `1048576`, `1MiB`, `1.5 GiB`, `40GB` (see the module documentation).
+///
+/// # Errors
+/// A one-line message naming the text.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let bad = || format!("{s:?} is not a size (e.g. 512, 64KiB, 1.5GiB, 2GB)");
+    let v: f64 = num.parse().map_err(|_| bad())?;
+    let mult: f64 = match unit.trim() {
+        // a byte count is whole: `1.5` is a typo for a unit, never rounded
+        "" | "B" if num.contains('.') => {
+            return Err(format!(
+                "{s:?} is not a whole number of bytes (e.g. 512, 1.5KiB)"
+            ))
+        }
+        "" | "B" => 1.0,
+        "K" | "KiB" | "k" => 1024.0,
+        "M" | "MiB" => 1_048_576.0,
+        "G" | "GiB" => 1_073_741_824.0,
+        "T" | "TiB" => 1_099_511_627_776.0,
+        "KB" | "kB" => 1e3,
+        "MB" => 1e6,
+        "GB" => 1e9,
+        "TB" => 1e12,
+        _ => return Err(bad()),
+    };
+    let b = (v * mult).round();
+    if !b.is_finite() || b >= 1.8e19 {
+        return Err(bad());
+    }
+    Ok(b as u64)
+}
+
+impl Limit {
+    /// Parses one `METRIC[.SCOPE]>VALUE`.
+    ///
+    /// # Errors
+    /// A one-line message naming the limit and what is wrong.
+    pub fn parse(s: &str) -> Result<Limit, String> {
+        let text: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+        let (lhs, rhs) = text
+            .split_once('>')
+            .ok_or_else(|| format!("{text:?}: expected METRIC[.SCOPE]>SIZE, e.g. leaks>1MiB"))?;
+        let (m, scope) = match lhs.split_once('.') {
+            Some((m, s)) => (m, Some(s)),
+            None => (lhs, None),
+        };
+        let metric = Metric::parse(m).ok_or_else(|| {
+            format!("{text:?}: unknown metric {m:?} (expected peak, leaks, live or dropped)")
+        })?;
+        let scope = match scope {
+            Some(_) if metric == Metric::Dropped => {
+                return Err(format!(
+                    "{text:?}: dropped counts the process's lost events and takes no scope (e.g. dropped>0)"
+                ))
+            }
+            Some(s) => Scope::parse(s).map_err(|e| format!("{text:?}: {e}"))?,
+            None => Scope::default(),
+        };
+        let max = if metric == Metric::Dropped {
+            rhs.parse::<u64>().map_err(|_| {
+                format!("{text:?}: dropped counts events: {rhs:?} is not a whole number")
+            })?
+        } else {
+            parse_size(rhs).map_err(|e| format!("{text:?}: {e}"))?
+        };
+        Ok(Limit {
+            text,
+            metric,
+            scope,
+            max,
+        })
+    }
+
+    /// Parses a comma-separated list.
+    ///
+    /// # Errors
+    /// As [`Limit::parse`]; an empty list or an empty item (`a,,b`: a limit lost in editing).
+    pub fn parse_list(s: &str) -> Result<Vec<Limit>, String> {
+        if s.trim().is_empty() {
+            return Err("no limit given (e.g. leaks>1MiB,peak.npu:0>40GiB)".into());
+        }
+        let v: Vec<Limit> = s
+            .split(',')
+            .enumerate()
+            .map(|(i, p)| {
+                if p.trim().is_empty() {
+                    Err(format!(
+                        "item {} of the list is empty (limits are separated by single commas)",
+                        i + 1
+                    ))
+                } else {
+                    Limit::parse(p)
+                }
+            })
+            .collect::<Result<_, _>>()?;
+        // a limit given twice would report each crossing twice
+        for (i, l) in v.iter().enumerate() {
+            if v[..i].iter().any(|o| o.text == l.text) {
+                return Err(format!("{:?} is given twice", l.text));
+            }
+        }
+        Ok(v)
+    }
+
+    /// Whether this limit looks at any of `allocators` (`dropped` looks at the process):
+    /// a scope that matches nothing in a run is most likely a typo.
+    pub fn matches_any<'a>(
+        &self,
+        mut allocators: impl Iterator<Item = &'a AllocatorFigures>,
+    ) -> bool {
+        self.metric == Metric::Dropped || allocators.any(|a| self.scope.covers(a))
+    }
+}
+
+/// A limit crossed by one process.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Crossing {
+    /// The limit as given.
+    pub limit: String,
+    /// The process, as the caller labels it (`pid 42 (rank 0)`).
+    pub process: String,
+    /// Device of the allocator that crossed it (`npu:0`, `cpu`), if one did.
+    pub device: Option<String>,
+    /// That allocator.
+    pub allocator: Option<String>,
+    /// The value measured.
+    pub value: u64,
+    /// The most allowed.
+    pub max: u64,
+    /// Where the memory was.
+    pub site: Option<Site>,
+}
+
+impl Crossing {
+    /// One line for people: which limit, by how much, where.
+    pub fn line(&self, metric_is_count: bool) -> String {
+        let fmt = |v: u64| {
+            if metric_is_count {
+                v.to_string()
+            } else {
+                size(v)
+            }
+        };
+        let mut s = format!(
+            "limit {} crossed by {}: {}",
+            self.limit,
+            self.process,
+            fmt(self.value)
+        );
+        if let (Some(d), Some(a)) = (&self.device, &self.allocator) {
+            s.push_str(&format!(" ({d} {a})"));
+        }
+        s.push_str(&format!(
+            ", {} over {}",
+            fmt(self.value - self.max),
+            fmt(self.max)
+        ));
+        if let Some(site) = &self.site {
+            s.push_str(&format!(
+                "; {} in {} block(s) at {}",
+                size(site.bytes),
+                site.blocks,
+                site.site
+            ));
+        }
+        s
+    }
+}
+
+/// Checks `limit` against one process (`dropped`: its dropped-event count): one crossing per
+/// allocator in scope over the limit, the blocks the program holds (pools, HOST, PYMEM)
+/// before the memory that backs them (HAL, arenas), as `memscope diff` orders them.
+pub fn check(
+    limit: &Limit,
+    label: &str,
+    f: &ProcessFigures,
+    dropped: Option<u64>,
+) -> Vec<Crossing> {
+    if limit.metric == Metric::Dropped {
+        return dropped
+            .filter(|d| *d > limit.max)
+            .map(|d| Crossing {
+                limit: limit.text.clone(),
+                process: label.to_owned(),
+                device: None,
+                allocator: None,
+                value: d,
+                max: limit.max,
+                site: None,
+            })
+            .into_iter()
+            .collect();
+    }
+    let value = |a: &AllocatorFigures| match limit.metric {
+        Metric::Peak => a.peak_bytes,
+        Metric::Leaks => a.leaked_bytes.unwrap_or(0),
+        Metric::Live => a.live_at_exit_bytes,
+        Metric::Dropped => 0,
+    };
+    let mut over: Vec<&AllocatorFigures> = f
+        .allocators
+        .iter()
+        .filter(|a| limit.scope.covers(a) && value(a) > limit.max)
+        .collect();
+    over.sort_by_key(|a| {
+        let t = memscope_event_type(&a.allocator);
+        (super::diff::level(t), std::cmp::Reverse(value(a)))
+    });
+    over.into_iter()
+        .map(|a| Crossing {
+            limit: limit.text.clone(),
+            process: label.to_owned(),
+            device: Some(a.device_name()),
+            allocator: Some(a.allocator.clone()),
+            value: value(a),
+            max: limit.max,
+            site: match limit.metric {
+                Metric::Peak => a.peak_site.clone(),
+                Metric::Leaks => a.leak_site.clone(),
+                _ => None,
+            },
+        })
+        .collect()
+}
+
+fn memscope_event_type(name: &str) -> memscope_core::event::EventType {
+    memscope_core::event::EventType::parse(name)
+        .unwrap_or_else(|| memscope_core::event::EventType::custom(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn alloc(device: &str, allocator: &str, peak: u64, leaked: Option<u64>) -> AllocatorFigures {
+        AllocatorFigures {
+            device: device.into(),
+            allocator: allocator.into(),
+            peak_bytes: peak,
+            leaked_bytes: leaked,
+            peak_site: Some(Site {
+                site: "t.py(3): f".into(),
+                bytes: peak,
+                blocks: 1,
+            }),
+            ..AllocatorFigures::default()
+        }
+    }
+
+    #[test]
+    fn limits_parse_sizes_scopes_and_refuse_nonsense() {
+        let v = Limit::parse_list("leaks>1MiB, peak.npu:0>40GiB,peak.host>2GB,live.npu:1.PTA>0")
+            .unwrap();
+        assert_eq!(v[0].max, 1 << 20);
+        assert_eq!(v[1].scope.device.as_deref(), Some("npu:0"));
+        assert_eq!(v[1].max, 40 << 30);
+        assert_eq!(v[2].max, 2_000_000_000);
+        assert_eq!(v[3].scope.allocator.as_deref(), Some("PTA"));
+        assert_eq!(parse_size("1.5 GiB").unwrap(), 3 << 29);
+        for bad in [
+            "leaks",
+            "leak>1",
+            "peak.gpu:0>1",
+            "peak>1XB",
+            "peak.npu:x>1",
+            "peak.npu:0.P-T>1",
+            "dropped>1MiB",
+            "dropped>1.5",
+            "dropped.npu>0",
+        ] {
+            assert!(Limit::parse(bad).is_err(), "{bad}");
+        }
+        assert_eq!(Limit::parse("dropped>10").unwrap().max, 10);
+        assert!(Limit::parse_list(" , ").is_err());
+        assert!(Limit::parse_list("").is_err());
+        let e = Limit::parse_list("leaks>1MiB,,peak>2").unwrap_err();
+        assert!(e.contains("item 2"), "{e}");
+        assert!(Limit::parse_list("leaks>1MiB,").is_err());
+        let e = Limit::parse_list("live>0, live > 0").unwrap_err();
+        assert!(e.contains("given twice"), "{e}");
+        assert!(Limit::parse("peak>1.5").is_err());
+        assert!(Limit::parse("peak>1.5B").is_err());
+        assert_eq!(Limit::parse("peak>1.5KiB").unwrap().max, 1536);
+    }
+
+    #[test]
+    fn a_limit_names_the_allocator_that_crossed_it_by_how_much_and_where() {
+        let f = ProcessFigures {
+            allocators: vec![
+                alloc("0", "HAL", 3 << 30, Some(0)),
+                alloc("0", "PTA", 2 << 30, Some(28 << 20)),
+                alloc("cpu", "HOST", 1 << 20, None),
+                alloc("cpu", "PYMEM", 5 << 30, None),
+            ],
+            ..ProcessFigures::default()
+        };
+        let l = Limit::parse("peak.npu:0>2GiB").unwrap();
+        let c = check(&l, "pid 1", &f, None);
+        assert_eq!(c.len(), 1);
+        assert_eq!(
+            (c[0].allocator.as_deref(), c[0].value),
+            (Some("HAL"), 3 << 30)
+        );
+        assert!(
+            c[0].line(false).contains("1.0 GiB over 2.0 GiB"),
+            "{}",
+            c[0].line(false)
+        );
+        assert!(c[0].line(false).contains("at t.py(3): f"));
+        // pools before the driver memory that backs them
+        let c = check(&Limit::parse("peak.npu:0>1GiB").unwrap(), "p", &f, None);
+        let names: Vec<_> = c.iter().map(|c| c.allocator.clone().unwrap()).collect();
+        assert_eq!(names, ["PTA", "HAL"]);
+        let l = Limit::parse("leaks>1MiB").unwrap();
+        let c = check(&l, "pid 1", &f, None);
+        assert_eq!(c[0].allocator.as_deref(), Some("PTA"));
+        assert!(check(&Limit::parse("peak.cpu>2MiB").unwrap(), "p", &f, None).is_empty());
+        assert_eq!(
+            check(&Limit::parse("peak.pymem>2MiB").unwrap(), "p", &f, None).len(),
+            1
+        );
+        assert!(check(&Limit::parse("peak.npu:1>0").unwrap(), "p", &f, None).is_empty());
+        let d = Limit::parse("dropped>0").unwrap();
+        assert_eq!(check(&d, "p", &f, Some(3)).len(), 1);
+        assert!(check(&d, "p", &f, None).is_empty());
+    }
+}

@@ -1,0 +1,296 @@
+//! Adapters: the allocator and event sources memscope hooks.
+//!
+//! A built-in adapter is one crate under `adapters/` with two halves: hooks that the probe
+//! exports inside the traced process, and a collector-side [`Typer`] that turns the adapter's
+//! stream records into typed [`Event`]s. Each crate declares one `pub static DESCRIPTOR:`
+//! [`AdapterDescriptor`]; the CLI's explicit registration list (`memscope-cli/src/builtin.rs`)
+//! lists and instantiates them — no constructor registers anything, so nothing of the collector
+//! half runs or is linked in the traced process. Selection is a
+//! bit mask ([`AdapterId::bit`]) handed to the probe, so an unselected adapter costs one atomic
+//! load per intercepted call.
+
+use crate::fast_path::FastPath;
+use memscope_core::bus::Layer;
+use memscope_core::event::Event;
+use memscope_wire::Record;
+
+/// Built-in adapters (their selection bits are part of the probe's environment protocol).
+pub use memscope_wire::AdapterId;
+
+/// An adapter memscope ships as a plugin: built on the adapter SDK only (as a third party
+/// builds one, `memscope-adapter-sdk`), loaded by the probe like any `--adapter-path` plugin,
+/// and selected by name like a built-in one (`--adapters`, config.json `"adapters"`).
+#[derive(Debug, Clone, Copy)]
+pub struct ShippedPlugin {
+    /// The name used in `--adapters` and config.json.
+    pub name: &'static str,
+    /// File name of its library, found next to the probe library.
+    pub library: &'static str,
+    /// One line.
+    pub summary: &'static str,
+    /// `Event/Event Type` pairs it produces.
+    pub events: &'static [&'static str],
+    /// Its rows are host memory (device `cpu`): selecting it selects the `cpu` device, as
+    /// selecting HOST does.
+    pub host_memory: bool,
+}
+
+/// The adapters shipped as plugins (issue 16: CPython's allocator domains).
+pub const SHIPPED_PLUGINS: [ShippedPlugin; 1] = [ShippedPlugin {
+    name: "pymem",
+    library: "libmemscope_adapter_pymem.so",
+    summary:
+        "CPython's allocator domains (raw, mem, object; PyMem_SetAllocator) and pymalloc arenas",
+    events: &[
+        "MALLOC/PYMEM",
+        "FREE/PYMEM",
+        "MALLOC/PYMEM_ARENA",
+        "FREE/PYMEM_ARENA",
+    ],
+    host_memory: true,
+}];
+
+/// The shipped plugin named `name`.
+pub fn shipped_plugin(name: &str) -> Option<&'static ShippedPlugin> {
+    SHIPPED_PLUGINS.iter().find(|p| p.name == name)
+}
+
+/// A config.json key an adapter reads.
+#[derive(Debug)]
+pub struct ConfigKey {
+    /// Key name.
+    pub name: &'static str,
+    /// One line: type, default and meaning.
+    pub summary: &'static str,
+}
+
+/// Per-process context handed to typers: identity, device mapping and the state shared by all
+/// adapters of one process.
+#[derive(Debug, Default)]
+pub struct TypeCtx {
+    /// Process id.
+    pub pid: u32,
+    /// `ASCEND_RT_VISIBLE_DEVICES` of the job: logical index → physical id.
+    pub visible_devices: Vec<u32>,
+    /// Next `allocation_id` (per process, from 1, shared by all pools).
+    next_allocation_id: u64,
+    /// Per-thread owner label stacks (from `OwnerPush`/`OwnerPop` records).
+    owners: std::collections::HashMap<u32, Vec<String>>,
+    /// Per-thread current device (set by the ACL adapter's `aclrtSetDevice`).
+    current_device: std::collections::HashMap<u32, u32>,
+    /// Warnings for the process log (double frees, unknown pointers, …), drained by the
+    /// collector.
+    warnings: Vec<String>,
+    /// Interned call stacks of the process (`StackDef` records): (image, id) → raw return
+    /// addresses, innermost first. Filled by the collector as it reads the streams, before the
+    /// records that use them are typed. Ids are per process image (each exec'd image of a pid
+    /// writes its own stream and numbers its stacks from 1).
+    stacks: std::collections::HashMap<(usize, u32), Vec<u64>>,
+    /// Image (stream index within the pid) of the record being typed.
+    image: usize,
+    /// The C stack service: module maps, symbolised stacks, `CallStack`s waiting for their
+    /// record.
+    c_stacks: crate::symbolize::CStacks,
+}
+
+impl TypeCtx {
+    /// A context for process `pid` with the job's visible-device list.
+    pub fn new(pid: u32, visible_devices: Vec<u32>) -> TypeCtx {
+        TypeCtx {
+            pid,
+            visible_devices,
+            next_allocation_id: 1,
+            ..TypeCtx::default()
+        }
+    }
+
+    /// Maps a logical device id through `ASCEND_RT_VISIBLE_DEVICES` (identity when unset or
+    /// out of range, as msMemScope does).
+    pub fn map_device(&self, logical: u32) -> u32 {
+        self.visible_devices
+            .get(logical as usize)
+            .copied()
+            .unwrap_or(logical)
+    }
+
+    /// A fresh `allocation_id`.
+    pub fn next_allocation_id(&mut self) -> u64 {
+        let id = self.next_allocation_id.max(1);
+        self.next_allocation_id = id + 1;
+        id
+    }
+
+    /// Pushes an owner label for thread `tid`.
+    pub fn push_owner(&mut self, tid: u32, label: String) {
+        self.owners.entry(tid).or_default().push(label);
+    }
+
+    /// Pops thread `tid`'s innermost owner label (no-op on an empty stack).
+    pub fn pop_owner(&mut self, tid: u32) {
+        if let Some(s) = self.owners.get_mut(&tid) {
+            s.pop();
+        }
+    }
+
+    /// Thread `tid`'s owner labels, outermost first.
+    pub fn owner_labels(&self, tid: u32) -> &[String] {
+        self.owners.get(&tid).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// Sets thread `tid`'s current (physical) device.
+    pub fn set_current_device(&mut self, tid: u32, device: u32) {
+        self.current_device.insert(tid, device);
+    }
+
+    /// Queues a warning for the process log (at most 1000 are kept between drains; the rest
+    /// are counted in a final line).
+    pub fn warn(&mut self, msg: String) {
+        if self.warnings.len() < 1000 {
+            self.warnings.push(msg);
+        } else if self.warnings.len() == 1000 {
+            self.warnings.push("more warnings suppressed".to_owned());
+        }
+    }
+
+    /// Takes the queued warnings.
+    pub fn take_warnings(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.warnings)
+    }
+
+    /// Stores interned stack `id` of process image `image` (raw return addresses, innermost
+    /// first).
+    pub fn define_stack(&mut self, image: usize, id: u32, frames: Vec<u64>) {
+        self.stacks.insert((image, id), frames);
+    }
+
+    /// Interned stack `id` of the image of the record being typed, if its `StackDef` was seen.
+    pub fn stack(&self, id: u32) -> Option<&[u64]> {
+        self.stacks.get(&(self.image, id)).map(Vec::as_slice)
+    }
+
+    /// Sets the process image (stream index within the pid, from 0) of the record about to be
+    /// typed.
+    pub fn set_image(&mut self, image: usize) {
+        self.image = image;
+    }
+
+    /// The process image of the record being typed (stream index within the pid, from 0).
+    pub fn image(&self) -> usize {
+        self.image
+    }
+
+    /// Adds a loaded module (a `Module` record) to the current image's map.
+    pub fn add_module(&mut self, module: (u64, u64, u64), path: &[u8], build_id: &[u8]) {
+        self.c_stacks.add_module(self.image, module, path, build_id);
+    }
+
+    /// `Call Stack(C)` text of stack `id` of the current image (one frame per line, innermost
+    /// first); `None` for 0 or a stack whose `StackDef` was not seen.
+    pub fn c_stack_text(&mut self, id: u32) -> Option<String> {
+        if id == 0 {
+            return None;
+        }
+        let frames = self.stacks.get(&(self.image, id))?;
+        Some(self.c_stacks.text(self.image, id, frames).to_string())
+    }
+
+    /// A `CallStack { ts, stack }` record of thread `tid`: its stack goes on the rows of the
+    /// thread's next record stamped `ts` ([`TypeCtx::take_call_stack`]).
+    pub fn set_call_stack(&mut self, tid: u32, ts: u64, stack: u32) {
+        self.c_stacks.set_pending(self.image, tid, ts, stack);
+    }
+
+    /// The `Call Stack(C)` text waiting for thread `tid`'s record stamped `ts`, if any.
+    pub fn take_call_stack(&mut self, tid: u32, ts: Option<u64>) -> Option<String> {
+        let id = self.c_stacks.take_pending(self.image, tid, ts)?;
+        self.c_stack_text(id)
+    }
+
+    /// Thread `tid`'s current (physical) device, if one was set.
+    pub fn current_device(&self, tid: u32) -> Option<u32> {
+        self.current_device.get(&tid).copied()
+    }
+}
+
+/// Collector-side half of an adapter: turns stream records into typed events, keeping whatever
+/// per-process state the source needs (pool totals, live blocks).
+pub trait Typer: Send {
+    /// Types one record of thread `tid`, pushing 0..n events onto `out` (IDs are assigned later).
+    /// Returns `false` when the record is not this adapter's, so the next typer is asked.
+    fn type_record(
+        &mut self,
+        ctx: &mut TypeCtx,
+        tid: u32,
+        rec: &Record<Box<[u8]>>,
+        out: &mut Vec<Event>,
+    ) -> bool;
+
+    /// The process ended: emit whatever is still pending (nothing, for most adapters).
+    fn finish(&mut self, _ctx: &mut TypeCtx, _out: &mut Vec<Event>) {}
+}
+
+/// What `memscope adapters list` prints and how the CLI builds an adapter's typer.
+pub struct AdapterDescriptor {
+    /// Which built-in adapter this is.
+    pub id: AdapterId,
+    /// One-line summary.
+    pub summary: &'static str,
+    /// C symbols the probe interposes or registers for this adapter.
+    pub symbols: &'static [&'static str],
+    /// `Event/Event Type` pairs this adapter produces, e.g. `MSTX/Mark`.
+    pub events: &'static [&'static str],
+    /// config.json keys it reads besides `adapters`.
+    pub config_keys: &'static [ConfigKey],
+    /// Builds a fresh typer for one process.
+    pub new_typer: fn() -> Box<dyn Typer>,
+}
+
+impl std::fmt::Debug for AdapterDescriptor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdapterDescriptor")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn type_ctx_maps_visible_devices_and_counts_allocation_ids_from_one() {
+        let mut c = TypeCtx::new(1, vec![4, 5]);
+        assert_eq!(c.map_device(0), 4);
+        assert_eq!(c.map_device(1), 5);
+        assert_eq!(c.map_device(7), 7);
+        assert_eq!(c.next_allocation_id(), 1);
+        assert_eq!(c.next_allocation_id(), 2);
+        c.push_owner(3, "a".into());
+        c.push_owner(3, "b".into());
+        c.pop_owner(3);
+        assert_eq!(c.owner_labels(3), ["a".to_string()]);
+    }
+}
+
+/// The adapters a collector types with, as its caller's registration list gives them
+/// (`memscope-cli/src/builtin.rs`): the descriptors, and the collector-side pieces of HOST and
+/// HAL that are not descriptor fields yet. The collector names no adapter crate itself.
+#[derive(Clone, Copy, Debug)]
+pub struct Registry {
+    /// Every built-in adapter's descriptor, in [`AdapterId`] order.
+    pub descriptors: &'static [&'static AdapterDescriptor],
+    /// HOST's end-of-run leak summary layer (`None` when HOST is not selected).
+    pub host_leak_layer: fn(&crate::config::RunConfig) -> Option<Box<dyn Layer>>,
+    /// HAL's out-of-memory layer (`OOM_Snapshot`, `--analysis oom[:K]`).
+    pub oom_layer: fn(&crate::config::RunConfig) -> Box<dyn Layer>,
+    /// HOST's fast path: HOST heap records typed and accounted without events when HOST rows
+    /// are neither written nor analysed.
+    pub host_fast: fn(&crate::config::RunConfig) -> Box<dyn FastPath>,
+}
+
+impl Registry {
+    /// A fresh typer of every adapter, for one process.
+    pub fn typers(&self) -> Vec<Box<dyn Typer>> {
+        self.descriptors.iter().map(|d| (d.new_typer)()).collect()
+    }
+}

@@ -1,0 +1,151 @@
+//! Selection layers of `memscope run`, applying msMemScope's collection and dump rules
+//! (behaviour spec §2 "Rules that widen what is collected", §8 devices and steps).
+
+use crate::adapter::AdapterId;
+use crate::config::RunConfig;
+use memscope_core::bus::{BusCtx, BusError, Layer};
+use memscope_core::event::{Device, Event, EventKind, EventType};
+
+/// Drops what is not *collected*: memory events unless alloc/free (or an analysis needing them)
+/// are on, launches unless `launch` and the matching level are on, ACCESS unless `access`
+/// (or decompose/inefficient), and events of unselected devices. Runs before the analyses.
+pub struct CollectFilter {
+    memory: bool,
+    op: bool,
+    kernel: bool,
+    access: bool,
+    cfg_devices: crate::config::DeviceSet,
+    cpu: bool,
+}
+
+impl CollectFilter {
+    /// Derives the collected set from `cfg` with msMemScope's widening rules.
+    pub fn new(cfg: &RunConfig) -> CollectFilter {
+        let (e, a) = (cfg.events, cfg.analysis);
+        let memory = e.alloc
+            || e.free
+            || e.access
+            || a.leaks
+            || a.decompose
+            || a.inefficient
+            || a.oom.is_some();
+        let launch = e.launch || a.inefficient;
+        CollectFilter {
+            memory,
+            op: launch && cfg.level.op,
+            kernel: launch && cfg.level.kernel,
+            access: e.access || a.decompose || a.inefficient,
+            cfg_devices: cfg.device.clone(),
+            cpu: cfg.device.cpu
+                || cfg.has_adapter(AdapterId::Host)
+                || cfg.shipped_plugins().iter().any(|p| p.host_memory),
+        }
+    }
+
+    /// Whether memory (MALLOC/FREE) events are collected.
+    pub fn keeps_memory(&self) -> bool {
+        self.memory
+    }
+
+    fn device_selected(&self, d: Device) -> bool {
+        match d {
+            Device::NotApplicable => true,
+            Device::Cpu => self.cpu,
+            Device::Npu(n) => self.cfg_devices.all_npu || self.cfg_devices.npus.contains(&n),
+        }
+    }
+}
+
+impl Layer for CollectFilter {
+    fn name(&self) -> &'static str {
+        "collect-filter"
+    }
+    fn on_event(&mut self, ev: Event, _: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError> {
+        let keep = match ev.kind {
+            EventKind::Malloc | EventKind::Free => self.memory,
+            EventKind::OpLaunch => self.op,
+            EventKind::KernelLaunch => self.kernel,
+            EventKind::Access => self.access,
+            _ => true,
+        };
+        if keep && self.device_selected(ev.device) {
+            out.push(ev);
+        } else if keep && ev.event_type == EventType::Step {
+            // A step boundary belongs to every dump the run writes (issue 27): on a device
+            // `--device` leaves out it goes on device-less, like a mark without a device.
+            let mut ev = ev;
+            ev.device = Device::NotApplicable;
+            out.push(ev);
+        }
+        Ok(())
+    }
+}
+
+/// Drops what is collected but not *written* (`dumpEventType`): MALLOC needs `alloc`, FREE
+/// needs `free`, launches need `launch`, ACCESS needs `access`; MSTX, SYSTEM and SNAPSHOT rows
+/// are always written. HOST adapter rows need `host_rows` (they stay in the capture). Also applies
+/// `--steps`: inside a step that is not selected nothing is written; outside steps everything is
+/// (msMemScope's "in range" rule). Runs after the analyses, so they see every collected event.
+pub struct WriteFilter {
+    alloc: bool,
+    free: bool,
+    launch: bool,
+    access: bool,
+    steps: Vec<u32>,
+    host_rows: bool,
+    /// The PYMEM adapter's Event Types (issue 16): rows at malloc volume, written like HOST
+    /// rows only with `host_rows` (kept in the capture and summarised by Python stack).
+    pymem: [EventType; 2],
+}
+
+/// Whether `ev` is a row of the HOST adapter (libc allocator blocks): Event Type HOST rows
+/// that are neither pinned memory (ACL) nor driver host memory (HAL) — those two always carry
+/// `used`, the HOST adapter never does — nor torch CPU tensor storages (issue 13).
+pub fn is_host_adapter_row(ev: &Event) -> bool {
+    ev.event_type == EventType::Host
+        && ev
+            .memory()
+            .is_some_and(|m| !m.pinned && !m.cpu_tensor && m.used.is_none())
+}
+
+impl WriteFilter {
+    /// The written set of `cfg`.
+    pub fn new(cfg: &RunConfig) -> WriteFilter {
+        WriteFilter {
+            alloc: cfg.events.alloc,
+            free: cfg.events.free,
+            launch: cfg.events.launch,
+            access: cfg.events.access,
+            steps: cfg.steps.clone(),
+            host_rows: cfg.host_rows,
+            pymem: [EventType::custom("PYMEM"), EventType::custom("PYMEM_ARENA")],
+        }
+    }
+}
+
+impl Layer for WriteFilter {
+    fn name(&self) -> &'static str {
+        "write-filter"
+    }
+    fn on_event(&mut self, ev: Event, ctx: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError> {
+        let keep = match ev.kind {
+            EventKind::Malloc => self.alloc,
+            EventKind::Free => self.free,
+            EventKind::OpLaunch | EventKind::KernelLaunch => self.launch,
+            EventKind::Access => self.access,
+            _ => true,
+        };
+        let in_steps = match (ctx.steps.current, self.steps.is_empty()) {
+            (_, true) | (None, _) => true,
+            (Some(s), false) => self.steps.contains(&s),
+        };
+        if keep
+            && in_steps
+            && (self.host_rows
+                || !(is_host_adapter_row(&ev) || self.pymem.contains(&ev.event_type)))
+        {
+            out.push(ev);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,373 @@
+//! Writes a capture: records in emission order, split per source (image × thread) into the
+//! byte columns of [`super::columns`], each block zstd-compressed as it closes, the index in a
+//! trailer at the end.
+
+use super::columns::{self as col, code, put_addr, put_lo_hi, put_var, NCOL};
+use super::{
+    BlockIndex, CaptureEnd, CaptureInfo, ImageHeader, BLOCK_MAGIC, BLOCK_RAW, FOOTER_MAGIC, MAGIC,
+    TRAILER_MAGIC, VERSION, ZSTD_LEVEL,
+};
+use memscope_core::addr_hash::AddrMap;
+use memscope_wire::{zigzag, ChunkState, Record};
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+struct Source {
+    image: usize,
+    tid: u32,
+    /// Records of this source in the block.
+    n: u32,
+    /// Allocations of this source in the block.
+    mallocs: u32,
+    last_ts: u64,
+    last_addr: u64,
+    /// Delta state of the wire-encoded (generic) records.
+    generic: ChunkState,
+    cols: Box<[Vec<u8>; NCOL]>,
+}
+
+/// Figures of a finished capture.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CaptureStats {
+    /// Records written.
+    pub records: u64,
+    /// Bytes of the file.
+    pub bytes: u64,
+    /// Uncompressed bytes of the blocks.
+    pub raw_bytes: u64,
+}
+
+/// A capture being written.
+pub struct CaptureWriter {
+    file: File,
+    path: PathBuf,
+    offset: u64,
+    images: HashMap<usize, ImageHeader>,
+    sources: Vec<Source>,
+    by_key: HashMap<(usize, u32), u32>,
+    /// The source of the previous record (most records continue the same source).
+    last: Option<((usize, u32), u32)>,
+    /// Allocations of this block not yet freed: address → (source, allocation index).
+    allocs: AddrMap<(u32, u32)>,
+    /// Largest key emitted in this block: (time stamp, source, record index in source).
+    max_key: Option<(u64, u32, u32)>,
+    /// Records emitted out of key order: (position in the block, source).
+    deferred: Vec<(u32, u32)>,
+    block_records: u32,
+    first_ts: u64,
+    last_ts: u64,
+    index: Vec<BlockIndex>,
+    stats: CaptureStats,
+    scratch: Vec<u8>,
+    zstd: zstd::bulk::Compressor<'static>,
+}
+
+impl CaptureWriter {
+    /// Starts a capture in `file` (already created, mode 0600) at `path`.
+    ///
+    /// # Errors
+    /// Writing the header failed.
+    pub fn new(file: File, path: PathBuf, info: &CaptureInfo) -> std::io::Result<CaptureWriter> {
+        let json = serde_json::to_vec(info).map_err(std::io::Error::other)?;
+        let mut head = Vec::with_capacity(16 + json.len());
+        head.extend_from_slice(&MAGIC);
+        head.extend_from_slice(&VERSION.to_le_bytes());
+        head.extend_from_slice(&(json.len() as u32).to_le_bytes());
+        head.extend_from_slice(&json);
+        let mut file = file;
+        file.write_all(&head)?;
+        Ok(CaptureWriter {
+            file,
+            path,
+            offset: head.len() as u64,
+            images: HashMap::new(),
+            sources: Vec::new(),
+            by_key: HashMap::new(),
+            last: None,
+            allocs: AddrMap::default(),
+            max_key: None,
+            deferred: Vec::new(),
+            block_records: 0,
+            first_ts: 0,
+            last_ts: 0,
+            index: Vec::new(),
+            stats: CaptureStats {
+                bytes: head.len() as u64,
+                ..CaptureStats::default()
+            },
+            scratch: Vec::new(),
+            zstd: zstd::bulk::Compressor::new(ZSTD_LEVEL)?,
+        })
+    }
+
+    /// Path of the capture.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Records written so far (closed blocks and the open one).
+    pub fn records(&self) -> u64 {
+        self.stats.records
+    }
+
+    /// Declares image `image`'s header (needed before its first record).
+    pub fn set_image(&mut self, image: usize, h: ImageHeader) {
+        self.images.insert(image, h);
+    }
+
+    fn source(&mut self, image: usize, tid: u32) -> usize {
+        let key = (image, tid);
+        if let Some((k, s)) = self.last {
+            if k == key {
+                return s as usize;
+            }
+        }
+        let s = match self.by_key.get(&key) {
+            Some(&s) => s,
+            None => {
+                let s = self.sources.len() as u32;
+                self.sources.push(Source {
+                    image,
+                    tid,
+                    n: 0,
+                    mallocs: 0,
+                    last_ts: 0,
+                    last_addr: 0,
+                    generic: ChunkState::default(),
+                    cols: Box::default(),
+                });
+                self.by_key.insert(key, s);
+                s
+            }
+        };
+        self.last = Some((key, s));
+        s as usize
+    }
+
+    /// Appends one record of image `image`, thread `tid` (the next in emission order).
+    ///
+    /// # Errors
+    /// Writing a full block failed.
+    pub fn record<B: AsRef<[u8]>>(
+        &mut self,
+        image: usize,
+        tid: u32,
+        rec: &Record<B>,
+    ) -> std::io::Result<()> {
+        let si = self.source(image, tid);
+        let ts = rec.ts();
+        let s = &mut self.sources[si];
+        let key = (ts.unwrap_or(s.last_ts), si as u32, s.n);
+        s.n += 1;
+        let mut tag = 0u8;
+        if self.max_key.is_some_and(|m| key < m) {
+            tag |= col::DEFERRED;
+            self.deferred.push((self.block_records, si as u32));
+        } else {
+            self.max_key = Some(key);
+        }
+        if let Some(ts) = ts {
+            let d = if ts >= s.last_ts {
+                ts - s.last_ts
+            } else {
+                tag |= col::NEG_TS;
+                s.last_ts - ts
+            };
+            put_lo_hi(&mut s.cols, col::TS_LO, col::TS_HI, d);
+            s.last_ts = ts;
+            if self.first_ts == 0 || ts < self.first_ts {
+                self.first_ts = ts;
+            }
+            self.last_ts = self.last_ts.max(ts);
+        }
+        let c = match *rec {
+            Record::HostMalloc {
+                addr, size, stack, ..
+            } => {
+                let d = addr.wrapping_sub(s.last_addr) as i64;
+                let a16 = d % 16 == 0;
+                put_addr(&mut s.cols, zigzag(if a16 { d / 16 } else { d }));
+                put_var(&mut s.cols[col::SIZE], size);
+                s.last_addr = addr;
+                self.allocs.insert(addr, (si as u32, s.mallocs));
+                s.mallocs += 1;
+                match (stack != 0, a16) {
+                    (false, false) => code::MALLOC,
+                    (false, true) => code::MALLOC_A16,
+                    (true, a16) => {
+                        put_var(&mut s.cols[col::STACK], stack as u64);
+                        if a16 {
+                            code::MALLOC_STACK_A16
+                        } else {
+                            code::MALLOC_STACK
+                        }
+                    }
+                }
+            }
+            Record::HostFree { addr, .. } => match self.allocs.remove(&addr) {
+                Some((src, idx)) => {
+                    let dist = (self.sources[src as usize].mallocs - idx) as u64;
+                    let s = &mut self.sources[si];
+                    if src as usize == si {
+                        put_lo_hi(&mut s.cols, col::REF_LO, col::REF_HI, dist << 1);
+                    } else {
+                        put_lo_hi(&mut s.cols, col::REF_LO, col::REF_HI, (dist << 1) | 1);
+                        put_var(&mut s.cols[col::XSRC], src as u64);
+                    }
+                    code::FREE_REF
+                }
+                None => {
+                    let d = addr.wrapping_sub(s.last_addr) as i64;
+                    if d % 16 == 0 {
+                        put_addr(&mut s.cols, zigzag(d / 16));
+                        code::FREE_A16
+                    } else {
+                        put_addr(&mut s.cols, zigzag(d));
+                        code::FREE
+                    }
+                }
+            },
+            _ => {
+                if let Some(ts) = ts {
+                    // Its time stamp is in the time-stamp columns: the wire delta is 0.
+                    s.generic.last_ts = ts;
+                }
+                let g = &mut s.cols[col::GENERIC];
+                let old = g.len();
+                let mut room = 64;
+                loop {
+                    g.resize(old + room, 0);
+                    match rec.encode(&mut s.generic, &mut g[old..]) {
+                        Some(n) => {
+                            g.truncate(old + n);
+                            break;
+                        }
+                        None if room < (1 << 24) => room *= 8,
+                        None => {
+                            g.truncate(old);
+                            return Err(std::io::Error::other("record too large for the capture"));
+                        }
+                    }
+                }
+                if ts.is_some() {
+                    code::GENERIC_TS
+                } else {
+                    code::GENERIC
+                }
+            }
+        };
+        self.sources[si].cols[col::TAG].push(c | tag);
+        self.block_records += 1;
+        self.stats.records += 1;
+        if self.block_records & 4095 == 0 && self.raw_len() >= BLOCK_RAW {
+            self.close_block()?;
+        }
+        Ok(())
+    }
+
+    fn raw_len(&self) -> usize {
+        self.sources
+            .iter()
+            .map(|s| s.cols.iter().map(Vec::len).sum::<usize>())
+            .sum()
+    }
+
+    /// Compresses and writes the open block (no-op when empty).
+    ///
+    /// # Errors
+    /// Compression or the write failed.
+    pub fn close_block(&mut self) -> std::io::Result<()> {
+        if self.block_records == 0 {
+            return Ok(());
+        }
+        let raw = &mut self.scratch;
+        raw.clear();
+        let mut imgs: Vec<usize> = self.sources.iter().map(|s| s.image).collect();
+        imgs.sort_unstable();
+        imgs.dedup();
+        put_var(raw, imgs.len() as u64);
+        for i in imgs {
+            let h = self.images.get(&i).cloned().unwrap_or_default();
+            put_var(raw, i as u64);
+            put_var(raw, h.pid as u64);
+            put_var(raw, h.ppid as u64);
+            put_var(raw, h.start_ns);
+            put_var(raw, zigzag(h.clock_offset));
+            put_var(raw, h.exe.len() as u64);
+            raw.extend_from_slice(h.exe.as_bytes());
+        }
+        put_var(raw, self.sources.len() as u64);
+        for s in &self.sources {
+            put_var(raw, s.image as u64);
+            put_var(raw, s.tid as u64);
+            put_var(raw, s.n as u64);
+            for c in s.cols.iter() {
+                put_var(raw, c.len() as u64);
+            }
+        }
+        put_var(raw, self.deferred.len() as u64);
+        let mut prev = 0;
+        for &(pos, src) in &self.deferred {
+            put_var(raw, (pos - prev) as u64);
+            put_var(raw, src as u64);
+            prev = pos;
+        }
+        for c in 0..NCOL {
+            for s in &self.sources {
+                raw.extend_from_slice(&s.cols[c]);
+            }
+        }
+        let comp = self.zstd.compress(raw)?;
+        let mut head = [0u8; super::BLOCK_HEADER];
+        head[..4].copy_from_slice(&BLOCK_MAGIC);
+        head[4..8].copy_from_slice(&(comp.len() as u32).to_le_bytes());
+        head[8..12].copy_from_slice(&(raw.len() as u32).to_le_bytes());
+        head[12..16].copy_from_slice(&self.block_records.to_le_bytes());
+        head[16..24].copy_from_slice(&self.first_ts.to_le_bytes());
+        head[24..32].copy_from_slice(&self.last_ts.to_le_bytes());
+        self.file.write_all(&head)?;
+        self.file.write_all(&comp)?;
+        self.index.push(BlockIndex {
+            offset: self.offset,
+            records: self.block_records,
+            first_ts: self.first_ts,
+            last_ts: self.last_ts,
+        });
+        let n = (head.len() + comp.len()) as u64;
+        self.offset += n;
+        self.stats.bytes += n;
+        self.stats.raw_bytes += raw.len() as u64;
+        self.sources.clear();
+        self.by_key.clear();
+        self.last = None;
+        self.allocs.clear();
+        self.max_key = None;
+        self.deferred.clear();
+        self.block_records = 0;
+        self.first_ts = 0;
+        self.last_ts = 0;
+        Ok(())
+    }
+
+    /// Closes the last block and writes the trailer and footer.
+    ///
+    /// # Errors
+    /// A write failed.
+    pub fn finish(mut self, mut end: CaptureEnd) -> std::io::Result<CaptureStats> {
+        self.close_block()?;
+        end.records = self.stats.records;
+        end.blocks = std::mem::take(&mut self.index);
+        let json = serde_json::to_vec(&end).map_err(std::io::Error::other)?;
+        let mut t = Vec::with_capacity(json.len() + 24);
+        t.extend_from_slice(&TRAILER_MAGIC);
+        t.extend_from_slice(&(json.len() as u32).to_le_bytes());
+        t.extend_from_slice(&json);
+        t.extend_from_slice(&self.offset.to_le_bytes());
+        t.extend_from_slice(&FOOTER_MAGIC);
+        self.file.write_all(&t)?;
+        self.stats.bytes += t.len() as u64;
+        Ok(self.stats)
+    }
+}

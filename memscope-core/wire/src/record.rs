@@ -1,0 +1,594 @@
+//! The records of the stream, and their encoding (the decoder is in `codec`).
+
+use super::{AccessKind, PoolId, PyCodeKind, PyTraceEvent, SystemCode};
+
+/// One record. Text borrows from the stream buffer (`B = &[u8]`) or is owned
+/// (`B = Box<[u8]>`). `ts` is ns since the epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Record<B = Box<[u8]>> {
+    /// The following records of this chunk were written by thread `tid`.
+    Thread {
+        /// Kernel thread id.
+        tid: u32,
+    },
+    /// `mstxMarkA` / `mstxDomainMarkA`.
+    Mark {
+        /// Time.
+        ts: u64,
+        /// `aclrtStream` pointer as given (0 for NULL).
+        stream: u64,
+        /// Message bytes (NULL message: empty, `null` true).
+        msg: B,
+        /// The caller passed a NULL message.
+        null: bool,
+    },
+    /// `mstxRangeStartA`.
+    RangeStart {
+        /// Time.
+        ts: u64,
+        /// Range id returned to the caller.
+        id: u64,
+        /// Stream pointer.
+        stream: u64,
+        /// Message bytes.
+        msg: B,
+        /// The caller passed a NULL message.
+        null: bool,
+    },
+    /// `mstxRangeEnd`.
+    RangeEnd {
+        /// Time.
+        ts: u64,
+        /// Range id passed by the caller.
+        id: u64,
+    },
+    /// `mstxMemHeapRegister`: a pool reserved `[ptr, ptr+size)` on `device`.
+    HeapRegister {
+        /// Time.
+        ts: u64,
+        /// Pool.
+        pool: PoolId,
+        /// Device id from the range descriptor (logical, before visible-devices mapping).
+        device: u32,
+        /// Heap base.
+        ptr: u64,
+        /// Heap bytes.
+        size: u64,
+    },
+    /// `mstxMemHeapUnregister`.
+    HeapUnregister {
+        /// Time.
+        ts: u64,
+        /// Pool.
+        pool: PoolId,
+        /// Heap handle as passed (the probe hands out the base address as handle).
+        ptr: u64,
+    },
+    /// One region of `mstxMemRegionsRegister`: a block handed out by a pool.
+    RegionRegister {
+        /// Time.
+        ts: u64,
+        /// Pool.
+        pool: PoolId,
+        /// Logical device id.
+        device: u32,
+        /// Block address.
+        ptr: u64,
+        /// Block bytes.
+        size: u64,
+    },
+    /// One ref of `mstxMemRegionsUnregister`, resolved to the block address.
+    RegionUnregister {
+        /// Time.
+        ts: u64,
+        /// Pool.
+        pool: PoolId,
+        /// Block address.
+        ptr: u64,
+    },
+    /// Push an owner label on the writing thread's stack.
+    OwnerPush {
+        /// Time.
+        ts: u64,
+        /// Label bytes.
+        label: B,
+    },
+    /// The C call stack of the thread's next record (the one with the same `ts`), captured by
+    /// the runtime's stack service for any adapter (`--call-stack c:N`): the collector puts it
+    /// in that record's rows' `Call Stack(C)`. Written right before that record.
+    CallStack {
+        /// Time stamp of the record it belongs to.
+        ts: u64,
+        /// Interned C stack id (see `StackDef`).
+        stack: u32,
+    },
+    /// The thread's next record (the one with the same `ts`, written right after this one) is
+    /// an allocation or free made outside a collection window: the memory hooks keep recording
+    /// those (without stacks) so the collector can write the blocks already live when a window
+    /// opens (msMemScope's shadow blocks).
+    Shadow {
+        /// Time stamp of the record it belongs to.
+        ts: u64,
+    },
+    /// Pop the writing thread's owner stack.
+    OwnerPop {
+        /// Time.
+        ts: u64,
+    },
+    /// A process-level event.
+    System {
+        /// Time.
+        ts: u64,
+        /// What happened.
+        code: SystemCode,
+        /// Device of the calling thread (`u32::MAX`: none).
+        device: u32,
+    },
+    /// Host allocator: a block was allocated.
+    HostMalloc {
+        /// Time.
+        ts: u64,
+        /// Block address.
+        addr: u64,
+        /// Requested bytes.
+        size: u64,
+        /// Interned call stack id (0: none).
+        stack: u32,
+    },
+    /// Host allocator: a block was freed.
+    HostFree {
+        /// Time.
+        ts: u64,
+        /// Block address.
+        addr: u64,
+    },
+    /// Definition of an interned call stack: `frames` raw return addresses, innermost first,
+    /// encoded as varints in `raw` (decode with [`StackFrames`]).
+    StackDef {
+        /// Stack id (from 1).
+        id: u32,
+        /// Number of frames.
+        count: u32,
+        /// Encoded frames.
+        raw: B,
+    },
+    /// A loaded ELF object (HOST adapter, with C stacks): lets the collector symbolise return
+    /// addresses after the process is gone. Written once per object per process image.
+    Module {
+        /// Time the probe saw it loaded.
+        ts: u64,
+        /// Load bias: runtime address = ELF virtual address + `base`.
+        base: u64,
+        /// Lowest mapped address of its `PT_LOAD` segments.
+        start: u64,
+        /// Bytes from `start` to the end of its highest `PT_LOAD` segment.
+        size: u64,
+        /// GNU build id (`NT_GNU_BUILD_ID` descriptor bytes; empty when it has none).
+        build_id: B,
+        /// Path as the loader knows it (the executable's real path for the main program).
+        path: B,
+    },
+    /// Host `mmap` (HOST adapter with `MEMSCOPE_HOST_MMAP=1`): a mapping was created.
+    HostMmap {
+        /// Time.
+        ts: u64,
+        /// Mapping address.
+        addr: u64,
+        /// Requested length.
+        size: u64,
+        /// Interned call stack id (0: none).
+        stack: u32,
+    },
+    /// Host `munmap` of `[addr, addr + size)` (`size` rounded up to whole pages).
+    HostMunmap {
+        /// Time.
+        ts: u64,
+        /// Start address.
+        addr: u64,
+        /// Length.
+        size: u64,
+    },
+    /// Host `mremap` that succeeded: the pages of `[old_addr, old_addr + old_size)` now lie
+    /// at `[new_addr, new_addr + new_size)` (sizes rounded up to whole pages). With
+    /// `keep_old` (an `old_size` of 0, or `MREMAP_DONTUNMAP`) the old range stays mapped.
+    HostMremap {
+        /// Time (taken before the call, like `munmap`'s).
+        ts: u64,
+        /// Old start address.
+        old_addr: u64,
+        /// Old length.
+        old_size: u64,
+        /// New start address (the call's result).
+        new_addr: u64,
+        /// New length.
+        new_size: u64,
+        /// The old range is still mapped after the call.
+        keep_old: bool,
+    },
+    /// An event from a third-party adapter (plugin ABI, `schemas/memscope_plugin.h`).
+    Plugin {
+        /// Time.
+        ts: u64,
+        /// Event kind code (plugin ABI `MEMSCOPE_KIND_*`).
+        kind: u8,
+        /// Device (`u32::MAX`: none, `u32::MAX - 1`: cpu).
+        device: u32,
+        /// Address (0: none).
+        ptr: u64,
+        /// Size in bytes.
+        size: u64,
+        /// Event type text.
+        event_type: B,
+        /// Name text.
+        name: B,
+        /// Owner / extra attributes text (`k:v,k:v`).
+        attrs: B,
+    },
+    // ---- CANN sources (issue 5; codec in `wire/cann.rs`, tags 30–59) ----
+    /// `halMemAlloc` succeeded (abi.md §2.1): `size` bytes at `addr`, allocated with `flag`
+    /// (device, memory type, page type and module id packed as abi.md §2.3).
+    HalAlloc {
+        /// Time.
+        ts: u64,
+        /// Address handed out.
+        addr: u64,
+        /// Bytes requested.
+        size: u64,
+        /// The caller's flag word.
+        flag: u64,
+        /// Interned C stack id (0: none).
+        stack: u32,
+    },
+    /// `halMemCreate` succeeded: physical handle `handle` of `size` bytes (abi.md §2.1–§2.2).
+    HalCreate {
+        /// Time.
+        ts: u64,
+        /// The handle value (`*handle`), recorded as the block address like msMemScope does.
+        handle: u64,
+        /// Bytes requested.
+        size: u64,
+        /// The caller's flag word.
+        flag: u64,
+        /// `drv_mem_prop.devid` (`u32::MAX`: `prop` was NULL).
+        device: u32,
+        /// `drv_mem_prop.module_id` (`u32::MAX`: `prop` was NULL).
+        module: u32,
+        /// `drv_mem_prop.pg_type`: 0 normal, 1 huge, 2 giant (`u32::MAX`: `prop` was NULL).
+        page: u32,
+        /// Interned C stack id (0: none).
+        stack: u32,
+    },
+    /// `halMemFree(addr)` (`create` false) or `halMemRelease(addr)` (`create` true) returned
+    /// `ret`. Failed calls are recorded too, so the collector can warn about double frees.
+    HalFree {
+        /// Time.
+        ts: u64,
+        /// Address or handle passed.
+        addr: u64,
+        /// `halMemRelease` rather than `halMemFree`.
+        create: bool,
+        /// The driver's return code (0: success).
+        ret: i32,
+    },
+    /// `halMemAlloc` (`create` false) or `halMemCreate` (`create` true) returned
+    /// `DRV_ERROR_OUT_OF_MEMORY` (abi.md §2.5).
+    HalOom {
+        /// Time.
+        ts: u64,
+        /// The failing call was `halMemCreate`.
+        create: bool,
+        /// Bytes requested.
+        size: u64,
+        /// The caller's flag word.
+        flag: u64,
+        /// Device asked for: flag bits 0–9, or `drv_mem_prop.devid` (logical id).
+        device: u32,
+        /// Free device bytes reported by `aclrtGetMemInfo` at the failure (0: unknown).
+        free: u64,
+        /// Total device bytes reported by `aclrtGetMemInfo` (0: unknown).
+        total: u64,
+        /// Interned C stack id (0: none).
+        stack: u32,
+    },
+    /// `aclrtHostRegisterV2` with `ACL_HOST_REG_PINNED` succeeded (abi.md §3.2).
+    PinnedRegister {
+        /// Time.
+        ts: u64,
+        /// Host address registered.
+        addr: u64,
+        /// Bytes registered.
+        size: u64,
+        /// Resident set size of the process after the call, bytes (0: unknown).
+        rss: u64,
+        /// Interned C stack id (0: none).
+        stack: u32,
+    },
+    /// `aclrtHostUnregister(addr)` returned `ret`.
+    PinnedUnregister {
+        /// Time.
+        ts: u64,
+        /// Host address passed.
+        addr: u64,
+        /// The runtime's return code (0: success).
+        ret: i32,
+    },
+    /// `aclrtSetDevice(device)` succeeded on the writing thread (logical id).
+    SetDevice {
+        /// Time.
+        ts: u64,
+        /// Logical device id passed.
+        device: u32,
+    },
+    /// The runtime hashed a kernel name through the profiling GET_HASH_ID callback
+    /// (abi.md §3.6). Written once per hash per process image; carries no time stamp.
+    KernelName {
+        /// Hash id returned to the runtime.
+        hash: u64,
+        /// The kernel name.
+        name: B,
+    },
+    /// A kernel launch through one of the runtime entry points of abi.md §3.5, counted once
+    /// however many entry points it crossed.
+    KernelLaunch {
+        /// Time (entry into the outermost launch hook).
+        ts: u64,
+        /// Kernel-name hash from the runtime's task-track record (0: none arrived).
+        hash: u64,
+        /// Device id of the task-track record (`u32::MAX`: unknown).
+        device: u32,
+        /// Stream id (`u32::MAX`: unknown).
+        stream: u32,
+        /// Task id (`u32::MAX`: unknown).
+        task: u32,
+    },
+    /// `atb::Runner::Execute` started (`end` false) or returned (`end` true) (abi.md §4.2).
+    AtbOp {
+        /// Time.
+        ts: u64,
+        /// The operator returned.
+        end: bool,
+        /// Logical device of the calling thread (`u32::MAX`: unknown).
+        device: u32,
+        /// `workspaceBuffer` of the variant pack.
+        ws_ptr: u64,
+        /// `workspaceBufferSize + intermediateBufferSize`, bytes.
+        ws_size: u64,
+        /// Operation name (`Runner::GetOperationName`; empty: unknown).
+        name: B,
+        /// Runner directory (`Runner::GetSaveTensorDir`; empty: unknown).
+        path: B,
+    },
+    /// `atb::StoreUtil::SaveLaunchParam` with a `…/before` (`end` false) or `…/after`
+    /// (`end` true) path: an ATB kernel starts or ends.
+    AtbKernel {
+        /// Time.
+        ts: u64,
+        /// The kernel ended.
+        end: bool,
+        /// Logical device of the calling thread (`u32::MAX`: unknown).
+        device: u32,
+        /// The directory path passed (`…/<kernel>/before|after`).
+        path: B,
+    },
+    /// One tensor of the ATB operator (`kernel` false) or kernel (`kernel` true) the writing
+    /// thread is in.
+    AtbTensor {
+        /// Time.
+        ts: u64,
+        /// How the tensor is accessed.
+        access: AccessKind,
+        /// It belongs to the current kernel rather than the current operator.
+        kernel: bool,
+        /// Device address.
+        addr: u64,
+        /// Bytes.
+        size: u64,
+        /// `aclDataType` code.
+        dtype: i32,
+        /// `aclFormat` code.
+        format: i32,
+        /// Dimensions as zig-zag varints ([`encode_dims`], [`decode_dims`]).
+        dims: B,
+    },
+    /// Definition of an interned text (mark and range messages): later `MarkRef` /
+    /// `RangeStartRef` records of any thread of the process name it by `id`.
+    TextDef {
+        /// Text id (per process, from 1).
+        id: u32,
+        /// The text.
+        text: B,
+    },
+    /// `mstxMarkA` whose message was interned ([`Record::TextDef`]).
+    MarkRef {
+        /// Time.
+        ts: u64,
+        /// Stream pointer.
+        stream: u64,
+        /// Text id.
+        text: u32,
+    },
+    /// `mstxRangeStartA` whose message was interned.
+    RangeStartRef {
+        /// Time.
+        ts: u64,
+        /// Range id returned to the caller.
+        id: u64,
+        /// Stream pointer.
+        stream: u64,
+        /// Text id.
+        text: u32,
+    },
+    /// The runtime's current device of the writing thread, as the probe queried it when the
+    /// thread reported an msTX mark or range (`aclrtGetDeviceImpl`, else `rtGetDevice`;
+    /// logical id, `u32::MAX`: the runtime could not tell). Written only when it differs from
+    /// what the thread last wrote in this stream; it applies to the thread's later msTX rows.
+    ThreadDevice {
+        /// Time (that of the row it precedes).
+        ts: u64,
+        /// Logical device id.
+        device: u32,
+    },
+    // ---- Python API (issue 12; codec in `wire/python.rs`, tags 70–89) ----
+    /// Definition of a traced callable: later `PyCall`/`PyReturn`/`PyTrace` records of any
+    /// thread of the process image name it by `id`. Written before the first reference.
+    PyCodeDef {
+        /// Code id (per process image, from 1).
+        id: u32,
+        /// What it is (how the `FuncInfo` of its rows is spelled).
+        kind: PyCodeKind,
+        /// First line (Python functions; 0 otherwise).
+        line: u32,
+        /// Source file (Python functions; empty otherwise).
+        file: B,
+        /// Function name, C-function description, module class or `RecordFunction` name.
+        name: B,
+    },
+    /// The profile hook saw a call (Python or C) of code `code` on the writing thread.
+    PyCall {
+        /// Time.
+        ts: u64,
+        /// Code id.
+        code: u32,
+    },
+    /// The profile hook saw the return (or exception exit) of code `code`.
+    PyReturn {
+        /// Time.
+        ts: u64,
+        /// Code id.
+        code: u32,
+    },
+    /// Python tracer start/stop, and the frames on the caller's stack at that moment.
+    PyTrace {
+        /// Time.
+        ts: u64,
+        /// What happened.
+        event: PyTraceEvent,
+        /// Code id of the frame (`FrameAt*`; 0 otherwise).
+        code: u32,
+    },
+    /// `take_snapshot()`: device memory figures (SNAPSHOT row).
+    Snapshot {
+        /// Time.
+        ts: u64,
+        /// Logical device (`u32::MAX`: unknown).
+        device: u32,
+        /// Which of `values` the caller knew (`wire::snapshot_known` bits); the collector fills
+        /// the others from its pool accounting.
+        known: u8,
+        /// total, free, reserved, peak_reserved, allocated, peak_allocated (bytes).
+        values: [u64; 6],
+        /// Snapshot name.
+        name: B,
+    },
+    /// `describer(addr, owner=…)`: the live pool block starting at `addr` gets the user owner
+    /// level `label`.
+    OwnerTag {
+        /// Time.
+        ts: u64,
+        /// Block start address.
+        addr: u64,
+        /// Owner label.
+        label: B,
+    },
+    // ---- Python stacks, Aten, CPU tensors, watch (issue 13; codec in `wire/python_ctx.rs`,
+    // tags 76–89 of the Python range) ----
+    /// Definition of a Python stack node: frame `code` (a `PyCodeDef` id of a function) at
+    /// `line`, called from the stack `parent` (0: outermost). A stack is named by its innermost
+    /// node; per process image, written by the thread that first uses it, before that use.
+    PyFrameDef {
+        /// Node id (per process image, from 1).
+        id: u32,
+        /// Node of the calling frame (0: none).
+        parent: u32,
+        /// Code id of the frame's function.
+        code: u32,
+        /// Line the frame is executing (or calling from).
+        line: u32,
+    },
+    /// The writing thread's Python stack is now node `node` (0: no Python frame): applies to
+    /// the thread's later rows. Written only when it changed, just before the row it applies
+    /// to, with that row's time stamp.
+    PyStack {
+        /// Time (that of the row it precedes).
+        ts: u64,
+        /// Innermost stack node.
+        node: u32,
+    },
+    /// An Aten operator starts (`end` false) or ends (a `TorchDispatchMode` of the Python
+    /// package): OP_LAUNCH `ATEN_START`/`ATEN_END`.
+    AtenOp {
+        /// Time.
+        ts: u64,
+        /// The operator returned.
+        end: bool,
+        /// Device of its tensors: logical NPU id, `u32::MAX - 1` cpu, `u32::MAX` unknown.
+        device: u32,
+        /// Operator name (`torch._ops.aten.add.Tensor`).
+        name: B,
+    },
+    /// A tensor the current Aten operator of the writing thread reads or writes (ACCESS row).
+    AtenTensor {
+        /// Time.
+        ts: u64,
+        /// How it is accessed.
+        access: AccessKind,
+        /// Device (as [`Record::AtenOp`]).
+        device: u32,
+        /// Data address.
+        addr: u64,
+        /// Bytes.
+        size: u64,
+        /// `dtype` and `shape` texts, separated by one `\n` (`torch.float32\ntorch.Size([2, 3])`).
+        meta: B,
+    },
+    /// A CPU tensor's storage was created (`free` false) or released: HOST MALLOC/FREE on
+    /// device `cpu` (msMemScope's CPU-tensor hooks, `--device cpu`).
+    CpuTensor {
+        /// Time.
+        ts: u64,
+        /// The storage was released.
+        free: bool,
+        /// Storage address.
+        addr: u64,
+        /// Storage bytes.
+        size: u64,
+    },
+    /// A memory-watch dump: the checksum (CRC-64, behaviour spec §9.9) of the watched memory
+    /// before or after an operator, or with `full` a piece of its bytes (`data`, at `offset`).
+    WatchDump {
+        /// Time.
+        ts: u64,
+        /// Device (as [`Record::AtenOp`]).
+        device: u32,
+        /// Checksum (hash mode), or the offset of `data` (full content).
+        value: u64,
+        /// `data` holds bytes of the dump (several records for one dump, in order).
+        full: bool,
+        /// Dump name (`<op>_<n>-<watched>_<idx>_<before|after>`); empty after the first piece.
+        name: B,
+        /// Bytes (full content); empty in hash mode.
+        data: B,
+    },
+    /// A sample of the process's memory on the probe's sampler thread (`--sample`, issue 25):
+    /// resident and anonymous resident bytes, whatever allocated them.
+    HostSample {
+        /// Time.
+        ts: u64,
+        /// Resident bytes (RSS).
+        rss: u64,
+        /// Anonymous resident bytes (`RssAnon`).
+        anon: u64,
+    },
+    /// A sample of a device's memory on the probe's sampler thread (`--sample`, issue 25), as
+    /// the device runtime reports it (`aclrtGetMemInfo`: every process's use of the device).
+    DeviceSample {
+        /// Time.
+        ts: u64,
+        /// Logical device id.
+        device: u32,
+        /// Bytes in use on the device.
+        used: u64,
+        /// Free bytes on the device.
+        free: u64,
+    },
+}
