@@ -18,7 +18,7 @@ if [ ! -f "$DUMP" ]; then
 fi
 ls -l "$DUMP"
 cd "$ROOT"
-BIN=$(cargo test --profile dist -p memscope-core --test analysis_bench --no-run --message-format=json 2>/dev/null \
+BIN=$(cargo test --profile dist -p memscope-analysis --test analysis_bench --no-run --message-format=json 2>/dev/null \
     | python3 -c 'import sys,json
 for l in sys.stdin:
     m=json.loads(l)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Committed bytes of memscope stream files (layout: memscope_core::wire).
+"""Committed bytes of memscope stream files (layout: memscope_wire).
 
 usage: stream_stats.py FILE... -> prints "committed_bytes <sum> chunks <n> dropped <sum>"
 """

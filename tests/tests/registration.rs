@@ -1,6 +1,7 @@
 //! Issue 11: built-in adapters are registered by two explicit lists — the probe's
 //! `export_hooks!()` lines (`memscope-probe/src/lib.rs`) and the CLI's `builtin.rs` — and
-//! named nowhere else: not by the collector, the core, the runtime, nor by each other.
+//! named nowhere else: not by the collector (`memscope-core/collect`), the other crates of the
+//! core, the runtime, nor by each other.
 
 use memscope_tests::*;
 use std::path::Path;
@@ -19,7 +20,7 @@ fn adapter_crates_are_named_only_in_the_two_registration_lists() {
     let mut files = Vec::new();
     for d in [
         "memscope-cli/src",
-        "memscope-core/src",
+        "memscope-core",
         "memscope-probe/src",
         "memscope-runtime/src",
         "memscope-adapter-sdk/src",

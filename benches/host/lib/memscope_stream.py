@@ -1,4 +1,4 @@
-"""Reads memscope stream files (memscope_core::wire, format version 1) without the CLI:
+"""Reads memscope stream files (memscope_wire, format version 1) without the CLI:
 counts host-allocator records and the bytes actually committed, for the bench harness."""
 import glob
 import struct
