@@ -25,6 +25,8 @@ use memscope_dump::reader::{DumpFile, Order, ReadOptions};
 
 #[path = "analyze/annotate.rs"]
 mod annotate;
+#[path = "analyze/compare_args.rs"]
+mod compare_args;
 #[path = "analyze/compare_cmd.rs"]
 mod compare_cmd;
 #[path = "analyze/compare_runs.rs"]
@@ -36,7 +38,8 @@ mod progress;
 #[path = "analyze/run_dir.rs"]
 mod run_dir;
 
-pub use compare_cmd::{run_compare, CompareArgs};
+pub use compare_args::CompareArgs;
+pub use compare_cmd::run_compare;
 
 /// `--level` of `memscope compare`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

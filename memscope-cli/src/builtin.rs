@@ -3,9 +3,10 @@
 //! the collector (the probe's list is the `export_hooks!()` lines of
 //! `memscope-probe/src/lib.rs`). A new built-in adapter adds one line to each list.
 
-use memscope_collect::adapter::{AdapterDescriptor, Registry};
+use memscope_collect::adapter::AdapterDescriptor;
 use memscope_collect::config::RunConfig;
 use memscope_collect::fast_path::FastPath;
+use memscope_collect::registry::Registry;
 use memscope_core::bus::Layer;
 use std::path::Path;
 

@@ -91,7 +91,7 @@ struct Pair {
 
 /// The processes of one side (`choice`: its run of a directory that holds several).
 fn processes(path: &PathBuf, choice: Option<usize>) -> Result<Vec<ProcessInput>> {
-    crate::export::processes::resolve_paths(
+    crate::run_select::resolve_paths(
         std::slice::from_ref(path),
         &[choice],
         &mut memscope_export::progress::Silent,

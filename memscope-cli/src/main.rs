@@ -39,6 +39,7 @@ mod job;
 mod locate;
 mod msmemscope_cli;
 mod plugin_check;
+mod python_job;
 mod rank_table;
 mod recover_cmd;
 mod recover_index;
@@ -47,6 +48,7 @@ mod report_cmd;
 mod run;
 mod run_index;
 mod run_select;
+mod session;
 mod spool_guard;
 mod summary;
 
@@ -95,7 +97,7 @@ enum Cmd {
     Report(report_cmd::ReportArgs),
     /// Export runs: --to csv|db (the dumps `run` writes, HOST rows too, from captures),
     /// memory-viz, perfetto, parquet.
-    Export(export_cmd::ExportArgs),
+    Export(export::ExportArgs),
     /// Turn the spool a killed `memscope run` left behind into the run's outputs.
     Recover(recover_cmd::RecoverArgs),
 }

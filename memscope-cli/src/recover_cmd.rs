@@ -2,11 +2,11 @@
 //! the outputs the run would have written (dumps, captures, logs, analyses), from the stream
 //! files and the run's configuration that `run` stored in the spool (`run.json`) at start.
 
-use memscope_collect::config::{ConfigFile, RawOptions, RunConfig};
+use crate::session::RunInfo;
+use memscope_collect::config::{RawOptions, RunConfig};
 use memscope_collect::pipeline::INCOMPLETE_MARKER;
 use memscope_collect::Collector;
 use memscope_stream::spool::{self, StreamFile};
-use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -20,48 +20,6 @@ pub struct RecoverArgs {
     /// No summary.
     #[arg(short, long)]
     pub quiet: bool,
-}
-
-/// What `run.json` in a spool holds.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct RunInfo {
-    /// memscope version of the run.
-    pub memscope: String,
-    /// The run's configuration (config.json keys).
-    pub config: ConfigFile,
-    /// `ASCEND_RT_VISIBLE_DEVICES` of the run.
-    pub visible_devices: Vec<u32>,
-    /// The job's command line (for the run index a recover writes; empty for `memscope
-    /// collect`'s spool and in files of older versions).
-    #[serde(default)]
-    pub command: Vec<String>,
-    /// When the run started, ns since the epoch (0: unknown).
-    #[serde(default)]
-    pub start_ns: u64,
-}
-
-/// Writes `<spool>/run.json` for `memscope recover`.
-///
-/// # Errors
-/// The file cannot be written — one line naming it.
-pub fn write_run_info(
-    spool: &Path,
-    cfg: &RunConfig,
-    visible: &[u32],
-    command: &[String],
-) -> Result<(), String> {
-    let info = RunInfo {
-        memscope: env!("CARGO_PKG_VERSION").to_owned(),
-        config: cfg.to_config_file(),
-        visible_devices: visible.to_vec(),
-        command: command.to_vec(),
-        start_ns: crate::run_index::now_ns(),
-    };
-    let path = spool.join(spool::RUN_INFO);
-    let text = serde_json::to_vec_pretty(&info).map_err(|e| e.to_string())?;
-    memscope_dump::layout::create_new_0600(&path)
-        .and_then(|(mut f, _)| std::io::Write::write_all(&mut f, &text))
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 fn spools(path: &Path) -> Result<Vec<PathBuf>, String> {
@@ -226,7 +184,7 @@ pub fn run(a: &RecoverArgs) -> ExitCode {
             spool_dir.clone(),
             std::sync::Arc::new(cfg),
             info.visible_devices.clone(),
-            crate::run::analysis_factory(),
+            crate::session::analysis_factory(),
             crate::builtin::REGISTRY,
         );
         c.skip_pids(skip.clone());
@@ -247,7 +205,7 @@ pub fn run(a: &RecoverArgs) -> ExitCode {
             .map(|p| p.pid)
             .collect();
         // python_trace files into the .db dump, as `run` and `collect` do at their end
-        crate::collect::finish_python(&cfg_used, &summaries[..recovered]);
+        crate::python_job::finish_python(&cfg_used, &summaries[..recovered]);
         // the run index the killed `memscope run` would have written (not for `memscope
         // collect`'s private spool: a plain python run has none)
         if let Some(pid) = spool_dir

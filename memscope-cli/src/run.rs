@@ -258,8 +258,7 @@ pub fn run(a: RunArgs) -> ExitCode {
         Ok(f) => spool_guard.hold(f),
         Err(e) => return usage_error(e),
     }
-    if let Err(e) = crate::recover_cmd::write_run_info(&spool, &cfg, &visible_devices(), &a.program)
-    {
+    if let Err(e) = crate::session::write_run_info(&spool, &cfg, &visible_devices(), &a.program) {
         return usage_error(e);
     }
     let opts = Finish {
@@ -268,48 +267,14 @@ pub fn run(a: RunArgs) -> ExitCode {
         gate,
         explicit,
     };
-    launch_and_collect(&cfg, &probe, &spool, &a.program, opts, analysis_factory())
-}
-
-/// The online analyses of `--analysis` (memscope-core's analysis layers), run in the
-/// collector after attribution and before the dump is written; their reports end the run's
-/// summary and the process log. `--steps` keeps them on (msMemScope turns every analysis off).
-pub(crate) fn analysis_factory() -> AnalysisFactory {
-    use memscope_analysis::{online_layers, AnalysisConfig, AnalysisKind};
-    Arc::new(|cfg: &RunConfig, project: &Path| {
-        use memscope_wire::AdapterId;
-        let a = cfg.analysis;
-        // Leak and gap analyses judge pools and driver memory: without those sources they would
-        // only print empty sections (HOST has its own leak summary).
-        let device_memory = [
-            AdapterId::Pta,
-            AdapterId::MindSpore,
-            AdapterId::Atb,
-            AdapterId::Hal,
-        ]
-        .into_iter()
-        .any(|id| cfg.has_adapter(id));
-        let mut kinds = Vec::new();
-        for (on, k) in [
-            (a.leaks && device_memory, AnalysisKind::Leaks),
-            (a.gap && device_memory, AnalysisKind::Gap),
-            (a.decompose, AnalysisKind::Decompose),
-            (a.inefficient, AnalysisKind::Inefficient),
-        ] {
-            if on {
-                kinds.push(k);
-            }
-        }
-        let mut ac = AnalysisConfig {
-            kinds,
-            output_dir: Some(project.to_path_buf()),
-            ..AnalysisConfig::default()
-        };
-        ac.hal_untraced = !cfg.has_adapter(AdapterId::Hal);
-        ac.inefficient.idle_threshold = cfg.idle_threshold;
-        ac.inefficient.rule = cfg.inefficient_rule;
-        online_layers(&ac)
-    })
+    launch_and_collect(
+        &cfg,
+        &probe,
+        &spool,
+        &a.program,
+        opts,
+        crate::session::analysis_factory(),
+    )
 }
 
 fn preload_value(probe: &Path, cfg: &RunConfig) -> String {
@@ -324,7 +289,7 @@ fn preload_value(probe: &Path, cfg: &RunConfig) -> String {
 }
 
 /// The job's command: `program args...` with the probe's environment (and the Python
-/// bootstrap of `--events traceback`, [`crate::collect::python_env`]).
+/// bootstrap of `--events traceback`, [`crate::python_job::python_env`]).
 ///
 /// # Errors
 /// The Python bootstrap cannot be written (one line naming it).
@@ -358,7 +323,7 @@ fn job_command(
             },
         ) // issue 5
         .env("MSTX_INJECTION_PATH", probe);
-    crate::collect::python_env(&mut cmd, cfg, spool)?;
+    crate::python_job::python_env(&mut cmd, cfg, spool)?;
     if !cfg.adapter_paths.is_empty() {
         let joined: Vec<String> = cfg
             .adapter_paths
@@ -511,7 +476,7 @@ fn launch_and_collect(
     let mut summaries = collector.finish();
     // launcher/wrapper helpers: no directory, no console line (issue 23)
     let left_out = crate::helpers::set_aside(&mut summaries);
-    crate::collect::finish_python(cfg, &summaries);
+    crate::python_job::finish_python(cfg, &summaries);
     let code = match status {
         Some(s) => {
             use std::os::unix::process::ExitStatusExt;

@@ -179,6 +179,50 @@ pub fn choose(root: &Path, choice: Option<usize>) -> Result<Option<Vec<PathBuf>>
     Ok(Some(pick.2.clone()))
 }
 
+/// The processes of `inputs` (run directories, process directories, dumps, captures), as
+/// `memscope export` finds them (`crate::export::processes::resolve`), one run of an output directory that holds several (`choices[i]`
+/// for input `i`, else the newest: [`crate::run_select::narrow`]); shared with `memscope diff`
+/// and the summaries of issue 24.
+///
+/// # Errors
+/// As [`resolve`].
+pub fn resolve_paths(
+    inputs: &[std::path::PathBuf],
+    choices: &[Option<usize>],
+    progress: &mut dyn memscope_export::Progress,
+) -> anyhow::Result<Vec<memscope_export::ProcessInput>> {
+    // ranks from the run index of `memscope run` when the inputs have one (issue 18)
+    let index = memscope_export::rank::RunIndexFiles::load(inputs).map_err(|e| anyhow!("{e}"))?;
+    let index_ref: Option<&dyn memscope_export::rank::RunIndex> =
+        (!index.is_empty()).then_some(&index as _);
+    let mut captures = Vec::new();
+    let mut dumps = Vec::new();
+    // a run directory and one of its process directories both given: its capture once
+    let mut seen_captures = std::collections::HashSet::new();
+    for input in &crate::run_select::narrow(inputs, choices)? {
+        for f in crate::capture_input::find(input).map_err(|e| anyhow!("{e}"))? {
+            if let Some(d) = &f.dir {
+                if !seen_captures.insert(std::fs::canonicalize(d).unwrap_or_else(|_| d.clone())) {
+                    continue;
+                }
+            }
+            captures.push(memscope_export::Captured {
+                dir: f.dir,
+                events: f.events,
+            });
+        }
+        if !crate::capture_input::is_capture_file(input) {
+            dumps.push(input.clone());
+        }
+    }
+    let (procs, notes) = memscope_export::resolve_with(&dumps, &captures, index_ref, progress)
+        .map_err(|e| anyhow!("{e}"))?;
+    for n in notes {
+        eprintln!("memscope: note: {n}");
+    }
+    Ok(procs)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,10 +9,10 @@ use memscope_core::event::Device;
 use memscope_dump::reader::{ProcessEvents, ReadError};
 
 use crate::error::ExportError;
-use crate::input::{node_of, PidFilter, ProcessInput};
+use crate::feed::{outcome, pass, wanted, Consumer, Item, ReplayStats};
+use crate::process::{node_of, PidFilter, ProcessInput};
 use crate::progress::Progress;
 use crate::rank::{self, RankQuery, RunIndex};
-use crate::replay::{outcome, pass, wanted, Consumer, Item, ReplayStats};
 
 /// A capture found by the caller.
 #[derive(Clone, Debug)]
@@ -97,7 +97,7 @@ pub(crate) fn replay(
     });
     let r = match r {
         Ok(()) => Ok(()),
-        Err(e) if e.is::<ExportError>() || e.is::<crate::replay::Stopped>() => {
+        Err(e) if e.is::<ExportError>() || e.is::<crate::feed::Stopped>() => {
             Err(ReadError::Consumer(e))
         }
         // the source's own error names the capture

@@ -24,6 +24,7 @@
 
 pub mod captured;
 pub mod error;
+pub mod feed;
 pub mod frames;
 pub mod input;
 pub mod memory_viz;
@@ -34,6 +35,7 @@ pub mod parquet;
 #[path = "parquet_absent.rs"]
 pub mod parquet;
 pub mod perfetto;
+pub mod process;
 pub mod progress;
 pub mod rank;
 pub mod replay;

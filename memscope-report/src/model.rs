@@ -7,6 +7,10 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+#[path = "model_compare.rs"]
+mod compare;
+pub use compare::{CompareAgg, CompareData, CompareLevel, CompareRowData};
+
 /// Version of this layout, checked by the page.
 pub const SCHEMA: &str = "memscope-report/1";
 
@@ -107,9 +111,9 @@ pub struct ProcessData {
     /// Inefficient-memory analysis.
     pub inefficient: IneffData,
     /// What holds the memory: bytes by role over time, per step, at the peak (issue 25).
-    pub roles: crate::roles_view::RolesData,
+    pub roles: RolesData,
     /// The pools' fragmentation over time and the OOM verdicts (issue 25).
-    pub fragmentation: crate::roles_view::FragData,
+    pub fragmentation: FragData,
     /// The analyses' console text (as `memscope analyze` prints it).
     pub text: Vec<TextSection>,
 }
@@ -439,66 +443,106 @@ pub struct Imbalance {
     pub max_over_mean: f64,
 }
 
-/// Compare of two runs.
-#[derive(Clone, Debug, Serialize)]
-pub struct CompareData {
-    /// Label of the base run.
-    pub base: String,
-    /// Label of the compared run.
-    pub compare: String,
-    /// One block per level with rows on either side.
-    pub levels: Vec<CompareLevel>,
-}
+/// Bytes by role, roles without bytes left out.
+pub type RoleBytes = BTreeMap<&'static str, i64>;
 
-/// Compare at one level.
+/// Bytes by role at an allocator's peak and at the end.
 #[derive(Clone, Debug, Serialize)]
-pub struct CompareLevel {
-    /// `op` or `kernel`.
-    pub level: &'static str,
-    /// The compare analysis' rows (capped: the largest |diff| kept, with their position).
-    pub rows: Vec<CompareRowData>,
-    /// Rows in all.
-    pub rows_total: u64,
-    /// Totals per name and device, largest |diff| first (capped).
-    pub by_name: Vec<CompareAgg>,
-    /// Names in all.
-    pub names_total: u64,
-    /// Notes of the analysis.
-    pub notes: Vec<String>,
-}
-
-/// One compare row.
-#[derive(Clone, Debug, Serialize)]
-pub struct CompareRowData {
-    /// Position in the aligned sequence.
-    pub i: u64,
-    /// Op or kernel name.
-    pub name: String,
+pub struct RoleTotals {
     /// Device.
-    pub device: u32,
-    /// Memory change on the base side (`None`: no match).
-    pub base: Option<i64>,
-    /// Memory change on the compare side.
-    pub compare: Option<i64>,
-    /// compare − base.
-    pub diff: i64,
+    pub device: String,
+    /// Allocator.
+    pub pool: String,
+    /// At the allocator's peak.
+    pub peak: RoleBytes,
+    /// At the end.
+    pub end: RoleBytes,
 }
 
-/// Totals of one name on one device.
+/// One allocator in one step: the role split at its highest and lowest moment.
 #[derive(Clone, Debug, Serialize)]
-pub struct CompareAgg {
-    /// Op or kernel name.
-    pub name: String,
+pub struct RoleStep {
+    /// Step number.
+    pub step: u32,
     /// Device.
-    pub device: u32,
-    /// Calls on the base side.
-    pub base_n: u64,
-    /// Calls on the compare side.
-    pub compare_n: u64,
-    /// Sum of the base side's changes.
-    pub base: i64,
-    /// Sum of the compare side's changes.
-    pub compare: i64,
-    /// compare − base.
-    pub diff: i64,
+    pub device: String,
+    /// Allocator.
+    pub pool: String,
+    /// Highest live bytes in the step.
+    pub high: i64,
+    /// Their split.
+    pub high_roles: RoleBytes,
+    /// Lowest live bytes in the step.
+    pub low: i64,
+    /// Their split.
+    pub low_roles: RoleBytes,
+}
+
+/// The activations of one allocator at their own peak, by module path.
+#[derive(Clone, Debug, Serialize)]
+pub struct ActivationData {
+    /// Device.
+    pub device: String,
+    /// Allocator.
+    pub pool: String,
+    /// Bytes in all.
+    pub total: u64,
+    /// (module path, bytes), largest first (capped).
+    pub modules: Vec<(String, u64)>,
+}
+
+/// Roles of one process.
+#[derive(Clone, Debug, Serialize, Default)]
+pub struct RolesData {
+    /// Whether any block has a role other than `temp`.
+    pub any: bool,
+    /// Bytes per role over time (`what` is the role): each time bucket's highest value.
+    pub series: Vec<SeriesData>,
+    /// Per allocator with roles.
+    pub totals: Vec<RoleTotals>,
+    /// Per step and allocator (capped, evenly).
+    pub steps: Vec<RoleStep>,
+    /// Per allocator with activations.
+    pub activations: Vec<ActivationData>,
+}
+
+/// One OOM verdict (or the verdict on a request).
+#[derive(Clone, Debug, Serialize)]
+pub struct VerdictData {
+    /// Time.
+    pub t: u64,
+    /// Device.
+    pub device: String,
+    /// Step, if any.
+    pub step: Option<u32>,
+    /// The verdict's words (`fragmentation`, `true shortage`, …).
+    pub kind: &'static str,
+    /// `asked R, free F in N extents, largest L: verdict`.
+    pub headline: String,
+    /// The request, bytes.
+    pub request: Option<u64>,
+    /// Free bytes in the pools' segments.
+    pub free: u64,
+    /// Free extents.
+    pub extents: Option<u64>,
+    /// The largest.
+    pub largest: Option<u64>,
+    /// Device memory: (total, free).
+    pub device_mem: Option<(u64, u64)>,
+    /// This process's HAL bytes.
+    pub process_held: u64,
+    /// Other processes' bytes.
+    pub others: Option<u64>,
+    /// Top holders by role, owner and frame.
+    pub holders: [Vec<(String, u64)>; 3],
+}
+
+/// Fragmentation of one process.
+#[derive(Clone, Debug, Serialize, Default)]
+pub struct FragData {
+    /// Per device and pool: `free`, `largest` (bytes) and `fragmentation` (parts per million)
+    /// over time.
+    pub series: Vec<SeriesData>,
+    /// The OOM verdicts.
+    pub verdicts: Vec<VerdictData>,
 }

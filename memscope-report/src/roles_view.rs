@@ -6,120 +6,17 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
-
+use memscope_analysis::decompose::by_role;
 use memscope_analysis::decompose::{DecomposeLayer, DecomposeRow};
 use memscope_analysis::fragmentation::{Figures, FragmentationLayer, PoolKey, Verdict};
-use memscope_analysis::role_timeline::{by_role, N};
+use memscope_analysis::role_timeline::N;
 use memscope_core::roles::ROLES;
 
-use crate::model::SeriesData;
+use crate::model::{
+    ActivationData, FragData, RoleBytes, RoleStep, RoleTotals, RolesData, SeriesData, VerdictData,
+};
 use crate::series::Series;
 use crate::Budget;
-
-/// Bytes by role, roles without bytes left out.
-pub type RoleBytes = BTreeMap<&'static str, i64>;
-
-/// Bytes by role at an allocator's peak and at the end.
-#[derive(Clone, Debug, Serialize)]
-pub struct RoleTotals {
-    /// Device.
-    pub device: String,
-    /// Allocator.
-    pub pool: String,
-    /// At the allocator's peak.
-    pub peak: RoleBytes,
-    /// At the end.
-    pub end: RoleBytes,
-}
-
-/// One allocator in one step: the role split at its highest and lowest moment.
-#[derive(Clone, Debug, Serialize)]
-pub struct RoleStep {
-    /// Step number.
-    pub step: u32,
-    /// Device.
-    pub device: String,
-    /// Allocator.
-    pub pool: String,
-    /// Highest live bytes in the step.
-    pub high: i64,
-    /// Their split.
-    pub high_roles: RoleBytes,
-    /// Lowest live bytes in the step.
-    pub low: i64,
-    /// Their split.
-    pub low_roles: RoleBytes,
-}
-
-/// The activations of one allocator at their own peak, by module path.
-#[derive(Clone, Debug, Serialize)]
-pub struct ActivationData {
-    /// Device.
-    pub device: String,
-    /// Allocator.
-    pub pool: String,
-    /// Bytes in all.
-    pub total: u64,
-    /// (module path, bytes), largest first (capped).
-    pub modules: Vec<(String, u64)>,
-}
-
-/// Roles of one process.
-#[derive(Clone, Debug, Serialize, Default)]
-pub struct RolesData {
-    /// Whether any block has a role other than `temp`.
-    pub any: bool,
-    /// Bytes per role over time (`what` is the role): each time bucket's highest value.
-    pub series: Vec<SeriesData>,
-    /// Per allocator with roles.
-    pub totals: Vec<RoleTotals>,
-    /// Per step and allocator (capped, evenly).
-    pub steps: Vec<RoleStep>,
-    /// Per allocator with activations.
-    pub activations: Vec<ActivationData>,
-}
-
-/// One OOM verdict (or the verdict on a request).
-#[derive(Clone, Debug, Serialize)]
-pub struct VerdictData {
-    /// Time.
-    pub t: u64,
-    /// Device.
-    pub device: String,
-    /// Step, if any.
-    pub step: Option<u32>,
-    /// The verdict's words (`fragmentation`, `true shortage`, …).
-    pub kind: &'static str,
-    /// `asked R, free F in N extents, largest L: verdict`.
-    pub headline: String,
-    /// The request, bytes.
-    pub request: Option<u64>,
-    /// Free bytes in the pools' segments.
-    pub free: u64,
-    /// Free extents.
-    pub extents: Option<u64>,
-    /// The largest.
-    pub largest: Option<u64>,
-    /// Device memory: (total, free).
-    pub device_mem: Option<(u64, u64)>,
-    /// This process's HAL bytes.
-    pub process_held: u64,
-    /// Other processes' bytes.
-    pub others: Option<u64>,
-    /// Top holders by role, owner and frame.
-    pub holders: [Vec<(String, u64)>; 3],
-}
-
-/// Fragmentation of one process.
-#[derive(Clone, Debug, Serialize, Default)]
-pub struct FragData {
-    /// Per device and pool: `free`, `largest` (bytes) and `fragmentation` (parts per million)
-    /// over time.
-    pub series: Vec<SeriesData>,
-    /// The OOM verdicts.
-    pub verdicts: Vec<VerdictData>,
-}
 
 fn role_bytes(levels: &[i64]) -> RoleBytes {
     ROLES

@@ -16,9 +16,8 @@
 //!   the same address by another thread sorts after it).
 
 use crate::launch::ensure_callbacks;
-use core::ffi::{c_char, c_int, c_void, CStr};
+use core::ffi::{c_char, c_int, c_void};
 use memscope_runtime as rt;
-use memscope_runtime::real::{Real, Step};
 use memscope_wire::AdapterId;
 use memscope_wire::{Record, SystemCode};
 
@@ -27,31 +26,7 @@ pub const ACL_ERROR_INTERNAL_ERROR: c_int = 500_000;
 /// `ACL_HOST_REG_PINNED` (abi.md §3.2).
 pub const ACL_HOST_REG_PINNED: u32 = 0x1000_0000;
 
-const ACL: &CStr = c"libascendcl.so";
-
-macro_rules! acl {
-    ($sym:literal) => {
-        Real::new(&[
-            Step::Next($sym),
-            Step::Loaded {
-                lib: ACL,
-                sym: $sym,
-            },
-            Step::Load {
-                env: c"ASCEND_HOME_PATH",
-                sub: "lib64",
-                lib: ACL,
-                sym: $sym,
-            },
-        ])
-    };
-}
-
-static INIT: Real = acl!(c"aclInit");
-static FINALIZE: Real = acl!(c"aclFinalize");
-static SET_DEVICE: Real = acl!(c"aclrtSetDevice");
-static HOST_REGISTER: Real = acl!(c"aclrtHostRegisterV2");
-static HOST_UNREGISTER: Real = acl!(c"aclrtHostUnregister");
+use crate::real::{FINALIZE, HOST_REGISTER, HOST_UNREGISTER, INIT, SET_DEVICE};
 
 /// Records `make()` when `on` and the thread is not inside the probe.
 fn record_if(on: bool, make: impl FnOnce() -> Record<&'static [u8]>) {
@@ -137,13 +112,6 @@ pub unsafe extern "C" fn aclrt_set_device(device: i32) -> c_int {
         });
     }
     rc
-}
-
-/// The real `aclrtSetDevice` (for the sampler thread's device query, [`crate::mem_info`]).
-pub(crate) fn real_set_device() -> Option<unsafe extern "C" fn(i32) -> c_int> {
-    let p = SET_DEVICE.get()?;
-    // SAFETY: the symbol is `aclrtSetDevice`.
-    Some(unsafe { core::mem::transmute::<*mut c_void, unsafe extern "C" fn(i32) -> c_int>(p) })
 }
 
 /// `aclError aclrtHostRegisterV2(void *ptr, uint64_t size, uint32_t flag)` hook.

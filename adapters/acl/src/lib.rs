@@ -15,6 +15,7 @@
 pub mod hooks;
 pub mod launch;
 pub mod mem_info;
+mod real;
 #[cfg(feature = "collector")]
 pub mod typer;
 

@@ -34,7 +34,7 @@ thread_local! {
 /// `aclrtGetMemInfo` or a call fails. For the sampler thread only (see the module docs).
 pub fn query(device: u32) -> Option<(u64, u64)> {
     if ON.with(Cell::get) != i64::from(device) {
-        let set = crate::hooks::real_set_device()?;
+        let set = crate::real::real_set_device()?;
         // SAFETY: the real `aclrtSetDevice`; a device the job itself set successfully.
         if unsafe { set(device as i32) } != 0 {
             return None;

@@ -91,6 +91,8 @@ pub mod maps;
 #[cfg(feature = "collector")]
 pub mod preflight;
 #[cfg(feature = "collector")]
+mod row;
+#[cfg(feature = "collector")]
 pub mod typer;
 
 #[cfg(feature = "collector")]

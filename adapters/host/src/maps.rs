@@ -20,7 +20,7 @@
 //! FREE sizes in row order gives the mapped bytes at each point (a split lowers the sum before it
 //! raises it again: the peak is never overstated).
 
-use crate::typer::{host_row, Block};
+use crate::row::{host_row, Block};
 use memscope_collect::adapter::TypeCtx;
 use memscope_core::event::{Event, EventKind, EventType};
 use std::collections::BTreeMap;

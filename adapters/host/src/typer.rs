@@ -22,16 +22,10 @@
 #![forbid(unsafe_code)]
 
 use crate::maps::{MapOp, Maps};
+use crate::row::{host_row, Block};
 use memscope_collect::adapter::{TypeCtx, Typer};
-use memscope_core::event::{Attrs, Device, Event, EventKind, EventType, MemoryAttrs};
+use memscope_core::event::{Event, EventKind, EventType};
 use memscope_wire::Record;
-
-/// A live heap block or mapping: its `allocation_id` and size in bytes.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Block {
-    pub(crate) id: u64,
-    pub(crate) size: u64,
-}
 
 /// The HOST typer of one process.
 #[derive(Default)]
@@ -141,35 +135,6 @@ impl HostTyper {
     }
 }
 
-/// A `MALLOC`/`FREE` row of type `t` (HOST or HOST_MMAP) on device `cpu`; `total` is the live
-/// bytes of that type after the row, left out of rows the typer makes up (`shadow:true`).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn host_row(
-    ctx: &TypeCtx,
-    t: EventType,
-    kind: EventKind,
-    ts: u64,
-    tid: u32,
-    addr: u64,
-    b: Block,
-    total: i64,
-    shadow: bool,
-) -> Event {
-    let mut e = Event::new(t, ts, ctx.pid, tid);
-    e.kind = kind;
-    e.device = Device::Cpu;
-    e.ptr = Some(addr);
-    e.attrs = Attrs::Memory(MemoryAttrs {
-        allocation_id: b.id,
-        addr,
-        size: b.size,
-        total: (!shadow).then_some(total),
-        shadow,
-        ..MemoryAttrs::default()
-    });
-    e
-}
-
 impl Typer for HostTyper {
     fn type_record(
         &mut self,
@@ -248,6 +213,7 @@ impl Typer for HostTyper {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use memscope_core::event::{Device, MemoryAttrs};
 
     fn run(recs: &[Record<Box<[u8]>>]) -> Vec<Event> {
         let mut ctx = TypeCtx::new(7, vec![]);

@@ -13,7 +13,8 @@ use memscope_dump::reader::{Order, ReadOptions};
 use memscope_export::rank::{RunIndex, RunIndexFiles};
 use memscope_export::ProcessInput;
 
-use super::{say, CompareArgs};
+use super::compare_args::CompareArgs;
+use super::say;
 
 /// The processes of run directory `dir` (its run `run`, or its newest, when it holds several)
 /// by rank.

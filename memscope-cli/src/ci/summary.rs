@@ -167,11 +167,8 @@ pub fn compute(
     choices: &[Option<usize>],
     known: &[Known],
 ) -> Result<Vec<ProcessRow>> {
-    let procs = crate::export::processes::resolve_paths(
-        inputs,
-        choices,
-        &mut memscope_export::progress::Silent,
-    )?;
+    let procs =
+        crate::run_select::resolve_paths(inputs, choices, &mut memscope_export::progress::Silent)?;
     let index = indexed(inputs);
     procs
         .iter()

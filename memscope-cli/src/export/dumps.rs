@@ -2,7 +2,7 @@
 //! captures through the same pipeline (same typers, layers and sink, the run's configuration
 //! from the capture header), with HOST rows written.
 
-use crate::export_cmd::ExportArgs;
+use super::ExportArgs;
 use anyhow::Context;
 use memscope_collect::config::Format;
 use memscope_collect::replay::{capture_config, feed, find_captures};
@@ -48,7 +48,7 @@ pub fn export(a: &ExportArgs, format: Format) -> anyhow::Result<()> {
             );
         }
     }
-    let analyses = crate::run::analysis_factory();
+    let analyses = crate::session::analysis_factory();
     let mut summaries = Vec::new();
     for path in captures {
         let mut r = CaptureReader::open(&path).map_err(anyhow::Error::msg)?;

@@ -1,7 +1,7 @@
 //! `memscope export --to parquet`: a hive-partitioned Parquet dataset
 //! (`memscope_export::parquet`; a build without its `parquet` feature refuses in one line).
 
-use crate::export_cmd::ExportArgs;
+use super::ExportArgs;
 
 /// Writes the dataset of the processes of `a.inputs` into `a.output`.
 ///

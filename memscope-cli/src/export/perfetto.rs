@@ -4,7 +4,7 @@
 use anyhow::anyhow;
 
 use super::processes::{finish, resolve};
-use crate::export_cmd::ExportArgs;
+use super::ExportArgs;
 
 /// Writes the trace of the processes of `a.inputs` to `a.output`.
 ///

@@ -1,5 +1,5 @@
 //! Bytes by role over time (issue 25), kept beside the decompose analysis
-//! ([`super::decompose::DecomposeLayer`] feeds it): per device and allocator, each role's bytes
+//! (the decompose layer feeds it): per device and allocator, each role's bytes
 //! over time, per step at the step's highest and lowest moment and at its end, and the
 //! activations at their own peak by module.
 //!
@@ -25,9 +25,6 @@ use std::collections::{BTreeMap, HashMap};
 use memscope_core::bus::BusCtx;
 use memscope_core::event::{Device, EventType};
 use memscope_core::roles::{role_and_detail, role_index, ROLES};
-
-use super::decompose::{DecomposeLayer, DecomposeRow};
-use super::mib;
 
 /// Number of roles.
 pub const N: usize = ROLES.len();
@@ -473,112 +470,4 @@ impl RoleTimeline {
         }
         out
     }
-}
-
-/// Bytes per role of decompose rows, per device and allocator: (peak, end) by role index.
-pub fn by_role(rows: &[DecomposeRow]) -> BTreeMap<Key, [(i64, i64); N]> {
-    let mut out: BTreeMap<Key, [(i64, i64); N]> = BTreeMap::new();
-    for r in rows {
-        let i = role_index(role_and_detail(&r.owner).0);
-        let e = &mut out.entry((r.device, r.pool)).or_insert([(0, 0); N])[i];
-        e.0 += r.peak;
-        e.1 += r.end;
-    }
-    out
-}
-
-fn split(levels: &Levels) -> String {
-    let parts: Vec<String> = ROLES
-        .iter()
-        .zip(levels)
-        .filter(|(_, v)| **v != 0)
-        .map(|(r, v)| format!("{r} {:.6}", *v as f64 / 1_048_576.0))
-        .collect();
-    if parts.is_empty() {
-        "nothing".to_owned()
-    } else {
-        parts.join(", ")
-    }
-}
-
-/// Steps printed on the console (the report has them all).
-const CONSOLE_STEPS: usize = 10;
-/// Modules printed per allocator.
-const CONSOLE_MODULES: usize = 10;
-
-/// The console lines of the "Memory by role" section: per device and allocator with roles, the
-/// bytes of each role at the peak and at the end, the activations at their peak by module, and
-/// per step the split at the step's highest and lowest moment. Empty when no block has a role.
-pub fn format_roles(layer: &DecomposeLayer, rows: &[DecomposeRow]) -> Vec<String> {
-    let t = layer.timeline();
-    if !t.has_roles() {
-        return Vec::new();
-    }
-    let acts = layer.activations_at_peak();
-    let mut lines = Vec::new();
-    for ((dev, pool), roles) in by_role(rows) {
-        if roles[..N - 1].iter().all(|(p, e)| *p == 0 && *e == 0) {
-            continue;
-        }
-        let (peak, end) = roles.iter().fold((0, 0), |(p, e), (x, y)| (p + x, e + y));
-        lines.push(format!(
-            "Device {} {}: peak {:.6} MiB, end {:.6} MiB",
-            dev.to_text(),
-            pool.as_str(),
-            mib(peak.max(0) as u64),
-            mib(end.max(0) as u64)
-        ));
-        lines.push(format!(
-            "  {:<24} {:>16} {:>16}",
-            "Role", "Peak(MiB)", "End(MiB)"
-        ));
-        for (r, (p, e)) in ROLES.iter().zip(roles) {
-            if p != 0 || e != 0 {
-                lines.push(format!(
-                    "  {:<24} {:>16.6} {:>16.6}",
-                    r,
-                    p as f64 / 1_048_576.0,
-                    e as f64 / 1_048_576.0
-                ));
-            }
-        }
-        if let Some((_, _, mods)) = acts.iter().find(|(d, p, _)| (*d, *p) == (dev, pool)) {
-            let sum: u64 = mods.iter().map(|(_, s)| s).sum();
-            lines.push(format!(
-                "  activations at their peak, {:.6} MiB, by module:",
-                mib(sum)
-            ));
-            for (m, s) in mods.iter().take(CONSOLE_MODULES) {
-                let m = if m.is_empty() { "(no module)" } else { m };
-                lines.push(format!("    {:<46} {:>16.6}", m, *s as f64 / 1_048_576.0));
-            }
-            if mods.len() > CONSOLE_MODULES {
-                lines.push(format!(
-                    "    ({} more modules)",
-                    mods.len() - CONSOLE_MODULES
-                ));
-            }
-        }
-        let steps: Vec<(u32, &StepAlloc)> = t
-            .steps()
-            .iter()
-            .filter_map(|s| s.allocs.get(&(dev, pool)).map(|a| (s.step, a)))
-            .collect();
-        for (n, a) in steps.iter().take(CONSOLE_STEPS) {
-            lines.push(format!(
-                "  step {n}: highest {:.6} MiB = {}; lowest {:.6} MiB = {}",
-                mib(a.high.total.max(0) as u64),
-                split(&a.high.levels),
-                mib(a.low.total.max(0) as u64),
-                split(&a.low.levels)
-            ));
-        }
-        if steps.len() > CONSOLE_STEPS {
-            lines.push(format!(
-                "  ({} more steps; memscope report shows them all)",
-                steps.len() - CONSOLE_STEPS
-            ));
-        }
-    }
-    lines
 }

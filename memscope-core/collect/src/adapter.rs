@@ -9,8 +9,6 @@
 //! bit mask ([`AdapterId::bit`]) handed to the probe, so an unselected adapter costs one atomic
 //! load per intercepted call.
 
-use crate::fast_path::FastPath;
-use memscope_core::bus::Layer;
 use memscope_core::event::Event;
 use memscope_wire::Record;
 
@@ -269,28 +267,5 @@ mod tests {
         c.push_owner(3, "b".into());
         c.pop_owner(3);
         assert_eq!(c.owner_labels(3), ["a".to_string()]);
-    }
-}
-
-/// The adapters a collector types with, as its caller's registration list gives them
-/// (`memscope-cli/src/builtin.rs`): the descriptors, and the collector-side pieces of HOST and
-/// HAL that are not descriptor fields yet. The collector names no adapter crate itself.
-#[derive(Clone, Copy, Debug)]
-pub struct Registry {
-    /// Every built-in adapter's descriptor, in [`AdapterId`] order.
-    pub descriptors: &'static [&'static AdapterDescriptor],
-    /// HOST's end-of-run leak summary layer (`None` when HOST is not selected).
-    pub host_leak_layer: fn(&crate::config::RunConfig) -> Option<Box<dyn Layer>>,
-    /// HAL's out-of-memory layer (`OOM_Snapshot`, `--analysis oom[:K]`).
-    pub oom_layer: fn(&crate::config::RunConfig) -> Box<dyn Layer>,
-    /// HOST's fast path: HOST heap records typed and accounted without events when HOST rows
-    /// are neither written nor analysed.
-    pub host_fast: fn(&crate::config::RunConfig) -> Box<dyn FastPath>,
-}
-
-impl Registry {
-    /// A fresh typer of every adapter, for one process.
-    pub fn typers(&self) -> Vec<Box<dyn Typer>> {
-        self.descriptors.iter().map(|d| (d.new_typer)()).collect()
     }
 }

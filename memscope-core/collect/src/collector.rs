@@ -1,11 +1,12 @@
 //! The collector: follows every traced process's stream in the spool directory while the job
 //! runs, and turns each process into its output directory (dumps, log, config.json, reports).
 
-use crate::adapter::{Registry, TypeCtx};
+use crate::adapter::TypeCtx;
 use crate::config::{Format, RunConfig};
 use crate::logfile::LogFile;
 use crate::pipeline::{CaptureOut, Pipeline, PipelineSetup};
 use crate::process::{ProcessState, ProcessSummary, ROUND_BUDGET};
+use crate::registry::Registry;
 use crate::{api_config, layers, plugin_typer, pymem_summary};
 use memscope_core::bus::{Bus, BusError, Layer};
 use memscope_dump::layout;

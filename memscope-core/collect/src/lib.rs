@@ -5,7 +5,7 @@
 //! the capture.
 //!
 //! * [`adapter`] — the contract an adapter's collector half keeps: [`adapter::Typer`],
-//!   [`adapter::TypeCtx`], [`adapter::AdapterDescriptor`], and the [`adapter::Registry`] the
+//!   [`adapter::TypeCtx`], [`adapter::AdapterDescriptor`], and the [`registry::Registry`] the
 //!   caller hands the collector (the collector names no adapter crate).
 //! * [`Collector`] ([`collector`]) — the spool, its processes and their pipelines;
 //!   [`pipeline`] — one process: records → typers → bus → sinks and capture;
@@ -35,6 +35,7 @@ pub mod process;
 pub mod pymem_summary;
 pub mod pystacks;
 pub mod python;
+pub mod registry;
 pub mod replay;
 pub mod sampled;
 pub mod symbolize;

@@ -11,12 +11,12 @@
 //!   (`memscope report` and the viewer exports, through [`crate::capture_input`]).
 //! * [`feed`] — drives a [`Pipeline`] from a capture (used by `memscope export`).
 
-use crate::adapter::Registry;
 use crate::adapter::TypeCtx;
 use crate::config::{ConfigFile, LogLevel, RawOptions, RunConfig};
 use crate::logfile::LogFile;
 use crate::pipeline::{Pipeline, PipelineSetup};
 use crate::plugin_typer::PluginTyper;
+use crate::registry::Registry;
 use memscope_core::bus::Bus;
 use memscope_core::event::Event;
 use memscope_dump::reader::ConsumerError;

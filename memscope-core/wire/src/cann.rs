@@ -5,28 +5,7 @@
 //! `value.wrapping_add(1)`, so the common unknown costs one byte; return codes are zig-zag
 //! varints; booleans select between two tags instead of taking a byte.
 
-use super::{unzigzag, zigzag, ChunkState, In, Out, Record, StackFrames, WireError};
-
-/// How an ATB operator or kernel uses a tensor (the Event Type of its ACCESS row).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum AccessKind {
-    /// Read (kernel inputs).
-    Read = 1,
-    /// Written (operator and kernel outputs).
-    Write = 2,
-    /// Unknown direction (operator inputs, msMemScope's rule).
-    Unknown = 3,
-}
-
-impl AccessKind {
-    /// Decodes the wire value.
-    pub fn from_u8(v: u8) -> Option<AccessKind> {
-        [AccessKind::Read, AccessKind::Write, AccessKind::Unknown]
-            .into_iter()
-            .find(|k| *k as u8 == v)
-    }
-}
+use super::{unzigzag, zigzag, AccessKind, ChunkState, In, Out, Record, StackFrames, WireError};
 
 pub(super) mod tag {
     pub const HAL_ALLOC: u8 = 30;

@@ -260,8 +260,10 @@ pub fn header_drops(header: &[u8]) -> Option<(u64, [u64; DROP_KINDS])> {
 
 mod cann;
 mod codec;
+mod decode;
 mod encode;
 mod fast;
+mod fields;
 mod owned;
 mod python;
 mod python_ctx;
@@ -269,11 +271,13 @@ mod record;
 mod record_meta;
 mod sample;
 
-pub use cann::{decode_dims, encode_dims, AccessKind, MAX_DIMS};
-pub use codec::{decode, encode_frames, ChunkState, StackFrames, WireError};
+pub use cann::{decode_dims, encode_dims, MAX_DIMS};
+pub use codec::{encode_frames, ChunkState, StackFrames, WireError};
 pub(crate) use codec::{tag, In, Out};
 pub use codec::{unzigzag, zigzag};
-pub use python::{snapshot_known, PyCodeKind, PyTraceEvent};
+pub use decode::decode;
+pub use fields::{AccessKind, PyCodeKind, PyTraceEvent};
+pub use python::snapshot_known;
 pub use record::Record;
 pub use record_meta::drop_slot_of;
 

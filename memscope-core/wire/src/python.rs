@@ -11,7 +11,7 @@
 //!   are filled by the collector from its pool accounting.
 //! * [`Record::OwnerTag`]: `describer(addr, owner=…)` tags the live block at `addr`.
 
-use super::{ChunkState, In, Out, Record, WireError};
+use super::{ChunkState, In, Out, PyCodeKind, PyTraceEvent, Record, WireError};
 
 pub(super) mod tag {
     pub const PY_CODE_DEF: u8 = 70;
@@ -22,62 +22,6 @@ pub(super) mod tag {
     pub const OWNER_TAG: u8 = 75;
     /// Last tag of the Python range.
     pub const LAST: u8 = 89;
-}
-
-/// What a [`Record::PyCodeDef`] names (how its `FuncInfo` is spelled, spec §5.4).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum PyCodeKind {
-    /// A Python function: `file(line): name`.
-    Function = 1,
-    /// A C function (`PyTrace_C_CALL`): `name` is its description.
-    CFunction = 2,
-    /// `torch.nn.Module.__call__` of class `name`: `nn.Module: name`.
-    Module = 3,
-    /// A `RecordFunction(name)` block: `name` as given.
-    User = 4,
-}
-
-impl PyCodeKind {
-    /// Decodes the wire value.
-    pub fn from_u8(v: u8) -> Option<PyCodeKind> {
-        [
-            PyCodeKind::Function,
-            PyCodeKind::CFunction,
-            PyCodeKind::Module,
-            PyCodeKind::User,
-        ]
-        .into_iter()
-        .find(|k| *k as u8 == v)
-    }
-}
-
-/// What a [`Record::PyTrace`] marks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum PyTraceEvent {
-    /// `tracer.start()`: the profile hook was installed (every thread of the interpreter).
-    Start = 1,
-    /// `tracer.stop()`: the hook was removed.
-    Stop = 2,
-    /// A frame on the calling thread's stack at start (outermost first), `code` names it.
-    FrameAtStart = 3,
-    /// A frame on the calling thread's stack at stop (outermost first).
-    FrameAtStop = 4,
-}
-
-impl PyTraceEvent {
-    /// Decodes the wire value.
-    pub fn from_u8(v: u8) -> Option<PyTraceEvent> {
-        [
-            PyTraceEvent::Start,
-            PyTraceEvent::Stop,
-            PyTraceEvent::FrameAtStart,
-            PyTraceEvent::FrameAtStop,
-        ]
-        .into_iter()
-        .find(|k| *k as u8 == v)
-    }
 }
 
 /// Bits of [`Record::Snapshot`]'s `known` mask, one per value (in field order).

@@ -3,6 +3,7 @@
 //! package calls these `memscope_py_*` exports through `ctypes.PyDLL` (the GIL stays held).
 //! CPython is reached only through symbols resolved at run time (`cpython.rs`).
 
+mod codes;
 mod cpython;
 mod intern;
 mod monitoring;

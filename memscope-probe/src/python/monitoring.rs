@@ -88,7 +88,7 @@ unsafe extern "C" fn enter(_slf: Obj, args: *const Obj, nargs: isize) -> Obj {
             return;
         }
         let id = intern::lookup_flag(&intern::Key::Code(code as usize))
-            .or_else(|| super::trace::slow_code_id(api, code))
+            .or_else(|| super::codes::slow_code_id(api, code))
             .map_or(0, |(id, _)| id);
         stack::push(api, id, frame);
     }));

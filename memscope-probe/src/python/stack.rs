@@ -140,7 +140,7 @@ fn seed(api: &Api, frame: Frame, owned: bool) {
             api.decref(f);
             break;
         }
-        let id = super::trace::func_id(api, f).unwrap_or(0);
+        let id = super::codes::func_id(api, f).unwrap_or(0);
         // the entry keeps the reference `f` came with
         chain.push(Entry {
             func: id,

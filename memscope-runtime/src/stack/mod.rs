@@ -24,6 +24,7 @@ pub mod unwind;
 
 use crate::scratch::{Scratch, MAX_FRAMES};
 use crate::Guard;
+use core::sync::atomic::{AtomicBool, Ordering};
 use memscope_wire::Record;
 
 /// Frames of the probe (and a plugin) a walk from inside a hook may have to leave out before
@@ -200,4 +201,23 @@ pub fn record_with_stack(g: &mut Guard, rec: &Record<&[u8]>) -> bool {
         }
     }
     g.record(rec)
+}
+
+/// Whether the stack service's fork handler is registered.
+static ATFORK: AtomicBool = AtomicBool::new(false);
+
+/// Registers, once, the fork-child handler that empties the stack tables and the module
+/// announcements (the child writes a new stream, which must define both again).
+#[inline]
+fn ensure_atfork() {
+    if !ATFORK.load(Ordering::Relaxed) && !ATFORK.swap(true, Ordering::AcqRel) {
+        // SAFETY: `after_fork_child` is an `extern "C" fn()` that lives as long as the probe
+        // (the runtime pins the library).
+        unsafe { libc::pthread_atfork(None, None, Some(after_fork_child)) };
+    }
+}
+
+extern "C" fn after_fork_child() {
+    modules::reset_after_fork();
+    intern::reset_after_fork();
 }

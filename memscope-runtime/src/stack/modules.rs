@@ -23,11 +23,8 @@
 use super::cfi::{self, FoundObject};
 use crate as rt;
 use core::ffi::{c_char, c_void};
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU64, Ordering};
 use memscope_wire::Record;
-
-/// The fork handler is registered.
-static ATFORK: AtomicBool = AtomicBool::new(false);
 
 const EMITTED_SLOTS: usize = 8192;
 /// Keys of the objects announced in this process image: `key | DONE` once its `Module`
@@ -49,7 +46,7 @@ struct LinkMap {
 /// that this process image has not announced yet. Called with the reentrancy guard held,
 /// before the `StackDef` of `frames` is written.
 pub fn announce(frames: &[u64]) {
-    ensure_atfork();
+    super::ensure_atfork();
     // Mappings already handled for this stack (frames cluster in few objects).
     let mut seen = [(0u64, 0u64); 8];
     let mut next = 0usize;
@@ -69,20 +66,12 @@ pub fn announce(frames: &[u64]) {
     }
 }
 
-#[inline]
-fn ensure_atfork() {
-    if !ATFORK.load(Ordering::Relaxed) && !ATFORK.swap(true, Ordering::AcqRel) {
-        // SAFETY: `after_fork_child` is an `extern "C" fn()` that lives as long as the probe
-        // (the runtime pins the library).
-        unsafe { libc::pthread_atfork(None, None, Some(after_fork_child)) };
-    }
-}
-
-extern "C" fn after_fork_child() {
+/// Fork child: every object is unannounced again (the child writes a new stream). Runs on the
+/// only thread of the child, from the stack service's fork handler ([`super::ensure_atfork`]).
+pub(super) fn reset_after_fork() {
     for e in &EMITTED {
         e.store(0, Ordering::Relaxed);
     }
-    super::intern::reset_after_fork();
 }
 
 fn mix(mut h: u64, v: u64) -> u64 {

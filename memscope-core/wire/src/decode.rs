@@ -1,0 +1,221 @@
+//! The decoder: a record's tag picks its family (the shared records here, the CANN, Python and
+//! sample families in their own files).
+
+use super::codec::tag;
+use super::{cann, python, python_ctx, sample, ChunkState, In, Record, SystemCode, WireError};
+
+/// Decodes the record at the start of `buf`, updating `st`. Returns the record and its length.
+///
+/// # Errors
+/// [`WireError::Truncated`] when `buf` ends inside the record, [`WireError::BadTag`] for an
+/// unknown tag, [`WireError::Malformed`] for overlong varints or lengths.
+pub fn decode<'a>(
+    buf: &'a [u8],
+    st: &mut ChunkState,
+) -> Result<(Record<&'a [u8]>, usize), WireError> {
+    let mut i = In { buf, pos: 0 };
+    let mut next = *st;
+    let t = i.u8()?;
+    let rec = match t {
+        tag::THREAD => Record::Thread { tid: i.u32()? },
+        tag::MARK | tag::MARK_NULL => {
+            let ts = i.ts(&mut next)?;
+            let stream = i.var()?;
+            let msg = i.text()?;
+            Record::Mark {
+                ts,
+                stream,
+                msg,
+                null: t == tag::MARK_NULL,
+            }
+        }
+        tag::RANGE_START | tag::RANGE_START_NULL => {
+            let ts = i.ts(&mut next)?;
+            let id = i.var()?;
+            let stream = i.var()?;
+            let msg = i.text()?;
+            Record::RangeStart {
+                ts,
+                id,
+                stream,
+                msg,
+                null: t == tag::RANGE_START_NULL,
+            }
+        }
+        tag::RANGE_END => Record::RangeEnd {
+            ts: i.ts(&mut next)?,
+            id: i.var()?,
+        },
+        tag::HEAP_REGISTER => Record::HeapRegister {
+            ts: i.ts(&mut next)?,
+            pool: i.pool()?,
+            device: i.u32()?,
+            ptr: i.var()?,
+            size: i.var()?,
+        },
+        tag::HEAP_UNREGISTER => Record::HeapUnregister {
+            ts: i.ts(&mut next)?,
+            pool: i.pool()?,
+            ptr: i.var()?,
+        },
+        tag::REGION_REGISTER => Record::RegionRegister {
+            ts: i.ts(&mut next)?,
+            pool: i.pool()?,
+            device: i.u32()?,
+            ptr: i.var()?,
+            size: i.var()?,
+        },
+        tag::REGION_UNREGISTER => Record::RegionUnregister {
+            ts: i.ts(&mut next)?,
+            pool: i.pool()?,
+            ptr: i.var()?,
+        },
+        tag::OWNER_PUSH => Record::OwnerPush {
+            ts: i.ts(&mut next)?,
+            label: i.text()?,
+        },
+        tag::OWNER_POP => Record::OwnerPop {
+            ts: i.ts(&mut next)?,
+        },
+        tag::CALL_STACK => Record::CallStack {
+            ts: i.ts(&mut next)?,
+            stack: i.var()? as u32,
+        },
+        tag::SHADOW => Record::Shadow {
+            ts: i.ts(&mut next)?,
+        },
+        tag::SYSTEM => {
+            let ts = i.ts(&mut next)?;
+            let c = i.u8()?;
+            let code = SystemCode::from_u8(c).ok_or(WireError::BadTag(c))?;
+            Record::System {
+                ts,
+                code,
+                device: i.u32()?,
+            }
+        }
+        tag::HOST_MALLOC
+        | tag::HOST_MALLOC_STACK
+        | tag::HOST_MALLOC_A16
+        | tag::HOST_MALLOC_STACK_A16 => {
+            let ts = i.ts(&mut next)?;
+            let a16 = t == tag::HOST_MALLOC_A16 || t == tag::HOST_MALLOC_STACK_A16;
+            let addr = if a16 {
+                i.addr16(&mut next)?
+            } else {
+                i.addr(&mut next)?
+            };
+            let size = i.var()?;
+            let stack = if t == tag::HOST_MALLOC_STACK || t == tag::HOST_MALLOC_STACK_A16 {
+                i.u32()?
+            } else {
+                0
+            };
+            Record::HostMalloc {
+                ts,
+                addr,
+                size,
+                stack,
+            }
+        }
+        tag::HOST_FREE => {
+            let ts = i.ts(&mut next)?;
+            Record::HostFree {
+                ts,
+                addr: i.addr(&mut next)?,
+            }
+        }
+        tag::HOST_FREE_A16 => {
+            let ts = i.ts(&mut next)?;
+            Record::HostFree {
+                ts,
+                addr: i.addr16(&mut next)?,
+            }
+        }
+        tag::STACK_DEF => {
+            let id = i.u32()?;
+            let count = i.u32()?;
+            let n = i.var()? as usize;
+            Record::StackDef {
+                id,
+                count,
+                raw: i.bytes(n)?,
+            }
+        }
+        tag::MODULE => Record::Module {
+            ts: i.ts(&mut next)?,
+            base: i.var()?,
+            start: i.var()?,
+            size: i.var()?,
+            build_id: i.text()?,
+            path: i.text()?,
+        },
+        tag::HOST_MMAP | tag::HOST_MMAP_STACK => {
+            let ts = i.ts(&mut next)?;
+            let addr = i.var()?;
+            let size = i.var()?;
+            let stack = if t == tag::HOST_MMAP_STACK {
+                i.u32()?
+            } else {
+                0
+            };
+            Record::HostMmap {
+                ts,
+                addr,
+                size,
+                stack,
+            }
+        }
+        tag::HOST_MUNMAP => Record::HostMunmap {
+            ts: i.ts(&mut next)?,
+            addr: i.var()?,
+            size: i.var()?,
+        },
+        tag::HOST_MREMAP | tag::HOST_MREMAP_KEEP => Record::HostMremap {
+            ts: i.ts(&mut next)?,
+            old_addr: i.var()?,
+            old_size: i.var()?,
+            new_addr: i.var()?,
+            new_size: i.var()?,
+            keep_old: t == tag::HOST_MREMAP_KEEP,
+        },
+        tag::THREAD_DEVICE => Record::ThreadDevice {
+            ts: i.ts(&mut next)?,
+            device: i.u32()?,
+        },
+        tag::TEXT_DEF => Record::TextDef {
+            id: i.u32()?,
+            text: i.text()?,
+        },
+        tag::MARK_REF => Record::MarkRef {
+            ts: i.ts(&mut next)?,
+            stream: i.var()?,
+            text: i.u32()?,
+        },
+        tag::RANGE_START_REF => Record::RangeStartRef {
+            ts: i.ts(&mut next)?,
+            id: i.var()?,
+            stream: i.var()?,
+            text: i.u32()?,
+        },
+        tag::PLUGIN => Record::Plugin {
+            ts: i.ts(&mut next)?,
+            kind: i.u8()?,
+            device: i.u32()?,
+            ptr: i.var()?,
+            size: i.var()?,
+            event_type: i.text()?,
+            name: i.text()?,
+            attrs: i.text()?,
+        },
+        cann::tag::HAL_ALLOC..=cann::tag::LAST => cann::decode(t, &mut i, &mut next)?,
+        python_ctx::tag::PY_FRAME_DEF..=python::tag::LAST => {
+            python_ctx::decode(t, &mut i, &mut next)?
+        }
+        python::tag::PY_CODE_DEF..=python::tag::LAST => python::decode(t, &mut i, &mut next)?,
+        sample::tag::HOST_SAMPLE..=sample::tag::LAST => sample::decode(t, &mut i, &mut next)?,
+        other => return Err(WireError::BadTag(other)),
+    };
+    *st = next;
+    Ok((rec, i.pos))
+}
