@@ -52,10 +52,35 @@ impl<const N: usize> TextBuf<N> {
         self.buf[self.len] = 0;
     }
 
-    /// The text so far (without the NUL).
+    /// Appends raw bytes (a path, a C string's bytes: not always UTF-8), cut to the capacity;
+    /// an interior NUL byte is written as `?`. Returns `false` when something was cut.
+    pub fn push_bytes(&mut self, b: &[u8]) -> bool {
+        let take = b.len().min(N - 1 - self.len);
+        for (d, &x) in self.buf[self.len..self.len + take].iter_mut().zip(b) {
+            *d = if x == 0 { b'?' } else { x };
+        }
+        self.len += take;
+        self.buf[self.len] = 0;
+        if take < b.len() {
+            self.truncated = true;
+        }
+        take == b.len()
+    }
+
+    /// The bytes so far (without the NUL).
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+
+    /// The text so far (without the NUL): its longest valid UTF-8 prefix ([`TextBuf::push_str`]
+    /// copies whole characters only; [`TextBuf::push_bytes`] may not).
     pub fn as_str(&self) -> &str {
-        // Only whole UTF-8 characters of `&str`s were copied (NUL replaced by an ASCII byte).
-        core::str::from_utf8(&self.buf[..self.len]).unwrap_or("")
+        let b = &self.buf[..self.len];
+        match core::str::from_utf8(b) {
+            Ok(s) => s,
+            // the first `valid_up_to` bytes are valid UTF-8
+            Err(e) => core::str::from_utf8(&b[..e.valid_up_to()]).unwrap_or(""),
+        }
     }
 
     /// The text as a C string, for [`crate::Event`].
@@ -106,5 +131,17 @@ mod tests {
         assert!(u.truncated());
         t.clear();
         assert_eq!(t.as_c_str(), c"");
+    }
+
+    #[test]
+    fn text_buf_takes_raw_bytes_cut_at_capacity_with_nul_replaced() {
+        let mut t = TextBuf::<8>::new();
+        assert!(t.push_bytes(b"/a\0b"));
+        assert_eq!(t.as_bytes(), b"/a?b");
+        assert!(!t.push_bytes(b"\xffcdef"));
+        assert_eq!(t.as_bytes(), b"/a?b\xffcd");
+        assert!(t.truncated());
+        assert_eq!(t.as_str(), "/a?b", "the valid UTF-8 prefix");
+        assert_eq!(t.as_c_str().to_bytes(), b"/a?b\xffcd");
     }
 }

@@ -12,7 +12,7 @@
 //! is called*. A refused plugin gets one stderr line and a `Plugin` record of kind
 //! [`KIND_DIAGNOSTIC`]; the probe continues without it. Nothing is ever `dlclose`d.
 
-use crate::sys::{cstr_bytes, stderr_write, FixedBuf};
+use crate::sys::{cstr_bytes, stderr_write, TextBuf};
 use crate::{clock, guard, settings, state, writer};
 use core::ffi::{c_char, c_int};
 use core::fmt::Write;
@@ -154,14 +154,14 @@ unsafe extern "C" fn host_log(level: c_int, msg: *const c_char) {
     }
     // SAFETY: ABI contract: NULL or a NUL-terminated string valid during the call.
     let m = unsafe { cstr_bytes(msg, 2048) }.unwrap_or(b"(null)");
-    let mut b = FixedBuf::<2200>::new();
-    b.push(if level <= 0 {
+    let mut b = TextBuf::<2200>::new();
+    b.push_bytes(if level <= 0 {
         b"memscope: plugin error: "
     } else {
         b"memscope: plugin warning: "
     });
-    b.push(m);
-    b.push(b"\n");
+    b.push_bytes(m);
+    b.push_bytes(b"\n");
     stderr_write(b.as_bytes());
 }
 
@@ -270,10 +270,10 @@ enum Refusal {
 }
 
 fn diagnose(kind: Refusal, path: &[u8], msg: &[u8]) {
-    let mut line = FixedBuf::<6000>::new();
-    line.push(b"memscope: ");
-    line.push(msg);
-    line.push(b"\n");
+    let mut line = TextBuf::<6000>::new();
+    line.push_bytes(b"memscope: ");
+    line.push_bytes(msg);
+    line.push_bytes(b"\n");
     stderr_write(line.as_bytes());
     let event_type = match kind {
         Refusal::Refused => DIAG_REFUSED,
@@ -297,7 +297,7 @@ fn diagnose(kind: Refusal, path: &[u8], msg: &[u8]) {
 /// # Safety
 /// `hdr` points to readable memory of at least `min(its size field, HEADER_V1_SIZE)` bytes once
 /// magic and size were checked (the first 12 bytes are always read).
-unsafe fn check_header(hdr: *const PluginHeader, why: &mut FixedBuf<512>) -> bool {
+unsafe fn check_header(hdr: *const PluginHeader, why: &mut TextBuf<512>) -> bool {
     // SAFETY: per the contract, the first fields are readable.
     let (magic, major, minor, size) = unsafe {
         (
@@ -334,49 +334,49 @@ unsafe fn check_header(hdr: *const PluginHeader, why: &mut FixedBuf<512>) -> boo
 }
 
 fn load_one(path: &[u8]) {
-    let mut msg = FixedBuf::<5000>::new();
+    let mut msg = TextBuf::<5000>::new();
     if path.len() > 4096 {
-        msg.push(b"refusing adapter plugin ");
-        msg.push(&path[..200]);
-        msg.push(b"...: path too long");
+        msg.push_bytes(b"refusing adapter plugin ");
+        msg.push_bytes(&path[..200]);
+        msg.push_bytes(b"...: path too long");
         diagnose(Refusal::Refused, path, msg.as_bytes());
         return;
     }
-    let mut c = FixedBuf::<4100>::new();
-    c.push(path);
+    let mut c = TextBuf::<4100>::new();
+    c.push_bytes(path);
     // SAFETY: `c` is a NUL-terminated path. dlopen runs the object's ELF constructors (the
     // plugin ABI asks plugins not to rely on or have any).
-    let h = unsafe { libc::dlopen(c.c_str(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    let h = unsafe { libc::dlopen(c.as_c_str().as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
     if h.is_null() {
-        msg.push(b"cannot load adapter plugin ");
-        msg.push(path);
-        msg.push(b": ");
+        msg.push_bytes(b"cannot load adapter plugin ");
+        msg.push_bytes(path);
+        msg.push_bytes(b": ");
         // SAFETY: dlerror returns NULL or a NUL-terminated thread-local string.
         let e = unsafe { cstr_bytes(libc::dlerror(), 2048) }.unwrap_or(b"unknown error");
-        msg.push(e);
+        msg.push_bytes(e);
         diagnose(Refusal::Failed, path, msg.as_bytes());
         return;
     }
     // SAFETY: `h` is a live handle; the symbol name is NUL-terminated.
     let sym = unsafe { libc::dlsym(h, c"memscope_plugin".as_ptr()) };
     if sym.is_null() {
-        msg.push(b"refusing adapter plugin ");
-        msg.push(path);
-        msg.push(b": it exports no `memscope_plugin` header, not a memscope adapter plugin");
+        msg.push_bytes(b"refusing adapter plugin ");
+        msg.push_bytes(path);
+        msg.push_bytes(b": it exports no `memscope_plugin` header, not a memscope adapter plugin");
         diagnose(Refusal::Refused, path, msg.as_bytes());
         return;
     }
     let hdr = sym as *const PluginHeader;
-    let mut why = FixedBuf::<512>::new();
+    let mut why = TextBuf::<512>::new();
     // SAFETY: `memscope_plugin` is a data symbol of the plugin; the ABI requires it to be a
     // `memscope_plugin_header`, whose first 12 bytes every version shares. (A symbol of that
     // name that is smaller than 12 bytes would be a broken plugin; the magic check stops it
     // before anything else is read.)
     if !unsafe { check_header(hdr, &mut why) } {
-        msg.push(b"refusing adapter plugin ");
-        msg.push(path);
-        msg.push(b": ");
-        msg.push(why.as_bytes());
+        msg.push_bytes(b"refusing adapter plugin ");
+        msg.push_bytes(path);
+        msg.push_bytes(b": ");
+        msg.push_bytes(why.as_bytes());
         diagnose(Refusal::Refused, path, msg.as_bytes());
         return;
     }
@@ -387,11 +387,11 @@ fn load_one(path: &[u8]) {
     // cannot unwind into us; if it does (C++ exception), the process aborts — documented.
     let rc = unsafe { init(&HOST) };
     if rc != 0 {
-        msg.push(b"adapter plugin ");
-        msg.push(path);
-        msg.push(b" (");
+        msg.push_bytes(b"adapter plugin ");
+        msg.push_bytes(path);
+        msg.push_bytes(b" (");
         // SAFETY: the name is NULL or a NUL-terminated string of the plugin.
-        msg.push(unsafe { cstr_bytes(name, 256) }.unwrap_or(b"unnamed"));
+        msg.push_bytes(unsafe { cstr_bytes(name, 256) }.unwrap_or(b"unnamed"));
         let _ = write!(msg, ") declined to start: init returned {rc}");
         diagnose(Refusal::Failed, path, msg.as_bytes());
     }

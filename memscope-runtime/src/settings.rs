@@ -2,7 +2,7 @@
 //! storage, without `std::env` and without allocating.
 
 use crate::sync::RacyCell;
-use crate::sys::{stderr_write, FixedBuf};
+use crate::sys::{stderr_write, TextBuf};
 use core::ffi::c_char;
 use core::fmt::Write;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -81,12 +81,12 @@ pub(crate) fn load() -> bool {
     if n < plugins.len() {
         // Keep whole entries only.
         n = plugins[..n].iter().rposition(|&b| b == b':').unwrap_or(0);
-        let mut m = FixedBuf::<160>::new();
+        let mut m = TextBuf::<160>::new();
         let _ = write!(
             m,
             "memscope: MEMSCOPE_PLUGINS is longer than {PLUGINS_MAX} bytes; "
         );
-        m.push(b"the entries past that are ignored\n");
+        m.push_bytes(b"the entries past that are ignored\n");
         stderr_write(m.as_bytes());
     }
     // SAFETY: only the initializing thread writes; readers wait for READY (acquire).

@@ -4,7 +4,7 @@
 //! image is counted as dropped (per kind). Whatever was committed before stays readable.
 
 use crate::stream;
-use crate::sys::{push_strerror, stderr_parts, FixedBuf};
+use crate::sys::{push_strerror, stderr_parts, TextBuf};
 use core::fmt::Write;
 use memscope_wire::{
     CHUNK_SIZE, FH_STOP_ERRNO, FH_STOP_REASON, ORPHAN_CHUNKS, STOP_COLLECTOR_GONE, STOP_FD_CLOSED,
@@ -54,9 +54,9 @@ pub(crate) fn stop(why: Stop) {
     }
     // SAFETY: getpid has no preconditions.
     let pid = unsafe { libc::getpid() };
-    let mut head = FixedBuf::<64>::new();
+    let mut head = TextBuf::<64>::new();
     let _ = write!(head, "memscope: recording stops in pid {pid}: ");
-    let mut what = FixedBuf::<200>::new();
+    let mut what = TextBuf::<200>::new();
     match why {
         Stop::FileSizeLimit(limit) => {
             let _ = write!(
@@ -69,7 +69,7 @@ pub(crate) fn stop(why: Stop) {
         Stop::NoSpace(e) => {
             let _ = write!(what, "cannot reserve space in the stream file (");
             push_strerror(&mut what, e);
-            what.push(b")");
+            what.push_bytes(b")");
         }
         Stop::CollectorGone => {
             let _ = write!(
@@ -78,12 +78,12 @@ pub(crate) fn stop(why: Stop) {
             );
         }
         Stop::FdClosed => {
-            what.push(b"the program closed the stream file's descriptor");
+            what.push_bytes(b"the program closed the stream file's descriptor");
         }
         Stop::MapFailed(e) => {
             let _ = write!(what, "cannot map the stream file (");
             push_strerror(&mut what, e);
-            what.push(b")");
+            what.push_bytes(b")");
         }
     }
     stderr_parts(&[

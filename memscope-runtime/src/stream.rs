@@ -170,7 +170,7 @@ fn fail_line(what: &[u8], err: i32) {
     if FAIL_REPORTED_BY.swap(pid, Ordering::Relaxed) == pid {
         return;
     }
-    let mut e = crate::sys::FixedBuf::<40>::new();
+    let mut e = crate::sys::TextBuf::<40>::new();
     crate::sys::push_strerror(&mut e, err);
     let n = PATH_LEN.load(Ordering::Relaxed) as usize;
     // SAFETY: the creating thread's own buffer (see `PATH`).
@@ -207,7 +207,7 @@ pub(crate) unsafe fn put_u32(h: *mut u8, off: usize, v: u32) {
 /// Writes `<spool>/<pid>-<start>.stream` into `PATH` (NUL-terminated).
 fn set_path(pid: u32, start: u64) {
     let spool = settings::spool();
-    let mut tail = crate::sys::FixedBuf::<64>::new();
+    let mut tail = crate::sys::TextBuf::<64>::new();
     let _ = write!(tail, "/{pid}-{start}.stream");
     // SAFETY: only the creating thread writes PATH, before the stream is published.
     let p = unsafe { &mut *PATH.get() };

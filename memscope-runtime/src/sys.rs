@@ -3,52 +3,9 @@
 use core::ffi::{c_char, c_void};
 use core::fmt;
 
-/// A fixed-capacity byte buffer that formats without allocating. Text that does not fit is cut
-/// (formatting never fails); one byte is always kept free for a terminating NUL.
-pub(crate) struct FixedBuf<const N: usize> {
-    buf: [u8; N],
-    len: usize,
-}
-
-impl<const N: usize> FixedBuf<N> {
-    /// An empty buffer.
-    pub(crate) const fn new() -> Self {
-        FixedBuf {
-            buf: [0; N],
-            len: 0,
-        }
-    }
-
-    /// The bytes written so far (without the NUL).
-    pub(crate) fn as_bytes(&self) -> &[u8] {
-        &self.buf[..self.len]
-    }
-
-    /// Appends `b`, cutting what does not fit. Returns `false` if anything was cut.
-    pub(crate) fn push(&mut self, b: &[u8]) -> bool {
-        let room = N.saturating_sub(1).saturating_sub(self.len);
-        let n = b.len().min(room);
-        self.buf[self.len..self.len + n].copy_from_slice(&b[..n]);
-        self.len += n;
-        n == b.len()
-    }
-
-    /// A NUL-terminated view of the contents, valid while `self` is neither moved nor changed.
-    pub(crate) fn c_str(&mut self) -> *const c_char {
-        // `push` always leaves index `len` free (len <= N - 1).
-        if let Some(b) = self.buf.get_mut(self.len) {
-            *b = 0;
-        }
-        self.buf.as_ptr().cast()
-    }
-}
-
-impl<const N: usize> fmt::Write for FixedBuf<N> {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        self.push(s.as_bytes());
-        Ok(())
-    }
-}
+/// A fixed-capacity text that formats without allocating (the adapter SDK's, so one type
+/// serves plugins and the runtime).
+pub(crate) use memscope_adapter_sdk::TextBuf;
 
 /// Writes `line` to fd 2 with `write(2)` calls (no stdio, no locks, no allocation). Nothing is
 /// written when fd 2 is a regular file that the line would grow past `RLIMIT_FSIZE` (the kernel
@@ -117,12 +74,12 @@ pub(crate) fn errno() -> i32 {
 /// Appends the text of error number `err` to `out`, from a fixed table. Never `strerror_r`:
 /// it may translate through gettext, which takes glibc's locale lock — a hook running inside
 /// `setlocale` (bash, Python at start-up) would then wait for itself forever.
-pub(crate) fn push_strerror<const N: usize>(out: &mut FixedBuf<N>, err: i32) {
+pub(crate) fn push_strerror<const N: usize>(out: &mut TextBuf<N>, err: i32) {
     let text = strerror(err);
     if text.is_empty() {
         let _ = fmt::write(out, format_args!("errno {err}"));
     } else {
-        out.push(text);
+        out.push_bytes(text);
     }
 }
 

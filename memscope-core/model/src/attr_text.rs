@@ -201,7 +201,9 @@ pub fn format_attr(ev: &Event) -> String {
     s
 }
 
-fn push_json_str(out: &mut String, s: &str) {
+/// Appends `s` to `out` as a JSON string literal (quotes and escapes), without building a
+/// `serde_json::Value`.
+pub fn push_json_str(out: &mut String, s: &str) {
     use std::fmt::Write;
     out.push('"');
     for c in s.chars() {

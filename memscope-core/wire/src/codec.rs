@@ -114,6 +114,17 @@ impl Out<'_> {
     }
 }
 
+/// Appends `v` to `out` as the stream's varint (LEB128), for the collector's own encodings
+/// (capture columns, sort spills, protobuf); the probe writes through [`Out`] instead.
+#[inline]
+pub fn put_var(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
 /// Zig-zag mapping of a signed difference to an unsigned varint value.
 #[inline]
 pub fn zigzag(v: i64) -> u64 {

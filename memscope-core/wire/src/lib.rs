@@ -273,8 +273,8 @@ mod sample;
 
 pub use cann::{decode_dims, encode_dims, MAX_DIMS};
 pub use codec::{encode_frames, ChunkState, StackFrames, WireError};
+pub use codec::{put_var, unzigzag, zigzag};
 pub(crate) use codec::{tag, In, Out};
-pub use codec::{unzigzag, zigzag};
 pub use decode::decode;
 pub use fields::{AccessKind, PyCodeKind, PyTraceEvent};
 pub use python::snapshot_known;

@@ -41,6 +41,7 @@ use arrow_array::builder::{BooleanBuilder, Int32Builder, Int64Builder, StringBui
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
+use memscope_core::attr_text::push_json_str;
 use memscope_core::event::{Attrs, Device, Event, EventKind};
 use memscope_core::roles::{role_of, OwnerTag};
 use memscope_core::sample::SamplePoint;
@@ -106,25 +107,6 @@ pub fn schema() -> SchemaRef {
 
 fn as_i64(v: u64) -> i64 {
     v as i64
-}
-
-fn push_json_str(out: &mut String, s: &str) {
-    use std::fmt::Write;
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
 }
 
 fn json(pairs: &[(String, String)], out: &mut String) -> bool {

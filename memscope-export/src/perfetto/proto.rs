@@ -5,6 +5,8 @@
 //! `0x0A <varint length> <TracePacket>` records: it is written packet by packet, and a file cut
 //! anywhere loses only the packet at the cut.
 
+use memscope_wire::put_var;
+
 /// Field numbers (`perfetto/protos/perfetto/trace/...`).
 #[allow(missing_docs)]
 pub mod field {
@@ -72,15 +74,6 @@ const VARINT: u32 = 0;
 const FIXED64: u32 = 1;
 const LEN: u32 = 2;
 
-/// Appends `v` as a base-128 varint.
-pub fn put_varint(buf: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        buf.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    buf.push(v as u8);
-}
-
 /// A message being encoded.
 #[derive(Default)]
 pub struct Msg {
@@ -90,13 +83,13 @@ pub struct Msg {
 
 impl Msg {
     fn tag(&mut self, field: u32, wire: u32) {
-        put_varint(&mut self.buf, u64::from(field << 3 | wire));
+        put_var(&mut self.buf, u64::from(field << 3 | wire));
     }
 
     /// A varint field (uint32/uint64/enum/bool).
     pub fn uint(&mut self, field: u32, v: u64) -> &mut Msg {
         self.tag(field, VARINT);
-        put_varint(&mut self.buf, v);
+        put_var(&mut self.buf, v);
         self
     }
 
@@ -115,7 +108,7 @@ impl Msg {
     /// A string field.
     pub fn string(&mut self, field: u32, s: &str) -> &mut Msg {
         self.tag(field, LEN);
-        put_varint(&mut self.buf, s.len() as u64);
+        put_var(&mut self.buf, s.len() as u64);
         self.buf.extend_from_slice(s.as_bytes());
         self
     }
@@ -127,7 +120,7 @@ impl Msg {
         f(self);
         let len = (self.buf.len() - at) as u64;
         let mut head = Vec::with_capacity(5);
-        put_varint(&mut head, len);
+        put_var(&mut head, len);
         self.buf.splice(at..at, head);
         self
     }
@@ -140,8 +133,8 @@ impl Msg {
 
 /// Appends `packet` to `out` as one `Trace.packet` record.
 pub fn frame_packet(out: &mut Vec<u8>, packet: &Msg) {
-    put_varint(out, u64::from(field::TRACE_PACKET << 3 | LEN));
-    put_varint(out, packet.buf.len() as u64);
+    put_var(out, u64::from(field::TRACE_PACKET << 3 | LEN));
+    put_var(out, packet.buf.len() as u64);
     out.extend_from_slice(&packet.buf);
 }
 

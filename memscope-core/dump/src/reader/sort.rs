@@ -26,6 +26,7 @@ use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use memscope_core::event::Event;
+use memscope_wire::put_var;
 
 use super::csv_source::CsvSource;
 use super::error::{ConsumerError, Location, ReadError};
@@ -39,14 +40,6 @@ struct Entry {
     line: u64,
     off: usize,
     len: usize,
-}
-
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
 }
 
 fn get_varint(b: &[u8], pos: &mut usize) -> u64 {
@@ -65,9 +58,9 @@ fn get_varint(b: &[u8], pos: &mut usize) -> u64 {
 
 /// Appends the cells of `rec` as a blob: count, then each length and its bytes.
 fn encode(rec: &csv::ByteRecord, out: &mut Vec<u8>) {
-    put_varint(out, rec.len() as u64);
+    put_var(out, rec.len() as u64);
     for c in rec.iter() {
-        put_varint(out, c.len() as u64);
+        put_var(out, c.len() as u64);
     }
     out.extend_from_slice(rec.as_slice());
 }
@@ -190,34 +183,11 @@ fn spill(dir: &Path, arena: &[u8], idx: &mut [Entry]) -> std::io::Result<File> {
     Ok(f)
 }
 
-/// A temporary file in `dir` that has no name: `O_TMPFILE` where the file system supports
-/// it, else a new private name (`O_EXCL|O_NOFOLLOW`, mode 0600) unlinked at once. Nothing is
-/// left behind, even when memscope is killed (with `O_TMPFILE`).
+/// A temporary file in `dir` that has no name (`tempfile`: `O_TMPFILE` where the file system
+/// supports it, else a random private name, mode 0600, unlinked at once). Nothing is left
+/// behind, even when memscope is killed (with `O_TMPFILE`).
 fn anon_file(dir: &Path) -> std::io::Result<File> {
-    use rustix::fs::{Mode, OFlags};
-    use std::os::unix::fs::OpenOptionsExt;
-    let flags = OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC;
-    match rustix::fs::openat(rustix::fs::CWD, dir, flags, Mode::from_raw_mode(0o600)) {
-        Ok(fd) => return Ok(File::from(fd)),
-        Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::ISDIR | rustix::io::Errno::INVAL) => {
-        }
-        Err(e) => return Err(e.into()),
-    }
-    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let p = dir.join(format!(".memscope-sort-{}-{nanos}-{n}", std::process::id()));
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(OFlags::NOFOLLOW.bits() as i32)
-        .open(&p)?;
-    std::fs::remove_file(&p)?;
-    Ok(f)
+    tempfile::tempfile_in(dir)
 }
 
 /// The error of a spill file in `dir`, naming it as the sort's temporary directory.

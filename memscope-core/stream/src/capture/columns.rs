@@ -23,6 +23,8 @@
 //! a record the collector emitted out of that order is [`DEFERRED`]: its source waits until
 //! the position the block's deferred list gives for it.
 
+pub use memscope_wire::put_var;
+
 /// Columns per source.
 pub const NCOL: usize = 12;
 /// Record codes and flags.
@@ -77,16 +79,6 @@ pub mod code {
     pub const GENERIC_TS: u8 = 8;
     /// Another record without a time stamp (definitions).
     pub const GENERIC: u8 = 9;
-}
-
-/// Appends `v` as LEB128.
-#[inline]
-pub fn put_var(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
 }
 
 /// Splits `v` into a low byte (column `lo`) and a varint of the rest (column `hi`).
