@@ -1,7 +1,7 @@
 //! A source's fast path in the collector: records accounted straight from the stream, without
 //! building events, when the source's rows are neither written nor analysed (issue 9: the bus
 //! would move each malloc through every layer only to drop it). HOST's is the one today
-//! (`memscope_adapter_host::fast`); the pipeline drives it through [`FastPath`] so the
+//! (`adapters/host/src/fast.rs`); the pipeline drives it through [`FastPath`] so the
 //! collector names no adapter.
 
 use crate::adapter::TypeCtx;
