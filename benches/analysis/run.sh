@@ -18,15 +18,15 @@ if [ ! -f "$DUMP" ]; then
 fi
 ls -l "$DUMP"
 cd "$ROOT"
-BIN=$(cargo test --profile dist -p memscope-analysis --test analysis_bench --no-run --message-format=json 2>/dev/null \
+BIN=$(cargo test --profile dist -p memscope-analysis --test analysis --no-run --message-format=json 2>/dev/null \
     | python3 -c 'import sys,json
 for l in sys.stdin:
     m=json.loads(l)
-    if m.get("reason")=="compiler-artifact" and m.get("executable") and "analysis_bench" in m["executable"]: print(m["executable"])' | tail -1)
+    if m.get("reason")=="compiler-artifact" and m.get("executable") and "/analysis-" in m["executable"]: print(m["executable"])' | tail -1)
 echo "bench binary: $BIN"
 MODES=${MODES:-read sorted compare leaks inefficient}
 for MODE in $MODES; do
-    OUT=$(MEMSCOPE_BENCH_FILE="$DUMP" MEMSCOPE_BENCH_MODE=$MODE TMPDIR="$WORK" /usr/bin/time -v "$BIN" --ignored --exact bench --nocapture 2>"$WORK/time_$MODE.txt" | grep '^mode=')
+    OUT=$(MEMSCOPE_BENCH_FILE="$DUMP" MEMSCOPE_BENCH_MODE=$MODE TMPDIR="$WORK" /usr/bin/time -v "$BIN" --ignored --exact bench::bench --nocapture 2>"$WORK/time_$MODE.txt" | grep '^mode=')
     RSS=$(grep 'Maximum resident set size' "$WORK/time_$MODE.txt" | awk '{print $6}')
     echo "$OUT peak_rss_kib=$RSS"
 done

@@ -73,6 +73,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--build', required=True)
     ap.add_argument('--memscope', required=True)
+    ap.add_argument('--memscope-base', help="another build's memscope (same profile): adds the tools "
+                    "base, base-c32 and base-csv, its runs paired with the others in the same run")
     ap.add_argument('-n', type=int, default=3)
     ap.add_argument('--workloads', default='churn,threads4')
     ap.add_argument('--tools', default='memscope,memscope-c32,memscope-csv,heaptrack')
@@ -89,8 +91,13 @@ def main():
         'memscope-csv': lambda o: [ms, 'run', '-q', '--adapters', 'host', '--host-rows', '-o', o, '--'],
         'heaptrack': lambda o: ['heaptrack', '-o', os.path.join(o, 'ht'), '--'],
     }
+    if a.memscope_base:
+        mb = a.memscope_base
+        tools['base'] = lambda o: [mb, 'run', '-q', '--adapters', 'host', '-o', o, '--']
+        tools['base-c32'] = lambda o: [mb, 'run', '-q', '--adapters', 'host', '--call-stack', 'c:32', '-o', o, '--']
+        tools['base-csv'] = lambda o: [mb, 'run', '-q', '--adapters', 'host', '--host-rows', '-o', o, '--']
     print(f"load at start: {os.popen('uptime').read().strip()}")
-    print(f"memscope: {ms}; heaptrack: {shutil.which('heaptrack')}; {a.n} paired runs per cell")
+    print(f"memscope: {ms}; base: {a.memscope_base}; heaptrack: {shutil.which('heaptrack')}; {a.n} paired runs per cell")
     scratch = tempfile.mkdtemp(prefix='memscope-datapath-')
     rows = []
     for w in a.workloads.split(','):

@@ -15,8 +15,13 @@
 //!
 //! ```text
 //! cargo build --profile dist --workspace
-//! cargo run --profile dist -p memscope-bench-hal-event-cost -- [--iterations N] [--repeats R]
+//! cargo run --profile dist -p memscope-bench-hal-event-cost -- [--iterations N] [--repeats R] \
+//!     [--baseline OTHER/target/dist/memscope]
 //! ```
+//!
+//! `--baseline` names the `memscope` of another build (an older checkout, same profile): every
+//! repeat then also runs `probe, hal on` under it, alternating with this build's, so the two
+//! are paired in one run.
 #![forbid(unsafe_code)]
 
 use std::path::{Path, PathBuf};
@@ -87,13 +92,30 @@ fn arg(args: &[String], name: &str, default: u64) -> Result<u64, String> {
     }
 }
 
+/// The `--baseline` memscope, if given.
+fn baseline(args: &[String]) -> Result<Option<PathBuf>, String> {
+    let Some(i) = args.iter().position(|a| a == "--baseline") else {
+        return Ok(None);
+    };
+    let p = args
+        .get(i + 1)
+        .map(PathBuf::from)
+        .ok_or("--baseline needs the path of another build's memscope")?;
+    if p.is_file() {
+        Ok(Some(p))
+    } else {
+        Err(format!("--baseline {}: not a file", p.display()))
+    }
+}
+
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().collect();
     let iterations = arg(&args, "--iterations", 1_000_000)?;
     let repeats = arg(&args, "--repeats", 5)?.max(1);
     let memscope = memscope()?;
+    let base = baseline(&args)?;
     let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let mut runs: [Vec<(f64, f64)>; 3] = Default::default();
+    let mut runs: [Vec<(f64, f64)>; 4] = Default::default();
     for _ in 0..repeats {
         let mut c = Command::new(HAL_LOOP);
         c.arg(iterations.to_string());
@@ -110,6 +132,9 @@ fn main() -> Result<(), String> {
             iterations,
             tmp.path(),
         ))?);
+        if let Some(b) = &base {
+            runs[3].push(measure(under_probe(b, "hal", iterations, tmp.path()))?);
+        }
     }
     let med = |i: usize| {
         let mut wall: Vec<f64> = runs[i].iter().map(|r| r.0).collect();
@@ -137,5 +162,16 @@ fn main() -> Result<(), String> {
         n.1,
         n.1 - p.1
     );
+    if let Some(b) = &base {
+        let o = med(3);
+        println!(
+            "  baseline, recording   {:8.1} (+{:6.1})      {:8.1} (+{:6.1})   ({})",
+            o.0,
+            o.0 - p.0,
+            o.1,
+            o.1 - p.1,
+            b.display()
+        );
+    }
     Ok(())
 }

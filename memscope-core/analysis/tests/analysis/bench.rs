@@ -1,7 +1,7 @@
 //! Benchmark driver for `benches/analysis/run.sh` (ignored in normal test runs).
 //!
 //! `MEMSCOPE_BENCH_FILE=dump.csv MEMSCOPE_BENCH_MODE=read|sorted|compare|leaks|inefficient \
-//!  analysis_bench --ignored --exact bench --nocapture` prints one line:
+//!  analysis-<hash> --ignored --exact bench::bench --nocapture` prints one line:
 //! `mode=<m> rows=<n> secs=<s> rows_per_s=<r>`.
 
 use std::path::PathBuf;
