@@ -115,7 +115,7 @@ impl Collector {
     }
 
     /// Whether process `pid` is followed and has passed `exit()` (it may be waiting at exit
-    /// for this collector, [`process::ProcessState::exited`]).
+    /// for this collector, [`crate::process::ProcessState::exited`]).
     pub fn exited(&self, pid: u32) -> bool {
         self.procs.get(&pid).is_some_and(|(p, _)| p.exited())
     }

@@ -82,7 +82,7 @@ pub struct ProcessSummary {
     pub ppid: u32,
     /// Executable of each image, in exec order.
     pub image_exes: Vec<String>,
-    /// A launcher or wrapper helper of the job (`crate::helpers`): no directory, no console
+    /// A launcher or wrapper helper of the job (`memscope-cli/src/helpers.rs`): no directory, no console
     /// line.
     pub helper: bool,
     /// Peak `used` bytes per device-memory pool (`Event Type`: PTA, HAL, …; the highest of its

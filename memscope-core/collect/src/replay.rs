@@ -8,7 +8,7 @@
 //!   them: every typed event (before `memscope run`'s collect/write filters, HOST rows
 //!   included).
 //! * [`replay_capture`] — the same for one capture, with a visitor that may stop the replay
-//!   (`memscope report` and the viewer exports, through [`crate::capture_input`]).
+//!   (`memscope report` and the viewer exports, through `memscope-cli/src/capture_input.rs`).
 //! * [`feed`] — drives a [`Pipeline`] from a capture (used by `memscope export`).
 
 use crate::adapter::TypeCtx;

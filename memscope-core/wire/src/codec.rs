@@ -115,7 +115,7 @@ impl Out<'_> {
 }
 
 /// Appends `v` to `out` as the stream's varint (LEB128), for the collector's own encodings
-/// (capture columns, sort spills, protobuf); the probe writes through [`Out`] instead.
+/// (capture columns, sort spills, protobuf); the probe writes through the fixed-buffer writer (`codec::Out`) instead.
 #[inline]
 pub fn put_var(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {

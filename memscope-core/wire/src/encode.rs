@@ -5,7 +5,7 @@ use super::{cann, python, python_ctx, sample, tag, zigzag, ChunkState, Out, Reco
 impl<B: AsRef<[u8]>> Record<B> {
     /// Encodes into `out`, updating `st` only on success. Returns the bytes written, or `None`
     /// when `out` is too small (the caller moves to a fresh chunk and retries). Texts longer than
-    /// [`MAX_TEXT`] are cut.
+    /// [`crate::MAX_TEXT`] are cut.
     #[inline(always)]
     pub fn encode(&self, st: &mut ChunkState, out: &mut [u8]) -> Option<usize> {
         if let Some(n) = super::fast::encode(self, st, out) {

@@ -143,7 +143,7 @@ pub enum Record<B = Box<[u8]>> {
         addr: u64,
     },
     /// Definition of an interned call stack: `frames` raw return addresses, innermost first,
-    /// encoded as varints in `raw` (decode with [`StackFrames`]).
+    /// encoded as varints in `raw` (decode with [`crate::StackFrames`]).
     StackDef {
         /// Stack id (from 1).
         id: u32,
@@ -387,7 +387,7 @@ pub enum Record<B = Box<[u8]>> {
         dtype: i32,
         /// `aclFormat` code.
         format: i32,
-        /// Dimensions as zig-zag varints ([`encode_dims`], [`decode_dims`]).
+        /// Dimensions as zig-zag varints ([`crate::encode_dims`], [`crate::decode_dims`]).
         dims: B,
     },
     /// Definition of an interned text (mark and range messages): later `MarkRef` /

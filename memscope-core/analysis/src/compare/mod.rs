@@ -4,7 +4,7 @@
 //! Per device, the op (or kernel) names of both files are aligned with Myers' diff; each row
 //! shows the memory change inside the entry on each side (`N/A` for a side without a match)
 //! and Diff = Compare − Base (a missing side counts as 0). Devices come out in ascending order.
-//! The value is the memory change across the call (see [`collect`]), not msMemScope's size of
+//! The value is the memory change across the call (see [`collect()`]), not msMemScope's size of
 //! the next pool event after the op.
 
 pub mod collect;

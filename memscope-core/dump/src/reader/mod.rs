@@ -81,7 +81,7 @@ pub struct ReadStats {
     pub bytes: u64,
     /// Rows delivered in ID order whose timestamp is earlier than that of a row of the same
     /// process with a smaller ID (the file's IDs and timestamps disagree); counted by
-    /// [`memscope_analysis::offline::run_layers`], 0 elsewhere.
+    /// `memscope_analysis::offline::run_layers`, 0 elsewhere.
     pub time_disorder: u64,
     /// Line of a torn last CSV record (cut short with no line end: a writer killed mid-row),
     /// which was left out; the rows before it were read. The caller warns.

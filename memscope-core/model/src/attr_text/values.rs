@@ -3,7 +3,7 @@
 //! Same grammar and the same result as `attr_text::memory_attrs(attr_text::parse_attr(cell))`
 //! (a unit test checks it), but the pairs are borrowed from the cell, so only the owner chain
 //! and unknown keys allocate. JSON cells (from a `.db`) take the general path. Numbers that do
-//! not parse are errors, never a silent 0 ([`apply_memory`]).
+//! not parse are errors, never a silent 0 (`apply_memory`).
 
 #[cfg(test)]
 use crate::attr_text::{access_attrs, memory_attrs, parse_attr};
