@@ -42,14 +42,7 @@ impl<const N: usize> TextBuf<N> {
         if take < s.len() {
             self.truncated = true;
         }
-        for (d, &b) in self.buf[self.len..self.len + take]
-            .iter_mut()
-            .zip(s.as_bytes())
-        {
-            *d = if b == 0 { b'?' } else { b };
-        }
-        self.len += take;
-        self.buf[self.len] = 0;
+        self.push_bytes(&s.as_bytes()[..take]);
     }
 
     /// Appends raw bytes (a path, a C string's bytes: not always UTF-8), cut to the capacity;

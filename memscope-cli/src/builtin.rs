@@ -29,11 +29,6 @@ pub static REGISTRY: Registry = Registry {
     host_fast,
 };
 
-/// Every built-in adapter's descriptor, in [`memscope_wire::AdapterId`] order.
-pub fn descriptors() -> Vec<&'static AdapterDescriptor> {
-    BUILTIN.to_vec()
-}
-
 /// HOST's end-of-run leak summary layer (`None` when HOST is not selected).
 fn host_leak_layer(cfg: &RunConfig) -> Option<Box<dyn Layer>> {
     memscope_adapter_host::leak_layer(cfg)
@@ -59,7 +54,7 @@ pub fn preflight_warnings(program: &Path, host: bool) -> Vec<String> {
 mod tests {
     #[test]
     fn every_adapter_id_has_exactly_one_descriptor_in_selection_bit_order() {
-        let ids: Vec<_> = super::descriptors().iter().map(|d| d.id).collect();
+        let ids: Vec<_> = super::REGISTRY.descriptors.iter().map(|d| d.id).collect();
         assert_eq!(ids, memscope_wire::AdapterId::ALL);
     }
 }

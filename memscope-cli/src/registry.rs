@@ -4,7 +4,7 @@
 //! the `adapters` part of `schemas/config.schema.json` is generated from it ([`adapters_schema`],
 //! checked against the file by a test).
 
-use crate::builtin::descriptors;
+use crate::builtin::REGISTRY;
 use crate::plugin_check::{self, PluginInfo};
 use memscope_collect::config::DEFAULT_ADAPTERS;
 use std::path::{Path, PathBuf};
@@ -51,8 +51,9 @@ pub struct Entry {
 
 /// The built-in adapters, in selection-bit order.
 pub fn builtin() -> Vec<Entry> {
-    descriptors()
-        .into_iter()
+    REGISTRY
+        .descriptors
+        .iter()
         .map(|d| Entry {
             name: d.id.name().to_owned(),
             summary: d.summary.to_owned(),
