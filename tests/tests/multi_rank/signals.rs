@@ -17,7 +17,8 @@ fn alive(pid: u32) -> bool {
 
 /// Runs the 8-rank launcher (ranks stepping until a signal ends them) under `memscope run`,
 /// sends `sig` to the memscope pid alone once every rank is stepping, and checks that every
-/// rank ended and left a complete dump (rows == the summary's rows; every HAL MALLOC freed).
+/// rank ended and left a complete dump (rows == the summary's rows; every HAL MALLOC freed but
+/// the one a rank may have held when the signal ended it).
 fn signal_to_memscope_ends_every_rank(sig: i32) {
     let out = tempfile::tempdir().unwrap();
     let mut child = Command::new(memscope_bin())
@@ -133,12 +134,27 @@ fn signal_to_memscope_ends_every_rank(sig: i32) {
             "rank pid {pid} recorded {} HAL MALLOC rows",
             count("MALLOC")
         );
-        // a block allocated before the signal and freed after it is freed at exit (shadow FREE)
-        assert_eq!(
-            count("MALLOC"),
-            count("FREE"),
-            "rank pid {pid}: MALLOC vs FREE"
+        // Every FREE is written. The signal may end a rank between its aclrtMalloc and its
+        // aclrtFree: that block is still live at exit and gets no FREE (leak analysis reads it
+        // so), and it is then the rank's last HAL row.
+        let (mallocs, frees) = (count("MALLOC"), count("FREE"));
+        assert!(
+            mallocs == frees || mallocs == frees + 1,
+            "rank pid {pid}: {mallocs} MALLOC vs {frees} FREE"
         );
+        if mallocs == frees + 1 {
+            let last = all
+                .iter()
+                .filter(|r| {
+                    r["Event Type"] == "HAL" && (r["Event"] == "MALLOC" || r["Event"] == "FREE")
+                })
+                .max_by_key(|r| r["Timestamp(ns)"].parse::<u64>().unwrap_or(0))
+                .unwrap();
+            assert_eq!(
+                last["Event"], "MALLOC",
+                "rank pid {pid}: the unfreed block is not the last one"
+            );
+        }
     }
 }
 
