@@ -283,11 +283,13 @@ pub use record_meta::drop_slot_of;
 
 mod adapter_id;
 mod event_kind;
+mod source_id;
 pub mod probe_env;
 pub mod watch;
 
 pub use adapter_id::AdapterId;
 pub use event_kind::EventKind;
+pub use source_id::SourceId;
 
 #[cfg(test)]
 mod tests;
