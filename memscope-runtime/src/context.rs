@@ -46,7 +46,6 @@ fn takes_context(rec: &Record<&[u8]>) -> bool {
             | Record::StackDef { .. }
             | Record::TextDef { .. }
             | Record::Module { .. }
-            | Record::KernelName { .. }
             | Record::ThreadDevice { .. }
             | Record::OwnerPush { .. }
             | Record::OwnerPop { .. }

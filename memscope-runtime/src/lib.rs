@@ -72,6 +72,7 @@ pub mod real;
 mod sampler;
 mod scratch;
 mod settings;
+mod source;
 pub mod stack;
 mod state;
 mod stop;
@@ -89,6 +90,7 @@ pub use liveness::wait_for_collector_at_exit;
 pub use plugin::{safe_point, start_at_load};
 pub use sampler::{devices_released, note_device_set, set_sample_interval, DeviceQuery};
 pub use scratch::{on_stack, Scratch, ALT_STACK, MAX_FRAMES};
+pub use source::{record_source, record_source_bare};
 pub use stack::{record_call_stack, record_with_stack, Skip};
 pub use state::{
     active, adapters_mask, c_stack_depth, defer, enabled, ensure_init, host_mmap, init_state,

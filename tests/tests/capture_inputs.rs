@@ -319,3 +319,44 @@ fn analyze_leaks_gap_and_decompose_of_a_capture_equal_those_of_its_dump() {
         "{err}"
     );
 }
+
+/// A capture of format 2, written by main `d92229d` before the CANN records moved to their
+/// adapters (`memscope run --level op,kernel --events alloc,free,launch,access --device npu,cpu`
+/// of `train.py --steps 2` with ATB), exports the rows that build exported from it.
+#[test]
+fn a_format_2_capture_still_exports_the_rows_it_held() {
+    let fx = repo_root().join("tests/fixtures/capture-v2");
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("x");
+    export("csv", &[&fx.join("capture_v2_cann.mscap")], &dir);
+    let mut got = Vec::new();
+    walk(&dir, &mut |p| {
+        let n = p.file_name().unwrap().to_str().unwrap();
+        if n.starts_with("memscope_dump_") && n.ends_with(".csv") {
+            let dev = p.parent().unwrap().parent().unwrap().file_name().unwrap();
+            got.push((dev.to_str().unwrap().to_owned(), std::fs::read(p).unwrap()));
+        }
+    });
+    got.sort();
+    let want = [
+        ("device_0", std::fs::read(fx.join("device_0.csv")).unwrap()),
+        (
+            "device_cpu",
+            std::fs::read(fx.join("device_cpu.csv")).unwrap(),
+        ),
+    ];
+    assert_eq!(
+        got.len(),
+        2,
+        "{:?}",
+        got.iter().map(|g| &g.0).collect::<Vec<_>>()
+    );
+    for ((d, g), (wd, w)) in got.iter().zip(&want) {
+        assert_eq!(d, wd);
+        assert!(
+            g == w,
+            "{d}: the export differs from the rows of format 2:\n{}",
+            String::from_utf8_lossy(g)
+        );
+    }
+}

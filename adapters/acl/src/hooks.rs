@@ -16,6 +16,7 @@
 //!   the same address by another thread sorts after it).
 
 use crate::launch::ensure_callbacks;
+use crate::wire::AclRecord;
 use core::ffi::{c_char, c_int, c_void};
 use memscope_runtime as rt;
 use memscope_wire::AdapterId;
@@ -31,14 +32,20 @@ use crate::real::{FINALIZE, HOST_REGISTER, HOST_UNREGISTER, INIT, SET_DEVICE};
 /// Records `make()` when `on` and the thread is not inside the probe.
 fn record_if(on: bool, make: impl FnOnce() -> Record<&'static [u8]>) {
     if on {
+        if let Some(g) = rt::enter() {
+            g.record(&make());
+        }
+    }
+}
+
+/// Records this adapter's `make()` at time `ts()` when `on` and the thread is not inside the
+/// probe; registrations carry the caller's C stack (`--call-stack c:N`).
+fn record_acl_if(on: bool, ts: impl FnOnce() -> u64, make: impl FnOnce() -> AclRecord<'static>) {
+    if on {
         if let Some(mut g) = rt::enter() {
             let rec = make();
-            // registrations carry the caller's C stack (`--call-stack c:N`)
-            if matches!(rec, Record::PinnedRegister { .. }) {
-                rt::record_with_stack(&mut g, &rec);
-            } else {
-                g.record(&rec);
-            }
+            let stack = matches!(rec, AclRecord::PinnedRegister { .. });
+            rt::record_source(&mut g, crate::SOURCE, ts(), &rec, stack);
         }
     }
 }
@@ -106,9 +113,10 @@ pub unsafe extern "C" fn aclrt_set_device(device: i32) -> c_int {
     if rc == 0 && device >= 0 {
         // the memory sampler may ask this device from now on (issue 25; two atomic stores)
         rt::note_device_set(device as u32, crate::mem_info::query);
-        record_if(rt::selected(AdapterId::Acl), || Record::SetDevice {
-            ts: rt::now_ns(),
-            device: device as u32,
+        record_acl_if(rt::selected(AdapterId::Acl), rt::now_ns, || {
+            AclRecord::SetDevice {
+                device: device as u32,
+            }
         });
     }
     rc
@@ -131,12 +139,13 @@ pub unsafe extern "C" fn aclrt_host_register_v2(ptr: *mut c_void, size: u64, fla
     let rc = unsafe { f(ptr, size, flag) };
     if rc == 0 && flag & ACL_HOST_REG_PINNED != 0 {
         // outside a collection window too, as a shadow record (`rt::tracking`)
-        record_if(rt::tracking(AdapterId::Acl), || Record::PinnedRegister {
-            ts: rt::now_ns(),
-            addr: ptr as u64,
-            size,
-            rss: resident_bytes(),
-            stack: 0,
+        record_acl_if(rt::tracking(AdapterId::Acl), rt::now_ns, || {
+            AclRecord::PinnedRegister {
+                addr: ptr as u64,
+                size,
+                rss: resident_bytes(),
+                stack: 0,
+            }
         });
     }
     rc
@@ -158,11 +167,14 @@ pub unsafe extern "C" fn aclrt_host_unregister(ptr: *mut c_void) -> c_int {
     let ts = rt::now_ns();
     // SAFETY: forwarding the caller's argument.
     let rc = unsafe { f(ptr) };
-    record_if(rt::tracking(AdapterId::Acl), || Record::PinnedUnregister {
-        ts,
-        addr: ptr as u64,
-        ret: rc,
-    });
+    record_acl_if(
+        rt::tracking(AdapterId::Acl),
+        || ts,
+        || AclRecord::PinnedUnregister {
+            addr: ptr as u64,
+            ret: rc,
+        },
+    );
     rc
 }
 

@@ -18,6 +18,7 @@
 //!   called: its 5424-byte command layout is not documented (abi.md §3.6), and the stand-in
 //!   reports without it.
 
+use crate::wire::AclRecord;
 use core::cell::Cell;
 use core::ffi::{c_char, c_int, c_void, CStr};
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
@@ -26,7 +27,7 @@ use memscope_runtime::real::{Real, Step};
 #[cfg(test)]
 use memscope_wire::probe_env::ENV_KERNEL_LAUNCH;
 use memscope_wire::AdapterId;
-use memscope_wire::Record;
+use memscope_wire::OptU32;
 
 /// `ACL_ERROR_RT_FAILURE`: what an `aclrt…` launch hook answers when no real function exists.
 pub const ACL_ERROR_RT_FAILURE: c_int = 500_003;
@@ -192,8 +193,9 @@ extern "C" fn hash_callback(info: *const c_char, len: usize) -> u64 {
     let name = unsafe { core::slice::from_raw_parts(info.cast::<u8>(), len) };
     let hash = name_hash(name);
     if wanted() && first_sighting(hash) {
-        if let Some(_g) = rt::enter() {
-            rt::record(&Record::KernelName { hash, name });
+        if let Some(mut g) = rt::enter() {
+            let rec = AclRecord::KernelName { hash, name };
+            rt::record_source(&mut g, crate::SOURCE, 0, &rec, false);
         }
     }
     hash
@@ -252,16 +254,13 @@ fn record_launch(ts: u64, p: Option<Pending>) {
         stream: u32::MAX,
         task: u32::MAX,
     });
-    rt::record_with_stack(
-        &mut g,
-        &Record::KernelLaunch {
-            ts,
-            hash: p.hash,
-            device: p.device,
-            stream: p.stream,
-            task: p.task,
-        },
-    );
+    let rec = AclRecord::KernelLaunch {
+        hash: p.hash,
+        device: OptU32(p.device),
+        stream: OptU32(p.stream),
+        task: OptU32(p.task),
+    };
+    rt::record_source(&mut g, crate::SOURCE, ts, &rec, true);
 }
 
 /// Runs one launch hook: `call` gets the real function's address (from `real`) and calls it.

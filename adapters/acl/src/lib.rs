@@ -13,6 +13,10 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod hooks;
+pub mod wire;
+
+/// This adapter's source id (its selection bit and the source of its records).
+pub const SOURCE: memscope_wire::SourceId = memscope_wire::SourceId(5);
 pub mod launch;
 pub mod mem_info;
 mod real;

@@ -13,9 +13,10 @@
 //!   the task-track device mapped through `ASCEND_RT_VISIBLE_DEVICES`, else the thread's
 //!   current device, else `N/A`; Attr `streamId`, `taskId` when the runtime reported them.
 
+use crate::wire::AclRecord;
 use memscope_collect::adapter::{TypeCtx, Typer};
 use memscope_core::event::{Attrs, Device, Event, EventKind, EventType, LaunchAttrs, MemoryAttrs};
-use memscope_wire::{Record, SystemCode};
+use memscope_wire::{OptU32, Record, SystemCode};
 use std::collections::HashMap;
 
 /// `Event/Event Type` pairs this adapter produces.
@@ -84,20 +85,10 @@ impl AclTyper {
     fn register(
         &mut self,
         ctx: &mut TypeCtx,
-        tid: u32,
-        rec: &Record<Box<[u8]>>,
+        (tid, ts): (u32, u64),
+        (addr, size, rss): (u64, u64, u64),
         out: &mut Vec<Event>,
     ) {
-        let Record::PinnedRegister {
-            ts,
-            addr,
-            size,
-            rss,
-            ..
-        } = *rec
-        else {
-            return;
-        };
         if self.pinned.contains_key(&addr) {
             ctx.warn(format!("ACL: 0x{addr:x} registered as pinned twice: the live block is closed with a synthetic FREE"));
             if let Some(mut ev) = self.unpin(ctx, tid, ts, addr) {
@@ -118,14 +109,13 @@ impl AclTyper {
     }
 
     /// The `KERNEL_LAUNCH` row of a `KernelLaunch` record.
-    fn launch(&self, ctx: &TypeCtx, tid: u32, rec: &Record<Box<[u8]>>) -> Option<Event> {
-        let Record::KernelLaunch {
-            ts,
+    fn launch(&self, ctx: &TypeCtx, (tid, ts): (u32, u64), rec: AclRecord) -> Option<Event> {
+        let AclRecord::KernelLaunch {
             hash,
-            device,
-            stream,
-            task,
-        } = *rec
+            device: OptU32(device),
+            stream: OptU32(stream),
+            task: OptU32(task),
+        } = rec
         else {
             return None;
         };
@@ -145,6 +135,38 @@ impl AclTyper {
         });
         Some(ev)
     }
+
+    /// Types one of this adapter's own records.
+    fn type_acl(&mut self, ctx: &mut TypeCtx, at: (u32, u64), r: AclRecord, out: &mut Vec<Event>) {
+        let tid = at.0;
+        match r {
+            AclRecord::SetDevice { device } => {
+                let d = ctx.map_device(device);
+                ctx.set_current_device(tid, d);
+            }
+            AclRecord::PinnedRegister {
+                addr, size, rss, ..
+            } => self.register(ctx, at, (addr, size, rss), out),
+            AclRecord::PinnedUnregister { addr, ret } => {
+                match (ret, self.pinned.contains_key(&addr)) {
+                    (0, _) => out.extend(self.unpin(ctx, at.0, at.1, addr)),
+                    (r, known) => ctx.warn(format!(
+                        "ACL: aclrtHostUnregister(0x{addr:x}) failed with error {r}{}",
+                        if known {
+                            "; the pinned block stays live"
+                        } else {
+                            ""
+                        }
+                    )),
+                }
+            }
+            AclRecord::KernelName { hash, name } => {
+                self.names
+                    .insert(hash, String::from_utf8_lossy(name).into_owned());
+            }
+            AclRecord::KernelLaunch { .. } => out.extend(self.launch(ctx, at, r)),
+        }
+    }
 }
 
 impl Typer for AclTyper {
@@ -155,6 +177,22 @@ impl Typer for AclTyper {
         rec: &Record<Box<[u8]>>,
         out: &mut Vec<Event>,
     ) -> bool {
+        if let Record::Source {
+            source,
+            tag,
+            ts,
+            body,
+        } = rec
+        {
+            if *source != crate::SOURCE {
+                return false;
+            }
+            match AclRecord::decode(*tag, body) {
+                Ok(r) => self.type_acl(ctx, (tid, *ts), r, out),
+                Err(e) => ctx.warn(format!("ACL: a record did not decode ({e}); skipped")),
+            }
+            return true;
+        }
         match rec {
             Record::System {
                 ts,
@@ -168,29 +206,6 @@ impl Typer for AclTyper {
                 };
                 out.push(Event::new(t, *ts, ctx.pid, tid));
             }
-            Record::SetDevice { device, .. } => {
-                let d = ctx.map_device(*device);
-                ctx.set_current_device(tid, d);
-            }
-            Record::PinnedRegister { .. } => self.register(ctx, tid, rec, out),
-            Record::PinnedUnregister { ts, addr, ret } => {
-                match (*ret, self.pinned.contains_key(addr)) {
-                    (0, _) => out.extend(self.unpin(ctx, tid, *ts, *addr)),
-                    (r, known) => ctx.warn(format!(
-                        "ACL: aclrtHostUnregister(0x{addr:x}) failed with error {r}{}",
-                        if known {
-                            "; the pinned block stays live"
-                        } else {
-                            ""
-                        }
-                    )),
-                }
-            }
-            Record::KernelName { hash, name } => {
-                self.names
-                    .insert(*hash, String::from_utf8_lossy(name).into_owned());
-            }
-            Record::KernelLaunch { .. } => out.extend(self.launch(ctx, tid, rec)),
             _ => return false,
         }
         true
@@ -282,7 +297,7 @@ mod tests {
     #[test]
     fn set_device_sets_the_threads_mapped_current_device() {
         let (ev, ctx) = feed(
-            vec![(7, Record::SetDevice { ts: 1, device: 1 })],
+            vec![(7, crate::wire::rec(1, AclRecord::SetDevice { device: 1 }))],
             vec![2, 3],
         );
         assert!(ev.is_empty());
@@ -296,47 +311,57 @@ mod tests {
             vec![
                 (
                     1,
-                    Record::PinnedRegister {
-                        ts: 1,
-                        addr: 0x7000,
-                        size: 4096,
-                        rss: 1 << 20,
-                        stack: 0,
-                    },
+                    crate::wire::rec(
+                        1,
+                        AclRecord::PinnedRegister {
+                            addr: 0x7000,
+                            size: 4096,
+                            rss: 1 << 20,
+                            stack: 0,
+                        },
+                    ),
                 ),
                 (
                     1,
-                    Record::PinnedRegister {
-                        ts: 2,
-                        addr: 0x9000,
-                        size: 100,
-                        rss: 0,
-                        stack: 0,
-                    },
+                    crate::wire::rec(
+                        2,
+                        AclRecord::PinnedRegister {
+                            addr: 0x9000,
+                            size: 100,
+                            rss: 0,
+                            stack: 0,
+                        },
+                    ),
                 ),
                 (
                     1,
-                    Record::PinnedUnregister {
-                        ts: 3,
-                        addr: 0x7000,
-                        ret: 0,
-                    },
+                    crate::wire::rec(
+                        3,
+                        AclRecord::PinnedUnregister {
+                            addr: 0x7000,
+                            ret: 0,
+                        },
+                    ),
                 ),
                 (
                     1,
-                    Record::PinnedUnregister {
-                        ts: 4,
-                        addr: 0x5555,
-                        ret: 0,
-                    },
+                    crate::wire::rec(
+                        4,
+                        AclRecord::PinnedUnregister {
+                            addr: 0x5555,
+                            ret: 0,
+                        },
+                    ),
                 ),
                 (
                     1,
-                    Record::PinnedUnregister {
-                        ts: 5,
-                        addr: 0x7000,
-                        ret: 107000,
-                    },
+                    crate::wire::rec(
+                        5,
+                        AclRecord::PinnedUnregister {
+                            addr: 0x7000,
+                            ret: 107000,
+                        },
+                    ),
                 ),
             ],
             vec![],
@@ -364,41 +389,50 @@ mod tests {
             vec![
                 (
                     1,
-                    Record::KernelName {
-                        hash: 42,
-                        name: b"MatMulKernel".to_vec().into(),
-                    },
+                    crate::wire::rec(
+                        0,
+                        AclRecord::KernelName {
+                            hash: 42,
+                            name: b"MatMulKernel",
+                        },
+                    ),
                 ),
-                (1, Record::SetDevice { ts: 1, device: 1 }),
+                (1, crate::wire::rec(1, AclRecord::SetDevice { device: 1 })),
                 (
                     1,
-                    Record::KernelLaunch {
-                        ts: 2,
-                        hash: 42,
-                        device: 0,
-                        stream: 3,
-                        task: 9,
-                    },
+                    crate::wire::rec(
+                        2,
+                        AclRecord::KernelLaunch {
+                            hash: 42,
+                            device: OptU32(0),
+                            stream: OptU32(3),
+                            task: OptU32(9),
+                        },
+                    ),
                 ),
                 (
                     1,
-                    Record::KernelLaunch {
-                        ts: 3,
-                        hash: 0,
-                        device: u32::MAX,
-                        stream: u32::MAX,
-                        task: u32::MAX,
-                    },
+                    crate::wire::rec(
+                        3,
+                        AclRecord::KernelLaunch {
+                            hash: 0,
+                            device: OptU32(u32::MAX),
+                            stream: OptU32(u32::MAX),
+                            task: OptU32(u32::MAX),
+                        },
+                    ),
                 ),
                 (
                     2,
-                    Record::KernelLaunch {
-                        ts: 4,
-                        hash: 77,
-                        device: u32::MAX,
-                        stream: 0,
-                        task: 1,
-                    },
+                    crate::wire::rec(
+                        4,
+                        AclRecord::KernelLaunch {
+                            hash: 77,
+                            device: OptU32(u32::MAX),
+                            stream: OptU32(0),
+                            task: OptU32(1),
+                        },
+                    ),
                 ),
             ],
             vec![4, 5],

@@ -21,11 +21,12 @@
 //! so the allocations and launches the operator makes are traced as usual.
 
 use crate::abi::{self, StringDtor, StringGetter, TensorInfo};
+use crate::wire::AtbRecord;
 use core::ffi::{c_void, CStr};
 use memscope_runtime as rt;
 use memscope_runtime::real::{object_of, Real, Step};
 use memscope_wire::AdapterId;
-use memscope_wire::{encode_dims, AccessKind, Record};
+use memscope_wire::{encode_dims, AccessKind, OptU32};
 use std::sync::OnceLock;
 
 /// The status the `Runner::Execute` hook answers when libatb's original cannot be found.
@@ -177,16 +178,27 @@ fn tensor(kind: AccessKind, kernel: bool, t: TensorInfo) {
     }
     let mut dims = [0u8; 80];
     let n = encode_dims(&t.dims[..t.ndims], &mut dims).unwrap_or(0);
-    rt::record(&Record::AtbTensor {
-        ts: rt::now_ns(),
-        access: kind,
-        kernel,
-        addr: t.addr,
-        size: t.size,
-        dtype: t.dtype,
-        format: t.format,
-        dims: &dims[..n],
-    });
+    let (addr, size, dtype, format, dims) = (t.addr, t.size, t.dtype, t.format, &dims[..n]);
+    let rec = if kernel {
+        AtbRecord::TensorKernel {
+            access: kind,
+            addr,
+            size,
+            dtype,
+            format,
+            dims,
+        }
+    } else {
+        AtbRecord::TensorOp {
+            access: kind,
+            addr,
+            size,
+            dtype,
+            format,
+            dims,
+        }
+    };
+    rt::record_source_bare(crate::SOURCE, rt::now_ns(), &rec);
 }
 
 /// Records the tensors of a variant pack: inputs `UNKNOWN`, outputs `WRITE` (msMemScope).
@@ -250,16 +262,14 @@ pub unsafe extern "C" fn runner_execute(this: *mut c_void, pack: *mut c_void) ->
                     );
             }
             device = current_device();
-            let op = |end| Record::AtbOp {
-                ts: rt::now_ns(),
-                end,
-                device,
+            let start = AtbRecord::OpStart {
+                device: OptU32(device),
                 ws_ptr,
                 ws_size,
                 name: &name[..nn],
                 path: &path[..np],
             };
-            rt::record_with_stack(&mut g, &op(false));
+            rt::record_source(&mut g, crate::SOURCE, rt::now_ns(), &start, true);
             // SAFETY: the live pack.
             unsafe { pack_tensors(pk) };
             true
@@ -272,15 +282,14 @@ pub unsafe extern "C" fn runner_execute(this: *mut c_void, pack: *mut c_void) ->
         if let Some(_g) = rt::enter() {
             // SAFETY: the pack is still live (the caller owns it across the call).
             unsafe { pack_tensors(pack.cast::<u8>().cast_const()) };
-            rt::record(&Record::AtbOp {
-                ts: rt::now_ns(),
-                end: true,
-                device,
+            let end = AtbRecord::OpEnd {
+                device: OptU32(device),
                 ws_ptr,
                 ws_size,
                 name: &name[..nn],
                 path: &path[..np],
-            });
+            };
+            rt::record_source_bare(crate::SOURCE, rt::now_ns(), &end);
         }
     }
     rc
@@ -321,15 +330,13 @@ pub unsafe fn save_launch_param(
     } else {
         return;
     };
-    rt::record_with_stack(
-        &mut g,
-        &Record::AtbKernel {
-            ts: rt::now_ns(),
-            end,
-            device: current_device(),
-            path,
-        },
-    );
+    let device = OptU32(current_device());
+    let rec = if end {
+        AtbRecord::KernelEnd { device, path }
+    } else {
+        AtbRecord::KernelStart { device, path }
+    };
+    rt::record_source(&mut g, crate::SOURCE, rt::now_ns(), &rec, true);
     if lp.is_null() {
         return;
     }

@@ -11,6 +11,10 @@
 
 pub mod abi;
 pub mod hooks;
+pub mod wire;
+
+/// This adapter's source id (its selection bit and the source of its records).
+pub const SOURCE: memscope_wire::SourceId = memscope_wire::SourceId(3);
 #[cfg(feature = "collector")]
 pub mod ops;
 #[cfg(feature = "collector")]

@@ -19,10 +19,11 @@
 //!   the device of their operator or kernel.
 
 use crate::abi::{dtype_name, format_name, shape_text};
+use crate::wire::AtbRecord;
 use memscope_collect::adapter::{TypeCtx, Typer};
 use memscope_collect::pool::PoolTyper;
 use memscope_core::event::{AccessAttrs, Attrs, Device, Event, EventType, LaunchAttrs};
-use memscope_wire::{decode_dims, AccessKind, Record};
+use memscope_wire::{decode_dims, AccessKind, OptU32, Record};
 use std::collections::HashMap;
 
 /// `Event/Event Type` pairs of the operator part.
@@ -87,29 +88,54 @@ impl Typer for OpsTyper {
         rec: &Record<Box<[u8]>>,
         out: &mut Vec<Event>,
     ) -> bool {
+        let Record::Source {
+            source,
+            tag,
+            ts,
+            body,
+        } = rec
+        else {
+            return false;
+        };
+        if *source != crate::SOURCE {
+            return false;
+        }
+        let r = match AtbRecord::decode(*tag, body) {
+            Ok(r) => r,
+            Err(e) => {
+                ctx.warn(format!("ATB: a record did not decode ({e}); skipped"));
+                return true;
+            }
+        };
         let st = self.threads.entry(tid).or_default();
-        match rec {
-            Record::AtbOp {
-                ts,
-                end,
-                device: d,
+        match r {
+            AtbRecord::OpStart {
+                device: OptU32(d),
+                ws_ptr,
+                ws_size,
+                name,
+                path,
+            }
+            | AtbRecord::OpEnd {
+                device: OptU32(d),
                 ws_ptr,
                 ws_size,
                 name,
                 path,
             } => {
+                let end = matches!(r, AtbRecord::OpEnd { .. });
                 let name = text(name);
-                let dev = if *end {
+                let dev = if end {
                     st.ops
                         .pop()
-                        .map_or_else(|| device(ctx, tid, *d), |(_, dev)| dev)
+                        .map_or_else(|| device(ctx, tid, d), |(_, dev)| dev)
                 } else {
-                    let dev = device(ctx, tid, *d);
+                    let dev = device(ctx, tid, d);
                     st.ops.push((name.clone(), dev));
                     dev
                 };
                 let mut ev = Event::new(
-                    if *end {
+                    if end {
                         EventType::AtbEnd
                     } else {
                         EventType::AtbStart
@@ -122,24 +148,27 @@ impl Typer for OpsTyper {
                 ev.device = dev;
                 ev.attrs = Attrs::Launch(LaunchAttrs {
                     path: text(path),
-                    workspace_ptr: Some(*ws_ptr),
-                    workspace_size: Some(*ws_size),
+                    workspace_ptr: Some(ws_ptr),
+                    workspace_size: Some(ws_size),
                     ..LaunchAttrs::default()
                 });
                 out.push(ev);
             }
-            Record::AtbKernel {
-                ts,
-                end,
-                device: d,
+            AtbRecord::KernelStart {
+                device: OptU32(d),
+                path,
+            }
+            | AtbRecord::KernelEnd {
+                device: OptU32(d),
                 path,
             } => {
+                let end = matches!(r, AtbRecord::KernelEnd { .. });
                 let path = String::from_utf8_lossy(path).into_owned();
                 let name = kernel_name(&path).map(str::to_owned);
-                let dev = device(ctx, tid, *d);
+                let dev = device(ctx, tid, d);
                 st.kernel = Some((name.clone(), dev));
                 let mut ev = Event::new(
-                    if *end {
+                    if end {
                         EventType::KernelEnd
                     } else {
                         EventType::KernelStart
@@ -156,17 +185,23 @@ impl Typer for OpsTyper {
                 });
                 out.push(ev);
             }
-            Record::AtbTensor {
-                ts,
+            AtbRecord::TensorOp {
                 access,
-                kernel,
+                addr,
+                size,
+                dtype,
+                format,
+                dims,
+            }
+            | AtbRecord::TensorKernel {
+                access,
                 addr,
                 size,
                 dtype,
                 format,
                 dims,
             } => {
-                let owner = if *kernel {
+                let owner = if matches!(r, AtbRecord::TensorKernel { .. }) {
                     st.kernel.clone()
                 } else {
                     st.ops.last().cloned()
@@ -180,18 +215,17 @@ impl Typer for OpsTyper {
                 let mut ev = Event::new(t, *ts, ctx.pid, tid);
                 ev.name = name;
                 ev.device = dev;
-                ev.ptr = Some(*addr);
+                ev.ptr = Some(addr);
                 ev.attrs = Attrs::Access(AccessAttrs {
-                    size: Some(*size),
+                    size: Some(size),
                     pool: Some("ATB".to_owned()),
-                    dtype: Some(dtype_name(*dtype)),
-                    format: Some(format_name(*format)),
+                    dtype: Some(dtype_name(dtype)),
+                    format: Some(format_name(format)),
                     shape: Some(shape_text(decode_dims(dims))),
                     ..AccessAttrs::default()
                 });
                 out.push(ev);
             }
-            _ => return false,
         }
         true
     }

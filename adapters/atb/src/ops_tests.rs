@@ -5,35 +5,58 @@ use memscope_core::attr_text::format_attr;
 use memscope_core::event::EventKind;
 use memscope_wire::{encode_dims, PoolId};
 
-fn b(s: &str) -> Box<[u8]> {
-    s.as_bytes().into()
-}
-
 fn op(ts: u64, end: bool, device: u32, name: &str) -> Record<Box<[u8]>> {
-    Record::AtbOp {
+    let path = format!("/tmp/atb/0_1/0_{name}");
+    let (device, name, path) = (OptU32(device), name.as_bytes(), path.as_bytes());
+    let (ws_ptr, ws_size) = (0xbeef00, 3 << 20);
+    crate::wire::rec(
         ts,
-        end,
-        device,
-        ws_ptr: 0xbeef00,
-        ws_size: 3 << 20,
-        name: b(name),
-        path: b(&format!("/tmp/atb/0_1/0_{name}")),
-    }
+        if end {
+            AtbRecord::OpEnd {
+                device,
+                ws_ptr,
+                ws_size,
+                name,
+                path,
+            }
+        } else {
+            AtbRecord::OpStart {
+                device,
+                ws_ptr,
+                ws_size,
+                name,
+                path,
+            }
+        },
+    )
 }
 
 fn tensor(ts: u64, access: AccessKind, kernel: bool, addr: u64, dims: &[i64]) -> Record<Box<[u8]>> {
     let mut raw = [0u8; 80];
     let n = encode_dims(dims, &mut raw).unwrap();
-    Record::AtbTensor {
+    let (size, dtype, format, dims) = (2048, 1, 2, &raw[..n]);
+    crate::wire::rec(
         ts,
-        access,
-        kernel,
-        addr,
-        size: 2048,
-        dtype: 1,
-        format: 2,
-        dims: raw[..n].into(),
-    }
+        if kernel {
+            AtbRecord::TensorKernel {
+                access,
+                addr,
+                size,
+                dtype,
+                format,
+                dims,
+            }
+        } else {
+            AtbRecord::TensorOp {
+                access,
+                addr,
+                size,
+                dtype,
+                format,
+                dims,
+            }
+        },
+    )
 }
 
 fn feed(recs: Vec<(u32, Record<Box<[u8]>>)>) -> Vec<Event> {
@@ -91,11 +114,16 @@ fn an_operator_gives_start_accesses_and_end_with_path_and_workspace() {
 
 #[test]
 fn nested_operators_and_kernels_name_their_own_tensors_per_thread() {
-    let kernel = |ts, end, path: &str| Record::AtbKernel {
-        ts,
-        end,
-        device: 0,
-        path: b(path),
+    let kernel = |ts, end, path: &str| {
+        let (device, path) = (OptU32(0), path.as_bytes());
+        crate::wire::rec(
+            ts,
+            if end {
+                AtbRecord::KernelEnd { device, path }
+            } else {
+                AtbRecord::KernelStart { device, path }
+            },
+        )
     };
     let ev = feed(vec![
         (1, op(1, false, 0, "GraphOperation")),
@@ -154,12 +182,7 @@ fn the_atb_typer_still_types_the_atb_pool_and_leaves_other_records() {
     );
     let mut t = AtbTyper::default();
     let mut ctx = TypeCtx::new(1, vec![]);
-    let r = Record::HalFree {
-        ts: 1,
-        addr: 1,
-        create: false,
-        ret: 0,
-    };
+    let r = Record::OwnerPop { ts: 1 };
     assert!(!t.type_record(&mut ctx, 1, &r, &mut Vec::new()));
 }
 

@@ -20,11 +20,12 @@
 //!   runtime makes meanwhile are not recorded).
 
 use crate::flags::{self, DRV_ERROR_NONE, DRV_ERROR_NOT_SUPPORT, DRV_ERROR_OUT_OF_MEMORY};
+use crate::wire::HalRecord;
 use core::ffi::{c_int, c_void, CStr};
 use memscope_runtime as rt;
 use memscope_runtime::real::{Real, Step};
 use memscope_wire::AdapterId;
-use memscope_wire::Record;
+use memscope_wire::OptU32;
 
 /// `struct drv_mem_prop` (abi.md §2.2; size 32, align 8).
 #[repr(C)]
@@ -98,15 +99,12 @@ const ACL_HBM_MEM: c_int = 1;
 /// one as a shadow record: `rt::tracking`) and the thread is not inside the probe; an
 /// allocation carries the caller's C stack (`--call-stack c:N`, the runtime's stack service).
 #[inline]
-fn record_if_enabled(make: impl FnOnce() -> Record<&'static [u8]>) {
+fn record_if_enabled(ts: impl FnOnce() -> u64, make: impl FnOnce() -> HalRecord) {
     if rt::tracking(AdapterId::Hal) {
         if let Some(mut g) = rt::enter() {
             let rec = make();
-            if matches!(rec, Record::HalFree { .. }) {
-                g.record(&rec);
-            } else {
-                rt::record_with_stack(&mut g, &rec);
-            }
+            let stack = !matches!(rec, HalRecord::Free { .. } | HalRecord::Release { .. });
+            rt::record_source(&mut g, crate::SOURCE, ts(), &rec, stack);
         }
     }
 }
@@ -127,8 +125,7 @@ pub unsafe extern "C" fn hal_mem_alloc(pp: *mut *mut c_void, size: u64, flag: u6
     if rc == DRV_ERROR_NONE && !pp.is_null() {
         // SAFETY: the driver wrote the address to `*pp` on success.
         let addr = unsafe { *pp } as u64;
-        record_if_enabled(|| Record::HalAlloc {
-            ts: rt::now_ns(),
+        record_if_enabled(rt::now_ns, || HalRecord::Alloc {
             addr,
             size,
             flag,
@@ -179,12 +176,17 @@ unsafe fn free_like(real: &Real, p: *mut c_void, create: bool) -> c_int {
     // SAFETY: forwarding the caller's argument.
     let rc = unsafe { f(p) };
     if ts != 0 {
-        record_if_enabled(|| Record::HalFree {
-            ts,
-            addr: p as u64,
-            create,
-            ret: rc,
-        });
+        let addr = p as u64;
+        record_if_enabled(
+            || ts,
+            || {
+                if create {
+                    HalRecord::Release { addr, ret: rc }
+                } else {
+                    HalRecord::Free { addr, ret: rc }
+                }
+            },
+        );
     }
     rc
 }
@@ -218,14 +220,13 @@ pub unsafe extern "C" fn hal_mem_create(
     if rc == DRV_ERROR_NONE && !handle.is_null() {
         // SAFETY: the driver wrote the handle to `*handle` on success.
         let h = unsafe { *handle } as u64;
-        record_if_enabled(|| Record::HalCreate {
-            ts: rt::now_ns(),
+        record_if_enabled(rt::now_ns, || HalRecord::Create {
             handle: h,
             size: size as u64,
             flag,
-            device,
-            module: p.map_or(u32::MAX, |p| p.module_id),
-            page: p.map_or(u32::MAX, |p| p.pg_type),
+            device: OptU32(device),
+            module: OptU32(p.map_or(u32::MAX, |p| p.module_id)),
+            page: OptU32(p.map_or(u32::MAX, |p| p.pg_type)),
             stack: 0,
         });
     } else if rc == DRV_ERROR_OUT_OF_MEMORY {
@@ -248,19 +249,27 @@ fn oom(create: bool, size: u64, flag: u64, device: u32) {
     let Some(mut g) = rt::enter() else { return };
     let ts = rt::now_ns();
     let (free, total) = mem_info();
-    rt::record_with_stack(
-        &mut g,
-        &Record::HalOom {
-            ts,
-            create,
+    let device = OptU32(device);
+    let rec = if create {
+        HalRecord::OomCreate {
             size,
             flag,
             device,
             free,
             total,
             stack: 0,
-        },
-    );
+        }
+    } else {
+        HalRecord::OomAlloc {
+            size,
+            flag,
+            device,
+            free,
+            total,
+            stack: 0,
+        }
+    };
+    rt::record_source(&mut g, crate::SOURCE, ts, &rec, true);
 }
 
 /// Free and total device bytes from `aclrtGetMemInfo(ACL_HBM_MEM)` for the calling thread's

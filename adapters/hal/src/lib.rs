@@ -16,6 +16,10 @@
 
 pub mod flags;
 pub mod hooks;
+pub mod wire;
+
+/// This adapter's source id (its selection bit and the source of its records).
+pub const SOURCE: memscope_wire::SourceId = memscope_wire::SourceId(4);
 #[cfg(feature = "collector")]
 pub mod oom;
 #[cfg(feature = "collector")]

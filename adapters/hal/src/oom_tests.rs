@@ -2,10 +2,11 @@
 
 use super::*;
 use crate::typer::HalTyper;
+use crate::wire::HalRecord;
 use memscope_collect::adapter::{TypeCtx, Typer};
 use memscope_core::attr_text::format_attr;
 use memscope_core::event::MemoryAttrs;
-use memscope_wire::Record;
+use memscope_wire::{OptU32, Record};
 
 const T: u64 = 1_700_000_000_000_000_000;
 const DEV: u64 = 1 << 10;
@@ -46,16 +47,17 @@ fn typed(top_k: u32, recs: Vec<Record<Box<[u8]>>>) -> Vec<Event> {
 }
 
 fn oom_rec(ts: u64) -> Record<Box<[u8]>> {
-    Record::HalOom {
+    crate::wire::rec(
         ts,
-        create: false,
-        size: 1 << 30,
-        flag: DEV,
-        device: 0,
-        free: 1 << 20,
-        total: 4 << 20,
-        stack: 0,
-    }
+        HalRecord::OomAlloc {
+            size: 1 << 30,
+            flag: DEV,
+            device: OptU32(0),
+            free: 1 << 20,
+            total: 4 << 20,
+            stack: 0,
+        },
+    )
 }
 
 #[test]
@@ -84,40 +86,49 @@ fn top_k_rows_list_most_recent_and_largest_live_blocks_with_stacks() {
     let mut evs = typed(
         2,
         vec![
-            Record::HalAlloc {
-                ts: T,
-                addr: 0x1000,
-                size: 4096,
-                flag: DEV,
-                stack: 0,
-            },
-            Record::HalAlloc {
-                ts: T + 1,
-                addr: 0x2000,
-                size: 10,
-                flag: DEV,
-                stack: 0,
-            },
-            Record::HalAlloc {
-                ts: T + 2,
-                addr: 0x3000,
-                size: 1 << 20,
-                flag: DEV,
-                stack: 0,
-            },
-            Record::HalAlloc {
-                ts: T + 3,
-                addr: 0x4000,
-                size: 77,
-                flag: 2 << 10,
-                stack: 0,
-            }, // HOST: not scanned
-            Record::HalFree {
-                ts: T + 4,
-                addr: 0x3000,
-                create: false,
-                ret: 0,
-            },
+            crate::wire::rec(
+                T,
+                HalRecord::Alloc {
+                    addr: 0x1000,
+                    size: 4096,
+                    flag: DEV,
+                    stack: 0,
+                },
+            ),
+            crate::wire::rec(
+                T + 1,
+                HalRecord::Alloc {
+                    addr: 0x2000,
+                    size: 10,
+                    flag: DEV,
+                    stack: 0,
+                },
+            ),
+            crate::wire::rec(
+                T + 2,
+                HalRecord::Alloc {
+                    addr: 0x3000,
+                    size: 1 << 20,
+                    flag: DEV,
+                    stack: 0,
+                },
+            ),
+            crate::wire::rec(
+                T + 3,
+                HalRecord::Alloc {
+                    addr: 0x4000,
+                    size: 77,
+                    flag: 2 << 10,
+                    stack: 0,
+                },
+            ), // HOST: not scanned
+            crate::wire::rec(
+                T + 4,
+                HalRecord::Free {
+                    addr: 0x3000,
+                    ret: 0,
+                },
+            ),
         ],
     );
     evs.push(pool_malloc(EventType::Pta, T + 5, 0x8000, 500, 500, 1000));
@@ -183,13 +194,15 @@ fn unfilled_placeholders_are_dropped_and_a_second_dump_within_two_seconds_only_s
     let mut evs = typed(
         3,
         vec![
-            Record::HalAlloc {
-                ts: T,
-                addr: 0x1000,
-                size: 1,
-                flag: DEV,
-                stack: 0,
-            },
+            crate::wire::rec(
+                T,
+                HalRecord::Alloc {
+                    addr: 0x1000,
+                    size: 1,
+                    flag: DEV,
+                    stack: 0,
+                },
+            ),
             oom_rec(T + 1),
         ],
     );

@@ -20,6 +20,7 @@
 //! * Blocks still live at exit get no FREE row (leak reports look for them).
 
 use crate::flags::{self, MemType};
+use crate::wire::HalRecord;
 use memscope_collect::adapter::{TypeCtx, Typer};
 use memscope_core::event::{
     AllocType, Attrs, Device, Event, EventKind, EventType, MemoryAttrs, PageType,
@@ -245,18 +246,25 @@ impl HalTyper {
         }
     }
 
-    fn oom(&self, ctx: &mut TypeCtx, at: At, rec: &Record<Box<[u8]>>, out: &mut Vec<Event>) {
-        let Record::HalOom {
-            create,
-            size,
-            flag,
-            device,
-            free,
-            total,
-            ..
-        } = *rec
-        else {
-            return;
+    fn oom(&self, ctx: &mut TypeCtx, at: At, rec: HalRecord, out: &mut Vec<Event>) {
+        let (create, size, flag, device, free, total) = match rec {
+            HalRecord::OomAlloc {
+                size,
+                flag,
+                device,
+                free,
+                total,
+                ..
+            } => (false, size, flag, device.0, free, total),
+            HalRecord::OomCreate {
+                size,
+                flag,
+                device,
+                free,
+                total,
+                ..
+            } => (true, size, flag, device.0, free, total),
+            _ => return,
         };
         let At { tid, ts } = at;
         let func = if create {
@@ -311,13 +319,28 @@ impl Typer for HalTyper {
         rec: &Record<Box<[u8]>>,
         out: &mut Vec<Event>,
     ) -> bool {
-        match *rec {
-            Record::HalAlloc {
-                ts,
-                addr,
-                size,
-                flag,
-                ..
+        let Record::Source {
+            source,
+            tag,
+            ts,
+            ref body,
+        } = *rec
+        else {
+            return false;
+        };
+        if source != crate::SOURCE {
+            return false;
+        }
+        let r = match HalRecord::decode(tag, body) {
+            Ok(r) => r,
+            Err(e) => {
+                ctx.warn(format!("HAL: a record did not decode ({e}); skipped"));
+                return true;
+            }
+        };
+        match r {
+            HalRecord::Alloc {
+                addr, size, flag, ..
             } => {
                 let (device, event_type) = HalTyper::place(ctx, flag, flags::device(flag));
                 let page = flags::page_type(flag);
@@ -332,8 +355,7 @@ impl Typer for HalTyper {
                 };
                 self.malloc(ctx, At { tid, ts }, a, out);
             }
-            Record::HalCreate {
-                ts,
+            HalRecord::Create {
                 handle,
                 size,
                 flag,
@@ -342,18 +364,18 @@ impl Typer for HalTyper {
                 page,
                 ..
             } => {
-                let device = if device == u32::MAX {
+                let device = if device.0 == u32::MAX {
                     flags::device(flag)
                 } else {
-                    device
+                    device.0
                 };
-                let module = if module == u32::MAX {
+                let module = if module.0 == u32::MAX {
                     flags::module_id(flag)
                 } else {
-                    module
+                    module.0
                 };
                 let (device, event_type) = HalTyper::place(ctx, flag, device);
-                let page = flags::create_page_type(flag, page);
+                let page = flags::create_page_type(flag, page.0);
                 let a = Alloc {
                     create: true,
                     addr: handle,
@@ -365,14 +387,13 @@ impl Typer for HalTyper {
                 };
                 self.malloc(ctx, At { tid, ts }, a, out);
             }
-            Record::HalFree {
-                ts,
-                addr,
-                create,
-                ret,
-            } => self.free(ctx, At { tid, ts }, create, addr, ret, out),
-            Record::HalOom { ts, .. } => self.oom(ctx, At { tid, ts }, rec, out),
-            _ => return false,
+            HalRecord::Free { addr, ret } => self.free(ctx, At { tid, ts }, false, addr, ret, out),
+            HalRecord::Release { addr, ret } => {
+                self.free(ctx, At { tid, ts }, true, addr, ret, out)
+            }
+            HalRecord::OomAlloc { .. } | HalRecord::OomCreate { .. } => {
+                self.oom(ctx, At { tid, ts }, r, out)
+            }
         }
         true
     }

@@ -2,6 +2,7 @@
 
 use super::*;
 use memscope_core::attr_text::format_attr;
+use memscope_wire::OptU32;
 
 const T: u64 = 1_700_000_000_000_000_000;
 const DEVICE: u64 = 1 << 10;
@@ -34,22 +35,19 @@ impl Feed {
 }
 
 fn alloc(ts: u64, addr: u64, size: u64, flag: u64) -> Record<Box<[u8]>> {
-    Record::HalAlloc {
+    crate::wire::rec(
         ts,
-        addr,
-        size,
-        flag,
-        stack: 0,
-    }
+        HalRecord::Alloc {
+            addr,
+            size,
+            flag,
+            stack: 0,
+        },
+    )
 }
 
 fn free(ts: u64, addr: u64, ret: i32) -> Record<Box<[u8]>> {
-    Record::HalFree {
-        ts,
-        addr,
-        create: false,
-        ret,
-    }
+    crate::wire::rec(ts, HalRecord::Free { addr, ret })
 }
 
 #[test]
@@ -150,15 +148,19 @@ fn host_memory_type_becomes_host_on_cpu_with_its_own_used() {
 #[test]
 fn create_path_uses_prop_device_module_and_page_type_and_release_frees_it() {
     let mut f = Feed::new(vec![], 0);
-    let create = |handle, device, module, page, flag| Record::HalCreate {
-        ts: T,
-        handle,
-        size: 2 << 20,
-        flag,
-        device,
-        module,
-        page,
-        stack: 0,
+    let create = |handle, device, module, page, flag| {
+        crate::wire::rec(
+            T,
+            HalRecord::Create {
+                handle,
+                size: 2 << 20,
+                flag,
+                device: OptU32(device),
+                module: OptU32(module),
+                page: OptU32(page),
+                stack: 0,
+            },
+        )
     };
     f.rec(create(0xa0, 2, 3, 1, 0));
     f.rec(create(
@@ -168,12 +170,10 @@ fn create_path_uses_prop_device_module_and_page_type_and_release_frees_it() {
         u32::MAX,
         flag(7, DEVICE, flags::GIANT_PAGE, 1),
     ));
-    f.rec(Record::HalFree {
-        ts: T + 5,
-        addr: 0xa0,
-        create: true,
-        ret: 0,
-    });
+    f.rec(crate::wire::rec(
+        T + 5,
+        HalRecord::Release { addr: 0xa0, ret: 0 },
+    ));
     f.rec(free(T + 6, 0xb0, 0)); // halMemFree of a create handle: not the same block
     let ev = f.take();
     let text: Vec<_> = ev.iter().map(|e| (e.device, format_attr(e))).collect();
@@ -255,16 +255,17 @@ fn failed_free_of_a_live_block_keeps_it_and_realloc_at_live_address_closes_it() 
 #[test]
 fn oom_gives_a_snapshot_and_with_top_k_a_trigger_and_placeholders() {
     let mut f = Feed::new(vec![], 0);
-    f.rec(Record::HalOom {
-        ts: T,
-        create: false,
-        size: 1 << 30,
-        flag: flag(7, DEVICE, 0, 0),
-        device: 0,
-        free: 5,
-        total: 100,
-        stack: 0,
-    });
+    f.rec(crate::wire::rec(
+        T,
+        HalRecord::OomAlloc {
+            size: 1 << 30,
+            flag: flag(7, DEVICE, 0, 0),
+            device: OptU32(0),
+            free: 5,
+            total: 100,
+            stack: 0,
+        },
+    ));
     let ev = f.take();
     assert_eq!(ev.len(), 1);
     assert_eq!(
@@ -280,16 +281,17 @@ fn oom_gives_a_snapshot_and_with_top_k_a_trigger_and_placeholders() {
     );
 
     let mut f = Feed::new(vec![], 2);
-    f.rec(Record::HalOom {
-        ts: T,
-        create: true,
-        size: 8,
-        flag: 0,
-        device: 1,
-        free: 0,
-        total: 0,
-        stack: 0,
-    });
+    f.rec(crate::wire::rec(
+        T,
+        HalRecord::OomCreate {
+            size: 8,
+            flag: 0,
+            device: OptU32(1),
+            free: 0,
+            total: 0,
+            stack: 0,
+        },
+    ));
     let ev = f.take();
     let got: Vec<_> = ev
         .iter()
@@ -314,6 +316,12 @@ fn oom_gives_a_snapshot_and_with_top_k_a_trigger_and_placeholders() {
 #[test]
 fn other_records_are_left_to_other_typers() {
     let mut f = Feed::new(vec![], 0);
-    let r = Record::SetDevice { ts: T, device: 1 };
+    // a record of another source with one of HAL's tags
+    let mut r = crate::wire::rec(T, HalRecord::Free { addr: 1, ret: 0 });
+    if let Record::Source { source, .. } = &mut r {
+        *source = memscope_wire::SourceId(crate::SOURCE.0 + 1);
+    }
+    assert!(!f.typer.type_record(&mut f.ctx, 1, &r, &mut f.out));
+    let r = Record::OwnerPop { ts: T };
     assert!(!f.typer.type_record(&mut f.ctx, 1, &r, &mut f.out));
 }

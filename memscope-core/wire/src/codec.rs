@@ -38,6 +38,10 @@ pub(crate) mod tag {
     pub const HOST_MREMAP_KEEP: u8 = 27;
     pub const CALL_STACK: u8 = 28;
     pub const SHADOW: u8 = 29;
+    // 30-59: the CANN records of stream format 3 and capture format 2, which moved to their
+    // adapters (HAL, ACL, ATB) as per-source records; capture readers map them (see
+    // `memscope-stream`'s capture `legacy`).
+    pub const SOURCE: u8 = 64;
 }
 
 /// Delta state of one chunk, shared by encoder and decoder. Starts at zero for every chunk.
@@ -72,15 +76,35 @@ impl core::fmt::Display for WireError {
 
 impl std::error::Error for WireError {}
 
-pub(crate) struct Out<'b> {
+/// The byte writer of the stream: varints and texts into a fixed buffer, allocation-free (the
+/// probe writes through it inside hooks). A write past the end marks it failed instead of
+/// panicking; [`Out::finish`] tells.
+pub struct Out<'b> {
     pub(crate) buf: &'b mut [u8],
     pub(crate) pos: usize,
     pub(crate) ok: bool,
 }
 
-impl Out<'_> {
+impl<'b> Out<'b> {
+    /// A writer at the start of `buf`.
     #[inline]
-    pub(crate) fn u8(&mut self, v: u8) {
+    pub fn new(buf: &'b mut [u8]) -> Out<'b> {
+        Out {
+            buf,
+            pos: 0,
+            ok: true,
+        }
+    }
+
+    /// The bytes written, or `None` when a write did not fit.
+    #[inline]
+    pub fn finish(&self) -> Option<usize> {
+        self.ok.then_some(self.pos)
+    }
+
+    /// Writes one byte.
+    #[inline]
+    pub fn u8(&mut self, v: u8) {
         if let Some(b) = self.buf.get_mut(self.pos) {
             *b = v;
             self.pos += 1;
@@ -88,8 +112,9 @@ impl Out<'_> {
             self.ok = false;
         }
     }
+    /// Writes `v` as a LEB128 varint.
     #[inline]
-    pub(crate) fn var(&mut self, mut v: u64) {
+    pub fn var(&mut self, mut v: u64) {
         loop {
             let byte = (v & 0x7f) as u8;
             v >>= 7;
@@ -100,8 +125,21 @@ impl Out<'_> {
             self.u8(byte | 0x80);
         }
     }
+    /// Writes the bytes of `t` as they are (no length).
     #[inline]
-    pub(crate) fn text(&mut self, t: &[u8]) {
+    pub fn bytes(&mut self, t: &[u8]) {
+        match self.buf.get_mut(self.pos..self.pos + t.len()) {
+            Some(dst) => {
+                dst.copy_from_slice(t);
+                self.pos += t.len();
+            }
+            None => self.ok = false,
+        }
+    }
+
+    /// Writes a length and the bytes of `t` (cut at [`MAX_TEXT`]).
+    #[inline]
+    pub fn text(&mut self, t: &[u8]) {
         let t = &t[..t.len().min(MAX_TEXT)];
         self.var(t.len() as u64);
         match self.buf.get_mut(self.pos..self.pos + t.len()) {
@@ -137,19 +175,40 @@ pub fn unzigzag(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
-pub(crate) struct In<'a> {
+/// The byte reader of the stream, the inverse of [`Out`].
+pub struct In<'a> {
     pub(crate) buf: &'a [u8],
     pub(crate) pos: usize,
 }
 
 impl<'a> In<'a> {
-    pub(crate) fn u8(&mut self) -> Result<u8, WireError> {
+    /// A reader at the start of `buf`.
+    #[inline]
+    pub fn new(buf: &'a [u8]) -> In<'a> {
+        In { buf, pos: 0 }
+    }
+
+    /// Bytes read so far.
+    #[inline]
+    pub fn pos(&self) -> usize {
+        self.pos
+    }
+
+    /// Reads one byte.
+    ///
+    /// # Errors
+    /// [`WireError::Truncated`] at the end of the buffer.
+    pub fn u8(&mut self) -> Result<u8, WireError> {
         let b = *self.buf.get(self.pos).ok_or(WireError::Truncated)?;
         self.pos += 1;
         Ok(b)
     }
+    /// Reads a LEB128 varint.
+    ///
+    /// # Errors
+    /// [`WireError::Truncated`] or [`WireError::Malformed`] (longer than 10 bytes).
     #[inline]
-    pub(crate) fn var(&mut self) -> Result<u64, WireError> {
+    pub fn var(&mut self) -> Result<u64, WireError> {
         // Fast path (the collector decodes tens of millions of these): 1- and 2-byte values,
         // then any value when 10 bytes are left, without a bounds check per byte.
         if let Some(w) = self.buf.get(self.pos..self.pos + 2) {
@@ -194,16 +253,28 @@ impl<'a> In<'a> {
         }
         Err(WireError::Malformed)
     }
-    pub(crate) fn u32(&mut self) -> Result<u32, WireError> {
+    /// Reads a varint that must fit a `u32`.
+    ///
+    /// # Errors
+    /// As [`In::var`], and [`WireError::Malformed`] for a larger value.
+    pub fn u32(&mut self) -> Result<u32, WireError> {
         u32::try_from(self.var()?).map_err(|_| WireError::Malformed)
     }
-    pub(crate) fn bytes(&mut self, n: usize) -> Result<&'a [u8], WireError> {
+    /// Takes the next `n` bytes.
+    ///
+    /// # Errors
+    /// [`WireError::Truncated`] when fewer are left.
+    pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], WireError> {
         let end = self.pos.checked_add(n).ok_or(WireError::Malformed)?;
         let s = self.buf.get(self.pos..end).ok_or(WireError::Truncated)?;
         self.pos = end;
         Ok(s)
     }
-    pub(crate) fn text(&mut self) -> Result<&'a [u8], WireError> {
+    /// Reads a length and that many bytes.
+    ///
+    /// # Errors
+    /// As [`In::var`] and [`In::bytes`].
+    pub fn text(&mut self) -> Result<&'a [u8], WireError> {
         let n = self.var()? as usize;
         self.bytes(n)
     }

@@ -1,8 +1,8 @@
-//! The decoder: a record's tag picks its family (the shared records here, the CANN, Python and
-//! sample families in their own files).
+//! The decoder: a record's tag picks its family (the shared records and the per-source envelope
+//! here, the Python and sample families in their own files).
 
 use super::codec::tag;
-use super::{cann, python, python_ctx, sample, ChunkState, In, Record, SystemCode, WireError};
+use super::{python, python_ctx, sample, ChunkState, In, Record, SystemCode, WireError};
 
 /// Decodes the record at the start of `buf`, updating `st`. Returns the record and its length.
 ///
@@ -208,7 +208,24 @@ pub fn decode<'a>(
             name: i.text()?,
             attrs: i.text()?,
         },
-        cann::tag::HAL_ALLOC..=cann::tag::LAST => cann::decode(t, &mut i, &mut next)?,
+        tag::SOURCE => {
+            let source =
+                crate::SourceId(u16::try_from(i.var()?).map_err(|_| WireError::Malformed)?);
+            let t = i.u8()?;
+            let ts = if crate::source::is_definition_tag(t) {
+                0
+            } else {
+                i.ts(&mut next)?
+            };
+            let n = i.var()?;
+            let body = i.bytes(usize::try_from(n).map_err(|_| WireError::Malformed)?)?;
+            Record::Source {
+                source,
+                tag: t,
+                ts,
+                body,
+            }
+        }
         python_ctx::tag::PY_FRAME_DEF..=python::tag::LAST => {
             python_ctx::decode(t, &mut i, &mut next)?
         }

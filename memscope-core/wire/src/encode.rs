@@ -1,6 +1,6 @@
 //! Encoding of records into a chunk (allocation-free: the probe calls it inside hooks).
 
-use super::{cann, python, python_ctx, sample, tag, zigzag, ChunkState, Out, Record};
+use super::{python, python_ctx, sample, tag, zigzag, ChunkState, Out, Record};
 
 impl<B: AsRef<[u8]>> Record<B> {
     /// Encodes into `out`, updating `st` only on success. Returns the bytes written, or `None`
@@ -288,19 +288,21 @@ impl<B: AsRef<[u8]>> Record<B> {
                 o.text(name.as_ref());
                 o.text(attrs.as_ref());
             }
-            Record::HalAlloc { .. }
-            | Record::HalCreate { .. }
-            | Record::HalFree { .. }
-            | Record::HalOom { .. }
-            | Record::PinnedRegister { .. }
-            | Record::PinnedUnregister { .. }
-            | Record::SetDevice { .. }
-            | Record::KernelName { .. }
-            | Record::KernelLaunch { .. }
-            | Record::AtbOp { .. }
-            | Record::AtbKernel { .. }
-            | Record::AtbTensor { .. } => {
-                cann::encode(self, &mut o, &mut next);
+            Record::Source {
+                source,
+                tag: t,
+                ts: time,
+                body,
+            } => {
+                o.u8(tag::SOURCE);
+                o.var(u64::from(source.0));
+                o.u8(*t);
+                if !crate::source::is_definition_tag(*t) {
+                    ts(&mut o, &mut next, *time);
+                }
+                let body = body.as_ref();
+                o.var(body.len() as u64);
+                o.bytes(body);
             }
             Record::PyCodeDef { .. }
             | Record::PyCall { .. }

@@ -258,9 +258,9 @@ pub fn header_drops(header: &[u8]) -> Option<(u64, [u64; DROP_KINDS])> {
     Some((u64_at(FH_DROPPED)?, kinds))
 }
 
-mod cann;
 mod codec;
 mod decode;
+mod dims;
 mod encode;
 mod fast;
 mod fields;
@@ -270,12 +270,16 @@ mod python_ctx;
 mod record;
 mod record_meta;
 mod sample;
+pub mod source;
 
-pub use cann::{decode_dims, encode_dims, MAX_DIMS};
+pub use source::{envelope, owned_envelope, Field, OptU32, SourceRecord};
+
+pub(crate) use codec::tag;
 pub use codec::{encode_frames, ChunkState, StackFrames, WireError};
 pub use codec::{put_var, unzigzag, zigzag};
-pub(crate) use codec::{tag, In, Out};
+pub use codec::{In, Out};
 pub use decode::decode;
+pub use dims::{decode_dims, encode_dims, MAX_DIMS};
 pub use fields::{AccessKind, PyCodeKind, PyTraceEvent};
 pub use python::snapshot_known;
 pub use record::Record;
@@ -283,8 +287,8 @@ pub use record_meta::drop_slot_of;
 
 mod adapter_id;
 mod event_kind;
-mod source_id;
 pub mod probe_env;
+mod source_id;
 pub mod watch;
 
 pub use adapter_id::AdapterId;

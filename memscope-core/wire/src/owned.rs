@@ -1,6 +1,6 @@
 //! Owned copies of records (the collector keeps records past the stream buffer).
 
-use super::{cann, python, python_ctx, sample, Record};
+use super::{python, python_ctx, sample, Record};
 
 impl<B: AsRef<[u8]>> Record<B> {
     /// Copies the borrowed texts so the record can outlive the stream buffer.
@@ -193,18 +193,17 @@ impl<B: AsRef<[u8]>> Record<B> {
                 name: b(name),
                 attrs: b(attrs),
             },
-            Record::HalAlloc { .. }
-            | Record::HalCreate { .. }
-            | Record::HalFree { .. }
-            | Record::HalOom { .. }
-            | Record::PinnedRegister { .. }
-            | Record::PinnedUnregister { .. }
-            | Record::SetDevice { .. }
-            | Record::KernelName { .. }
-            | Record::KernelLaunch { .. }
-            | Record::AtbOp { .. }
-            | Record::AtbKernel { .. }
-            | Record::AtbTensor { .. } => cann::to_owned(self).expect("a CANN record"),
+            Record::Source {
+                source,
+                tag,
+                ts,
+                body,
+            } => Record::Source {
+                source: *source,
+                tag: *tag,
+                ts: *ts,
+                body: b(body),
+            },
             Record::PyCodeDef { .. }
             | Record::PyCall { .. }
             | Record::PyReturn { .. }

@@ -224,171 +224,19 @@ pub enum Record<B = Box<[u8]>> {
         /// Owner / extra attributes text (`k:v,k:v`).
         attrs: B,
     },
-    // ---- CANN sources (issue 5; codec in `wire/cann.rs`, tags 30–59) ----
-    /// `halMemAlloc` succeeded (abi.md §2.1): `size` bytes at `addr`, allocated with `flag`
-    /// (device, memory type, page type and module id packed as abi.md §2.3).
-    HalAlloc {
+    /// A record of one source (a built-in adapter or a plugin's source), in the envelope every
+    /// adapter's own records travel in: the adapter encodes `body` itself (its `wire.rs`,
+    /// declared with [`crate::records!`]); `tag` names the record within the source and its class
+    /// ([`crate::source::class`]). `ts` is 0 for a definition, which has none.
+    Source {
+        /// The source.
+        source: crate::SourceId,
+        /// The record's tag within the source ([`crate::source::tag_of`]).
+        tag: u8,
         /// Time.
         ts: u64,
-        /// Address handed out.
-        addr: u64,
-        /// Bytes requested.
-        size: u64,
-        /// The caller's flag word.
-        flag: u64,
-        /// Interned C stack id (0: none).
-        stack: u32,
-    },
-    /// `halMemCreate` succeeded: physical handle `handle` of `size` bytes (abi.md §2.1–§2.2).
-    HalCreate {
-        /// Time.
-        ts: u64,
-        /// The handle value (`*handle`), recorded as the block address like msMemScope does.
-        handle: u64,
-        /// Bytes requested.
-        size: u64,
-        /// The caller's flag word.
-        flag: u64,
-        /// `drv_mem_prop.devid` (`u32::MAX`: `prop` was NULL).
-        device: u32,
-        /// `drv_mem_prop.module_id` (`u32::MAX`: `prop` was NULL).
-        module: u32,
-        /// `drv_mem_prop.pg_type`: 0 normal, 1 huge, 2 giant (`u32::MAX`: `prop` was NULL).
-        page: u32,
-        /// Interned C stack id (0: none).
-        stack: u32,
-    },
-    /// `halMemFree(addr)` (`create` false) or `halMemRelease(addr)` (`create` true) returned
-    /// `ret`. Failed calls are recorded too, so the collector can warn about double frees.
-    HalFree {
-        /// Time.
-        ts: u64,
-        /// Address or handle passed.
-        addr: u64,
-        /// `halMemRelease` rather than `halMemFree`.
-        create: bool,
-        /// The driver's return code (0: success).
-        ret: i32,
-    },
-    /// `halMemAlloc` (`create` false) or `halMemCreate` (`create` true) returned
-    /// `DRV_ERROR_OUT_OF_MEMORY` (abi.md §2.5).
-    HalOom {
-        /// Time.
-        ts: u64,
-        /// The failing call was `halMemCreate`.
-        create: bool,
-        /// Bytes requested.
-        size: u64,
-        /// The caller's flag word.
-        flag: u64,
-        /// Device asked for: flag bits 0–9, or `drv_mem_prop.devid` (logical id).
-        device: u32,
-        /// Free device bytes reported by `aclrtGetMemInfo` at the failure (0: unknown).
-        free: u64,
-        /// Total device bytes reported by `aclrtGetMemInfo` (0: unknown).
-        total: u64,
-        /// Interned C stack id (0: none).
-        stack: u32,
-    },
-    /// `aclrtHostRegisterV2` with `ACL_HOST_REG_PINNED` succeeded (abi.md §3.2).
-    PinnedRegister {
-        /// Time.
-        ts: u64,
-        /// Host address registered.
-        addr: u64,
-        /// Bytes registered.
-        size: u64,
-        /// Resident set size of the process after the call, bytes (0: unknown).
-        rss: u64,
-        /// Interned C stack id (0: none).
-        stack: u32,
-    },
-    /// `aclrtHostUnregister(addr)` returned `ret`.
-    PinnedUnregister {
-        /// Time.
-        ts: u64,
-        /// Host address passed.
-        addr: u64,
-        /// The runtime's return code (0: success).
-        ret: i32,
-    },
-    /// `aclrtSetDevice(device)` succeeded on the writing thread (logical id).
-    SetDevice {
-        /// Time.
-        ts: u64,
-        /// Logical device id passed.
-        device: u32,
-    },
-    /// The runtime hashed a kernel name through the profiling GET_HASH_ID callback
-    /// (abi.md §3.6). Written once per hash per process image; carries no time stamp.
-    KernelName {
-        /// Hash id returned to the runtime.
-        hash: u64,
-        /// The kernel name.
-        name: B,
-    },
-    /// A kernel launch through one of the runtime entry points of abi.md §3.5, counted once
-    /// however many entry points it crossed.
-    KernelLaunch {
-        /// Time (entry into the outermost launch hook).
-        ts: u64,
-        /// Kernel-name hash from the runtime's task-track record (0: none arrived).
-        hash: u64,
-        /// Device id of the task-track record (`u32::MAX`: unknown).
-        device: u32,
-        /// Stream id (`u32::MAX`: unknown).
-        stream: u32,
-        /// Task id (`u32::MAX`: unknown).
-        task: u32,
-    },
-    /// `atb::Runner::Execute` started (`end` false) or returned (`end` true) (abi.md §4.2).
-    AtbOp {
-        /// Time.
-        ts: u64,
-        /// The operator returned.
-        end: bool,
-        /// Logical device of the calling thread (`u32::MAX`: unknown).
-        device: u32,
-        /// `workspaceBuffer` of the variant pack.
-        ws_ptr: u64,
-        /// `workspaceBufferSize + intermediateBufferSize`, bytes.
-        ws_size: u64,
-        /// Operation name (`Runner::GetOperationName`; empty: unknown).
-        name: B,
-        /// Runner directory (`Runner::GetSaveTensorDir`; empty: unknown).
-        path: B,
-    },
-    /// `atb::StoreUtil::SaveLaunchParam` with a `…/before` (`end` false) or `…/after`
-    /// (`end` true) path: an ATB kernel starts or ends.
-    AtbKernel {
-        /// Time.
-        ts: u64,
-        /// The kernel ended.
-        end: bool,
-        /// Logical device of the calling thread (`u32::MAX`: unknown).
-        device: u32,
-        /// The directory path passed (`…/<kernel>/before|after`).
-        path: B,
-    },
-    /// One tensor of the ATB operator (`kernel` false) or kernel (`kernel` true) the writing
-    /// thread is in.
-    AtbTensor {
-        /// Time.
-        ts: u64,
-        /// How the tensor is accessed.
-        access: AccessKind,
-        /// It belongs to the current kernel rather than the current operator.
-        kernel: bool,
-        /// Device address.
-        addr: u64,
-        /// Bytes.
-        size: u64,
-        /// `aclDataType` code.
-        dtype: i32,
-        /// `aclFormat` code.
-        format: i32,
-        /// Dimensions as zig-zag varints ([`crate::encode_dims`], [`crate::decode_dims`]).
-        dims: B,
+        /// The fields, as the source encoded them.
+        body: B,
     },
     /// Definition of an interned text (mark and range messages): later `MarkRef` /
     /// `RangeStartRef` records of any thread of the process name it by `id`.

@@ -1,7 +1,7 @@
 //! What a record is, apart from its fields: its time stamp, its `Event` kind and its slot in
 //! the stream header's drop counters.
 
-use super::{cann, python, python_ctx, Record, DROP_KINDS, DROP_KIND_UNKNOWN};
+use super::{python, python_ctx, Record, DROP_KINDS, DROP_KIND_UNKNOWN};
 use crate::EventKind;
 
 impl<B: AsRef<[u8]>> Record<B> {
@@ -37,18 +37,9 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::HostSample { ts, .. }
             | Record::DeviceSample { ts, .. }
             | Record::Plugin { ts, .. } => Some(*ts),
-            Record::HalAlloc { .. }
-            | Record::HalCreate { .. }
-            | Record::HalFree { .. }
-            | Record::HalOom { .. }
-            | Record::PinnedRegister { .. }
-            | Record::PinnedUnregister { .. }
-            | Record::SetDevice { .. }
-            | Record::KernelName { .. }
-            | Record::KernelLaunch { .. }
-            | Record::AtbOp { .. }
-            | Record::AtbKernel { .. }
-            | Record::AtbTensor { .. } => cann::ts_of(self),
+            Record::Source { tag, ts, .. } => {
+                (!crate::source::is_definition_tag(*tag)).then_some(*ts)
+            }
             Record::PyCodeDef { .. }
             | Record::PyCall { .. }
             | Record::PyReturn { .. }
@@ -79,21 +70,14 @@ impl<B: AsRef<[u8]>> Record<B> {
             Record::HostMalloc { .. }
             | Record::HostMmap { .. }
             | Record::HostMremap { .. }
-            | Record::HalAlloc { .. }
-            | Record::HalCreate { .. }
-            | Record::PinnedRegister { .. }
             | Record::RegionRegister { .. } => EventKind::Malloc,
             Record::HostFree { .. }
             | Record::HostMunmap { .. }
-            | Record::HalFree { .. }
-            | Record::PinnedUnregister { .. }
             | Record::RegionUnregister { .. } => EventKind::Free,
             Record::System { .. } => EventKind::System,
             Record::HostSample { .. } | Record::DeviceSample { .. } => EventKind::Sample,
-            Record::KernelLaunch { .. } | Record::AtbKernel { .. } => EventKind::KernelLaunch,
-            Record::AtbOp { .. } => EventKind::OpLaunch,
-            Record::AtbTensor { .. } => EventKind::Access,
-            Record::HalOom { .. } | Record::Snapshot { .. } => EventKind::Snapshot,
+            Record::Source { tag, .. } => return crate::source::event_kind_of(*tag),
+            Record::Snapshot { .. } => EventKind::Snapshot,
             Record::AtenOp { .. } => EventKind::OpLaunch,
             Record::AtenTensor { .. } => EventKind::Access,
             Record::CpuTensor { free: false, .. } => EventKind::Malloc,
@@ -117,8 +101,6 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::Shadow { .. }
             | Record::HeapRegister { .. }
             | Record::HeapUnregister { .. }
-            | Record::SetDevice { .. }
-            | Record::KernelName { .. }
             | Record::ThreadDevice { .. }
             | Record::PyCodeDef { .. }
             | Record::OwnerTag { .. }

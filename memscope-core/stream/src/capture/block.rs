@@ -76,6 +76,8 @@ struct Src {
     last_ts: u64,
     last_addr: u64,
     generic: ChunkState,
+    /// The capture is of format 2 (`super::legacy`).
+    legacy: bool,
     /// Addresses of the allocations emitted so far (targets of free references).
     mallocs: Vec<u64>,
     head: Option<Head>,
@@ -175,7 +177,11 @@ impl Src {
                     self.generic.last_ts = ts;
                 }
                 let g = raw.get(self.pos[col::GENERIC]..self.end[col::GENERIC])?;
-                let (rec, used) = wire::decode(g, &mut self.generic).ok()?;
+                let (rec, used) = if self.legacy {
+                    super::legacy::decode_v2(g, &mut self.generic).ok()?
+                } else {
+                    wire::decode(g, &mut self.generic).ok()?
+                };
                 if rec.ts().is_some() != (c == code::GENERIC_TS)
                     || matches!(rec, Record::Thread { .. })
                 {
@@ -214,6 +220,7 @@ impl Block {
         raw: Vec<u8>,
         records: u32,
         images: &mut Vec<(usize, ImageHeader)>,
+        version: u32,
     ) -> Option<Block> {
         let mut c = Cur { b: &raw, pos: 0 };
         let n_images = c.var()?;
@@ -263,6 +270,7 @@ impl Block {
                 last_ts: 0,
                 last_addr: 0,
                 generic: ChunkState::default(),
+                legacy: version < super::VERSION,
                 mallocs: Vec::new(),
                 head: None,
             });

@@ -26,6 +26,7 @@
 
 mod block;
 pub mod columns;
+mod legacy;
 mod reader;
 mod writer;
 
@@ -36,8 +37,9 @@ use serde::{Deserialize, Serialize};
 
 /// First 8 bytes of a capture file.
 pub const MAGIC: [u8; 8] = *b"MSCAPTUR";
-/// Capture format version.
-pub const VERSION: u32 = 2;
+/// Capture format version (3: the CANN records travel in per-source envelopes; format 2 is
+/// still read, see `legacy`).
+pub const VERSION: u32 = 3;
 /// Magic of a block header.
 pub const BLOCK_MAGIC: [u8; 4] = *b"MSCB";
 /// Magic of the trailer.

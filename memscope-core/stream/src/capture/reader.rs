@@ -50,6 +50,8 @@ pub struct CaptureReader {
     path: PathBuf,
     file: File,
     info: CaptureInfo,
+    /// Format version of the file (`super::legacy::OLDEST..=VERSION`).
+    version: u32,
     end: Option<CaptureEnd>,
     images: Vec<(usize, ImageHeader)>,
     next_offset: u64,
@@ -81,7 +83,7 @@ impl CaptureReader {
             return Err(fmt("not a memscope capture (no MSCAPTUR header)".into()));
         }
         let version = u32::from_le_bytes(head[8..12].try_into().expect("4"));
-        if version != VERSION {
+        if !(super::legacy::OLDEST..=VERSION).contains(&version) {
             return Err(fmt(format!(
                 "capture format {version} not supported (this memscope reads {VERSION})"
             )));
@@ -98,6 +100,7 @@ impl CaptureReader {
             path: path.to_path_buf(),
             file,
             info,
+            version,
             end: None,
             images: Vec::new(),
             next_offset: 16 + json_len,
@@ -214,7 +217,7 @@ impl CaptureReader {
             Ok(r) if r.len() == raw_len => r,
             _ => return self.damaged(at, "block does not decompress"),
         };
-        let Some(block) = Block::parse(raw, records, &mut self.images) else {
+        let Some(block) = Block::parse(raw, records, &mut self.images, self.version) else {
             return self.damaged(at, "block contents malformed");
         };
         self.next_offset = at + BLOCK_HEADER as u64 + comp_len;

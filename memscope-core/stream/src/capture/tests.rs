@@ -238,7 +238,7 @@ fn a_damaged_block_gives_records_or_an_error_never_a_panic() {
     let comp = &file[at + BLOCK_HEADER..at + BLOCK_HEADER + comp_len];
     let raw = zstd::bulk::decompress(comp, raw_len).unwrap();
     let count = |raw: Vec<u8>| -> Option<u32> {
-        let mut b = super::block::Block::parse(raw, records, &mut Vec::new())?;
+        let mut b = super::block::Block::parse(raw, records, &mut Vec::new(), super::VERSION)?;
         let mut n = 0;
         while b.next().ok()?.is_some() {
             n += 1;
