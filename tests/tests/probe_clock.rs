@@ -45,7 +45,7 @@ fn stamps_order_a_free_before_the_reuse_of_its_block_on_another_thread() {
     let mut evs = Vec::new();
     let mut blocks = HashSet::new();
     for (tid, r) in &s.records {
-        if let Record::HostMalloc {
+        if let Record::Malloc {
             ts, addr, size: 48, ..
         } = r
         {
@@ -54,7 +54,7 @@ fn stamps_order_a_free_before_the_reuse_of_its_block_on_another_thread() {
         }
     }
     for (tid, r) in &s.records {
-        if let Record::HostFree { ts, addr } = r {
+        if let Record::Free { ts, addr } = r {
             if blocks.contains(addr) {
                 evs.push((*ts, 0u8, *tid, *addr));
             }

@@ -81,7 +81,7 @@ fn a_32_kib_stack_thread_gets_its_malloc_recorded_with_its_c_stack() {
         .records
         .iter()
         .find_map(|(_, r)| match r {
-            Record::HostMalloc {
+            Record::Malloc {
                 size: 333, stack, ..
             } => Some(*stack),
             _ => None,

@@ -15,12 +15,12 @@ fn mmaps(s: &Stream, size: u64) -> (usize, usize) {
     let m = s
         .records
         .iter()
-        .filter(|(_, r)| matches!(r, Record::HostMmap { size: z, .. } if *z == size))
+        .filter(|(_, r)| matches!(r, Record::Mmap { size: z, .. } if *z == size))
         .count();
     let u = s
         .records
         .iter()
-        .filter(|(_, r)| matches!(r, Record::HostMunmap { size: z, .. } if *z == size))
+        .filter(|(_, r)| matches!(r, Record::Munmap { size: z, .. } if *z == size))
         .count();
     (m, u)
 }
@@ -60,7 +60,7 @@ fn check(s: &Stream, c: &std::collections::HashMap<String, u64>) {
     // the thread, which holds handler records only. Shown for the log, not asserted (timing).
     let mut main_loop = vec![false; s.chunk_tids.len()];
     for ((_, r), &ch) in s.records.iter().zip(&s.chunk_of) {
-        if matches!(r, Record::HostMalloc { size: 4242, .. }) {
+        if matches!(r, Record::Malloc { size: 4242, .. }) {
             main_loop[ch] = true;
         }
     }
@@ -107,7 +107,7 @@ fn signal_handler_mallocs_with_c_stacks_are_recorded_or_counted_as_dropped() {
     let with_stack = s
         .records
         .iter()
-        .filter(|(_, r)| matches!(r, Record::HostMalloc { size: 777, stack, .. } if *stack != 0))
+        .filter(|(_, r)| matches!(r, Record::Malloc { size: 777, stack, .. } if *stack != 0))
         .count();
     assert!(with_stack > 0, "handler mallocs carry stacks");
 }

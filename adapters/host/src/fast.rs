@@ -1,10 +1,10 @@
 //! The HOST fast path of the collector: when HOST rows are neither written nor analysed, the
-//! HOST heap records (`HostMalloc`, `HostFree`, `Module`) are accounted
+//! HOST heap records (`Malloc`, `Free`, `Module`) are accounted
 //! here straight from the decoded record — no `Event` is built — with exactly the effects
 //! the HOST typer followed by the leak layer ([`crate::leaks`]) would have: the same event
 //! IDs and `allocation_id`s consumed, the same warnings, the same peak and live-at-exit
 //! summaries. One address-keyed map holds each live block's size and stack group. Mappings
-//! (`HostMmap`, `HostMunmap`: rare, and typed as ranges) go through the HOST typer as events;
+//! (`Mmap`, `Munmap`: rare, and typed as ranges) go through the HOST typer as events;
 //! [`HostFast::observe`] accounts them in the same leak layer.
 #![forbid(unsafe_code)]
 
@@ -49,7 +49,7 @@ pub struct HostFast {
 pub fn is_host_record<B>(rec: &Record<B>) -> bool {
     matches!(
         rec,
-        Record::HostMalloc { .. } | Record::HostFree { .. } | Record::Module { .. }
+        Record::Malloc { .. } | Record::Free { .. } | Record::Module { .. }
     )
 }
 
@@ -112,13 +112,13 @@ impl HostFast {
             self.image = ctx.image();
         }
         match *rec {
-            Record::HostMalloc {
+            Record::Malloc {
                 ts,
                 addr,
                 size,
                 stack,
             } => self.malloc(ctx, (ts, addr, size, stack), py, first_id, &mut t),
-            Record::HostFree { addr, .. } => match self.live.remove(&addr) {
+            Record::Free { addr, .. } => match self.live.remove(&addr) {
                 Some(b) => {
                     self.live_bytes -= b.size;
                     self.leaks.other_free(b.size, b.group);
@@ -150,7 +150,7 @@ impl HostFast {
         Some(t)
     }
 
-    /// A `HostMalloc` (`ts, addr, size, stack`).
+    /// A `Malloc` (`ts, addr, size, stack`).
     fn malloc(
         &mut self,
         ctx: &mut TypeCtx,
@@ -241,7 +241,7 @@ mod tests {
     use crate::leaks::Peak;
 
     fn malloc(ts: u64, addr: u64, size: u64) -> Record {
-        Record::HostMalloc {
+        Record::Malloc {
             ts,
             addr,
             size,
@@ -262,7 +262,7 @@ mod tests {
         assert_eq!(feed(&mut f, &mut ctx, malloc(1, 0x10, 100)).mallocs, 1);
         assert_eq!(feed(&mut f, &mut ctx, malloc(2, 0x20, 50)).mallocs, 1);
         // Unknown free: no event.
-        let t = feed(&mut f, &mut ctx, Record::HostFree { ts: 3, addr: 0x99 });
+        let t = feed(&mut f, &mut ctx, Record::Free { ts: 3, addr: 0x99 });
         assert_eq!(t, Typed::default());
         assert_eq!(f.unknown_frees(), 1);
         // Reused address: synthetic FREE, then the MALLOC.
@@ -275,7 +275,7 @@ mod tests {
             }
         );
         assert_eq!(ctx.take_warnings().len(), 1);
-        let t = feed(&mut f, &mut ctx, Record::HostFree { ts: 5, addr: 0x20 });
+        let t = feed(&mut f, &mut ctx, Record::Free { ts: 5, addr: 0x20 });
         assert_eq!(t.frees, 1);
         assert_eq!(ctx.next_allocation_id(), 4, "three allocation ids consumed");
         assert_eq!(
@@ -296,7 +296,7 @@ mod tests {
         assert_eq!(f.live_bytes(), 10);
         // An exec: the live block gets a synthetic FREE before the new image's first record.
         ctx.set_image(1);
-        let t = feed(&mut f, &mut ctx, Record::HostFree { ts: 6, addr: 0x10 });
+        let t = feed(&mut f, &mut ctx, Record::Free { ts: 6, addr: 0x10 });
         assert_eq!(t.frees, 1);
         assert_eq!(
             f.report(None)[1].title,
@@ -328,14 +328,14 @@ mod tests {
             let addr = 0x1000 + 16 * rnd(300);
             let rec: Record = match rnd(10) {
                 0..=3 => malloc(i, addr, rnd(5000)),
-                4..=7 => Record::HostFree { ts: i, addr },
-                8 => Record::HostMmap {
+                4..=7 => Record::Free { ts: i, addr },
+                8 => Record::Mmap {
                     ts: i,
                     addr: addr << 12,
                     size: 4096 * (1 + rnd(3)),
                     stack: 0,
                 },
-                _ => Record::HostMunmap {
+                _ => Record::Munmap {
                     ts: i,
                     addr: addr << 12,
                     size: 8192,

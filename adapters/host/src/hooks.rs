@@ -1,5 +1,5 @@
 //! The allocator hooks. Each forwards to [`crate::real`] and, when the HOST adapter records,
-//! writes `HostMalloc`/`HostFree` records (semantics: crate documentation). The entry points
+//! writes `Malloc`/`Free` records (semantics: crate documentation). The entry points
 //! exported by the probe (see [`crate::export_hooks!`]) pass the state at their entry for C
 //! stacks: `ra` (the return address into the caller), `sp` (the caller's stack pointer after
 //! that return) and `fp` (the caller's frame pointer); `ra` 0 means "no stack".
@@ -56,7 +56,7 @@ fn stack_id(g: &mut rt::Guard, entry: unwind::Entry) -> u32 {
 #[inline]
 fn on_alloc(g: &mut rt::Guard, p: *mut c_void, size: usize, entry: unwind::Entry) {
     let stack = stack_id(g, entry);
-    g.record(&Record::HostMalloc {
+    g.record(&Record::Malloc {
         ts: rt::now_ns(),
         addr: p as u64,
         size: size as u64,
@@ -152,7 +152,7 @@ unsafe fn realloc_recorded(
     let q = unsafe { real::realloc(p, size) };
     if !p.is_null() && (!q.is_null() || size == 0) {
         // Moved, resized in place, or `realloc(p, 0)` (glibc frees `p`, returns NULL).
-        g.record(&Record::HostFree {
+        g.record(&Record::Free {
             ts: ts_free,
             addr: p as u64,
         });
@@ -221,7 +221,7 @@ pub unsafe extern "C" fn posix_memalign(
 pub unsafe fn free(p: *mut c_void) {
     if !p.is_null() && host_on() {
         if let Some(g) = rt::enter() {
-            g.record(&Record::HostFree {
+            g.record(&Record::Free {
                 ts: rt::now_ns_before(),
                 addr: p as u64,
             });
@@ -270,7 +270,7 @@ pub unsafe fn mmap(
         unsafe { libc::syscall(libc::SYS_mmap, addr, len, prot, flags, fd, off) } as *mut c_void;
     if r != libc::MAP_FAILED && mmap_on() {
         if let Some(g) = rt::enter() {
-            g.record(&Record::HostMmap {
+            g.record(&Record::Mmap {
                 ts: rt::now_ns(),
                 addr: r as u64,
                 size: page_round(len),
@@ -292,7 +292,7 @@ pub unsafe fn munmap(addr: *mut c_void, len: usize) -> c_int {
     let rc = unsafe { libc::syscall(libc::SYS_munmap, addr, len) as c_int };
     if rc == 0 && ts != 0 {
         if let Some(g) = rt::enter() {
-            g.record(&Record::HostMunmap {
+            g.record(&Record::Munmap {
                 ts,
                 addr: addr as u64,
                 size: page_round(len),
@@ -323,7 +323,7 @@ pub unsafe fn mremap(
         as *mut c_void;
     if r != libc::MAP_FAILED && ts != 0 {
         if let Some(g) = rt::enter() {
-            g.record(&Record::HostMremap {
+            g.record(&Record::Mremap {
                 ts,
                 old_addr: old as u64,
                 old_size: page_round(old_size),

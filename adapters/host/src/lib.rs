@@ -23,9 +23,9 @@
 //!     announced for each object the first time a captured stack runs through it (found with
 //!     `_dl_find_object`), so libraries loaded after start are symbolised too.
 //! * In the collector (feature `collector`, safe code):
-//!   - `typer` — `HostMalloc`/`HostFree` records into `MALLOC`/`FREE` events of
+//!   - `typer` — `Malloc`/`Free` records into `MALLOC`/`FREE` events of
 //!     type `HOST` on device `cpu` (`allocation_id`, `addr`, `size`, `total` = live heap
-//!     bytes), with the symbolised `Call Stack(C)`; `HostMmap`/`HostMunmap`/`HostMremap` into
+//!     bytes), with the symbolised `Call Stack(C)`; `Mmap`/`Munmap`/`Mremap` into
 //!     the page ranges of type `HOST_MMAP` (`total` = live mapped bytes).
 //!   - symbolisation is the collector's shared C stack service (`memscope_collect::symbolize`,
 //!     through `TypeCtx::c_stack_text`), as stack capture is the runtime's.
@@ -35,19 +35,19 @@
 //!   - `preflight` — the statically-linked-program check made before launch.
 //!
 //! # Recorded semantics (glibc's documented behaviour)
-//! * A successful allocation is one `HostMalloc` (size = requested bytes; `calloc`: `n * m`;
+//! * A successful allocation is one `Malloc` (size = requested bytes; `calloc`: `n * m`;
 //!   zero-size requests that return a pointer are recorded with size 0). A failed one (NULL,
 //!   or an error code from `posix_memalign`) records nothing.
-//! * `free(NULL)` records nothing; `free(p)` records `HostFree` stamped *before* the block is
+//! * `free(NULL)` records nothing; `free(p)` records `Free` stamped *before* the block is
 //!   released, so another thread that receives the same address is ordered after it.
 //! * `realloc(NULL, n)` is `malloc(n)`. `realloc(p, 0)` frees `p` and returns NULL (glibc):
-//!   one `HostFree`. A successful `realloc(p, n)` is a `HostFree` of `p` (stamped before the
-//!   call) and a `HostMalloc` of the result (also when the address did not change). A failed
+//!   one `Free`. A successful `realloc(p, n)` is a `Free` of `p` (stamped before the
+//!   call) and a `Malloc` of the result (also when the address did not change). A failed
 //!   `realloc` leaves `p` alive and records nothing. `reallocarray` is `realloc` after its
 //!   overflow check (`ENOMEM`, nothing recorded).
-//! * With `MEMSCOPE_HOST_MMAP=1`: a successful `mmap` is one `HostMmap` (length rounded up to
-//!   whole pages); a successful `munmap` one `HostMunmap` and a successful `mremap` one
-//!   `HostMremap` (old and new range, page-rounded), both stamped before the call; failed calls
+//! * With `MEMSCOPE_HOST_MMAP=1`: a successful `mmap` is one `Mmap` (length rounded up to
+//!   whole pages); a successful `munmap` one `Munmap` and a successful `mremap` one
+//!   `Mremap` (old and new range, page-rounded), both stamped before the call; failed calls
 //!   record nothing. The collector keeps the mapped page ranges: a partial `munmap` or a
 //!   `MAP_FIXED` overlay splits a mapping, `mremap` moves it.
 //! * A call made inside another hook — a signal handler that interrupted a hook, a foreign
@@ -63,7 +63,7 @@
 //!   own dependencies first, so its `malloc`/`free` calls bind to glibc's directly and are not
 //!   traced (the flag is left as the program passed it: a hook never changes how the target
 //!   runs). Blocks such a library allocates and the program frees reach the `free` hook as
-//!   addresses it never saw: the hook records the `HostFree` and forwards to the real `free`
+//!   addresses it never saw: the hook records the `Free` and forwards to the real `free`
 //!   (glibc, which owns the block), and the collector drops that free silently. Blocks the
 //!   program allocates and such a library frees stay live in the trace and appear in the leak
 //!   summary.

@@ -147,11 +147,11 @@ impl Typer for HostTyper {
             if let Some(ts) = rec.ts().filter(|_| {
                 matches!(
                     rec,
-                    Record::HostMalloc { .. }
-                        | Record::HostFree { .. }
-                        | Record::HostMmap { .. }
-                        | Record::HostMunmap { .. }
-                        | Record::HostMremap { .. }
+                    Record::Malloc { .. }
+                        | Record::Free { .. }
+                        | Record::Mmap { .. }
+                        | Record::Munmap { .. }
+                        | Record::Mremap { .. }
                 )
             }) {
                 self.exec_boundary(ctx, tid, ts, out);
@@ -159,14 +159,14 @@ impl Typer for HostTyper {
             }
         }
         match rec {
-            Record::HostMalloc {
+            Record::Malloc {
                 ts,
                 addr,
                 size,
                 stack,
             } => self.malloc(ctx, tid, *ts, *addr, *size, *stack, out),
-            Record::HostFree { ts, addr } => self.free(ctx, tid, *ts, *addr, out),
-            Record::HostMmap {
+            Record::Free { ts, addr } => self.free(ctx, tid, *ts, *addr, out),
+            Record::Mmap {
                 ts,
                 addr,
                 size,
@@ -180,7 +180,7 @@ impl Typer for HostTyper {
                 };
                 self.mapping(ctx, tid, op, out)
             }
-            Record::HostMunmap { ts, addr, size } => {
+            Record::Munmap { ts, addr, size } => {
                 let op = MapOp::Unmap {
                     ts: *ts,
                     addr: *addr,
@@ -188,7 +188,7 @@ impl Typer for HostTyper {
                 };
                 self.mapping(ctx, tid, op, out)
             }
-            Record::HostMremap {
+            Record::Mremap {
                 ts,
                 old_addr,
                 old_size,
@@ -232,21 +232,21 @@ mod tests {
     #[test]
     fn malloc_free_pairs_share_ids_and_total_counts_live_bytes() {
         let ev = run(&[
-            Record::HostMalloc {
+            Record::Malloc {
                 ts: 1,
                 addr: 0x100,
                 size: 10,
                 stack: 0,
             },
-            Record::HostMalloc {
+            Record::Malloc {
                 ts: 2,
                 addr: 0x200,
                 size: 20,
                 stack: 0,
             },
-            Record::HostFree { ts: 3, addr: 0x100 },
-            Record::HostFree { ts: 4, addr: 0x999 },
-            Record::HostFree { ts: 5, addr: 0x200 },
+            Record::Free { ts: 3, addr: 0x100 },
+            Record::Free { ts: 4, addr: 0x999 },
+            Record::Free { ts: 5, addr: 0x200 },
         ]);
         let got: Vec<_> = ev
             .iter()
@@ -272,7 +272,7 @@ mod tests {
         let mut t = HostTyper::new();
         let mut out = Vec::new();
         for addr in [0x999, 0x998] {
-            assert!(t.type_record(&mut ctx, 9, &Record::HostFree { ts: 1, addr }, &mut out));
+            assert!(t.type_record(&mut ctx, 9, &Record::Free { ts: 1, addr }, &mut out));
         }
         assert!(out.is_empty());
         assert_eq!(t.unknown_frees(), 2);
@@ -282,13 +282,13 @@ mod tests {
     #[test]
     fn a_second_malloc_at_a_live_address_closes_the_old_block() {
         let ev = run(&[
-            Record::HostMalloc {
+            Record::Malloc {
                 ts: 1,
                 addr: 0x100,
                 size: 10,
                 stack: 0,
             },
-            Record::HostMalloc {
+            Record::Malloc {
                 ts: 2,
                 addr: 0x100,
                 size: 5,
@@ -305,30 +305,30 @@ mod tests {
     #[test]
     fn mappings_are_host_mmap_rows_apart_from_the_heap_totals() {
         let ev = run(&[
-            Record::HostMalloc {
+            Record::Malloc {
                 ts: 1,
                 addr: 0x100,
                 size: 10,
                 stack: 0,
             },
-            Record::HostMmap {
+            Record::Mmap {
                 ts: 2,
                 addr: 0x10000,
                 size: 4096,
                 stack: 0,
             },
-            Record::HostMmap {
+            Record::Mmap {
                 ts: 3,
                 addr: 0x20000,
                 size: 8192,
                 stack: 0,
             },
-            Record::HostMunmap {
+            Record::Munmap {
                 ts: 4,
                 addr: 0x10000,
                 size: 0x20000,
             },
-            Record::HostFree { ts: 5, addr: 0x100 },
+            Record::Free { ts: 5, addr: 0x100 },
         ]);
         let got: Vec<_> = ev
             .iter()

@@ -25,7 +25,7 @@ use crate::{outcome_of_error, Ctx};
 fn sample_records() -> Vec<Record<Box<[u8]>>> {
     let mut v: Vec<Record<Box<[u8]>>> = vec![Record::Thread { tid: 42 }];
     for i in 0..40u64 {
-        v.push(Record::HostMalloc {
+        v.push(Record::Malloc {
             ts: 1_000 + i * 7,
             addr: 0x1000 + i * 32,
             size: 16 + i,
@@ -51,7 +51,7 @@ fn sample_records() -> Vec<Record<Box<[u8]>>> {
             count: 2,
             raw: vec![0x80, 0x01, 0x10].into(),
         });
-        v.push(Record::HostFree {
+        v.push(Record::Free {
             ts: 1_003 + i * 7,
             addr: 0x1000 + i * 32,
         });
@@ -59,7 +59,7 @@ fn sample_records() -> Vec<Record<Box<[u8]>>> {
             ts: 1_004 + i * 7,
             device: (i % 2) as u32,
         });
-        v.push(Record::HostMremap {
+        v.push(Record::Mremap {
             ts: 1_005 + i * 7,
             old_addr: 0x10_0000,
             old_size: 4096,

@@ -25,11 +25,11 @@ def _skip(b, i, tag):
     """Returns (kind, next index); kind 'malloc'/'free'/other; None on an unknown tag."""
     if tag == 1:            # Thread
         _, i = _var(b, i); return "thread", i
-    if tag in (14, 15, 23, 24):  # HostMalloc(+stack)(, /16 address delta): ts addr size [stack]
+    if tag in (14, 15, 23, 24):  # Malloc(+stack)(, /16 address delta): ts addr size [stack]
         for _ in range(3 if tag in (14, 23) else 4):
             _, i = _var(b, i)
         return "malloc", i
-    if tag in (16, 25):     # HostFree: ts addr
+    if tag in (16, 25):     # Free: ts addr
         for _ in range(2):
             _, i = _var(b, i)
         return "free", i
@@ -42,7 +42,7 @@ def _skip(b, i, tag):
         for _ in range(2):
             n, i = _var(b, i); i += n
         return "module", i
-    if tag in (20, 21):     # HostMmap
+    if tag in (20, 21):     # Mmap
         for _ in range(3 if tag == 20 else 4):
             _, i = _var(b, i)
         return "malloc", i

@@ -194,11 +194,11 @@ impl History {
     /// returned, to be accounted.
     pub fn divert_host<'r>(&mut self, rec: &'r Record<Box<[u8]>>) -> Option<&'r Record<Box<[u8]>>> {
         match *rec {
-            Record::HostMalloc { addr, .. } => {
+            Record::Malloc { addr, .. } => {
                 self.host.insert(addr);
                 None
             }
-            Record::HostFree { addr, .. } if self.host.remove(&addr) => None,
+            Record::Free { addr, .. } if self.host.remove(&addr) => None,
             _ => Some(rec),
         }
     }
@@ -318,13 +318,13 @@ mod tests {
     #[test]
     fn host_fast_path_blocks_from_outside_windows_are_not_accounted() {
         let mut h = History::default();
-        let m = |ts, addr| Record::HostMalloc {
+        let m = |ts, addr| Record::Malloc {
             ts,
             addr,
             size: 32,
             stack: 0,
         };
-        let f = |ts, addr| Record::HostFree { ts, addr };
+        let f = |ts, addr| Record::Free { ts, addr };
         assert!(h.divert_host(&m(1, 0x10)).is_none());
         assert!(h.divert_host(&m(2, 0x20)).is_none());
         assert!(

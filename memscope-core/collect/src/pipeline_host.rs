@@ -49,7 +49,7 @@ impl Pipeline {
             return;
         };
         let py = match rec {
-            Record::HostMalloc { .. } => self.pystacks.current(image, tid),
+            Record::Malloc { .. } => self.pystacks.current(image, tid),
             _ => None,
         };
         let py = py.as_ref().map(|(key, text)| PyStack { key: *key, text });

@@ -214,7 +214,7 @@ mod tests {
     use memscope_stream::capture::{CaptureEnd, CaptureWriter, ImageHeader};
     use memscope_wire::AdapterId;
 
-    /// Types `HostMalloc`/`HostFree` as bare HOST rows: the replay, not HOST's typer, is under
+    /// Types `Malloc`/`Free` as bare HOST rows: the replay, not HOST's typer, is under
     /// test (the collector names no adapter crate).
     struct HeapTyper;
 
@@ -227,8 +227,8 @@ mod tests {
             out: &mut Vec<Event>,
         ) -> bool {
             let (kind, ts, addr) = match *rec {
-                Record::HostMalloc { ts, addr, .. } => (EventKind::Malloc, ts, addr),
-                Record::HostFree { ts, addr } => (EventKind::Free, ts, addr),
+                Record::Malloc { ts, addr, .. } => (EventKind::Malloc, ts, addr),
+                Record::Free { ts, addr } => (EventKind::Free, ts, addr),
                 _ => return false,
             };
             let mut e = Event::new(EventType::Host, ts, ctx.pid, tid);
@@ -270,14 +270,14 @@ mod tests {
         w.set_image(0, ImageHeader::default());
         for i in 0..100u64 {
             let rec: Record<Box<[u8]>> = if i % 2 == 0 {
-                Record::HostMalloc {
+                Record::Malloc {
                     ts: 10 + i,
                     addr: 0x1000 + i * 16,
                     size: 32,
                     stack: 0,
                 }
             } else {
-                Record::HostFree {
+                Record::Free {
                     ts: 10 + i,
                     addr: 0x1000 + (i - 1) * 16,
                 }

@@ -111,7 +111,7 @@ pub fn decode<'a>(
             } else {
                 0
             };
-            Record::HostMalloc {
+            Record::Malloc {
                 ts,
                 addr,
                 size,
@@ -120,14 +120,14 @@ pub fn decode<'a>(
         }
         tag::HOST_FREE => {
             let ts = i.ts(&mut next)?;
-            Record::HostFree {
+            Record::Free {
                 ts,
                 addr: i.addr(&mut next)?,
             }
         }
         tag::HOST_FREE_A16 => {
             let ts = i.ts(&mut next)?;
-            Record::HostFree {
+            Record::Free {
                 ts,
                 addr: i.addr16(&mut next)?,
             }
@@ -159,19 +159,19 @@ pub fn decode<'a>(
             } else {
                 0
             };
-            Record::HostMmap {
+            Record::Mmap {
                 ts,
                 addr,
                 size,
                 stack,
             }
         }
-        tag::HOST_MUNMAP => Record::HostMunmap {
+        tag::HOST_MUNMAP => Record::Munmap {
             ts: i.ts(&mut next)?,
             addr: i.var()?,
             size: i.var()?,
         },
-        tag::HOST_MREMAP | tag::HOST_MREMAP_KEEP => Record::HostMremap {
+        tag::HOST_MREMAP | tag::HOST_MREMAP_KEEP => Record::Mremap {
             ts: i.ts(&mut next)?,
             old_addr: i.var()?,
             old_size: i.var()?,

@@ -131,7 +131,7 @@ impl<B: AsRef<[u8]>> Record<B> {
                 o.u8(*code as u8);
                 o.var(*device as u64);
             }
-            Record::HostMalloc {
+            Record::Malloc {
                 ts: t,
                 addr,
                 size,
@@ -152,7 +152,7 @@ impl<B: AsRef<[u8]>> Record<B> {
                     o.var(*stack as u64);
                 }
             }
-            Record::HostFree { ts: t, addr } => {
+            Record::Free { ts: t, addr } => {
                 let d = addr.wrapping_sub(next.last_addr) as i64;
                 o.u8(if d % 16 == 0 {
                     tag::HOST_FREE_A16
@@ -220,7 +220,7 @@ impl<B: AsRef<[u8]>> Record<B> {
                 o.text(build_id.as_ref());
                 o.text(path.as_ref());
             }
-            Record::HostMmap {
+            Record::Mmap {
                 ts: t,
                 addr,
                 size,
@@ -238,13 +238,13 @@ impl<B: AsRef<[u8]>> Record<B> {
                     o.var(*stack as u64);
                 }
             }
-            Record::HostMunmap { ts: t, addr, size } => {
+            Record::Munmap { ts: t, addr, size } => {
                 o.u8(tag::HOST_MUNMAP);
                 ts(&mut o, &mut next, *t);
                 o.var(*addr);
                 o.var(*size);
             }
-            Record::HostMremap {
+            Record::Mremap {
                 ts: t,
                 old_addr,
                 old_size,

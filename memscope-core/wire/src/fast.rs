@@ -44,12 +44,12 @@ fn ts_delta(st: &mut ChunkState, t: u64) -> u64 {
     d
 }
 
-/// Encodes `rec` if it is a `HostMalloc` or `HostFree` and `out` has [`FAST_ROOM`] bytes;
+/// Encodes `rec` if it is a `Malloc` or `Free` and `out` has [`FAST_ROOM`] bytes;
 /// `None` otherwise (the caller uses the generic encoder). Updates `st` like it.
 #[inline(always)]
 pub(crate) fn encode<B>(rec: &Record<B>, st: &mut ChunkState, out: &mut [u8]) -> Option<usize> {
     match *rec {
-        Record::HostMalloc {
+        Record::Malloc {
             ts,
             addr,
             size,
@@ -72,7 +72,7 @@ pub(crate) fn encode<B>(rec: &Record<B>, st: &mut ChunkState, out: &mut [u8]) ->
             st.last_addr = addr;
             Some(pos)
         }
-        Record::HostFree { ts, addr } => {
+        Record::Free { ts, addr } => {
             let w: &mut Window = out.get_mut(..FAST_ROOM)?.try_into().ok()?;
             let (a, a16) = addr_delta(st, addr);
             w[0] = if a16 {

@@ -84,18 +84,18 @@ impl<B: AsRef<[u8]>> Record<B> {
                 code: *code,
                 device: *device,
             },
-            Record::HostMalloc {
+            Record::Malloc {
                 ts,
                 addr,
                 size,
                 stack,
-            } => Record::HostMalloc {
+            } => Record::Malloc {
                 ts: *ts,
                 addr: *addr,
                 size: *size,
                 stack: *stack,
             },
-            Record::HostFree { ts, addr } => Record::HostFree {
+            Record::Free { ts, addr } => Record::Free {
                 ts: *ts,
                 addr: *addr,
             },
@@ -139,30 +139,30 @@ impl<B: AsRef<[u8]>> Record<B> {
                 build_id: b(build_id),
                 path: b(path),
             },
-            Record::HostMmap {
+            Record::Mmap {
                 ts,
                 addr,
                 size,
                 stack,
-            } => Record::HostMmap {
+            } => Record::Mmap {
                 ts: *ts,
                 addr: *addr,
                 size: *size,
                 stack: *stack,
             },
-            Record::HostMunmap { ts, addr, size } => Record::HostMunmap {
+            Record::Munmap { ts, addr, size } => Record::Munmap {
                 ts: *ts,
                 addr: *addr,
                 size: *size,
             },
-            Record::HostMremap {
+            Record::Mremap {
                 ts,
                 old_addr,
                 old_size,
                 new_addr,
                 new_size,
                 keep_old,
-            } => Record::HostMremap {
+            } => Record::Mremap {
                 ts: *ts,
                 old_addr: *old_addr,
                 old_size: *old_size,

@@ -124,8 +124,16 @@ pub enum Record<B = Box<[u8]>> {
         /// Device of the calling thread (`u32::MAX`: none).
         device: u32,
     },
-    /// Host allocator: a block was allocated.
-    HostMalloc {
+    // ---- Address records: the allocation-volume shape (tags 14–16, 20–27, `fast.rs`) ----
+    // A malloc takes about 5 bytes: the one-byte tag implies the source, and addresses are
+    // zig-zag deltas of the chunk's previous one (divided by 16 when aligned). The shape is
+    // shared, not one adapter's, because the records it serves are the ones every layer of the
+    // data path special-cases for volume (capture columns, fast path, live-block accounts); the
+    // registration list binds it to the source that writes it (HOST's descriptor, whose typer
+    // and fast path take these records), and step 3 of the redesign opens it to other
+    // allocation-volume sources (PYMEM, plugins).
+    /// An allocator handed out a block.
+    Malloc {
         /// Time.
         ts: u64,
         /// Block address.
@@ -135,8 +143,8 @@ pub enum Record<B = Box<[u8]>> {
         /// Interned call stack id (0: none).
         stack: u32,
     },
-    /// Host allocator: a block was freed.
-    HostFree {
+    /// An allocator took a block back.
+    Free {
         /// Time.
         ts: u64,
         /// Block address.
@@ -168,8 +176,8 @@ pub enum Record<B = Box<[u8]>> {
         /// Path as the loader knows it (the executable's real path for the main program).
         path: B,
     },
-    /// Host `mmap` (HOST adapter with `MEMSCOPE_HOST_MMAP=1`): a mapping was created.
-    HostMmap {
+    /// A mapping was created (`mmap`; HOST with `MEMSCOPE_HOST_MMAP=1`).
+    Mmap {
         /// Time.
         ts: u64,
         /// Mapping address.
@@ -179,8 +187,8 @@ pub enum Record<B = Box<[u8]>> {
         /// Interned call stack id (0: none).
         stack: u32,
     },
-    /// Host `munmap` of `[addr, addr + size)` (`size` rounded up to whole pages).
-    HostMunmap {
+    /// A `munmap` of `[addr, addr + size)` (`size` rounded up to whole pages).
+    Munmap {
         /// Time.
         ts: u64,
         /// Start address.
@@ -188,10 +196,10 @@ pub enum Record<B = Box<[u8]>> {
         /// Length.
         size: u64,
     },
-    /// Host `mremap` that succeeded: the pages of `[old_addr, old_addr + old_size)` now lie
+    /// An `mremap` that succeeded: the pages of `[old_addr, old_addr + old_size)` now lie
     /// at `[new_addr, new_addr + new_size)` (sizes rounded up to whole pages). With
     /// `keep_old` (an `old_size` of 0, or `MREMAP_DONTUNMAP`) the old range stays mapped.
-    HostMremap {
+    Mremap {
         /// Time (taken before the call, like `munmap`'s).
         ts: u64,
         /// Old start address.

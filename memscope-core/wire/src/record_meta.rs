@@ -27,12 +27,12 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::CallStack { ts, .. }
             | Record::Shadow { ts }
             | Record::System { ts, .. }
-            | Record::HostMalloc { ts, .. }
-            | Record::HostFree { ts, .. }
+            | Record::Malloc { ts, .. }
+            | Record::Free { ts, .. }
             | Record::Module { ts, .. }
-            | Record::HostMmap { ts, .. }
-            | Record::HostMunmap { ts, .. }
-            | Record::HostMremap { ts, .. }
+            | Record::Mmap { ts, .. }
+            | Record::Munmap { ts, .. }
+            | Record::Mremap { ts, .. }
             | Record::ThreadDevice { ts, .. }
             | Record::HostSample { ts, .. }
             | Record::DeviceSample { ts, .. }
@@ -67,13 +67,13 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::RangeEnd { .. } => EventKind::Mstx,
             // an mremap is a FREE of the old range and a MALLOC of the new one: counted as the
             // MALLOC it would have written
-            Record::HostMalloc { .. }
-            | Record::HostMmap { .. }
-            | Record::HostMremap { .. }
+            Record::Malloc { .. }
+            | Record::Mmap { .. }
+            | Record::Mremap { .. }
             | Record::RegionRegister { .. } => EventKind::Malloc,
-            Record::HostFree { .. }
-            | Record::HostMunmap { .. }
-            | Record::RegionUnregister { .. } => EventKind::Free,
+            Record::Free { .. } | Record::Munmap { .. } | Record::RegionUnregister { .. } => {
+                EventKind::Free
+            }
             Record::System { .. } => EventKind::System,
             Record::HostSample { .. } | Record::DeviceSample { .. } => EventKind::Sample,
             Record::Source { tag, .. } => return crate::source::event_kind_of(*tag),

@@ -90,45 +90,45 @@ fn every_record_kind_round_trips() {
             code: SystemCode::AclInit,
             device: u32::MAX,
         },
-        Record::HostMalloc {
+        Record::Malloc {
             ts: 1_700_000_000_000_001_100,
             addr: 0x5555_0000_1000,
             size: 64,
             stack: 0,
         },
-        Record::HostMalloc {
+        Record::Malloc {
             ts: 1_700_000_000_000_001_150,
             addr: 0x5555_0000_0f00,
             size: 64,
             stack: 3,
         },
-        Record::HostFree {
+        Record::Free {
             ts: 1_700_000_000_000_001_200,
             addr: 0x5555_0000_1000,
         },
-        Record::HostMalloc {
+        Record::Malloc {
             ts: 1_700_000_000_000_001_201,
             addr: 0x5555_0000_1008,
             size: 8,
             stack: 0,
         },
-        Record::HostMalloc {
+        Record::Malloc {
             ts: 1_700_000_000_000_001_202,
             addr: 0x0000_0000_0010,
             size: 8,
             stack: 2,
         },
-        Record::HostMalloc {
+        Record::Malloc {
             ts: 1_700_000_000_000_001_203,
             addr: u64::MAX - 15,
             size: 8,
             stack: 0,
         },
-        Record::HostFree {
+        Record::Free {
             ts: 1_700_000_000_000_001_204,
             addr: 0x5555_0000_1008,
         },
-        Record::HostFree {
+        Record::Free {
             ts: 1_700_000_000_000_001_205,
             addr: 0x10,
         },
@@ -145,24 +145,24 @@ fn every_record_kind_round_trips() {
             build_id: &[0xab, 0xcd],
             path: b"/lib/libx.so",
         },
-        Record::HostMmap {
+        Record::Mmap {
             ts: 1_700_000_000_000_001_220,
             addr: 0x7f11_0000_0000,
             size: 1 << 20,
             stack: 0,
         },
-        Record::HostMmap {
+        Record::Mmap {
             ts: 1_700_000_000_000_001_230,
             addr: 0x7f12_0000_0000,
             size: 4096,
             stack: 9,
         },
-        Record::HostMunmap {
+        Record::Munmap {
             ts: 1_700_000_000_000_001_240,
             addr: 0x7f11_0000_0000,
             size: 1 << 20,
         },
-        Record::HostMremap {
+        Record::Mremap {
             ts: 1_700_000_000_000_001_250,
             old_addr: 0x7f12_0000_0000,
             old_size: 4096,
@@ -170,7 +170,7 @@ fn every_record_kind_round_trips() {
             new_size: 3 * 4096,
             keep_old: false,
         },
-        Record::HostMremap {
+        Record::Mremap {
             ts: 1_700_000_000_000_001_260,
             old_addr: 0x7f13_0000_0000,
             old_size: 0,
@@ -230,13 +230,13 @@ fn host_records_stay_small() {
     let base = 1_700_000_000_000_000_000u64;
     let mut recs = vec![Record::Thread { tid: 1 }];
     for i in 0..1000u64 {
-        recs.push(Record::HostMalloc {
+        recs.push(Record::Malloc {
             ts: base + i * 120,
             addr: 0x5555_0000_0000 + (i % 7) * 64,
             size: 32 + i % 100,
             stack: 0,
         });
-        recs.push(Record::HostFree {
+        recs.push(Record::Free {
             ts: base + i * 120 + 60,
             addr: 0x5555_0000_0000 + (i % 7) * 64,
         });
@@ -306,9 +306,9 @@ fn fast_host_encoders_write_the_generic_bytes() {
             _ => ts.wrapping_add(r & 0xffff),
         };
         let rec: Record<&[u8]> = if i % 3 == 0 {
-            Record::HostFree { ts, addr }
+            Record::Free { ts, addr }
         } else {
-            Record::HostMalloc {
+            Record::Malloc {
                 ts,
                 addr,
                 size: if i % 7 == 0 { u64::MAX } else { r >> (i % 60) },
@@ -323,7 +323,7 @@ fn fast_host_encoders_write_the_generic_bytes() {
         assert_eq!(st_fast, st_gen);
     }
     // Too little room: the fast path declines, the generic one still encodes.
-    let rec: Record<&[u8]> = Record::HostFree { ts: 5, addr: 64 };
+    let rec: Record<&[u8]> = Record::Free { ts: 5, addr: 64 };
     let mut small = [0u8; 16];
     assert!(fast::encode(&rec, &mut ChunkState::default(), &mut small).is_none());
     assert!(rec.encode(&mut ChunkState::default(), &mut small).is_some());
@@ -338,7 +338,7 @@ fn drop_counters_have_a_slot_per_event_kind_and_fit_the_header() {
     for (i, k) in EventKind::ALL.iter().enumerate() {
         assert_eq!(drop_slot_of(*k), i);
     }
-    let rec: Record<&[u8]> = Record::HostFree { ts: 1, addr: 2 };
+    let rec: Record<&[u8]> = Record::Free { ts: 1, addr: 2 };
     assert_eq!(rec.event_kind(), Some(EventKind::Free));
     let def: Record<&[u8]> = Record::TextDef { id: 1, text: b"x" };
     assert_eq!(def.drop_slot(), None, "definitions are not events");

@@ -59,28 +59,28 @@ impl Stream {
         self.dropped_kinds[drop_slot_of(k)]
     }
 
-    /// `HostMalloc` records of `size` bytes.
+    /// `Malloc` records of `size` bytes.
     pub fn mallocs(&self, size: u64) -> usize {
         self.records
             .iter()
-            .filter(|(_, r)| matches!(r, Record::HostMalloc { size: s, .. } if *s == size))
+            .filter(|(_, r)| matches!(r, Record::Malloc { size: s, .. } if *s == size))
             .count()
     }
 
-    /// `HostFree` records of blocks a `HostMalloc` of one of `sizes` returned (by address; each
+    /// `Free` records of blocks a `Malloc` of one of `sizes` returned (by address; each
     /// free counted once even when its address served blocks of several of the sizes).
     pub fn frees_of(&self, sizes: &[u64]) -> usize {
         let addrs: std::collections::HashSet<u64> = self
             .records
             .iter()
             .filter_map(|(_, r)| match r {
-                Record::HostMalloc { size, addr, .. } if sizes.contains(size) => Some(*addr),
+                Record::Malloc { size, addr, .. } if sizes.contains(size) => Some(*addr),
                 _ => None,
             })
             .collect();
         self.records
             .iter()
-            .filter(|(_, r)| matches!(r, Record::HostFree { addr, .. } if addrs.contains(addr)))
+            .filter(|(_, r)| matches!(r, Record::Free { addr, .. } if addrs.contains(addr)))
             .count()
     }
 }

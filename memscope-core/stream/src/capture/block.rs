@@ -352,19 +352,19 @@ impl Block {
                 stack,
             } => {
                 src.mallocs.push(addr);
-                Record::HostMalloc {
+                Record::Malloc {
                     ts,
                     addr,
                     size,
                     stack,
                 }
             }
-            Pending::Free { ts, addr } => Record::HostFree { ts, addr },
+            Pending::Free { ts, addr } => Record::Free { ts, addr },
             Pending::FreeRef { ts, src: of, dist } => {
                 let m = &self.srcs.get(of as usize).ok_or(())?.mallocs;
                 let i = (m.len() as u64).checked_sub(dist).filter(|_| dist > 0);
                 let addr = *m.get(i.ok_or(())? as usize).ok_or(())?;
-                Record::HostFree { ts, addr }
+                Record::Free { ts, addr }
             }
             Pending::Other(r) => r,
         };

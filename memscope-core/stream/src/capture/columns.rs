@@ -61,19 +61,19 @@ pub const CODE: u8 = 0x3f;
 
 /// Record codes.
 pub mod code {
-    /// `HostMalloc`, address difference not a multiple of 16.
+    /// `Malloc`, address difference not a multiple of 16.
     pub const MALLOC: u8 = 1;
-    /// `HostMalloc`, address difference / 16.
+    /// `Malloc`, address difference / 16.
     pub const MALLOC_A16: u8 = 2;
-    /// `HostMalloc` with a stack id.
+    /// `Malloc` with a stack id.
     pub const MALLOC_STACK: u8 = 3;
-    /// `HostMalloc` with a stack id, address difference / 16.
+    /// `Malloc` with a stack id, address difference / 16.
     pub const MALLOC_STACK_A16: u8 = 4;
-    /// `HostFree` of a block allocated earlier in the block.
+    /// `Free` of a block allocated earlier in the block.
     pub const FREE_REF: u8 = 5;
-    /// `HostFree` by address.
+    /// `Free` by address.
     pub const FREE: u8 = 6;
-    /// `HostFree` by address difference / 16.
+    /// `Free` by address difference / 16.
     pub const FREE_A16: u8 = 7;
     /// Another record with a time stamp.
     pub const GENERIC_TS: u8 = 8;

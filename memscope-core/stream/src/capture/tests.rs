@@ -9,13 +9,13 @@ fn recs() -> Vec<Input> {
     for i in 0..50_000u64 {
         let (chunk, tid) = ((i % 3) as u32, 100 + (i % 3) as u32);
         let rec = match i % 5 {
-            0 => Record::HostMalloc {
+            0 => Record::Malloc {
                 ts: 1_000 + i * 10,
                 addr: 0x5000_0000 + (i % 64) * 16,
                 size: i % 700,
                 stack: (i % 4) as u32,
             },
-            1 => Record::HostFree {
+            1 => Record::Free {
                 ts: 1_000 + i * 10,
                 addr: 0x5000_0000 + (i % 64) * 16,
             },
@@ -148,7 +148,7 @@ fn shuffled() -> Vec<Input> {
             0..=4 => {
                 let addr = 0x7f00_0000_0000 + 16 * rnd(1 << 20) + if rnd(8) == 0 { 8 } else { 0 };
                 live.push(addr);
-                Record::HostMalloc {
+                Record::Malloc {
                     ts: t,
                     addr,
                     size: rnd(100_000),
@@ -157,12 +157,12 @@ fn shuffled() -> Vec<Input> {
             }
             5..=8 if !live.is_empty() => {
                 let k = rnd(live.len() as u64) as usize;
-                Record::HostFree {
+                Record::Free {
                     ts: t,
                     addr: live.swap_remove(k),
                 }
             }
-            5..=8 => Record::HostFree { ts: t, addr: 8 },
+            5..=8 => Record::Free { ts: t, addr: 8 },
             9 => Record::StackDef {
                 id: i as u32,
                 count: 2,
@@ -174,7 +174,7 @@ fn shuffled() -> Vec<Input> {
                 msg: format!("mark {i}").into_bytes().into(),
                 null: false,
             },
-            _ => Record::HostMunmap {
+            _ => Record::Munmap {
                 ts: t,
                 addr: rnd(1 << 40),
                 size: 4096,

@@ -183,7 +183,7 @@ impl CaptureWriter {
             self.last_ts = self.last_ts.max(ts);
         }
         let c = match *rec {
-            Record::HostMalloc {
+            Record::Malloc {
                 addr, size, stack, ..
             } => {
                 let d = addr.wrapping_sub(s.last_addr) as i64;
@@ -206,7 +206,7 @@ impl CaptureWriter {
                     }
                 }
             }
-            Record::HostFree { addr, .. } => match self.allocs.remove(&addr) {
+            Record::Free { addr, .. } => match self.allocs.remove(&addr) {
                 Some((src, idx)) => {
                     let dist = (self.sources[src as usize].mallocs - idx) as u64;
                     let s = &mut self.sources[si];
