@@ -16,9 +16,9 @@
 //!   the same address by another thread sorts after it).
 
 use crate::launch::ensure_callbacks;
+use crate::SOURCE;
 use core::ffi::{c_char, c_int, c_void};
 use memscope_runtime as rt;
-use memscope_wire::AdapterId;
 use memscope_wire::{Record, SystemCode};
 
 /// `ACL_ERROR_INTERNAL_ERROR`: answered only when the real function does not exist.
@@ -44,7 +44,7 @@ fn record_if(on: bool, make: impl FnOnce() -> Record<&'static [u8]>) {
 }
 
 fn system(code: SystemCode) {
-    record_if(rt::enabled(AdapterId::Acl), || Record::System {
+    record_if(rt::enabled(SOURCE), || Record::System {
         ts: rt::now_ns(),
         code,
         device: u32::MAX,
@@ -106,7 +106,7 @@ pub unsafe extern "C" fn aclrt_set_device(device: i32) -> c_int {
     if rc == 0 && device >= 0 {
         // the memory sampler may ask this device from now on (issue 25; two atomic stores)
         rt::note_device_set(device as u32, crate::mem_info::query);
-        record_if(rt::selected(AdapterId::Acl), || Record::SetDevice {
+        record_if(rt::selected(SOURCE), || Record::SetDevice {
             ts: rt::now_ns(),
             device: device as u32,
         });
@@ -131,7 +131,7 @@ pub unsafe extern "C" fn aclrt_host_register_v2(ptr: *mut c_void, size: u64, fla
     let rc = unsafe { f(ptr, size, flag) };
     if rc == 0 && flag & ACL_HOST_REG_PINNED != 0 {
         // outside a collection window too, as a shadow record (`rt::tracking`)
-        record_if(rt::tracking(AdapterId::Acl), || Record::PinnedRegister {
+        record_if(rt::tracking(SOURCE), || Record::PinnedRegister {
             ts: rt::now_ns(),
             addr: ptr as u64,
             size,
@@ -158,7 +158,7 @@ pub unsafe extern "C" fn aclrt_host_unregister(ptr: *mut c_void) -> c_int {
     let ts = rt::now_ns();
     // SAFETY: forwarding the caller's argument.
     let rc = unsafe { f(ptr) };
-    record_if(rt::tracking(AdapterId::Acl), || Record::PinnedUnregister {
+    record_if(rt::tracking(SOURCE), || Record::PinnedUnregister {
         ts,
         addr: ptr as u64,
         ret: rc,

@@ -18,6 +18,7 @@
 //!   called: its 5424-byte command layout is not documented (abi.md §3.6), and the stand-in
 //!   reports without it.
 
+use crate::SOURCE;
 use core::cell::Cell;
 use core::ffi::{c_char, c_int, c_void, CStr};
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
@@ -25,7 +26,6 @@ use memscope_runtime as rt;
 use memscope_runtime::real::{Real, Step};
 #[cfg(test)]
 use memscope_wire::probe_env::ENV_KERNEL_LAUNCH;
-use memscope_wire::AdapterId;
 use memscope_wire::Record;
 
 /// `ACL_ERROR_RT_FAILURE`: what an `aclrt…` launch hook answers when no real function exists.
@@ -73,7 +73,7 @@ fn wanted() -> bool {
         }
         m => m,
     };
-    m == 1 && rt::selected(AdapterId::Acl)
+    m == 1 && rt::selected(SOURCE)
 }
 
 // ---- profiling callbacks ----------------------------------------------------------------
@@ -241,7 +241,7 @@ extern "C" fn api_callback(_aging: u32, _data: *const c_void) -> i32 {
 }
 
 fn record_launch(ts: u64, p: Option<Pending>) {
-    if !rt::enabled(AdapterId::Acl) || !wanted() {
+    if !rt::enabled(SOURCE) || !wanted() {
         return;
     }
     let Some(mut g) = rt::enter() else { return };
@@ -277,7 +277,7 @@ pub fn launch(real: &Real, missing: c_int, call: impl FnOnce(*mut c_void) -> c_i
             d == 0
         })
         .unwrap_or(false);
-    let track = outer && wanted() && rt::enabled(AdapterId::Acl);
+    let track = outer && wanted() && rt::enabled(SOURCE);
     let ts = if track {
         ensure_callbacks();
         let _ = TLS.try_with(|t| {
