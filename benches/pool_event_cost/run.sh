@@ -24,7 +24,8 @@ cc -O2 -g -Wall -I examples/sim-npu/csrc benches/pool_event_cost/bench.c -o "$BI
     -L"$LIB64" -Wl,-rpath,"$LIB64" -lms_tools_ext
 nm -D "$PROBE" | grep -q ' T InitInjectionMstx$' || { echo "probe lacks InitInjectionMstx" >&2; exit 1; }
 
-# Selection mask: AdapterId::Mstx = bit 0, AdapterId::Pta = bit 1.
+# Selection mask: the mstx adapter's SOURCE (SourceId(0), adapters/mstx) = bit 0, pta's
+# (SourceId(1), adapters/pta) = bit 1.
 MASK=$(( (1 << 0) | (1 << 1) ))
 SPOOL=$(mktemp -d)
 trap 'rm -rf "$SPOOL"' EXIT

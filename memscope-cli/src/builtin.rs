@@ -1,17 +1,48 @@
-//! The CLI's registration list: every built-in adapter's descriptor and the collector-side
-//! pieces the collector takes from it ([`REGISTRY`]), named here and nowhere else in the CLI or
-//! the collector (the probe's list is the `export_hooks!()` lines of
-//! `memscope-probe/src/lib.rs`). A new built-in adapter adds one line to each list.
+//! The CLI's registration list: every adapter's descriptor ([`REGISTRY`]) — the built-in ones
+//! and those shipped as plugins —, named here and nowhere else in the CLI or the collector (the
+//! probe's list is the `export_hooks!()` lines of `memscope-probe/src/lib.rs`). A new built-in
+//! adapter adds one line to each list.
 
-use memscope_collect::adapter::AdapterDescriptor;
-use memscope_collect::config::RunConfig;
-use memscope_collect::fast_path::FastPath;
+use memscope_collect::adapter::{AccountSummary, AdapterDescriptor, Volume};
 use memscope_collect::registry::Registry;
-use memscope_core::bus::Layer;
-use std::path::Path;
+use memscope_core::event::Event;
 
-/// The built-in adapters, in selection-bit order.
-static BUILTIN: [&AdapterDescriptor; 7] = [
+/// CPython's allocator domains (issue 16), shipped as a plugin: built on the adapter SDK only
+/// (as a third party builds one, `adapters/pymem`), loaded by the probe like any
+/// `--adapter-path` plugin, and selected by name like a built-in adapter. Its events are plugin
+/// records, typed by the plugin typer.
+static PYMEM: AdapterDescriptor = AdapterDescriptor {
+    name: "pymem",
+    summary:
+        "CPython's allocator domains (raw, mem, object; PyMem_SetAllocator) and pymalloc arenas",
+    symbols: &["PyMem_SetAllocator", "PyObject_SetArenaAllocator"],
+    events: &[
+        "MALLOC/PYMEM",
+        "FREE/PYMEM",
+        "MALLOC/PYMEM_ARENA",
+        "FREE/PYMEM_ARENA",
+    ],
+    host_memory: true,
+    library: Some("libmemscope_adapter_pymem.so"),
+    // rows at malloc volume, kept in the capture and summed up by Python stack
+    volume: Volume::Account {
+        is_row: is_pymem_row,
+    },
+    account_summary: Some(AccountSummary {
+        event_type: "PYMEM",
+        objects: "Python objects",
+        counted: "Python object(s)",
+    }),
+    ..AdapterDescriptor::BASE
+};
+
+/// Whether `ev` is a row of the pymem adapter (objects and arenas).
+fn is_pymem_row(ev: &Event) -> bool {
+    matches!(ev.event_type.as_str(), "PYMEM" | "PYMEM_ARENA")
+}
+
+/// Every adapter: the built-in ones in source id order, then the shipped plugins.
+static DESCRIPTORS: [&AdapterDescriptor; 8] = [
     &memscope_adapter_mstx::DESCRIPTOR,
     &memscope_adapter_pta::DESCRIPTOR,
     &memscope_adapter_mindspore::DESCRIPTOR,
@@ -19,42 +50,41 @@ static BUILTIN: [&AdapterDescriptor; 7] = [
     &memscope_adapter_hal::DESCRIPTOR,
     &memscope_adapter_acl::DESCRIPTOR,
     &memscope_adapter_host::DESCRIPTOR,
+    &PYMEM,
 ];
 
-/// What the collector types with: the descriptors and HOST's and HAL's collector-side pieces.
+/// What the collector types with: every adapter's descriptor.
 pub static REGISTRY: Registry = Registry {
-    descriptors: &BUILTIN,
-    host_leak_layer,
-    oom_layer,
-    host_fast,
+    descriptors: &DESCRIPTORS,
 };
 
-/// HOST's end-of-run leak summary layer (`None` when HOST is not selected).
-fn host_leak_layer(cfg: &RunConfig) -> Option<Box<dyn Layer>> {
-    memscope_adapter_host::leak_layer(cfg)
-}
-
-/// HAL's out-of-memory layer (`OOM_Snapshot`, `--analysis oom[:K]`).
-fn oom_layer(cfg: &RunConfig) -> Box<dyn Layer> {
-    Box::new(memscope_adapter_hal::oom::OomLayer::new(cfg))
-}
-
-/// HOST's fast path (issue 9): HOST heap records typed and accounted without events when HOST
-/// rows are neither written nor analysed.
-fn host_fast(cfg: &RunConfig) -> Box<dyn FastPath> {
-    Box::new(memscope_adapter_host::fast::HostFast::for_config(cfg))
-}
-
-/// HOST's pre-launch warnings about `program` (statically linked, own allocator).
-pub fn preflight_warnings(program: &Path, host: bool) -> Vec<String> {
-    memscope_adapter_host::preflight::warnings(program, host)
+/// Installs [`REGISTRY`] as the process's registration list
+/// ([`memscope_collect::registry::install`]); the CLI does it first thing.
+pub fn install() {
+    memscope_collect::registry::install(&REGISTRY);
 }
 
 #[cfg(test)]
 mod tests {
+    use super::REGISTRY;
+
     #[test]
-    fn every_adapter_id_has_exactly_one_descriptor_in_selection_bit_order() {
-        let ids: Vec<_> = super::REGISTRY.descriptors.iter().map(|d| d.id).collect();
-        assert_eq!(ids, memscope_wire::AdapterId::ALL);
+    fn built_in_adapters_come_first_in_source_id_order_with_distinct_names_and_bits() {
+        let built_in: Vec<_> = REGISTRY
+            .descriptors
+            .iter()
+            .take_while(|d| d.built_in())
+            .collect();
+        for (i, d) in built_in.iter().enumerate() {
+            assert_eq!(d.source.0 as usize, i, "{}", d.name);
+            assert_eq!(REGISTRY.by_name(d.name).map(|x| x.source), Some(d.source));
+        }
+        assert!(REGISTRY.descriptors[built_in.len()..]
+            .iter()
+            .all(|d| d.library.is_some() && d.source.bit() == 0));
+        let mut names: Vec<_> = REGISTRY.names().collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), REGISTRY.descriptors.len());
     }
 }

@@ -36,19 +36,20 @@ pub fn find_probe() -> Result<PathBuf, String> {
     })
 }
 
-/// Puts the library of every selected shipped plugin ([`memscope_collect::adapter::SHIPPED_PLUGINS`],
-/// found next to `probe`) on the plugin list, once.
+/// Puts the library of every selected shipped plugin (an adapter descriptor with a
+/// [`library`](memscope_collect::adapter::AdapterDescriptor::library), found next to `probe`)
+/// on the plugin list, once.
 ///
 /// # Errors
 /// A selected shipped plugin's library is missing (one line naming it).
 pub fn add_shipped_plugins(cfg: &mut RunConfig, probe: &Path) -> Result<(), String> {
     let dir = probe.parent().unwrap_or(Path::new("."));
     for sp in cfg.shipped_plugins() {
-        let lib = dir.join(sp.library);
+        let Some(library) = sp.library else { continue };
+        let lib = dir.join(library);
         if !lib.is_file() {
             // a source build: the crate of that library, in the profile the probe was built in
-            let krate = sp
-                .library
+            let krate = library
                 .trim_start_matches("lib")
                 .trim_end_matches(".so")
                 .replace('_', "-");

@@ -133,6 +133,8 @@ fn one_line(text: &str) -> String {
 const EXIT_USAGE: u8 = 2;
 
 fn main() -> ExitCode {
+    // adapter names in configurations are checked against the registration list
+    builtin::install();
     let os_args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if let Some(rest) = msmemscope_cli::invocation(&os_args) {
         return msmemscope(rest);

@@ -6,7 +6,6 @@
 
 use crate::builtin::REGISTRY;
 use crate::plugin_check::{self, PluginInfo};
-use memscope_collect::config::DEFAULT_ADAPTERS;
 use std::path::{Path, PathBuf};
 
 /// Where an adapter comes from.
@@ -49,13 +48,24 @@ pub struct Entry {
     pub origin: Origin,
 }
 
-/// The built-in adapters, in selection-bit order.
+/// The built-in adapters, in source id order.
 pub fn builtin() -> Vec<Entry> {
+    listed(true)
+}
+
+/// The adapters shipped as plugins (descriptors with a library).
+pub fn shipped() -> Vec<Entry> {
+    listed(false)
+}
+
+/// The entries of the built-in descriptors, or of the shipped plugins'.
+fn listed(built_in: bool) -> Vec<Entry> {
     REGISTRY
         .descriptors
         .iter()
+        .filter(|d| d.built_in() == built_in)
         .map(|d| Entry {
-            name: d.id.name().to_owned(),
+            name: d.name.to_owned(),
             summary: d.summary.to_owned(),
             symbols: d.symbols.iter().map(|s| s.to_string()).collect(),
             events: d.events.iter().map(|s| s.to_string()).collect(),
@@ -64,28 +74,13 @@ pub fn builtin() -> Vec<Entry> {
                 .iter()
                 .map(|k| (k.name.to_owned(), k.summary.to_owned()))
                 .collect(),
-            origin: Origin::BuiltIn {
-                default_on: DEFAULT_ADAPTERS.contains(&d.id),
-            },
-        })
-        .collect()
-}
-
-/// The adapters shipped as plugins ([`memscope_collect::adapter::SHIPPED_PLUGINS`]).
-pub fn shipped() -> Vec<Entry> {
-    memscope_collect::adapter::SHIPPED_PLUGINS
-        .iter()
-        .map(|p| Entry {
-            name: p.name.to_owned(),
-            summary: p.summary.to_owned(),
-            symbols: vec![
-                "PyMem_SetAllocator".into(),
-                "PyObject_SetArenaAllocator".into(),
-            ],
-            events: p.events.iter().map(|s| s.to_string()).collect(),
-            config_keys: Vec::new(),
-            origin: Origin::Shipped {
-                library: p.library.to_owned(),
+            origin: match d.library {
+                None => Origin::BuiltIn {
+                    default_on: d.default_on,
+                },
+                Some(library) => Origin::Shipped {
+                    library: library.to_owned(),
+                },
             },
         })
         .collect()

@@ -219,10 +219,14 @@ pub fn run(a: RunArgs) -> ExitCode {
     if program_path.is_dir() {
         return usage_error(format!("program {program:?} is a directory"));
     }
-    // Statically linked programs (and, with HOST, programs with their own malloc) (issue 4).
-    let host = cfg.has_adapter(memscope_wire::AdapterId::Host);
-    for w in crate::builtin::preflight_warnings(&program_path, host) {
-        eprintln!("{w}");
+    // The adapters' checks of the program (HOST's: statically linked programs and, with HOST,
+    // programs with their own malloc; issue 4).
+    for d in crate::builtin::REGISTRY.descriptors {
+        if let Some(check) = d.preflight {
+            for w in check(&program_path, cfg.has_source(d.source)) {
+                eprintln!("{w}");
+            }
+        }
     }
     let probe = match find_probe() {
         Ok(p) => p,
@@ -314,15 +318,17 @@ fn job_command(
         )
         .env(env::ENV_C_STACK, cfg.call_stack.c.unwrap_or(0).to_string())
         .env(env::ENV_SAMPLE_NS, cfg.sample_ns.unwrap_or(0).to_string()) // issue 25
-        .env(
-            env::ENV_KERNEL_LAUNCH,
-            if (cfg.events.launch || cfg.analysis.inefficient) && cfg.level.kernel {
-                "1"
-            } else {
-                "0"
-            },
-        ) // issue 5
         .env("MSTX_INJECTION_PATH", probe);
+    // the adapters' probe settings the run decides (ACL's kernel launches, issue 5)
+    for s in crate::builtin::REGISTRY
+        .descriptors
+        .iter()
+        .flat_map(|d| d.settings)
+    {
+        if let Some(value) = s.value {
+            cmd.env(s.env, value(cfg));
+        }
+    }
     crate::python_job::python_env(&mut cmd, cfg, spool)?;
     if !cfg.adapter_paths.is_empty() {
         let joined: Vec<String> = cfg

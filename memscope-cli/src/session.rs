@@ -16,18 +16,11 @@ use std::sync::Arc;
 pub(crate) fn analysis_factory() -> AnalysisFactory {
     use memscope_analysis::{online_layers, AnalysisConfig, AnalysisKind};
     Arc::new(|cfg: &RunConfig, project: &Path| {
-        use memscope_wire::AdapterId;
         let a = cfg.analysis;
+        let selection = cfg.selection();
         // Leak and gap analyses judge pools and driver memory: without those sources they would
         // only print empty sections (HOST has its own leak summary).
-        let device_memory = [
-            AdapterId::Pta,
-            AdapterId::MindSpore,
-            AdapterId::Atb,
-            AdapterId::Hal,
-        ]
-        .into_iter()
-        .any(|id| cfg.has_adapter(id));
+        let device_memory = selection.adapters.iter().any(|d| d.device_memory);
         let mut kinds = Vec::new();
         for (on, k) in [
             (a.leaks && device_memory, AnalysisKind::Leaks),
@@ -44,7 +37,11 @@ pub(crate) fn analysis_factory() -> AnalysisFactory {
             output_dir: Some(project.to_path_buf()),
             ..AnalysisConfig::default()
         };
-        ac.hal_untraced = !cfg.has_adapter(AdapterId::Hal);
+        // driver memory is traced when a selected adapter makes HAL blocks (Event Type HAL)
+        ac.hal_untraced = !selection
+            .adapters
+            .iter()
+            .any(|d| d.events.contains(&"MALLOC/HAL"));
         ac.inefficient.idle_threshold = cfg.idle_threshold;
         ac.inefficient.rule = cfg.inefficient_rule;
         online_layers(&ac)

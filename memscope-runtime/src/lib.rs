@@ -28,7 +28,7 @@
 //! use memscope_runtime as rt;
 //! pub unsafe extern "C" fn my_hook(msg: *const c_char) {
 //!     rt::safe_point();                                   // non-allocator hooks only
-//!     if !rt::enabled(AdapterId::Mstx) { return forward(); }   // one atomic load
+//!     if !rt::enabled(SOURCE) { return forward(); }   // one atomic load
 //!     let Some(g) = rt::enter() else { return forward() };     // runtime-internal call
 //!     g.record(&Record::Mark { ts: rt::now_ns(), stream: 0, msg: b"x", null: false });
 //!     forward()

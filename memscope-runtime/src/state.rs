@@ -9,7 +9,7 @@
 use crate::sys::stderr_write;
 use crate::{clock, drops, guard, settings, stream, writer};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
-use memscope_wire::AdapterId;
+use memscope_wire::SourceId;
 use memscope_wire::{Record, SystemCode, FLAG_EXITED};
 
 const UNINIT: u8 = 0;
@@ -32,7 +32,7 @@ static RECORDING: AtomicBool = AtomicBool::new(false);
 static REGISTERED: AtomicBool = AtomicBool::new(false);
 
 /// Bit of the active mask that stands for "third-party plugins may record" (above every
-/// [`AdapterId`] bit).
+/// built-in [`SourceId`] bit).
 pub const PLUGIN_BIT: u32 = 1 << 31;
 
 /// Where the runtime stands in this process.
@@ -214,12 +214,12 @@ fn update_active() {
     }
 }
 
-/// Whether adapter `id` should record now: it is selected (`MEMSCOPE_ADAPTERS`), the runtime is
+/// Whether source `id` should record now: it is selected (`MEMSCOPE_ADAPTERS`), the runtime is
 /// READY and a collection window is open. One relaxed atomic load on the hot path; the first
 /// call in the process also initialises (or briefly waits for another thread's init). `false`
 /// while passive, before init completes, and outside start/stop windows.
 #[inline]
-pub fn enabled(id: AdapterId) -> bool {
+pub fn enabled(id: SourceId) -> bool {
     active_bit(id.bit())
 }
 
@@ -229,13 +229,13 @@ pub fn plugins_enabled() -> bool {
     active_bit(PLUGIN_BIT)
 }
 
-/// Whether a memory hook of adapter `id` (an allocation or a free) should record now: inside a
+/// Whether a memory hook of source `id` (an allocation or a free) should record now: inside a
 /// collection window as [`enabled`], and outside one too — there the record is written without
 /// stacks and marked `Shadow` by the record path, so the collector can write the blocks
 /// already live when the next window opens and give every free inside a window its malloc
 /// (issue 26). Same cost as [`enabled`] inside a window.
 #[inline]
-pub fn tracking(id: AdapterId) -> bool {
+pub fn tracking(id: SourceId) -> bool {
     active_bit(id.bit()) || SHADOW.load(Ordering::Relaxed) & id.bit() != 0
 }
 
@@ -245,10 +245,10 @@ pub fn plugins_tracking() -> bool {
     active_bit(PLUGIN_BIT) || SHADOW.load(Ordering::Relaxed) & PLUGIN_BIT != 0
 }
 
-/// Whether adapter `id` records outside a collection window now (one relaxed load, never
+/// Whether source `id` records outside a collection window now (one relaxed load, never
 /// initialises): for hooks that test [`active`] first (the HOST adapter).
 #[inline]
-pub fn shadow_active(id: AdapterId) -> bool {
+pub fn shadow_active(id: SourceId) -> bool {
     SHADOW.load(Ordering::Relaxed) & id.bit() != 0
 }
 
@@ -280,16 +280,16 @@ fn active_after_init(bit: u32) -> bool {
     ACTIVE.load(Ordering::Relaxed) & bit != 0
 }
 
-/// Whether adapter `id` records now, without ever initialising (one relaxed load): for hooks
+/// Whether source `id` records now, without ever initialising (one relaxed load): for hooks
 /// that must check something else before the first init (see the HOST adapter).
 #[inline]
-pub fn active(id: AdapterId) -> bool {
+pub fn active(id: SourceId) -> bool {
     ACTIVE.load(Ordering::Relaxed) & id.bit() != 0
 }
 
-/// Whether adapter `id` is selected and the runtime READY, ignoring collection windows. For
+/// Whether source `id` is selected and the runtime READY, ignoring collection windows. For
 /// state-only records a collector needs even outside windows (e.g. pool heap registration).
-pub fn selected(id: AdapterId) -> bool {
+pub fn selected(id: SourceId) -> bool {
     ensure_init() && settings::adapters() & id.bit() != 0
 }
 

@@ -2,7 +2,12 @@
 //! singleton initialised once from `environ`.
 
 use crate::{enabled, now_ns, record, start, step, stop, tid};
-use memscope_wire::AdapterId;
+use memscope_wire::SourceId;
+
+/// The msTX and HOST adapters' source ids (`adapters/mstx`, `adapters/host`: the runtime
+/// depends on no adapter).
+const MSTX: SourceId = SourceId(0);
+const HOST: SourceId = SourceId(6);
 use memscope_wire::{
     decode, ChunkState, PoolId, Record, SystemCode, CHUNK_HEADER_SIZE, CHUNK_MAGIC, CHUNK_SIZE,
     CH_COMMITTED, CH_MAGIC, CH_SEALED, FH_DROPPED, FH_PID, FILE_HEADER_SIZE, STREAM_MAGIC,
@@ -55,18 +60,18 @@ fn stream_end_to_end() {
     let dir = tempfile::tempdir().unwrap();
     // The runtime reads `environ` on first use; nothing else in this test binary touches it.
     std::env::set_var("MEMSCOPE_SPOOL", dir.path());
-    std::env::set_var("MEMSCOPE_ADAPTERS", AdapterId::Mstx.bit().to_string());
+    std::env::set_var("MEMSCOPE_ADAPTERS", MSTX.bit().to_string());
     std::env::set_var("MEMSCOPE_COLLECT_MODE", "deferred");
 
     // Deferred: nothing enabled until start().
-    assert!(!enabled(AdapterId::Mstx));
+    assert!(!enabled(MSTX));
     assert!(crate::ensure_init());
-    assert!(!enabled(AdapterId::Mstx));
+    assert!(!enabled(MSTX));
     assert!(!step());
     // Outside a window the memory hooks of selected adapters still record (issue 26): their
     // allocations and frees get a Shadow record first; other records do not.
-    assert!(crate::tracking(AdapterId::Mstx) && crate::shadowing());
-    assert!(!crate::tracking(AdapterId::Host), "not selected");
+    assert!(crate::tracking(MSTX) && crate::shadowing());
+    assert!(!crate::tracking(HOST), "not selected");
     let shadow_ts = now_ns();
     assert!(record(&Record::RegionRegister {
         ts: shadow_ts,
@@ -80,9 +85,9 @@ fn stream_end_to_end() {
         label: b"outside"
     }));
     assert!(start());
-    assert!(enabled(AdapterId::Mstx));
-    assert!(!enabled(AdapterId::Host));
-    assert!(crate::tracking(AdapterId::Mstx) && !crate::shadowing());
+    assert!(enabled(MSTX));
+    assert!(!enabled(HOST));
+    assert!(crate::tracking(MSTX) && !crate::shadowing());
     let window_ts = now_ns();
     assert!(record(&Record::RegionUnregister {
         ts: window_ts,

@@ -42,7 +42,8 @@ from . import _locate
 #: How long a plain-python process waits at exit for its collector's summary, ms.
 EXIT_WAIT_MS = 30000
 
-#: Adapters that work without the launcher (bit masks of memscope_wire::AdapterId).
+#: Adapters that work without the launcher (bit masks of the adapters' SOURCE ids,
+#: memscope_wire::SourceId::bit).
 PLAIN_ADAPTERS = "mstx,pta,mindspore,atb"
 _PLAIN_MASK = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 3)
 #: The launcher's default adapters (all built-in ones but host): a preloaded probe's selection.

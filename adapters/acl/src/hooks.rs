@@ -17,9 +17,9 @@
 
 use crate::launch::ensure_callbacks;
 use crate::wire::AclRecord;
+use crate::SOURCE;
 use core::ffi::{c_char, c_int, c_void};
 use memscope_runtime as rt;
-use memscope_wire::AdapterId;
 use memscope_wire::{Record, SystemCode};
 
 /// `ACL_ERROR_INTERNAL_ERROR`: answered only when the real function does not exist.
@@ -51,7 +51,7 @@ fn record_acl_if(on: bool, ts: impl FnOnce() -> u64, make: impl FnOnce() -> AclR
 }
 
 fn system(code: SystemCode) {
-    record_if(rt::enabled(AdapterId::Acl), || Record::System {
+    record_if(rt::enabled(SOURCE), || Record::System {
         ts: rt::now_ns(),
         code,
         device: u32::MAX,
@@ -113,10 +113,8 @@ pub unsafe extern "C" fn aclrt_set_device(device: i32) -> c_int {
     if rc == 0 && device >= 0 {
         // the memory sampler may ask this device from now on (issue 25; two atomic stores)
         rt::note_device_set(device as u32, crate::mem_info::query);
-        record_acl_if(rt::selected(AdapterId::Acl), rt::now_ns, || {
-            AclRecord::SetDevice {
-                device: device as u32,
-            }
+        record_acl_if(rt::selected(SOURCE), rt::now_ns, || AclRecord::SetDevice {
+            device: device as u32,
         });
     }
     rc
@@ -139,7 +137,7 @@ pub unsafe extern "C" fn aclrt_host_register_v2(ptr: *mut c_void, size: u64, fla
     let rc = unsafe { f(ptr, size, flag) };
     if rc == 0 && flag & ACL_HOST_REG_PINNED != 0 {
         // outside a collection window too, as a shadow record (`rt::tracking`)
-        record_acl_if(rt::tracking(AdapterId::Acl), rt::now_ns, || {
+        record_acl_if(rt::tracking(SOURCE), rt::now_ns, || {
             AclRecord::PinnedRegister {
                 addr: ptr as u64,
                 size,
@@ -168,7 +166,7 @@ pub unsafe extern "C" fn aclrt_host_unregister(ptr: *mut c_void) -> c_int {
     // SAFETY: forwarding the caller's argument.
     let rc = unsafe { f(ptr) };
     record_acl_if(
-        rt::tracking(AdapterId::Acl),
+        rt::tracking(SOURCE),
         || ts,
         || AclRecord::PinnedUnregister {
             addr: ptr as u64,

@@ -19,6 +19,7 @@
 //!   reports without it.
 
 use crate::wire::AclRecord;
+use crate::SOURCE;
 use core::cell::Cell;
 use core::ffi::{c_char, c_int, c_void, CStr};
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
@@ -26,7 +27,6 @@ use memscope_runtime as rt;
 use memscope_runtime::real::{Real, Step};
 #[cfg(test)]
 use memscope_wire::probe_env::ENV_KERNEL_LAUNCH;
-use memscope_wire::AdapterId;
 use memscope_wire::OptU32;
 
 /// `ACL_ERROR_RT_FAILURE`: what an `aclrt…` launch hook answers when no real function exists.
@@ -74,7 +74,7 @@ fn wanted() -> bool {
         }
         m => m,
     };
-    m == 1 && rt::selected(AdapterId::Acl)
+    m == 1 && rt::selected(SOURCE)
 }
 
 // ---- profiling callbacks ----------------------------------------------------------------
@@ -243,7 +243,7 @@ extern "C" fn api_callback(_aging: u32, _data: *const c_void) -> i32 {
 }
 
 fn record_launch(ts: u64, p: Option<Pending>) {
-    if !rt::enabled(AdapterId::Acl) || !wanted() {
+    if !rt::enabled(SOURCE) || !wanted() {
         return;
     }
     let Some(mut g) = rt::enter() else { return };
@@ -276,7 +276,7 @@ pub fn launch(real: &Real, missing: c_int, call: impl FnOnce(*mut c_void) -> c_i
             d == 0
         })
         .unwrap_or(false);
-    let track = outer && wanted() && rt::enabled(AdapterId::Acl);
+    let track = outer && wanted() && rt::enabled(SOURCE);
     let ts = if track {
         ensure_callbacks();
         let _ = TLS.try_with(|t| {

@@ -15,8 +15,6 @@
 pub mod hooks;
 pub mod wire;
 
-/// This adapter's source id (its selection bit and the source of its records).
-pub const SOURCE: memscope_wire::SourceId = memscope_wire::SourceId(5);
 pub mod launch;
 pub mod mem_info;
 mod real;
@@ -24,7 +22,11 @@ mod real;
 pub mod typer;
 
 #[cfg(feature = "collector")]
-use memscope_collect::adapter::{AdapterDescriptor, AdapterId};
+use memscope_collect::adapter::{AdapterDescriptor, Setting};
+
+/// This adapter's source id: its bit in the selection mask (`MEMSCOPE_ADAPTERS`, part of the
+/// probe's environment protocol, so it never changes).
+pub const SOURCE: memscope_wire::SourceId = memscope_wire::SourceId(5);
 
 /// C symbols the probe exports for this adapter.
 pub const SYMBOLS: &[&str] = &[
@@ -50,7 +52,8 @@ pub const SYMBOLS: &[&str] = &[
 /// (`memscope-cli/src/builtin.rs`); nothing registers it at load time, so the probe,
 /// which never names it, links none of the collector code it points to.
 pub static DESCRIPTOR: AdapterDescriptor = AdapterDescriptor {
-    id: AdapterId::Acl,
+    name: "acl",
+    source: SOURCE,
     summary: "ACL runtime: aclInit/aclFinalize as SYSTEM rows, aclrtSetDevice as the thread's \
               device, pinned aclrtHostRegisterV2 memory as HOST on cpu, kernel launches \
               (named through the profiling callbacks; with --level kernel and --events launch) as \
@@ -58,7 +61,22 @@ pub static DESCRIPTOR: AdapterDescriptor = AdapterDescriptor {
     symbols: SYMBOLS,
     events: typer::EVENTS,
     config_keys: &[],
-    new_typer: typer::new_typer,
+    default_on: true,
+    new_typer: Some(typer::new_typer),
+    settings: &[Setting {
+        key: "events (launch), analysis (inefficient), level (kernel)",
+        env: memscope_wire::probe_env::ENV_KERNEL_LAUNCH,
+        summary: "0: kernel launches are not collected (no launch rows, no profiling callbacks)",
+        // issue 5
+        value: Some(|cfg| {
+            if (cfg.events.launch || cfg.analysis.inefficient) && cfg.level.kernel {
+                "1"
+            } else {
+                "0"
+            }
+        }),
+    }],
+    ..AdapterDescriptor::BASE
 };
 
 /// Defines one exported hook forwarding to `$crate::$path` (used by [`export_hooks!`]).

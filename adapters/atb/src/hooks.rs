@@ -22,10 +22,10 @@
 
 use crate::abi::{self, StringDtor, StringGetter, TensorInfo};
 use crate::wire::AtbRecord;
+use crate::SOURCE;
 use core::ffi::{c_void, CStr};
 use memscope_runtime as rt;
 use memscope_runtime::real::{object_of, Real, Step};
-use memscope_wire::AdapterId;
 use memscope_wire::{encode_dims, AccessKind, OptU32};
 use std::sync::OnceLock;
 
@@ -228,7 +228,7 @@ pub unsafe extern "C" fn runner_execute(this: *mut c_void, pack: *mut c_void) ->
     };
     // SAFETY: the original `Runner::Execute`, `int32_t f(Runner *, RunnerVariantPack *)`.
     let real = unsafe { core::mem::transmute::<*mut c_void, ExecuteFn>(p) };
-    if !rt::enabled(AdapterId::Atb) || pack.is_null() || this.is_null() {
+    if !rt::enabled(SOURCE) || pack.is_null() || this.is_null() {
         // SAFETY: forwarding untouched.
         return unsafe { real(this, pack) };
     }
@@ -307,7 +307,7 @@ pub unsafe fn save_launch_param(
     dir: *const c_void,
 ) {
     rt::safe_point();
-    if !rt::enabled(AdapterId::Atb) || dir.is_null() {
+    if !rt::enabled(SOURCE) || dir.is_null() {
         let real = if abi1 { &SAVE_1 } else { &SAVE_0 };
         if let Some(p) = real.get() {
             // SAFETY: the original of the same spelling.
@@ -361,7 +361,7 @@ pub unsafe fn save_launch_param(
 /// Shared body of the `Probe`/`IsSaveTensor` predicate hooks: `forced` while the adapter is
 /// enabled, else the original's answer (`false` when there is none).
 fn predicate(real: &Real, forced: bool, call: impl FnOnce(*mut c_void) -> bool) -> bool {
-    if rt::enabled(AdapterId::Atb) {
+    if rt::enabled(SOURCE) {
         return forced;
     }
     real.get().is_some_and(call)

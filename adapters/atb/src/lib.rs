@@ -13,8 +13,6 @@ pub mod abi;
 pub mod hooks;
 pub mod wire;
 
-/// This adapter's source id (its selection bit and the source of its records).
-pub const SOURCE: memscope_wire::SourceId = memscope_wire::SourceId(3);
 #[cfg(feature = "collector")]
 pub mod ops;
 #[cfg(feature = "collector")]
@@ -22,7 +20,11 @@ pub mod ops;
 pub mod pool;
 
 #[cfg(feature = "collector")]
-use memscope_collect::adapter::{AdapterDescriptor, AdapterId};
+use memscope_collect::adapter::AdapterDescriptor;
+
+/// This adapter's source id: its bit in the selection mask (`MEMSCOPE_ADAPTERS`, part of the
+/// probe's environment protocol, so it never changes).
+pub const SOURCE: memscope_wire::SourceId = memscope_wire::SourceId(3);
 
 /// Symbols the adapter interposes: the msTX pool calls it is fed through (registered by the
 /// mstx adapter) and the ATB C++ entry points (both ABI spellings, abi.md §4.2).
@@ -62,14 +64,18 @@ pub const EVENTS: &[&str] = &[
 /// (`memscope-cli/src/builtin.rs`); nothing registers it at load time, so the probe,
 /// which never names it, links none of the collector code it points to.
 pub static DESCRIPTOR: AdapterDescriptor = AdapterDescriptor {
-    id: AdapterId::Atb,
+    name: "atb",
+    source: SOURCE,
     summary: "ATB pool (msTX domain atb): blocks as ATB with used, total and owner; \
               operators (Runner::Execute, both C++ ABIs) as OP_LAUNCH ATB_START/ATB_END with \
               their tensors as ACCESS, kernels (SaveLaunchParam) as KERNEL_START/KERNEL_END",
     symbols: SYMBOLS,
     events: EVENTS,
     config_keys: &[],
-    new_typer: ops::new_typer,
+    default_on: true,
+    device_memory: true,
+    new_typer: Some(ops::new_typer),
+    ..AdapterDescriptor::BASE
 };
 
 /// Defines this adapter's exported C++ symbols in the invoking crate (the probe cdylib only),

@@ -28,14 +28,14 @@ pub fn new_typer() -> Box<dyn Typer> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use memscope_collect::adapter::{AdapterId, TypeCtx};
+    use memscope_collect::adapter::TypeCtx;
     use memscope_core::event::{EventKind, EventType};
     use memscope_wire::Record;
 
     #[test]
     fn atb_descriptor_is_registered_with_pool_events() {
         let d = &crate::DESCRIPTOR;
-        assert_eq!(d.id, AdapterId::Atb);
+        assert_eq!(d.source, crate::SOURCE);
         // The descriptor lists the operator events too (issue 5); the pool's are all there.
         assert!(
             EVENTS.iter().all(|e| d.events.contains(e)),

@@ -21,10 +21,10 @@
 
 use crate::flags::{self, DRV_ERROR_NONE, DRV_ERROR_NOT_SUPPORT, DRV_ERROR_OUT_OF_MEMORY};
 use crate::wire::HalRecord;
+use crate::SOURCE;
 use core::ffi::{c_int, c_void, CStr};
 use memscope_runtime as rt;
 use memscope_runtime::real::{Real, Step};
-use memscope_wire::AdapterId;
 use memscope_wire::OptU32;
 
 /// `struct drv_mem_prop` (abi.md §2.2; size 32, align 8).
@@ -100,7 +100,7 @@ const ACL_HBM_MEM: c_int = 1;
 /// allocation carries the caller's C stack (`--call-stack c:N`, the runtime's stack service).
 #[inline]
 fn record_if_enabled(ts: impl FnOnce() -> u64, make: impl FnOnce() -> HalRecord) {
-    if rt::tracking(AdapterId::Hal) {
+    if rt::tracking(SOURCE) {
         if let Some(mut g) = rt::enter() {
             let rec = make();
             let stack = !matches!(rec, HalRecord::Free { .. } | HalRecord::Release { .. });
@@ -168,7 +168,7 @@ unsafe fn free_like(real: &Real, p: *mut c_void, create: bool) -> c_int {
     // SAFETY: guaranteed by the caller.
     let f: FreeFn = unsafe { core::mem::transmute::<*mut c_void, FreeFn>(f) };
     // The time is taken before the call (see the module docs), only when recording.
-    let ts = if rt::tracking(AdapterId::Hal) {
+    let ts = if rt::tracking(SOURCE) {
         rt::now_ns()
     } else {
         0
@@ -243,7 +243,7 @@ pub unsafe extern "C" fn hal_mem_create(
 /// Records an out-of-memory failure (the OOM snapshot and top-K rows are built by the
 /// collector, `crate::oom`).
 fn oom(create: bool, size: u64, flag: u64, device: u32) {
-    if !rt::enabled(AdapterId::Hal) {
+    if !rt::enabled(SOURCE) {
         return;
     }
     let Some(mut g) = rt::enter() else { return };

@@ -18,15 +18,17 @@ pub mod flags;
 pub mod hooks;
 pub mod wire;
 
-/// This adapter's source id (its selection bit and the source of its records).
-pub const SOURCE: memscope_wire::SourceId = memscope_wire::SourceId(4);
 #[cfg(feature = "collector")]
 pub mod oom;
 #[cfg(feature = "collector")]
 pub mod typer;
 
 #[cfg(feature = "collector")]
-use memscope_collect::adapter::{AdapterDescriptor, AdapterId};
+use memscope_collect::adapter::{AdapterDescriptor, LayerSlot};
+
+/// This adapter's source id: its bit in the selection mask (`MEMSCOPE_ADAPTERS`, part of the
+/// probe's environment protocol, so it never changes).
+pub const SOURCE: memscope_wire::SourceId = memscope_wire::SourceId(4);
 
 /// C symbols the probe exports for this adapter.
 pub const SYMBOLS: &[&str] = &["halMemAlloc", "halMemFree", "halMemCreate", "halMemRelease"];
@@ -36,14 +38,22 @@ pub const SYMBOLS: &[&str] = &["halMemAlloc", "halMemFree", "halMemCreate", "hal
 /// (`memscope-cli/src/builtin.rs`); nothing registers it at load time, so the probe,
 /// which never names it, links none of the collector code it points to.
 pub static DESCRIPTOR: AdapterDescriptor = AdapterDescriptor {
-    id: AdapterId::Hal,
+    name: "hal",
+    source: SOURCE,
     summary: "driver memory (halMemAlloc/Free, halMemCreate/Release) as HAL blocks with \
               used, owner CANN@<MODULE>, page_type and alloc_type; host-type memory as HOST \
               on cpu; out-of-memory snapshot and --analysis oom[:K] detail rows",
     symbols: SYMBOLS,
     events: typer::EVENTS,
     config_keys: &[],
-    new_typer: typer::new_typer,
+    default_on: true,
+    device_memory: true,
+    new_typer: Some(typer::new_typer),
+    // the out-of-memory layer (issue 5: `OOM_Snapshot`, `--analysis oom[:K]`), after the pool
+    // extents, which need the snapshot's request size before it rewrites it
+    layers: |cfg| vec![Box::new(oom::OomLayer::new(cfg))],
+    layer_slot: LayerSlot::AfterExtents,
+    ..AdapterDescriptor::BASE
 };
 
 /// Defines this adapter's exported C symbols in the invoking crate (the probe cdylib only),

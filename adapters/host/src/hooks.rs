@@ -4,10 +4,10 @@
 //! stacks: `ra` (the return address into the caller), `sp` (the caller's stack pointer after
 //! that return) and `fp` (the caller's frame pointer); `ra` 0 means "no stack".
 
+use crate::SOURCE;
 use crate::{intern, real, unwind};
 use core::ffi::{c_int, c_void};
 use memscope_runtime as rt;
-use memscope_wire::AdapterId;
 use memscope_wire::Record;
 
 /// Whether HOST records now: one relaxed load once the runtime is ready (a second one outside
@@ -16,7 +16,7 @@ use memscope_wire::Record;
 /// find no settings and stay passive for good), so such early calls only forward.
 #[inline]
 fn host_on() -> bool {
-    rt::active(AdapterId::Host) || rt::shadow_active(AdapterId::Host) || host_on_slow()
+    rt::active(SOURCE) || rt::shadow_active(SOURCE) || host_on_slow()
 }
 
 #[cold]
@@ -24,7 +24,7 @@ fn host_on_slow() -> bool {
     if rt::init_state() == rt::InitState::Uninit && !real::libc_ready() {
         return false;
     }
-    rt::tracking(AdapterId::Host)
+    rt::tracking(SOURCE)
 }
 
 /// Captures and interns the caller's stack into the hook's scratch buffers (0: none, or no

@@ -10,7 +10,6 @@ use memscope_analysis::sites::{site_lines, StackGroup};
 use memscope_collect::config::RunConfig;
 use memscope_core::bus::{BusCtx, BusError, Layer, ReportSection};
 use memscope_core::event::{Device, Event, EventKind, EventType};
-use memscope_wire::AdapterId;
 use std::collections::HashMap;
 
 /// What the report says of blocks recorded without any call stack.
@@ -20,7 +19,7 @@ const NO_STACK_RECORDED: &str = "none was recorded for these blocks";
 
 /// The leak layer when the HOST adapter is selected.
 pub fn leak_layer(cfg: &RunConfig) -> Option<Box<dyn Layer>> {
-    cfg.has_adapter(AdapterId::Host)
+    cfg.has_source(crate::SOURCE)
         .then(|| Box::new(HostLeaks::new(c_stacks_requested(cfg))) as Box<dyn Layer>)
 }
 

@@ -73,6 +73,10 @@
 //! * C stacks are captured on x86_64 only.
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+/// This adapter's source id: its bit in the selection mask (`MEMSCOPE_ADAPTERS`, part of the
+/// probe's environment protocol, so it never changes).
+pub const SOURCE: memscope_wire::SourceId = memscope_wire::SourceId(6);
+
 pub mod hooks;
 pub mod real;
 
@@ -255,13 +259,14 @@ macro_rules! __host_stub {
 
 #[cfg(feature = "collector")]
 mod descriptor {
-    use memscope_collect::adapter::{AdapterDescriptor, AdapterId, ConfigKey};
+    use memscope_collect::adapter::{AdapterDescriptor, ConfigKey, Setting, Volume};
 
     /// This adapter's descriptor: listed once, in the CLI's registration list
     /// (`memscope-cli/src/builtin.rs`); nothing registers it at load time, so the probe,
     /// which never names it, links none of the collector code it points to.
     pub static DESCRIPTOR: AdapterDescriptor = AdapterDescriptor {
-        id: AdapterId::Host,
+        name: "host",
+        source: crate::SOURCE,
         summary: "libc allocator (malloc & co., optional mmap) with C call stacks; opt-in",
         symbols: &[
             "malloc",
@@ -290,6 +295,24 @@ mod descriptor {
             summary:
                 "1: also record mmap/munmap/mremap as HOST_MMAP mappings (page ranges; default off)",
         }],
-        new_typer: || Box::new(crate::typer::HostTyper::new()),
+        host_memory: true,
+        new_typer: Some(|| Box::new(crate::typer::HostTyper::new())),
+        // the end-of-run leak summary (issue 4), when HOST is selected
+        layers: |cfg| crate::leaks::leak_layer(cfg).into_iter().collect(),
+        // issue 9: HOST heap records typed and accounted without events when HOST rows are
+        // neither written nor analysed
+        fast_path: Some(|cfg| Box::new(crate::fast::HostFast::for_config(cfg))),
+        // statically linked programs, and (with HOST) programs with their own malloc (issue 4)
+        preflight: Some(crate::preflight::warnings),
+        settings: &[Setting {
+            key: "",
+            env: memscope_wire::probe_env::ENV_HOST_MMAP,
+            summary: "1: also record mmap/munmap/mremap as HOST_MMAP mappings",
+            value: None,
+        }],
+        volume: Volume::Account {
+            is_row: memscope_collect::layers::is_host_adapter_row,
+        },
+        ..AdapterDescriptor::BASE
     };
 }

@@ -7,9 +7,13 @@
 //! [`memscope_collect::pool`] describes.
 #![forbid(unsafe_code)]
 
-use memscope_collect::adapter::{AdapterDescriptor, AdapterId, Typer};
+use memscope_collect::adapter::{AdapterDescriptor, Typer};
 use memscope_collect::pool::{PoolTyper, MSTX_POOL_SYMBOLS};
 use memscope_wire::PoolId;
+
+/// This adapter's source id: its bit in the selection mask (`MEMSCOPE_ADAPTERS`, part of the
+/// probe's environment protocol, so it never changes).
+pub const SOURCE: memscope_wire::SourceId = memscope_wire::SourceId(2);
 
 /// The pool this adapter types.
 pub const POOLS: &[PoolId] = &[PoolId::MindSpore];
@@ -23,13 +27,17 @@ pub fn new_typer() -> Box<dyn Typer> {
 /// (`memscope-cli/src/builtin.rs`); nothing registers it at load time, so the probe,
 /// which never names it, links none of the collector code it points to.
 pub static DESCRIPTOR: AdapterDescriptor = AdapterDescriptor {
-    id: AdapterId::MindSpore,
+    name: "mindspore",
+    source: SOURCE,
     summary: "MindSpore memory pool (msTX domain mindsporeMemPool): blocks as MindSpore \
               with used, total and owner",
     symbols: MSTX_POOL_SYMBOLS,
     events: &["MALLOC/MindSpore", "FREE/MindSpore"],
     config_keys: &[],
-    new_typer,
+    default_on: true,
+    device_memory: true,
+    new_typer: Some(new_typer),
+    ..AdapterDescriptor::BASE
 };
 
 #[cfg(test)]
@@ -41,7 +49,7 @@ mod tests {
 
     #[test]
     fn mindspore_descriptor_is_registered() {
-        assert_eq!(DESCRIPTOR.id, AdapterId::MindSpore);
+        assert_eq!(DESCRIPTOR.source, SOURCE);
         assert_eq!(DESCRIPTOR.events, ["MALLOC/MindSpore", "FREE/MindSpore"]);
     }
 

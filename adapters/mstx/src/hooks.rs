@@ -10,11 +10,12 @@ use crate::ffi::{
     MemRegionsUnregisterBatch, MemVirtualRangeDesc, Slot, MODULE_CORE, MODULE_CORE_DOMAIN,
     MODULE_CORE_MEM, MSTX_FAIL, MSTX_SUCCESS,
 };
+use crate::SOURCE;
 use core::ffi::{c_char, c_int, c_uint, c_void};
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicU64, Ordering};
 use memscope_runtime as rt;
-use memscope_wire::AdapterId;
+use memscope_wire::SourceId;
 use memscope_wire::{PoolId, Record};
 
 /// Next range id: process-wide, from 1 (abi.md §1.6).
@@ -44,12 +45,15 @@ pub fn pool_of(domain: *mut c_void) -> Option<PoolId> {
     }
 }
 
-/// The built-in adapter whose selection gates a pool's records.
-pub fn pool_adapter(pool: PoolId) -> AdapterId {
+/// The source of the built-in adapter whose selection gates a pool's records: the `SOURCE` of
+/// `adapters/pta`, `adapters/mindspore` and `adapters/atb`, by number, because the probe links
+/// this crate's hooks without those crates (the first two are collector code only). A later
+/// change replaces `PoolId` by a table of domains that names these sources.
+pub fn pool_adapter(pool: PoolId) -> SourceId {
     match pool {
-        PoolId::PtaCaching | PoolId::PtaWorkspace => AdapterId::Pta,
-        PoolId::MindSpore => AdapterId::MindSpore,
-        PoolId::Atb => AdapterId::Atb,
+        PoolId::PtaCaching | PoolId::PtaWorkspace => SourceId(1),
+        PoolId::MindSpore => SourceId(2),
+        PoolId::Atb => SourceId(3),
     }
 }
 
@@ -161,7 +165,7 @@ unsafe fn message<'a>(msg: *const c_char) -> (&'a [u8], bool) {
 pub unsafe extern "C" fn mark_a(msg: *const c_char, stream: *mut c_void) {
     guarded((), || {
         rt::safe_point();
-        if !rt::enabled(AdapterId::Mstx) {
+        if !rt::enabled(SOURCE) {
             return;
         }
         let Some(_g) = rt::enter() else { return };
@@ -182,7 +186,7 @@ pub unsafe extern "C" fn mark_a(msg: *const c_char, stream: *mut c_void) {
 pub unsafe extern "C" fn range_start_a(msg: *const c_char, stream: *mut c_void) -> u64 {
     guarded(0, || {
         rt::safe_point();
-        if !rt::enabled(AdapterId::Mstx) {
+        if !rt::enabled(SOURCE) {
             return 0;
         }
         let id = NEXT_RANGE.fetch_add(1, Ordering::Relaxed);
@@ -204,7 +208,7 @@ pub unsafe extern "C" fn range_start_a(msg: *const c_char, stream: *mut c_void) 
 pub unsafe extern "C" fn range_end(id: u64) {
     guarded((), || {
         rt::safe_point();
-        if !rt::enabled(AdapterId::Mstx) {
+        if !rt::enabled(SOURCE) {
             return;
         }
         let Some(_g) = rt::enter() else { return };

@@ -14,6 +14,10 @@
 //! descriptor and typer, never exports msTX (or, in other adapters, `malloc`-like) symbols.
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+/// This adapter's source id: its bit in the selection mask (`MEMSCOPE_ADAPTERS`, part of the
+/// probe's environment protocol, so it never changes).
+pub const SOURCE: memscope_wire::SourceId = memscope_wire::SourceId(0);
+
 pub mod ffi;
 pub mod hooks;
 #[cfg(feature = "collector")]

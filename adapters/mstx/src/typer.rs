@@ -2,7 +2,7 @@
 //! `RangeStart` and `RangeEnd` records into `MSTX` events. Safe code only.
 #![forbid(unsafe_code)]
 
-use memscope_collect::adapter::{AdapterDescriptor, AdapterId, TypeCtx, Typer};
+use memscope_collect::adapter::{AdapterDescriptor, TypeCtx, Typer};
 use memscope_core::event::{Attrs, Device, Event, EventType};
 use memscope_wire::Record;
 use std::collections::HashMap;
@@ -22,13 +22,16 @@ pub fn new_typer() -> Box<dyn Typer> {
 /// (`memscope-cli/src/builtin.rs`); nothing registers it at load time, so the probe,
 /// which never names it, links none of the collector code it points to.
 pub static DESCRIPTOR: AdapterDescriptor = AdapterDescriptor {
-    id: AdapterId::Mstx,
+    name: "mstx",
+    source: crate::SOURCE,
     summary: "msTX marks and ranges (mstxMarkA, mstxRangeStartA/End) via InitInjectionMstx; \
               also routes msTX memory-domain calls to the pta/mindspore/atb adapters",
     symbols: SYMBOLS,
     events: EVENTS,
     config_keys: &[],
-    new_typer,
+    default_on: true,
+    new_typer: Some(new_typer),
+    ..AdapterDescriptor::BASE
 };
 
 /// The `Name` of a mark or range: the message as lossy UTF-8. A message starting with `=`,
@@ -428,9 +431,9 @@ mod tests {
     #[test]
     fn descriptor_is_registered() {
         let m = &DESCRIPTOR;
-        assert_eq!(m.id, AdapterId::Mstx);
+        assert_eq!(m.source, crate::SOURCE);
         assert_eq!(m.events, EVENTS);
         assert!(m.config_keys.is_empty());
-        let _ = (m.new_typer)();
+        let _ = (m.new_typer.unwrap())();
     }
 }

@@ -9,9 +9,13 @@
 //! `owner` (framework level `PTA` / `PTA_WORKSPACE`) as [`memscope_collect::pool`] describes.
 #![forbid(unsafe_code)]
 
-use memscope_collect::adapter::{AdapterDescriptor, AdapterId, Typer};
+use memscope_collect::adapter::{AdapterDescriptor, Typer};
 use memscope_collect::pool::{PoolTyper, MSTX_POOL_SYMBOLS};
 use memscope_wire::PoolId;
+
+/// This adapter's source id: its bit in the selection mask (`MEMSCOPE_ADAPTERS`, part of the
+/// probe's environment protocol, so it never changes).
+pub const SOURCE: memscope_wire::SourceId = memscope_wire::SourceId(1);
 
 /// The pools this adapter types: the caching pool (`PTA`) and the workspace pool
 /// (`PTA_WORKSPACE`).
@@ -26,7 +30,8 @@ pub fn new_typer() -> Box<dyn Typer> {
 /// (`memscope-cli/src/builtin.rs`); nothing registers it at load time, so the probe,
 /// which never names it, links none of the collector code it points to.
 pub static DESCRIPTOR: AdapterDescriptor = AdapterDescriptor {
-    id: AdapterId::Pta,
+    name: "pta",
+    source: SOURCE,
     summary: "torch_npu caching and workspace pools (msTX domains ptaCaching/msleaks, \
               ptaWorkspace): blocks as PTA / PTA_WORKSPACE with used, total and owner",
     symbols: MSTX_POOL_SYMBOLS,
@@ -37,7 +42,10 @@ pub static DESCRIPTOR: AdapterDescriptor = AdapterDescriptor {
         "FREE/PTA_WORKSPACE",
     ],
     config_keys: &[],
-    new_typer,
+    default_on: true,
+    device_memory: true,
+    new_typer: Some(new_typer),
+    ..AdapterDescriptor::BASE
 };
 
 #[cfg(test)]
@@ -50,7 +58,7 @@ mod tests {
     #[test]
     fn pta_descriptor_is_registered_with_its_events() {
         let d = &DESCRIPTOR;
-        assert_eq!(d.id, AdapterId::Pta);
+        assert_eq!(d.source, SOURCE);
         assert!(d.events.contains(&"MALLOC/PTA_WORKSPACE"));
         assert!(d.symbols.contains(&"mstxMemRegionsRegister"));
     }

@@ -6,52 +6,19 @@
 //! [`AdapterDescriptor`]; the CLI's explicit registration list (`memscope-cli/src/builtin.rs`)
 //! lists and instantiates them — no constructor registers anything, so nothing of the collector
 //! half runs or is linked in the traced process. Selection is a
-//! bit mask ([`AdapterId::bit`]) handed to the probe, so an unselected adapter costs one atomic
-//! load per intercepted call.
+//! bit mask ([`SourceId::bit`]) handed to the probe, so an unselected adapter costs one atomic
+//! load per intercepted call. An adapter shipped as a plugin (built on the adapter SDK, loaded
+//! like any `--adapter-path` library) is one more descriptor, with its [`AdapterDescriptor::library`].
 
 use memscope_core::event::Event;
 use memscope_wire::Record;
 
-/// Built-in adapters (their selection bits are part of the probe's environment protocol).
-pub use memscope_wire::AdapterId;
+pub use memscope_wire::SourceId;
 
-/// An adapter memscope ships as a plugin: built on the adapter SDK only (as a third party
-/// builds one, `memscope-adapter-sdk`), loaded by the probe like any `--adapter-path` plugin,
-/// and selected by name like a built-in one (`--adapters`, config.json `"adapters"`).
-#[derive(Debug, Clone, Copy)]
-pub struct ShippedPlugin {
-    /// The name used in `--adapters` and config.json.
-    pub name: &'static str,
-    /// File name of its library, found next to the probe library.
-    pub library: &'static str,
-    /// One line.
-    pub summary: &'static str,
-    /// `Event/Event Type` pairs it produces.
-    pub events: &'static [&'static str],
-    /// Its rows are host memory (device `cpu`): selecting it selects the `cpu` device, as
-    /// selecting HOST does.
-    pub host_memory: bool,
-}
-
-/// The adapters shipped as plugins (issue 16: CPython's allocator domains).
-pub const SHIPPED_PLUGINS: [ShippedPlugin; 1] = [ShippedPlugin {
-    name: "pymem",
-    library: "libmemscope_adapter_pymem.so",
-    summary:
-        "CPython's allocator domains (raw, mem, object; PyMem_SetAllocator) and pymalloc arenas",
-    events: &[
-        "MALLOC/PYMEM",
-        "FREE/PYMEM",
-        "MALLOC/PYMEM_ARENA",
-        "FREE/PYMEM_ARENA",
-    ],
-    host_memory: true,
-}];
-
-/// The shipped plugin named `name`.
-pub fn shipped_plugin(name: &str) -> Option<&'static ShippedPlugin> {
-    SHIPPED_PLUGINS.iter().find(|p| p.name == name)
-}
+use crate::config::RunConfig;
+use crate::fast_path::FastPath;
+use memscope_core::bus::Layer;
+use std::path::Path;
 
 /// A config.json key an adapter reads.
 #[derive(Debug)]
@@ -227,10 +194,68 @@ pub trait Typer: Send {
     fn finish(&mut self, _ctx: &mut TypeCtx, _out: &mut Vec<Event>) {}
 }
 
-/// What `memscope adapters list` prints and how the CLI builds an adapter's typer.
+/// A probe setting an adapter reads from the job's environment.
+#[derive(Debug)]
+pub struct Setting {
+    /// The config.json key(s) or option(s) the value comes from (documentation).
+    pub key: &'static str,
+    /// The environment variable the probe side reads (`memscope_wire::probe_env`).
+    pub env: &'static str,
+    /// One line: values and meaning.
+    pub summary: &'static str,
+    /// The value `memscope run` sets on the job, from the run's configuration; `None` when the
+    /// user sets the variable (it passes through the environment).
+    pub value: Option<fn(&RunConfig) -> &'static str>,
+}
+
+/// How many rows an adapter's source writes.
+#[derive(Clone, Copy, Debug)]
+pub enum Volume {
+    /// Its rows are written as the run's event selection says.
+    Rows,
+    /// An account-only source (malloc volume): the rows `is_row` picks out are written only on
+    /// request (`--host-rows`, config.json `host_rows`); they stay in the capture and are
+    /// summed up by the source's summaries.
+    Account {
+        /// Whether an event is one of those rows.
+        is_row: fn(&memscope_core::event::Event) -> bool,
+    },
+}
+
+/// The leak and peak summary of an [`Volume::Account`] source whose blocks are summed up by
+/// Python stack (`crate::account_summary`).
+#[derive(Clone, Copy, Debug)]
+pub struct AccountSummary {
+    /// The Event Type of the blocks summed up (others, e.g. arenas, are left out).
+    pub event_type: &'static str,
+    /// What a block is, plural, in the section titles (`Python objects`).
+    pub objects: &'static str,
+    /// What a block is, counted (`Python object(s)`).
+    pub counted: &'static str,
+}
+
+/// Builds an adapter's fast path for a run.
+pub type NewFastPath = fn(&RunConfig) -> Box<dyn FastPath>;
+
+/// Where an adapter's layers go in a process's bus.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LayerSlot {
+    /// With the summaries, before the pool extents (HOST's leak summary).
+    Summary,
+    /// After the pool extents and the OOM verdict, before the analyses (HAL's OOM layer,
+    /// which rewrites the snapshot whose request size the extents need).
+    AfterExtents,
+}
+
+/// What `memscope adapters list` prints, and everything the CLI and the collector take from
+/// one adapter: its name and source id, its typer, layers and fast path, its selection
+/// defaults, the probe settings it reads.
 pub struct AdapterDescriptor {
-    /// Which built-in adapter this is.
-    pub id: AdapterId,
+    /// The name used in `--adapters` and config.json.
+    pub name: &'static str,
+    /// Its source id: the selection bit of a built-in adapter (part of the probe's environment
+    /// protocol, so it never changes). A shipped plugin's has no selection bit.
+    pub source: SourceId,
     /// One-line summary.
     pub summary: &'static str,
     /// C symbols the probe interposes or registers for this adapter.
@@ -239,14 +264,73 @@ pub struct AdapterDescriptor {
     pub events: &'static [&'static str],
     /// config.json keys it reads besides `adapters`.
     pub config_keys: &'static [ConfigKey],
-    /// Builds a fresh typer for one process.
-    pub new_typer: fn() -> Box<dyn Typer>,
+    /// Selected when neither flags nor config.json name any adapter.
+    pub default_on: bool,
+    /// Its rows are device memory: selecting it makes an analysis count device memory as
+    /// traced.
+    pub device_memory: bool,
+    /// Its rows are host memory (device `cpu`): selecting it selects the `cpu` device.
+    pub host_memory: bool,
+    /// A shipped plugin's library file, found next to the probe library and loaded like any
+    /// `--adapter-path` plugin; `None` for a built-in adapter (hooks in the probe).
+    pub library: Option<&'static str>,
+    /// Builds a fresh typer for one process; `None` for a shipped plugin (its events are
+    /// plugin records, typed by the plugin typer).
+    pub new_typer: Option<fn() -> Box<dyn Typer>>,
+    /// Its bus layers for a run (none when they have nothing to do in it), placed at
+    /// [`AdapterDescriptor::layer_slot`]. Not asked when the run takes its fast path.
+    pub layers: fn(&RunConfig) -> Vec<Box<dyn Layer>>,
+    /// Where [`AdapterDescriptor::layers`] go.
+    pub layer_slot: LayerSlot,
+    /// Its fast path: its records typed and accounted without events when its rows are
+    /// neither written nor analysed.
+    pub fast_path: Option<NewFastPath>,
+    /// Warnings about the program before launch (`program`, whether the adapter is selected).
+    pub preflight: Option<fn(&Path, bool) -> Vec<String>>,
+    /// The probe settings it reads from the job's environment.
+    pub settings: &'static [Setting],
+    /// How many rows it writes.
+    pub volume: Volume,
+    /// Its summary by Python stack, if it has one.
+    pub account_summary: Option<AccountSummary>,
+}
+
+impl AdapterDescriptor {
+    /// A descriptor's defaults: no name, symbols, events, typer, layers, settings; not selected
+    /// by default; rows written. Descriptors name what differs and take the rest from here
+    /// (`..AdapterDescriptor::BASE`).
+    pub const BASE: AdapterDescriptor = AdapterDescriptor {
+        name: "",
+        source: SourceId(u16::MAX),
+        summary: "",
+        symbols: &[],
+        events: &[],
+        config_keys: &[],
+        default_on: false,
+        device_memory: false,
+        host_memory: false,
+        library: None,
+        new_typer: None,
+        layers: |_| Vec::new(),
+        layer_slot: LayerSlot::Summary,
+        fast_path: None,
+        preflight: None,
+        settings: &[],
+        volume: Volume::Rows,
+        account_summary: None,
+    };
+
+    /// Whether this adapter is built in (its hooks are in the probe), not a shipped plugin.
+    pub fn built_in(&self) -> bool {
+        self.library.is_none()
+    }
 }
 
 impl std::fmt::Debug for AdapterDescriptor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AdapterDescriptor")
-            .field("id", &self.id)
+            .field("name", &self.name)
+            .field("source", &self.source)
             .finish_non_exhaustive()
     }
 }

@@ -1,13 +1,14 @@
 //! The collector: follows every traced process's stream in the spool directory while the job
 //! runs, and turns each process into its output directory (dumps, log, config.json, reports).
 
+use crate::adapter::LayerSlot;
 use crate::adapter::TypeCtx;
 use crate::config::{Format, RunConfig};
 use crate::logfile::LogFile;
 use crate::pipeline::{CaptureOut, Pipeline, PipelineSetup};
 use crate::process::{ProcessState, ProcessSummary, ROUND_BUDGET};
 use crate::registry::Registry;
-use crate::{api_config, layers, plugin_typer, pymem_summary};
+use crate::{account_summary, api_config, layers, plugin_typer};
 use memscope_core::bus::{Bus, BusError, Layer};
 use memscope_dump::layout;
 use memscope_dump::sink::csv::CsvSink;
@@ -362,30 +363,48 @@ impl PipelineFactory<'_> {
             h.pid, h.ppid, h.exe
         ));
         let collect = layers::CollectFilter::new(cfg);
-        // HOST rows that are neither written nor analysed take the HOST fast path (typed and
-        // accounted without events; issue 9: the bus would move each malloc through every
-        // layer only to drop it), which also makes the leak and peak summaries.
-        let host_fast = cfg.has_adapter(crate::adapter::AdapterId::Host)
-            && !cfg.host_rows
+        // The rows of a selected adapter with a fast path (HOST's) that are neither written nor
+        // analysed take it (typed and accounted without events; issue 9: the bus would move
+        // each malloc through every layer only to drop it), which also makes its leak and peak
+        // summaries.
+        let selection = cfg.selection();
+        let fast = !cfg.host_rows
             && collect.keeps_memory()
             && !cfg.analysis.decompose
             && !cfg.analysis.inefficient;
+        let fast_paths: Vec<_> = selection
+            .adapters
+            .iter()
+            .filter_map(|d| d.fast_path.filter(|_| fast).map(|f| (d.name, f)))
+            .collect();
+        let slot = |slot: LayerSlot| {
+            self.registry
+                .descriptors
+                .iter()
+                .filter(move |d| d.layer_slot == slot)
+                .filter(|d| !fast_paths.iter().any(|(n, _)| *n == d.name))
+                .flat_map(|d| (d.layers)(cfg))
+                .collect::<Vec<_>>()
+        };
         let mut layers: Vec<Box<dyn Layer>> = vec![
             Box::new(collect),
             // ACCESS rows get the allocation_id of the block they touch (issue 10)
             Box::new(crate::access_blocks::AccessBlocks::new()),
         ];
-        if !host_fast {
-            layers.extend((self.registry.host_leak_layer)(cfg)); // HOST leak summary (issue 4)
-        }
-        layers.extend(pymem_summary::layer(cfg)); // Python objects by Python stack (issue 16)
-                                                  // pool extents and the OOM verdict (issue 25):
-                                                  // before the OOM layer rewrites the snapshot,
-                                                  // whose request size it needs
+        layers.extend(slot(LayerSlot::Summary)); // HOST leak summary (issue 4)
+                                                 // blocks by Python stack (issue 16)
+        layers.extend(
+            selection
+                .adapters
+                .iter()
+                .filter_map(|d| account_summary::layer(d)),
+        );
+        // pool extents and the OOM verdict (issue 25): before the OOM layer rewrites the
+        // snapshot, whose request size it needs
         layers.push(Box::new(
             memscope_analysis::fragmentation::FragmentationLayer::new(false),
         ));
-        layers.push((self.registry.oom_layer)(cfg)); // OOM (issue 5)
+        layers.extend(slot(LayerSlot::AfterExtents)); // OOM (issue 5)
         layers.extend((self.analyses)(cfg, &project));
         layers.push(Box::new(layers::WriteFilter::new(cfg)));
         let (sink, sink_stats) = sink(cfg, &project, &ts);
@@ -447,8 +466,11 @@ impl PipelineFactory<'_> {
             log,
             config_json,
             capture,
-            host_rows_off: cfg.has_adapter(crate::adapter::AdapterId::Host) && !cfg.host_rows,
-            host_fast: host_fast.then(|| (self.registry.host_fast)(cfg)),
+            // a selected built-in account-only adapter's rows (HOST's) left out of the dumps
+            host_rows_off: selection.adapters.iter().any(|d| {
+                d.built_in() && matches!(d.volume, crate::adapter::Volume::Account { .. })
+            }) && !cfg.host_rows,
+            host_fast: fast_paths.first().map(|(_, f)| f(cfg)),
             py_depth: cfg.call_stack.python,
         }
     }

@@ -5,7 +5,8 @@
 //! Parsing follows msMemScope: lists split on `,` and the full-width `，`, items are not trimmed,
 //! empty items are skipped. Every error is one line naming the option and the bad value.
 
-use crate::adapter::AdapterId;
+use crate::adapter::{AdapterDescriptor, SourceId};
+use crate::registry::{installed, Selection};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -207,17 +208,6 @@ impl WatchConfig {
     }
 }
 
-/// Adapters selected when neither flags nor config.json name any: every built-in adapter but
-/// HOST, which is opt-in (issue 4) so Ascend users pay nothing for it.
-pub const DEFAULT_ADAPTERS: [AdapterId; 6] = [
-    AdapterId::Mstx,
-    AdapterId::Pta,
-    AdapterId::MindSpore,
-    AdapterId::Atb,
-    AdapterId::Hal,
-    AdapterId::Acl,
-];
-
 impl Default for RunConfig {
     fn default() -> Self {
         RunConfig {
@@ -231,9 +221,13 @@ impl Default for RunConfig {
             format: Format::Csv,
             log_level: LogLevel::Info,
             collect_mode: CollectMode::Immediate,
-            adapters: DEFAULT_ADAPTERS
+            // every adapter whose descriptor says so: the built-in ones but HOST, which is
+            // opt-in (issue 4) so Ascend users pay nothing for it
+            adapters: installed()
+                .descriptors
                 .iter()
-                .map(|a| a.name().to_owned())
+                .filter(|d| d.default_on)
+                .map(|d| d.name.to_owned())
                 .collect(),
             adapter_paths: Vec::new(),
             idle_threshold: 3000,
@@ -271,20 +265,17 @@ pub fn parse_steps(s: &str) -> Result<Vec<u32>, ConfigError> {
     Ok(v)
 }
 
-/// Parses `--adapters`: names of built-in adapters and of the shipped plugins
-/// ([`crate::adapter::SHIPPED_PLUGINS`]).
+/// Parses `--adapters`: names of the adapters of the installed registry
+/// ([`crate::registry::install`]: built-in adapters and shipped plugins).
 ///
 /// # Errors
 /// An unknown name, or an empty list.
 pub fn parse_adapters(s: &str) -> Result<Vec<String>, ConfigError> {
     let mut v: Vec<String> = Vec::new();
     for t in split_list(s) {
-        if AdapterId::from_name(t).is_none() && crate::adapter::shipped_plugin(t).is_none() {
-            let known: Vec<_> = AdapterId::ALL
-                .iter()
-                .map(|a| a.name())
-                .chain(crate::adapter::SHIPPED_PLUGINS.iter().map(|p| p.name))
-                .collect();
+        let registry = installed();
+        if registry.by_name(t).is_none() {
+            let known: Vec<_> = registry.names().collect();
             return Err(bad(
                 "--adapters",
                 format!("unknown adapter {t:?} (built-in: {})", known.join(", ")),
@@ -340,25 +331,25 @@ pub fn check_output_path(p: &str) -> Result<(), ConfigError> {
 }
 
 impl RunConfig {
-    /// Selection mask of the built-in adapters ([`AdapterId::bit`]).
+    /// The selected adapters, resolved against the installed registry.
+    pub fn selection(&self) -> Selection {
+        installed().resolve(&self.adapters)
+    }
+
+    /// Selection mask of the built-in adapters ([`SourceId::bit`]).
     pub fn adapter_mask(&self) -> u32 {
-        self.adapters
-            .iter()
-            .filter_map(|a| AdapterId::from_name(a))
-            .fold(0, |m, a| m | a.bit())
+        self.selection().mask
     }
 
-    /// The shipped plugins selected (`--adapters pymem`), in selection order.
-    pub fn shipped_plugins(&self) -> Vec<&'static crate::adapter::ShippedPlugin> {
-        self.adapters
-            .iter()
-            .filter_map(|a| crate::adapter::shipped_plugin(a))
-            .collect()
+    /// The shipped plugins selected (`--adapters` names of descriptors with a library), in
+    /// selection order.
+    pub fn shipped_plugins(&self) -> Vec<&'static AdapterDescriptor> {
+        self.selection().plugins
     }
 
-    /// Whether `a` is selected.
-    pub fn has_adapter(&self, a: AdapterId) -> bool {
-        self.adapter_mask() & a.bit() != 0
+    /// Whether the built-in adapter of source `source` is selected.
+    pub fn has_source(&self, source: SourceId) -> bool {
+        self.selection().has(source)
     }
 }
 

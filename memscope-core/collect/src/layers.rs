@@ -1,7 +1,7 @@
 //! Selection layers of `memscope run`, applying msMemScope's collection and dump rules
 //! (behaviour spec §2 "Rules that widen what is collected", §8 devices and steps).
 
-use crate::adapter::AdapterId;
+use crate::adapter::Volume;
 use crate::config::RunConfig;
 use memscope_core::bus::{BusCtx, BusError, Layer};
 use memscope_core::event::{Device, Event, EventKind, EventType};
@@ -36,9 +36,7 @@ impl CollectFilter {
             kernel: launch && cfg.level.kernel,
             access: e.access || a.decompose || a.inefficient,
             cfg_devices: cfg.device.clone(),
-            cpu: cfg.device.cpu
-                || cfg.has_adapter(AdapterId::Host)
-                || cfg.shipped_plugins().iter().any(|p| p.host_memory),
+            cpu: cfg.device.cpu || cfg.selection().adapters.iter().any(|d| d.host_memory),
         }
     }
 
@@ -83,7 +81,8 @@ impl Layer for CollectFilter {
 
 /// Drops what is collected but not *written* (`dumpEventType`): MALLOC needs `alloc`, FREE
 /// needs `free`, launches need `launch`, ACCESS needs `access`; MSTX, SYSTEM and SNAPSHOT rows
-/// are always written. HOST adapter rows need `host_rows` (they stay in the capture). Also applies
+/// are always written. The rows of account-only sources ([`Volume::Account`]: the HOST adapter's,
+/// …) need `host_rows` (they stay in the capture). Also applies
 /// `--steps`: inside a step that is not selected nothing is written; outside steps everything is
 /// (msMemScope's "in range" rule). Runs after the analyses, so they see every collected event.
 pub struct WriteFilter {
@@ -93,9 +92,9 @@ pub struct WriteFilter {
     access: bool,
     steps: Vec<u32>,
     host_rows: bool,
-    /// The PYMEM adapter's Event Types (issue 16): rows at malloc volume, written like HOST
-    /// rows only with `host_rows` (kept in the capture and summarised by Python stack).
-    pymem: [EventType; 2],
+    /// The account-only sources' row tests (issue 16): rows at malloc volume, written only
+    /// with `host_rows` (kept in the capture and summarised).
+    account_rows: Vec<fn(&Event) -> bool>,
 }
 
 /// Whether `ev` is a row of the HOST adapter (libc allocator blocks): Event Type HOST rows
@@ -118,7 +117,14 @@ impl WriteFilter {
             access: cfg.events.access,
             steps: cfg.steps.clone(),
             host_rows: cfg.host_rows,
-            pymem: [EventType::custom("PYMEM"), EventType::custom("PYMEM_ARENA")],
+            account_rows: crate::registry::installed()
+                .descriptors
+                .iter()
+                .filter_map(|d| match d.volume {
+                    Volume::Account { is_row } => Some(is_row),
+                    Volume::Rows => None,
+                })
+                .collect(),
         }
     }
 }
@@ -141,8 +147,7 @@ impl Layer for WriteFilter {
         };
         if keep
             && in_steps
-            && (self.host_rows
-                || !(is_host_adapter_row(&ev) || self.pymem.contains(&ev.event_type)))
+            && (self.host_rows || !self.account_rows.iter().any(|is_row| is_row(&ev)))
         {
             out.push(ev);
         }

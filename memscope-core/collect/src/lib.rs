@@ -16,10 +16,11 @@
 //!   [`history`] (blocks from before a collection window), [`sampled`] (`--sample`),
 //!   [`fast_path`] (records accounted without events).
 //! * Layers of the collector: [`layers`] (collect and write filters), [`access_blocks`],
-//!   [`pymem_summary`]; the process log [`logfile`].
+//!   [`account_summary`]; the process log [`logfile`].
 #![forbid(unsafe_code)]
 
 pub mod access_blocks;
+pub mod account_summary;
 pub mod adapter;
 pub mod api_config;
 pub mod collector;
@@ -32,7 +33,6 @@ pub mod pipeline;
 pub mod plugin_typer;
 pub mod pool;
 pub mod process;
-pub mod pymem_summary;
 pub mod pystacks;
 pub mod python;
 pub mod registry;

@@ -1,29 +1,143 @@
 //! The adapters a collector is handed: the caller's registration list.
 
-use crate::adapter::{AdapterDescriptor, Typer};
-use crate::config::RunConfig;
-use crate::fast_path::FastPath;
-use memscope_core::bus::Layer;
+use crate::adapter::{AdapterDescriptor, SourceId, Typer};
+use std::sync::OnceLock;
 
 /// The adapters a collector types with, as its caller's registration list gives them
-/// (`memscope-cli/src/builtin.rs`): the descriptors, and the collector-side pieces of HOST and
-/// HAL that are not descriptor fields yet. The collector names no adapter crate itself.
+/// (`memscope-cli/src/builtin.rs`): every adapter's descriptor. The collector names no adapter
+/// crate itself.
 #[derive(Clone, Copy, Debug)]
 pub struct Registry {
-    /// Every built-in adapter's descriptor, in [`memscope_wire::AdapterId`] order.
+    /// Every adapter's descriptor: the built-in ones in source id order, then the shipped
+    /// plugins.
     pub descriptors: &'static [&'static AdapterDescriptor],
-    /// HOST's end-of-run leak summary layer (`None` when HOST is not selected).
-    pub host_leak_layer: fn(&RunConfig) -> Option<Box<dyn Layer>>,
-    /// HAL's out-of-memory layer (`OOM_Snapshot`, `--analysis oom[:K]`).
-    pub oom_layer: fn(&RunConfig) -> Box<dyn Layer>,
-    /// HOST's fast path: HOST heap records typed and accounted without events when HOST rows
-    /// are neither written nor analysed.
-    pub host_fast: fn(&RunConfig) -> Box<dyn FastPath>,
 }
 
 impl Registry {
-    /// A fresh typer of every adapter, for one process.
-    pub fn typers(&self) -> Vec<Box<dyn Typer>> {
-        self.descriptors.iter().map(|d| (d.new_typer)()).collect()
+    /// No adapter (what [`installed`] answers before [`install`]).
+    pub const EMPTY: Registry = Registry { descriptors: &[] };
+
+    /// The adapter named `name` (exact, lower case).
+    pub fn by_name(&self, name: &str) -> Option<&'static AdapterDescriptor> {
+        self.descriptors.iter().copied().find(|d| d.name == name)
     }
+
+    /// The built-in adapter of source `source`.
+    pub fn by_source(&self, source: SourceId) -> Option<&'static AdapterDescriptor> {
+        self.descriptors
+            .iter()
+            .copied()
+            .find(|d| d.built_in() && d.source == source)
+    }
+
+    /// Every adapter's name, in list order.
+    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.descriptors.iter().map(|d| d.name)
+    }
+
+    /// A fresh typer of every adapter that has one, for one process.
+    pub fn typers(&self) -> Vec<Box<dyn Typer>> {
+        self.descriptors
+            .iter()
+            .filter_map(|d| d.new_typer.map(|f| f()))
+            .collect()
+    }
+}
+
+/// The adapters a run selects, resolved from their names once.
+#[derive(Clone, Debug, Default)]
+pub struct Selection {
+    /// Selection mask of the built-in adapters ([`SourceId::bit`]).
+    pub mask: u32,
+    /// The selected adapters, in selection order.
+    pub adapters: Vec<&'static AdapterDescriptor>,
+    /// The selected shipped plugins, in selection order.
+    pub plugins: Vec<&'static AdapterDescriptor>,
+}
+
+impl Selection {
+    /// Whether the built-in adapter of source `source` is selected.
+    pub fn has(&self, source: SourceId) -> bool {
+        self.mask & source.bit() != 0
+    }
+}
+
+impl Registry {
+    /// The selection `names` make (names this registry lacks are left out: configurations are
+    /// checked when parsed).
+    pub fn resolve(&self, names: &[String]) -> Selection {
+        let mut sel = Selection::default();
+        for d in names.iter().filter_map(|n| self.by_name(n)) {
+            if d.built_in() {
+                sel.mask |= d.source.bit();
+            } else {
+                sel.plugins.push(d);
+            }
+            sel.adapters.push(d);
+        }
+        sel
+    }
+}
+
+static INSTALLED: OnceLock<&'static Registry> = OnceLock::new();
+
+/// Installs the process's registration list, once, before any configuration is parsed
+/// (the CLI does at start): adapter names in configurations are checked and resolved against
+/// it. A second call is ignored.
+pub fn install(registry: &'static Registry) {
+    let _ = INSTALLED.set(registry);
+}
+
+/// The installed registration list ([`Registry::EMPTY`] before [`install`]).
+pub fn installed() -> &'static Registry {
+    #[cfg(test)]
+    install(&test_registry::REGISTRY);
+    INSTALLED.get().copied().unwrap_or(&Registry::EMPTY)
+}
+
+/// The unit tests' registration list (the collector names no adapter crate): descriptors with
+/// the built-in adapters' names, ids and selection properties, and no typers.
+#[cfg(test)]
+pub(crate) mod test_registry {
+    use super::Registry;
+    use crate::adapter::{AdapterDescriptor, SourceId, Volume};
+
+    const fn built_in(name: &'static str, source: u16, device_memory: bool) -> AdapterDescriptor {
+        AdapterDescriptor {
+            name,
+            source: SourceId(source),
+            default_on: true,
+            device_memory,
+            ..AdapterDescriptor::BASE
+        }
+    }
+
+    static MSTX: AdapterDescriptor = built_in("mstx", 0, false);
+    static PTA: AdapterDescriptor = built_in("pta", 1, true);
+    static MINDSPORE: AdapterDescriptor = built_in("mindspore", 2, true);
+    static ATB: AdapterDescriptor = built_in("atb", 3, true);
+    static HAL: AdapterDescriptor = built_in("hal", 4, true);
+    static ACL: AdapterDescriptor = built_in("acl", 5, false);
+    static HOST: AdapterDescriptor = AdapterDescriptor {
+        default_on: false,
+        host_memory: true,
+        volume: Volume::Account {
+            is_row: crate::layers::is_host_adapter_row,
+        },
+        ..built_in("host", 6, false)
+    };
+    static PYMEM: AdapterDescriptor = AdapterDescriptor {
+        name: "pymem",
+        host_memory: true,
+        library: Some("libmemscope_adapter_pymem.so"),
+        volume: Volume::Account {
+            is_row: |ev| matches!(ev.event_type.as_str(), "PYMEM" | "PYMEM_ARENA"),
+        },
+        ..AdapterDescriptor::BASE
+    };
+
+    /// The list.
+    pub(crate) static REGISTRY: Registry = Registry {
+        descriptors: &[&MSTX, &PTA, &MINDSPORE, &ATB, &HAL, &ACL, &HOST, &PYMEM],
+    };
 }

@@ -212,7 +212,6 @@ mod tests {
     use crate::adapter::{AdapterDescriptor, Typer};
     use memscope_core::event::{Device, EventKind, EventType};
     use memscope_stream::capture::{CaptureEnd, CaptureWriter, ImageHeader};
-    use memscope_wire::AdapterId;
 
     /// Types `Malloc`/`Free` as bare HOST rows: the replay, not HOST's typer, is under
     /// test (the collector names no adapter crate).
@@ -241,19 +240,15 @@ mod tests {
     }
 
     static HEAP: AdapterDescriptor = AdapterDescriptor {
-        id: AdapterId::Host,
+        name: "heap",
+        source: crate::adapter::SourceId(6),
         summary: "test heap",
-        symbols: &[],
-        events: &[],
-        config_keys: &[],
-        new_typer: || Box::new(HeapTyper),
+        new_typer: Some(|| Box::new(HeapTyper)),
+        ..AdapterDescriptor::BASE
     };
 
     static REGISTRY: Registry = Registry {
         descriptors: &[&HEAP],
-        host_leak_layer: |_| None,
-        oom_layer: |_| unreachable!("replay builds no layers"),
-        host_fast: |_| unreachable!("replay takes no fast path"),
     };
 
     #[test]

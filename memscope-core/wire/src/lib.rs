@@ -1,6 +1,6 @@
 //! memscope-wire: the per-process event stream, the one thing the traced process and the
-//! collector share — file layout, records, the allocation-free codec, the selection bits of the
-//! built-in adapters ([`AdapterId`]), the `Event` kinds ([`EventKind`]) and the environment
+//! collector share — file layout, records, the allocation-free codec, the sources' ids and
+//! selection bits ([`SourceId`]), the `Event` kinds ([`EventKind`]) and the environment
 //! protocol between the CLI and the probe ([`probe_env`]). The probe and its runtime build on
 //! this crate alone; nothing here allocates on the encoding path.
 //!
@@ -285,13 +285,11 @@ pub use python::snapshot_known;
 pub use record::Record;
 pub use record_meta::drop_slot_of;
 
-mod adapter_id;
 mod event_kind;
 pub mod probe_env;
 mod source_id;
 pub mod watch;
 
-pub use adapter_id::AdapterId;
 pub use event_kind::EventKind;
 pub use source_id::SourceId;
 

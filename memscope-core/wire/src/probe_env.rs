@@ -10,7 +10,7 @@ pub const ENV_SPOOL: &str = "MEMSCOPE_SPOOL";
 /// static buffer, sized so a stream file's path (`<spool>/<pid>-<ns>.stream`) stays within
 /// PATH_MAX. `memscope run` refuses an output path whose spool would be this long.
 pub const SPOOL_MAX: usize = 4000;
-/// Selected built-in adapters: decimal bit mask of [`crate::AdapterId::bit`].
+/// Selected built-in adapters: decimal bit mask of their [`crate::SourceId::bit`].
 pub const ENV_ADAPTERS: &str = "MEMSCOPE_ADAPTERS";
 /// `immediate` (record from the start) or `deferred` (wait for `memscope_start()`).
 pub const ENV_COLLECT_MODE: &str = "MEMSCOPE_COLLECT_MODE";

@@ -5,7 +5,6 @@
 
 use memscope_core::event::EventKind;
 use memscope_tests::*;
-use memscope_wire::AdapterId;
 use memscope_wire::{
     decode, drop_slot_of, ChunkState, Record, CHUNK_HEADER_SIZE, CHUNK_MAGIC, CHUNK_SIZE,
     CH_COMMITTED, CH_MAGIC, DROP_KINDS, FH_DROPPED, FH_DROPPED_KINDS, FH_EXE, FH_EXE_LEN, FH_PID,
@@ -16,7 +15,8 @@ use std::process::Command;
 
 /// `MEMSCOPE_ADAPTERS` value selecting HOST.
 pub fn host_mask() -> String {
-    AdapterId::Host.bit().to_string()
+    // the HOST adapter's `SOURCE` (`adapters/host`, SourceId(6)), a probe environment number
+    memscope_wire::SourceId(6).bit().to_string()
 }
 
 /// A command running `program` with the probe preloaded, writing to `spool`, with the

@@ -12,8 +12,49 @@
 //! msMemScope's key set (the config.json next to every dump) and memscope's keys (what `run`
 //! hands the Python package) — read again and validated again, and must come out the same.
 
+use memscope_collect::adapter::{AdapterDescriptor, SourceId};
 use memscope_collect::config::RawOptions;
+use memscope_collect::registry::Registry;
 use memscope_fuzz::{outcome_of_error, run, Target};
+
+/// A stand-in of the CLI's registration list (`memscope-cli/src/builtin.rs`, whose descriptors
+/// live in the adapter crates): only the names, ids and defaults matter to configuration
+/// parsing, which checks names against the installed list.
+const fn named(name: &'static str, source: u16, default_on: bool) -> AdapterDescriptor {
+    AdapterDescriptor {
+        name,
+        source: SourceId(source),
+        default_on,
+        ..AdapterDescriptor::BASE
+    }
+}
+
+static STAND_INS: [AdapterDescriptor; 8] = [
+    named("mstx", 0, true),
+    named("pta", 1, true),
+    named("mindspore", 2, true),
+    named("atb", 3, true),
+    named("hal", 4, true),
+    named("acl", 5, true),
+    named("host", 6, false),
+    AdapterDescriptor {
+        library: Some("libmemscope_adapter_pymem.so"),
+        ..named("pymem", u16::MAX, false)
+    },
+];
+
+static REGISTRY: Registry = Registry {
+    descriptors: &[
+        &STAND_INS[0],
+        &STAND_INS[1],
+        &STAND_INS[2],
+        &STAND_INS[3],
+        &STAND_INS[4],
+        &STAND_INS[5],
+        &STAND_INS[6],
+        &STAND_INS[7],
+    ],
+};
 
 fn seeds() -> Vec<Vec<u8>> {
     [
@@ -152,6 +193,7 @@ fn flags(text: &str) -> RawOptions {
 }
 
 fn main() {
+    memscope_collect::registry::install(&REGISTRY);
     let cwd = std::path::PathBuf::from("/tmp/memscope-fuzz-cwd");
     run(
         Target {

@@ -1,32 +1,34 @@
-//! Leak and peak summaries of Python objects (issue 16): the PYMEM adapter's blocks summed up by
-//! where they were allocated (the first frame of the user's code, `memscope_analysis::sites`,
-//! issue 23) — what was still live when the process ended, and what was live at the peak
-//! of live PYMEM bytes ("where did my memory go"). pymalloc arenas (`PYMEM_ARENA`) are never
-//! added in: they hold the objects.
+//! Leak and peak summaries of an account-only source's blocks by Python stack (issue 16; the
+//! source's descriptor gives its [`AccountSummary`]: the Event Type summed up and what its
+//! blocks are, e.g. Python objects): the blocks summed up by where they were allocated (the
+//! first frame of the user's code, `memscope_analysis::sites`, issue 23) — what was still
+//! live when the process ended, and what was live at the peak of live bytes ("where did my
+//! memory go"). Other Event Types of the source (arenas that hold the objects) are never added
+//! in.
 //!
-//! "At exit" is when the main interpreter starts finalising (the adapter stops there, before
-//! the modules are torn down), as memray reports what its tracker saw live when it stopped.
+//! "At exit" is when the source stops (an interpreter's adapter stops when it starts
+//! finalising, before the modules are torn down), as memray reports what its tracker saw live
+//! when it stopped.
 //!
 //! The peak groups are those of the last local maximum that raised the peak by 1 % or more
 //! (a copy of the per-stack totals is taken then), so they are within 1 % of the exact peak;
 //! the peak's byte and object counts are exact.
 
-use crate::config::RunConfig;
+use crate::adapter::{AccountSummary, AdapterDescriptor};
 use memscope_analysis::sites::{site_lines, StackGroup};
 use memscope_core::bus::{BusCtx, BusError, Layer, ReportSection};
 use memscope_core::event::{Event, EventKind, EventType};
 use std::collections::HashMap;
 
-/// The layer when the PYMEM adapter is selected.
-pub fn layer(cfg: &RunConfig) -> Option<Box<dyn Layer>> {
-    cfg.adapters
-        .iter()
-        .any(|a| a == "pymem")
-        .then(|| Box::new(PyObjects::new()) as Box<dyn Layer>)
+/// The summary layer of a selected adapter that has one.
+pub fn layer(d: &AdapterDescriptor) -> Option<Box<dyn Layer>> {
+    d.account_summary
+        .map(|a| Box::new(AccountObjects::new(a)) as Box<dyn Layer>)
 }
 
-/// Live PYMEM objects by Python stack, and the peak.
-pub struct PyObjects {
+/// An account-only source's live blocks by Python stack, and the peak.
+pub struct AccountObjects {
+    what: AccountSummary,
     ty: EventType,
     /// Interned stack texts (index 0: no Python stack).
     stacks: Vec<String>,
@@ -46,11 +48,12 @@ pub struct PyObjects {
     rising: bool,
 }
 
-impl PyObjects {
-    /// An empty summary.
-    pub fn new() -> PyObjects {
-        PyObjects {
-            ty: EventType::custom("PYMEM"),
+impl AccountObjects {
+    /// An empty summary of the blocks `what` describes.
+    pub fn new(what: AccountSummary) -> AccountObjects {
+        AccountObjects {
+            what,
+            ty: EventType::custom(what.event_type),
             stacks: vec![String::new()],
             index: HashMap::new(),
             live: HashMap::new(),
@@ -109,8 +112,8 @@ impl PyObjects {
         let peak = self.section(
             &self.at_peak,
             format!(
-                "PYMEM peak{pid}: {} bytes in {} Python object(s), by where they were allocated at the peak",
-                self.peak_bytes, self.peak_objects
+                "{} peak{pid}: {} bytes in {} {}, by where they were allocated at the peak",
+                self.what.event_type, self.peak_bytes, self.peak_objects, self.what.counted
             ),
         );
         let (n, b) = self
@@ -120,23 +123,17 @@ impl PyObjects {
         let live = self.section(
             &self.by_stack,
             format!(
-                "PYMEM Python objects live at exit{pid}: {n} object(s), {b} bytes ({} freed before)",
-                self.frees
+                "{} {} live at exit{pid}: {n} object(s), {b} bytes ({} freed before)",
+                self.what.event_type, self.what.objects, self.frees
             ),
         );
         vec![peak, live]
     }
 }
 
-impl Default for PyObjects {
-    fn default() -> Self {
-        PyObjects::new()
-    }
-}
-
-impl Layer for PyObjects {
+impl Layer for AccountObjects {
     fn name(&self) -> &'static str {
-        "pymem-objects"
+        "account-objects"
     }
 
     fn on_event(&mut self, ev: Event, _ctx: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError> {
@@ -197,8 +194,15 @@ mod tests {
     use super::*;
     use memscope_core::event::{Attrs, Device, MemoryAttrs};
 
+    /// A Python object summary as a shipped plugin's descriptor declares it.
+    const OBJECTS: AccountSummary = AccountSummary {
+        event_type: "PYMEM",
+        objects: "Python objects",
+        counted: "Python object(s)",
+    };
+
     fn ev(kind: EventKind, id: u64, size: u64, stack: Option<&str>) -> Event {
-        let mut e = Event::new(EventType::custom("PYMEM"), 1, 1, 1);
+        let mut e = Event::new(EventType::custom(OBJECTS.event_type), 1, 1, 1);
         e.kind = kind;
         e.device = Device::Cpu;
         e.attrs = Attrs::Memory(MemoryAttrs {
@@ -212,7 +216,7 @@ mod tests {
 
     #[test]
     fn python_objects_are_grouped_by_python_stack_live_at_exit_and_at_the_peak() {
-        let mut l = PyObjects::new();
+        let mut l = AccountObjects::new(OBJECTS);
         let ctx = BusCtx::default();
         let mut out = Vec::new();
         for (k, id, size, st) in [
