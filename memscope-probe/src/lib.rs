@@ -43,7 +43,12 @@ use memscope_runtime as rt;
 #[global_allocator]
 static GLOBAL: alloc::LibcAlloc = alloc::LibcAlloc;
 
-memscope_adapter_mstx::export_hooks!();
+// msTX, with the memory pools that report through its domains: one line per pool adapter.
+memscope_adapter_mstx::export_hooks!(
+    memscope_adapter_pta::MSTX_POOLS,
+    memscope_adapter_mindspore::MSTX_POOLS,
+    memscope_adapter_atb::MSTX_POOLS,
+);
 memscope_adapter_host::export_hooks!();
 memscope_adapter_hal::export_hooks!();
 memscope_adapter_acl::export_hooks!();

@@ -9,7 +9,7 @@ use memscope_wire::SourceId;
 const MSTX: SourceId = SourceId(0);
 const HOST: SourceId = SourceId(6);
 use memscope_wire::{
-    decode, ChunkState, PoolId, Record, SystemCode, CHUNK_HEADER_SIZE, CHUNK_MAGIC, CHUNK_SIZE,
+    decode, ChunkState, Record, SystemCode, CHUNK_HEADER_SIZE, CHUNK_MAGIC, CHUNK_SIZE,
     CH_COMMITTED, CH_MAGIC, CH_SEALED, FH_DROPPED, FH_PID, FILE_HEADER_SIZE, STREAM_MAGIC,
 };
 use std::collections::HashMap;
@@ -75,7 +75,7 @@ fn stream_end_to_end() {
     let shadow_ts = now_ns();
     assert!(record(&Record::RegionRegister {
         ts: shadow_ts,
-        pool: PoolId::PtaCaching,
+        pool: 1,
         device: 0,
         ptr: 0x1000,
         size: 64,
@@ -91,7 +91,7 @@ fn stream_end_to_end() {
     let window_ts = now_ns();
     assert!(record(&Record::RegionUnregister {
         ts: window_ts,
-        pool: PoolId::PtaCaching,
+        pool: 1,
         ptr: 0x1000,
     }));
 

@@ -1,5 +1,6 @@
 //! Issue 11: built-in adapters are registered by two explicit lists — the probe's
-//! `export_hooks!()` lines (`memscope-probe/src/lib.rs`) and the CLI's `builtin.rs` — and
+//! `export_hooks!()` lines and the pool adapters' `MSTX_POOLS` lines in the msTX one
+//! (`memscope-probe/src/lib.rs`) and the CLI's `builtin.rs` — and
 //! named nowhere else: not by the collector (`memscope-core/collect`), the other crates of the
 //! core, the runtime, nor by each other.
 
@@ -44,9 +45,17 @@ fn adapter_crates_are_named_only_in_the_two_registration_lists() {
             if !names_one {
                 continue;
             }
+            // the probe's list: one `export_hooks!` per adapter with hooks, and inside the msTX
+            // one, one `MSTX_POOLS` line per pool adapter
+            let probe_entry = |l: &str| {
+                let l = l.trim();
+                l.ends_with("::export_hooks!();")
+                    || l.ends_with("::export_hooks!(")
+                    || l.ends_with("::MSTX_POOLS,")
+                    || l.starts_with("//")
+            };
             let listed = rel == "memscope-cli/src/builtin.rs"
-                || (rel == "memscope-probe/src/lib.rs"
-                    && (line.trim_end().ends_with("::export_hooks!();") || line.starts_with("//")));
+                || (rel == "memscope-probe/src/lib.rs" && probe_entry(line));
             assert!(listed, "{rel}:{}: names an adapter crate: {line}", i + 1);
         }
     }

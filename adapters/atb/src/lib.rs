@@ -26,6 +26,15 @@ use memscope_collect::adapter::AdapterDescriptor;
 /// probe's environment protocol, so it never changes).
 pub const SOURCE: memscope_wire::SourceId = memscope_wire::SourceId(3);
 
+/// ATB's pool: domain `atb`, rows of Event Type `ATB` (collector side: [`pool`]). The probe
+/// hands it to the msTX hooks; pool number 4 is part of the stream format.
+pub const MSTX_POOLS: &[memscope_wire::MstxPool] = &[memscope_wire::MstxPool {
+    pool: 4,
+    domains: &["atb"],
+    source: SOURCE,
+    event_type: "ATB",
+}];
+
 /// Symbols the adapter interposes: the msTX pool calls it is fed through (registered by the
 /// mstx adapter) and the ATB C++ entry points (both ABI spellings, abi.md §4.2).
 pub const SYMBOLS: &[&str] = &[

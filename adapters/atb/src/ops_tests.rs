@@ -3,7 +3,7 @@
 use super::*;
 use memscope_core::attr_text::format_attr;
 use memscope_core::event::EventKind;
-use memscope_wire::{encode_dims, PoolId};
+use memscope_wire::encode_dims;
 
 fn op(ts: u64, end: bool, device: u32, name: &str) -> Record<Box<[u8]>> {
     let path = format!("/tmp/atb/0_1/0_{name}");
@@ -170,7 +170,7 @@ fn the_atb_typer_still_types_the_atb_pool_and_leaves_other_records() {
         1,
         Record::RegionRegister {
             ts: 1,
-            pool: PoolId::Atb,
+            pool: 4, // ATB's pool number
             device: 0,
             ptr: 0x100,
             size: 16,

@@ -4,20 +4,17 @@
 //! with `used`, `total` and `owner` (framework level `ATB`) as [`memscope_collect::pool`]
 //! describes. Unlike msMemScope, regions on a device without a registered heap are kept.
 
+use crate::MSTX_POOLS;
 use memscope_collect::adapter::Typer;
 use memscope_collect::pool::PoolTyper;
-use memscope_wire::PoolId;
-
-/// The pool this module types.
-pub const POOLS: &[PoolId] = &[PoolId::Atb];
 
 /// `Event/Event Type` pairs of the pool part.
 pub const EVENTS: &[&str] = &["MALLOC/ATB", "FREE/ATB"];
 
 /// The pool typer on its own, for an ATB typer that also handles operator records to delegate
-/// to: takes the heap and region records of [`POOLS`] only.
+/// to: takes the heap and region records of [`MSTX_POOLS`] only.
 pub fn pool_typer() -> PoolTyper {
-    PoolTyper::new(POOLS)
+    PoolTyper::new(MSTX_POOLS)
 }
 
 /// A fresh typer for one process (today: the pool typer alone).
@@ -51,26 +48,26 @@ mod tests {
         let mut out = Vec::new();
         let heap = Record::HeapRegister {
             ts: 1,
-            pool: PoolId::Atb,
+            pool: 4,
             device: 0,
             ptr: 0x100,
             size: 64,
         };
         let reg = Record::RegionRegister {
             ts: 2,
-            pool: PoolId::Atb,
+            pool: 4,
             device: 0,
             ptr: 0x100,
             size: 16,
         };
         let unreg = Record::RegionUnregister {
             ts: 3,
-            pool: PoolId::Atb,
+            pool: 4,
             ptr: 0x100,
         };
         let other = Record::RegionUnregister {
             ts: 3,
-            pool: PoolId::MindSpore,
+            pool: 3,
             ptr: 0x100,
         };
         for r in [heap, reg, unreg] {

@@ -7,22 +7,32 @@
 //! [`memscope_collect::pool`] describes.
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "collector")]
 use memscope_collect::adapter::{AdapterDescriptor, Typer};
+#[cfg(feature = "collector")]
 use memscope_collect::pool::{PoolTyper, MSTX_POOL_SYMBOLS};
-use memscope_wire::PoolId;
+use memscope_wire::MstxPool;
 
 /// This adapter's source id: its bit in the selection mask (`MEMSCOPE_ADAPTERS`, part of the
 /// probe's environment protocol, so it never changes).
 pub const SOURCE: memscope_wire::SourceId = memscope_wire::SourceId(2);
 
-/// The pool this adapter types.
-pub const POOLS: &[PoolId] = &[PoolId::MindSpore];
+/// The pool this adapter owns: domain `mindsporeMemPool`, rows of Event Type `MindSpore`. The
+/// probe hands it to the msTX hooks; pool number 3 is part of the stream format.
+pub const MSTX_POOLS: &[MstxPool] = &[MstxPool {
+    pool: 3,
+    domains: &["mindsporeMemPool"],
+    source: SOURCE,
+    event_type: "MindSpore",
+}];
 
-/// A fresh typer for one process: takes the heap and region records of [`POOLS`] only.
+/// A fresh typer for one process: takes the heap and region records of [`MSTX_POOLS`] only.
+#[cfg(feature = "collector")]
 pub fn new_typer() -> Box<dyn Typer> {
-    Box::new(PoolTyper::new(POOLS))
+    Box::new(PoolTyper::new(MSTX_POOLS))
 }
 
+#[cfg(feature = "collector")]
 /// This adapter's descriptor: listed once, in the CLI's registration list
 /// (`memscope-cli/src/builtin.rs`); nothing registers it at load time, so the probe,
 /// which never names it, links none of the collector code it points to.
@@ -40,7 +50,7 @@ pub static DESCRIPTOR: AdapterDescriptor = AdapterDescriptor {
     ..AdapterDescriptor::BASE
 };
 
-#[cfg(test)]
+#[cfg(all(test, feature = "collector"))]
 mod tests {
     use super::*;
     use memscope_collect::adapter::TypeCtx;
@@ -58,7 +68,7 @@ mod tests {
         let mut t = new_typer();
         let mut ctx = TypeCtx::new(1, vec![]);
         let mut out = Vec::new();
-        for pool in PoolId::ALL {
+        for pool in 1..=4 {
             let r = Record::RegionRegister {
                 ts: 1,
                 pool,
@@ -66,10 +76,7 @@ mod tests {
                 ptr: 0x10,
                 size: 8,
             };
-            assert_eq!(
-                t.type_record(&mut ctx, 1, &r, &mut out),
-                pool == PoolId::MindSpore
-            );
+            assert_eq!(t.type_record(&mut ctx, 1, &r, &mut out), pool == 3);
         }
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].event_type, EventType::MindSpore);

@@ -15,46 +15,48 @@ use core::ffi::{c_char, c_int, c_uint, c_void};
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicU64, Ordering};
 use memscope_runtime as rt;
-use memscope_wire::SourceId;
-use memscope_wire::{PoolId, Record};
+use memscope_wire::{MstxPool, Record, SourceId};
+use std::sync::OnceLock;
 
 /// Next range id: process-wide, from 1 (abi.md §1.6).
 static NEXT_RANGE: AtomicU64 = AtomicU64::new(1);
 
-/// Domain handles: the address of byte `pool as usize` of this static, so a handle is stable per
-/// pool name on every create, valid process-wide and through every front-end copy, and maps
-/// back to its pool by subtraction (no table, no lock). Index 0 is never handed out.
-static DOMAIN_TAGS: [u8; 5] = [0; 5];
+/// The pools of every pool adapter (their `MSTX_POOLS`), as the probe's registration list hands
+/// them to [`init_injection`]; set once, before any domain is created.
+static POOLS: OnceLock<&'static [&'static [MstxPool]]> = OnceLock::new();
+
+/// Domain handles: the address of byte `pool` (the pool number) of this static, so a handle is
+/// stable per pool name on every create, valid process-wide and through every front-end copy,
+/// and maps back to its pool by subtraction (no table, no lock). Index 0 is never handed out.
+static DOMAIN_TAGS: [u8; 256] = [0; 256];
 
 fn guarded<R>(default: R, f: impl FnOnce() -> R) -> R {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(default)
 }
 
-/// The handle of `pool`'s domain.
-pub fn domain_handle(pool: PoolId) -> *mut c_void {
-    DOMAIN_TAGS.as_ptr().wrapping_add(pool as usize) as *mut c_void
+/// The pool declarations the hooks know (none before [`init_injection`]).
+pub fn pools() -> &'static [&'static [MstxPool]] {
+    POOLS.get().copied().unwrap_or(&[])
+}
+
+/// The handle of pool number `pool`'s domain.
+pub fn domain_handle(pool: u8) -> *mut c_void {
+    DOMAIN_TAGS.as_ptr().wrapping_add(usize::from(pool)) as *mut c_void
 }
 
 /// The pool a domain handle stands for (`None` for NULL, foreign or unknown handles).
-pub fn pool_of(domain: *mut c_void) -> Option<PoolId> {
+pub fn pool_of(domain: *mut c_void) -> Option<&'static MstxPool> {
     let off = (domain as usize).wrapping_sub(DOMAIN_TAGS.as_ptr() as usize);
     if (1..DOMAIN_TAGS.len()).contains(&off) {
-        PoolId::from_u8(off as u8)
+        MstxPool::by_number(pools(), off as u8)
     } else {
         None
     }
 }
 
-/// The source of the built-in adapter whose selection gates a pool's records: the `SOURCE` of
-/// `adapters/pta`, `adapters/mindspore` and `adapters/atb`, by number, because the probe links
-/// this crate's hooks without those crates (the first two are collector code only). A later
-/// change replaces `PoolId` by a table of domains that names these sources.
-pub fn pool_adapter(pool: PoolId) -> SourceId {
-    match pool {
-        PoolId::PtaCaching | PoolId::PtaWorkspace => SourceId(1),
-        PoolId::MindSpore => SourceId(2),
-        PoolId::Atb => SourceId(3),
-    }
+/// The source whose selection gates a pool's records: the adapter that declared it.
+pub fn pool_source(pool: &MstxPool) -> SourceId {
+    pool.source
 }
 
 /// Writes `entries` (function id, function) into module `module`'s table. A slot `i` is written
@@ -105,10 +107,17 @@ type RegionsUnregisterFn = unsafe extern "C" fn(*mut c_void, *const MemRegionsUn
 /// (`MSTX_SUCCESS`) even when a module table is missing — returning 1 would make the front end
 /// drop every slot — and 1 only for a NULL `getFuncTable`.
 ///
+/// `pools` are the pool declarations of every pool adapter (the probe's registration list); the
+/// first call's are kept.
+///
 /// # Safety
 /// `get` is NULL or a front end's `getModuleFuncTable` following abi.md §1.5.
-pub unsafe extern "C" fn init_injection(get: Option<GetModuleFuncTable>) -> c_int {
+pub unsafe fn init_injection(
+    get: Option<GetModuleFuncTable>,
+    pools: &'static [&'static [MstxPool]],
+) -> c_int {
     guarded(MSTX_FAIL, || {
+        let _ = POOLS.set(pools);
         let Some(get) = get else { return MSTX_FAIL };
         let core: [(u32, Slot); 3] = [
             (1, mark_a as MarkFn as Slot),
@@ -229,7 +238,7 @@ pub unsafe extern "C" fn domain_create_a(name: *const c_char) -> *mut c_void {
     guarded(null_mut(), || {
         // SAFETY: caller contract.
         let (name, _) = unsafe { message(name) };
-        PoolId::from_domain(name).map_or(null_mut(), domain_handle)
+        MstxPool::for_domain(pools(), name).map_or(null_mut(), |p| domain_handle(p.pool))
     })
 }
 
@@ -297,11 +306,11 @@ pub unsafe extern "C" fn mem_heap_register(
         }
         // SAFETY: caller contract.
         let r = unsafe { range.read() };
-        if rt::selected(pool_adapter(pool)) {
+        if rt::selected(pool_source(pool)) {
             if let Some(_g) = rt::enter() {
                 rt::record(&Record::HeapRegister {
                     ts: rt::now_ns(),
-                    pool,
+                    pool: pool.pool,
                     device: r.device_id,
                     ptr: r.ptr as u64,
                     size: r.size,
@@ -321,13 +330,13 @@ pub unsafe extern "C" fn mem_heap_unregister(domain: *mut c_void, heap: *mut c_v
     guarded((), || {
         rt::safe_point();
         let Some(pool) = pool_of(domain) else { return };
-        if heap.is_null() || !rt::selected(pool_adapter(pool)) {
+        if heap.is_null() || !rt::selected(pool_source(pool)) {
             return;
         }
         if let Some(_g) = rt::enter() {
             rt::record(&Record::HeapUnregister {
                 ts: rt::now_ns(),
-                pool,
+                pool: pool.pool,
                 ptr: heap as u64,
             });
         }
@@ -359,7 +368,7 @@ pub unsafe extern "C" fn mem_regions_register(
             return;
         }
         // blocks are recorded outside collection windows too, as shadow records (`rt::tracking`)
-        let mut guard = if rt::tracking(pool_adapter(pool)) {
+        let mut guard = if rt::tracking(pool_source(pool)) {
             rt::enter()
         } else {
             None
@@ -378,7 +387,7 @@ pub unsafe extern "C" fn mem_regions_register(
                     g,
                     &Record::RegionRegister {
                         ts,
-                        pool,
+                        pool: pool.pool,
                         device: r.device_id,
                         ptr: r.ptr as u64,
                         size: r.size,
@@ -402,7 +411,7 @@ pub unsafe extern "C" fn mem_regions_unregister(
     guarded((), || {
         rt::safe_point();
         let Some(pool) = pool_of(domain) else { return };
-        if batch.is_null() || !rt::tracking(pool_adapter(pool)) {
+        if batch.is_null() || !rt::tracking(pool_source(pool)) {
             return;
         }
         // SAFETY: caller contract.
@@ -417,7 +426,7 @@ pub unsafe extern "C" fn mem_regions_unregister(
             let r: MemRegionRef = unsafe { b.ref_array.add(i).read() };
             rt::record(&Record::RegionUnregister {
                 ts,
-                pool,
+                pool: pool.pool,
                 ptr: r.pointer_or_handle as u64,
             });
         }

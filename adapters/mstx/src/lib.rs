@@ -28,10 +28,11 @@ pub use typer::DESCRIPTOR;
 
 /// Defines this adapter's exported C symbols in the invoking crate (the probe cdylib only):
 /// `int InitInjectionMstx(mstxGetModuleFuncTableFunc)`, forwarding to
-/// [`hooks::init_injection`].
+/// [`hooks::init_injection`] with the pool declarations given (each pool adapter's
+/// `MSTX_POOLS`: `export_hooks!(memscope_adapter_pta::MSTX_POOLS, …)`).
 #[macro_export]
 macro_rules! export_hooks {
-    () => {
+    ($($pools:expr),* $(,)?) => {
         /// msTX injection entry point (abi.md §1.5): found by every msTX front end through
         /// `dlsym(RTLD_DEFAULT, "InitInjectionMstx")` once the probe is preloaded.
         ///
@@ -42,7 +43,7 @@ macro_rules! export_hooks {
             get: ::core::option::Option<$crate::ffi::GetModuleFuncTable>,
         ) -> ::core::ffi::c_int {
             // SAFETY: forwarded caller contract.
-            unsafe { $crate::hooks::init_injection(get) }
+            unsafe { $crate::hooks::init_injection(get, &[$($pools),*]) }
         }
     };
 }

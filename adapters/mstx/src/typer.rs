@@ -120,7 +120,6 @@ impl Typer for MstxTyper {
 mod tests {
     use super::*;
     use memscope_core::event::EventKind;
-    use memscope_wire::PoolId;
 
     fn b(s: &str) -> Box<[u8]> {
         s.as_bytes().into()
@@ -407,7 +406,7 @@ mod tests {
                     1,
                     Record::HeapRegister {
                         ts: 1,
-                        pool: PoolId::Atb,
+                        pool: 4,
                         device: 0,
                         ptr: 1,
                         size: 2,
@@ -417,7 +416,7 @@ mod tests {
                     1,
                     Record::RegionUnregister {
                         ts: 1,
-                        pool: PoolId::PtaCaching,
+                        pool: 1,
                         ptr: 1,
                     },
                 ),

@@ -9,23 +9,41 @@
 //! `owner` (framework level `PTA` / `PTA_WORKSPACE`) as [`memscope_collect::pool`] describes.
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "collector")]
 use memscope_collect::adapter::{AdapterDescriptor, Typer};
+#[cfg(feature = "collector")]
 use memscope_collect::pool::{PoolTyper, MSTX_POOL_SYMBOLS};
-use memscope_wire::PoolId;
+use memscope_wire::MstxPool;
 
 /// This adapter's source id: its bit in the selection mask (`MEMSCOPE_ADAPTERS`, part of the
 /// probe's environment protocol, so it never changes).
 pub const SOURCE: memscope_wire::SourceId = memscope_wire::SourceId(1);
 
-/// The pools this adapter types: the caching pool (`PTA`) and the workspace pool
-/// (`PTA_WORKSPACE`).
-pub const POOLS: &[PoolId] = &[PoolId::PtaCaching, PoolId::PtaWorkspace];
+/// The pools this adapter owns: the caching pool (`PTA`, domain `ptaCaching` and its old name
+/// `msleaks`) and the workspace pool (`PTA_WORKSPACE`). The probe hands them to the msTX hooks;
+/// pool numbers 1 and 2 are part of the stream format.
+pub const MSTX_POOLS: &[MstxPool] = &[
+    MstxPool {
+        pool: 1,
+        domains: &["ptaCaching", "msleaks"],
+        source: SOURCE,
+        event_type: "PTA",
+    },
+    MstxPool {
+        pool: 2,
+        domains: &["ptaWorkspace"],
+        source: SOURCE,
+        event_type: "PTA_WORKSPACE",
+    },
+];
 
-/// A fresh typer for one process: takes the heap and region records of [`POOLS`] only.
+/// A fresh typer for one process: takes the heap and region records of [`MSTX_POOLS`] only.
+#[cfg(feature = "collector")]
 pub fn new_typer() -> Box<dyn Typer> {
-    Box::new(PoolTyper::new(POOLS))
+    Box::new(PoolTyper::new(MSTX_POOLS))
 }
 
+#[cfg(feature = "collector")]
 /// This adapter's descriptor: listed once, in the CLI's registration list
 /// (`memscope-cli/src/builtin.rs`); nothing registers it at load time, so the probe,
 /// which never names it, links none of the collector code it points to.
@@ -48,7 +66,7 @@ pub static DESCRIPTOR: AdapterDescriptor = AdapterDescriptor {
     ..AdapterDescriptor::BASE
 };
 
-#[cfg(test)]
+#[cfg(all(test, feature = "collector"))]
 mod tests {
     use super::*;
     use memscope_collect::adapter::TypeCtx;
@@ -68,7 +86,7 @@ mod tests {
         let mut t = new_typer();
         let mut ctx = TypeCtx::new(1, vec![]);
         let mut out = Vec::new();
-        for (pool, ptr) in [(PoolId::PtaCaching, 0x10), (PoolId::PtaWorkspace, 0x20)] {
+        for (pool, ptr) in [(1, 0x10), (2, 0x20)] {
             let r = Record::RegionRegister {
                 ts: 1,
                 pool,
@@ -78,7 +96,8 @@ mod tests {
             };
             assert!(t.type_record(&mut ctx, 1, &r, &mut out));
         }
-        for pool in [PoolId::MindSpore, PoolId::Atb] {
+        // MindSpore's and ATB's pool numbers
+        for pool in [3, 4] {
             let r = Record::RegionRegister {
                 ts: 1,
                 pool,

@@ -35,7 +35,7 @@
 use crate::adapter::{TypeCtx, Typer};
 use memscope_core::event::{Attrs, Device, Event, EventKind, EventType, MemoryAttrs};
 use memscope_core::owner::OwnerChain;
-use memscope_wire::{PoolId, Record};
+use memscope_wire::{MstxPool, Record};
 use std::collections::HashMap;
 
 /// The msTX calls a pool adapter consumes, as listed by `memscope adapters list`: the mstx
@@ -49,21 +49,35 @@ pub const MSTX_POOL_SYMBOLS: &[&str] = &[
     "mstxMemRegionsUnregister",
 ];
 
-/// The Event Type of a pool's MALLOC/FREE rows: `PTA` (ptaCaching, msleaks), `PTA_WORKSPACE`,
-/// `MindSpore`, `ATB`.
-pub fn event_type(pool: PoolId) -> EventType {
-    match pool {
-        PoolId::PtaCaching => EventType::Pta,
-        PoolId::PtaWorkspace => EventType::PtaWorkspace,
-        PoolId::MindSpore => EventType::MindSpore,
-        PoolId::Atb => EventType::Atb,
+/// A pool as a typer keeps it: its number (the `pool` of the heap and region records) and the
+/// Event Type of its rows, from the owning adapter's [`MstxPool`] declaration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Pool {
+    /// Pool number.
+    pub number: u8,
+    /// Event Type of its MALLOC/FREE rows (`PTA`, `PTA_WORKSPACE`, `MindSpore`, `ATB`, …).
+    pub event_type: EventType,
+}
+
+impl Pool {
+    /// The pool `decl` declares; `None` when its Event Type is not one memscope writes.
+    pub fn from_decl(decl: &MstxPool) -> Option<Pool> {
+        Some(Pool {
+            number: decl.pool,
+            event_type: EventType::parse(decl.event_type)?,
+        })
     }
+}
+
+/// The Event Type of a pool's MALLOC/FREE rows.
+fn event_type(pool: Pool) -> EventType {
+    pool.event_type
 }
 
 /// The framework level of the `owner` chain of a pool's MALLOC rows (behaviour spec §7; spelled
 /// like the Event Type, so MindSpore is `MindSpore`, not msMemScope's `MINDSPORE`).
-pub fn framework_label(pool: PoolId) -> &'static str {
-    event_type(pool).as_str()
+fn framework_label(pool: Pool) -> &'static str {
+    pool.event_type.as_str()
 }
 
 /// A block handed out by a pool and not yet given back.
@@ -88,12 +102,12 @@ struct Heap {
 /// Keys are (pool, address) for heaps and regions and (pool, physical device) for the figures.
 #[derive(Debug, Default)]
 pub struct PoolAccounting {
-    heaps: HashMap<(PoolId, u64), Heap>,
-    regions: HashMap<(PoolId, u64), LiveRegion>,
-    reserved: HashMap<(PoolId, u32), u64>,
-    allocated: HashMap<(PoolId, u32), u64>,
+    heaps: HashMap<(Pool, u64), Heap>,
+    regions: HashMap<(Pool, u64), LiveRegion>,
+    reserved: HashMap<(Pool, u32), u64>,
+    allocated: HashMap<(Pool, u32), u64>,
     /// User owner levels given to live blocks after their MALLOC (`describer(addr, owner=…)`).
-    tags: HashMap<(PoolId, u64), String>,
+    tags: HashMap<(Pool, u64), String>,
 }
 
 /// Clamps a byte count into the `i64` of [`MemoryAttrs`].
@@ -108,17 +122,17 @@ impl PoolAccounting {
     }
 
     /// Bytes `pool` has reserved on physical `device` (sum of its live heaps).
-    pub fn total(&self, pool: PoolId, device: u32) -> u64 {
+    pub fn total(&self, pool: Pool, device: u32) -> u64 {
         self.reserved.get(&(pool, device)).copied().unwrap_or(0)
     }
 
     /// Bytes `pool` has handed out on physical `device` (sum of its live regions).
-    pub fn used(&self, pool: PoolId, device: u32) -> u64 {
+    pub fn used(&self, pool: Pool, device: u32) -> u64 {
         self.allocated.get(&(pool, device)).copied().unwrap_or(0)
     }
 
     /// The live region of `pool` at `addr`, if any.
-    pub fn live(&self, pool: PoolId, addr: u64) -> Option<LiveRegion> {
+    pub fn live(&self, pool: Pool, addr: u64) -> Option<LiveRegion> {
         self.regions.get(&(pool, addr)).copied()
     }
 
@@ -132,7 +146,7 @@ impl PoolAccounting {
     pub fn heap_register(
         &mut self,
         ctx: &mut TypeCtx,
-        pool: PoolId,
+        pool: Pool,
         device: u32,
         ptr: u64,
         size: u64,
@@ -151,7 +165,7 @@ impl PoolAccounting {
 
     /// `mstxMemHeapUnregister`: `pool` released the heap whose handle (base address) is `ptr`.
     /// No row; an unknown heap gives a warning.
-    pub fn heap_unregister(&mut self, ctx: &mut TypeCtx, pool: PoolId, ptr: u64) {
+    pub fn heap_unregister(&mut self, ctx: &mut TypeCtx, pool: Pool, ptr: u64) {
         match self.heaps.remove(&(pool, ptr)) {
             Some(h) => self.sub_reserved(pool, h),
             None => ctx.warn(format!(
@@ -161,7 +175,7 @@ impl PoolAccounting {
         }
     }
 
-    fn sub_reserved(&mut self, pool: PoolId, h: Heap) {
+    fn sub_reserved(&mut self, pool: Pool, h: Heap) {
         let r = self.reserved.entry((pool, h.device)).or_default();
         *r = r.saturating_sub(h.size);
     }
@@ -176,7 +190,7 @@ impl PoolAccounting {
         ctx: &mut TypeCtx,
         tid: u32,
         ts: u64,
-        pool: PoolId,
+        pool: Pool,
         device: u32,
         ptr: u64,
         size: u64,
@@ -237,7 +251,7 @@ impl PoolAccounting {
         ctx: &mut TypeCtx,
         tid: u32,
         ts: u64,
-        pool: PoolId,
+        pool: Pool,
         ptr: u64,
         out: &mut Vec<Event>,
     ) {
@@ -256,7 +270,7 @@ impl PoolAccounting {
         ctx: &TypeCtx,
         tid: u32,
         ts: u64,
-        pool: PoolId,
+        pool: Pool,
         ptr: u64,
     ) -> Option<Event> {
         let r = self.regions.remove(&(pool, ptr))?;
@@ -287,12 +301,13 @@ impl PoolAccounting {
     /// record are left alone).
     pub fn type_record(
         &mut self,
-        pools: &[PoolId],
+        pools: &[Pool],
         ctx: &mut TypeCtx,
         tid: u32,
         rec: &Record<Box<[u8]>>,
         out: &mut Vec<Event>,
     ) -> bool {
+        let mine = |n: u8| pools.iter().copied().find(|p| p.number == n);
         match *rec {
             Record::HeapRegister {
                 pool,
@@ -300,24 +315,28 @@ impl PoolAccounting {
                 ptr,
                 size,
                 ..
-            } if pools.contains(&pool) => {
-                self.heap_register(ctx, pool, device, ptr, size);
-            }
-            Record::HeapUnregister { pool, ptr, .. } if pools.contains(&pool) => {
-                self.heap_unregister(ctx, pool, ptr);
-            }
+            } => match mine(pool) {
+                Some(pool) => self.heap_register(ctx, pool, device, ptr, size),
+                None => return false,
+            },
+            Record::HeapUnregister { pool, ptr, .. } => match mine(pool) {
+                Some(pool) => self.heap_unregister(ctx, pool, ptr),
+                None => return false,
+            },
             Record::RegionRegister {
                 ts,
                 pool,
                 device,
                 ptr,
                 size,
-            } if pools.contains(&pool) => {
-                self.region_register(ctx, tid, ts, pool, device, ptr, size, out);
-            }
-            Record::RegionUnregister { ts, pool, ptr } if pools.contains(&pool) => {
-                self.region_unregister(ctx, tid, ts, pool, ptr, out);
-            }
+            } => match mine(pool) {
+                Some(pool) => self.region_register(ctx, tid, ts, pool, device, ptr, size, out),
+                None => return false,
+            },
+            Record::RegionUnregister { ts, pool, ptr } => match mine(pool) {
+                Some(pool) => self.region_unregister(ctx, tid, ts, pool, ptr, out),
+                None => return false,
+            },
             // `describer(addr, owner=…)` of the Python API, or a framework hook's role tag: a
             // live block starting at `addr`. A new chain is written as a `MEMORY_OWNER` row.
             Record::OwnerTag {
@@ -352,27 +371,27 @@ impl PoolAccounting {
     }
 }
 
-/// A [`Typer`] for a fixed set of pools: the typer of the PTA adapter is
-/// `PoolTyper::new(&[PoolId::PtaCaching, PoolId::PtaWorkspace])`, and so on. Records of other
-/// pools return `false` so another adapter's typer gets them.
+/// A [`Typer`] for the pools one adapter declares: the typer of the PTA adapter is
+/// `PoolTyper::new(MSTX_POOLS)` with the pools of `adapters/pta`, and so on. Records of other pools return
+/// `false` so another adapter's typer gets them.
 #[derive(Debug)]
 pub struct PoolTyper {
-    pools: &'static [PoolId],
+    pools: Vec<Pool>,
     acct: PoolAccounting,
 }
 
 impl PoolTyper {
-    /// A typer that takes the records of `pools` only.
-    pub fn new(pools: &'static [PoolId]) -> PoolTyper {
+    /// A typer that takes the records of the pools `decls` declares only.
+    pub fn new(decls: &[MstxPool]) -> PoolTyper {
         PoolTyper {
-            pools,
+            pools: decls.iter().filter_map(Pool::from_decl).collect(),
             acct: PoolAccounting::new(),
         }
     }
 
     /// The pools this typer takes.
-    pub fn pools(&self) -> &'static [PoolId] {
-        self.pools
+    pub fn pools(&self) -> &[Pool] {
+        &self.pools
     }
 
     /// The accounting state (figures and live blocks).
@@ -389,7 +408,7 @@ impl Typer for PoolTyper {
         rec: &Record<Box<[u8]>>,
         out: &mut Vec<Event>,
     ) -> bool {
-        self.acct.type_record(self.pools, ctx, tid, rec, out)
+        self.acct.type_record(&self.pools, ctx, tid, rec, out)
     }
 }
 

@@ -8,7 +8,7 @@ use memscope_core::event::{Attrs, Device, Event, EventKind, EventType, MemoryAtt
 use memscope_core::owner::OwnerChain;
 use memscope_dump::sink::csv::CsvSink;
 use memscope_dump::sink::sqlite::DbSink;
-use memscope_wire::{decode, ChunkState, PoolId, Record};
+use memscope_wire::{decode, ChunkState, Record};
 use std::time::Instant;
 
 fn events(n: u64) -> Vec<Event> {
@@ -132,14 +132,14 @@ fn main() {
             },
             EventKind::Malloc => Record::RegionRegister {
                 ts: e.ts_ns,
-                pool: PoolId::PtaCaching,
+                pool: 1,
                 device: 0,
                 ptr: e.ptr.unwrap_or(0),
                 size: 512,
             },
             _ => Record::RegionUnregister {
                 ts: e.ts_ns,
-                pool: PoolId::PtaCaching,
+                pool: 1,
                 ptr: e.ptr.unwrap_or(i as u64),
             },
         };

@@ -1,6 +1,6 @@
 //! Varint codec of the stream: tags, delta state, the byte writer and reader.
 
-use super::{PoolId, MAX_TEXT};
+use super::MAX_TEXT;
 
 pub(crate) mod tag {
     pub const THREAD: u8 = 1;
@@ -283,9 +283,8 @@ impl<'a> In<'a> {
         st.last_ts = t;
         Ok(t)
     }
-    pub(crate) fn pool(&mut self) -> Result<PoolId, WireError> {
-        let v = self.u8()?;
-        PoolId::from_u8(v).ok_or(WireError::BadTag(v))
+    pub(crate) fn pool(&mut self) -> Result<u8, WireError> {
+        self.u8()
     }
     pub(crate) fn addr(&mut self, st: &mut ChunkState) -> Result<u64, WireError> {
         let a = st.last_addr.wrapping_add(unzigzag(self.var()?) as u64);

@@ -86,7 +86,7 @@ impl<B: AsRef<[u8]>> Record<B> {
                     tag::REGION_REGISTER
                 });
                 ts(&mut o, &mut next, *t);
-                o.u8(*pool as u8);
+                o.u8(*pool);
                 o.var(*device as u64);
                 o.var(*ptr);
                 o.var(*size);
@@ -100,7 +100,7 @@ impl<B: AsRef<[u8]>> Record<B> {
                     tag::REGION_UNREGISTER
                 });
                 ts(&mut o, &mut next, *t);
-                o.u8(*pool as u8);
+                o.u8(*pool);
                 o.var(*ptr);
             }
             Record::OwnerPush { ts: t, label } => {

@@ -172,43 +172,36 @@ pub const CH_COMMITTED: usize = 4;
 /// Chunk header: 1 once the writer has moved to another chunk (`u32`).
 pub const CH_SEALED: usize = 8;
 
-/// Framework pools that report through msTX memory domains (abi.md §1.6).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum PoolId {
-    /// Domain `ptaCaching` (and its old name `msleaks`).
-    PtaCaching = 1,
-    /// Domain `ptaWorkspace`.
-    PtaWorkspace = 2,
-    /// Domain `mindsporeMemPool`.
-    MindSpore = 3,
-    /// Domain `atb`.
-    Atb = 4,
+/// A framework pool that reports through msTX memory domains (abi.md §1.6), as the adapter
+/// that owns it declares it (its `MSTX_POOLS`). The probe's registration list hands every
+/// declaration to the msTX hooks, which record the heap and region calls of these domains when
+/// `source` is selected; the pool adapter's typer turns them into rows of `event_type`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MstxPool {
+    /// Pool number: the `pool` field of the heap and region records. Part of the stream and
+    /// capture formats, so a number once given never changes; numbers are unique over all
+    /// adapters and never 0.
+    pub pool: u8,
+    /// The msTX domain names the pool reports on.
+    pub domains: &'static [&'static str],
+    /// The adapter that owns the pool: its selection turns the recording on.
+    pub source: SourceId,
+    /// Event Type of the pool's rows, and the framework level of their owner chain.
+    pub event_type: &'static str,
 }
 
-impl PoolId {
-    /// Every pool.
-    pub const ALL: [PoolId; 4] = [
-        PoolId::PtaCaching,
-        PoolId::PtaWorkspace,
-        PoolId::MindSpore,
-        PoolId::Atb,
-    ];
-
-    /// The pool that owns an msTX domain name, if any.
-    pub fn from_domain(name: &[u8]) -> Option<PoolId> {
-        match name {
-            b"ptaCaching" | b"msleaks" => Some(PoolId::PtaCaching),
-            b"ptaWorkspace" => Some(PoolId::PtaWorkspace),
-            b"mindsporeMemPool" => Some(PoolId::MindSpore),
-            b"atb" => Some(PoolId::Atb),
-            _ => None,
-        }
+impl MstxPool {
+    /// The pool of `pools` that reports on domain `name`.
+    pub fn for_domain<'p>(pools: &[&'p [MstxPool]], name: &[u8]) -> Option<&'p MstxPool> {
+        pools
+            .iter()
+            .flat_map(|p| p.iter())
+            .find(|p| p.domains.iter().any(|d| d.as_bytes() == name))
     }
 
-    /// Decodes the wire value.
-    pub fn from_u8(v: u8) -> Option<PoolId> {
-        PoolId::ALL.into_iter().find(|p| *p as u8 == v)
+    /// The pool of `pools` numbered `pool`.
+    pub fn by_number<'p>(pools: &[&'p [MstxPool]], pool: u8) -> Option<&'p MstxPool> {
+        pools.iter().flat_map(|p| p.iter()).find(|p| p.pool == pool)
     }
 }
 

@@ -1,6 +1,6 @@
 //! The records of the stream, and their encoding (the decoder is in `codec`).
 
-use super::{AccessKind, PoolId, PyCodeKind, PyTraceEvent, SystemCode};
+use super::{AccessKind, PyCodeKind, PyTraceEvent, SystemCode};
 
 /// One record. Text borrows from the stream buffer (`B = &[u8]`) or is owned
 /// (`B = Box<[u8]>`). `ts` is ns since the epoch.
@@ -46,8 +46,8 @@ pub enum Record<B = Box<[u8]>> {
     HeapRegister {
         /// Time.
         ts: u64,
-        /// Pool.
-        pool: PoolId,
+        /// Pool number ([`crate::MstxPool::pool`]).
+        pool: u8,
         /// Device id from the range descriptor (logical, before visible-devices mapping).
         device: u32,
         /// Heap base.
@@ -59,8 +59,8 @@ pub enum Record<B = Box<[u8]>> {
     HeapUnregister {
         /// Time.
         ts: u64,
-        /// Pool.
-        pool: PoolId,
+        /// Pool number ([`crate::MstxPool::pool`]).
+        pool: u8,
         /// Heap handle as passed (the probe hands out the base address as handle).
         ptr: u64,
     },
@@ -68,8 +68,8 @@ pub enum Record<B = Box<[u8]>> {
     RegionRegister {
         /// Time.
         ts: u64,
-        /// Pool.
-        pool: PoolId,
+        /// Pool number ([`crate::MstxPool::pool`]).
+        pool: u8,
         /// Logical device id.
         device: u32,
         /// Block address.
@@ -81,8 +81,8 @@ pub enum Record<B = Box<[u8]>> {
     RegionUnregister {
         /// Time.
         ts: u64,
-        /// Pool.
-        pool: PoolId,
+        /// Pool number ([`crate::MstxPool::pool`]).
+        pool: u8,
         /// Block address.
         ptr: u64,
     },

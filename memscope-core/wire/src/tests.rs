@@ -49,26 +49,26 @@ fn every_record_kind_round_trips() {
         },
         Record::HeapRegister {
             ts: 1_700_000_000_000_000_400,
-            pool: PoolId::PtaCaching,
+            pool: 1,
             device: 1,
             ptr: 0x1000,
             size: 1 << 30,
         },
         Record::RegionRegister {
             ts: 1_700_000_000_000_000_500,
-            pool: PoolId::Atb,
+            pool: 4,
             device: 0,
             ptr: 0x2000,
             size: 512,
         },
         Record::RegionUnregister {
             ts: 1_700_000_000_000_000_600,
-            pool: PoolId::Atb,
+            pool: 4,
             ptr: 0x2000,
         },
         Record::HeapUnregister {
             ts: 1_700_000_000_000_000_700,
-            pool: PoolId::PtaCaching,
+            pool: 1,
             ptr: 0x1000,
         },
         Record::OwnerPush {

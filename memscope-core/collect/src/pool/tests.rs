@@ -1,10 +1,46 @@
 //! Unit tests of pool accounting, with hand-computed figures.
 
 use super::*;
+use memscope_wire::SourceId;
 
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
-const PTA: &[PoolId] = &[PoolId::PtaCaching, PoolId::PtaWorkspace];
+const PTA_CACHING: u8 = 1;
+const PTA_WORKSPACE: u8 = 2;
+const MINDSPORE: u8 = 3;
+const ATB_POOL: u8 = 4;
+const DECL: [MstxPool; 4] = [
+    MstxPool {
+        pool: PTA_CACHING,
+        domains: &["ptaCaching", "msleaks"],
+        source: SourceId(1),
+        event_type: "PTA",
+    },
+    MstxPool {
+        pool: PTA_WORKSPACE,
+        domains: &["ptaWorkspace"],
+        source: SourceId(1),
+        event_type: "PTA_WORKSPACE",
+    },
+    MstxPool {
+        pool: MINDSPORE,
+        domains: &["mindsporeMemPool"],
+        source: SourceId(2),
+        event_type: "MindSpore",
+    },
+    MstxPool {
+        pool: ATB_POOL,
+        domains: &["atb"],
+        source: SourceId(3),
+        event_type: "ATB",
+    },
+];
+const PTA: &[MstxPool] = &[DECL[0], DECL[1]];
+
+/// The typer's view of pool `n`.
+fn pool(n: u8) -> Pool {
+    Pool::from_decl(&DECL[usize::from(n) - 1]).unwrap()
+}
 
 fn mem(ev: &Event) -> &MemoryAttrs {
     ev.memory().expect("memory attrs")
@@ -44,7 +80,7 @@ struct Feed {
 }
 
 impl Feed {
-    fn new(pools: &'static [PoolId], visible: Vec<u32>) -> Feed {
+    fn new(pools: &'static [MstxPool], visible: Vec<u32>) -> Feed {
         Feed {
             ctx: TypeCtx::new(42, visible),
             typer: PoolTyper::new(pools),
@@ -60,7 +96,7 @@ impl Feed {
         self.typer
             .type_record(&mut self.ctx, 7, &rec, &mut self.out)
     }
-    fn heap(&mut self, pool: PoolId, device: u32, ptr: u64, size: u64) {
+    fn heap(&mut self, pool: u8, device: u32, ptr: u64, size: u64) {
         let ts = self.tick();
         assert!(self.rec(Record::HeapRegister {
             ts,
@@ -70,11 +106,11 @@ impl Feed {
             size
         }));
     }
-    fn unheap(&mut self, pool: PoolId, ptr: u64) {
+    fn unheap(&mut self, pool: u8, ptr: u64) {
         let ts = self.tick();
         assert!(self.rec(Record::HeapUnregister { ts, pool, ptr }));
     }
-    fn reg(&mut self, pool: PoolId, device: u32, ptr: u64, size: u64) {
+    fn reg(&mut self, pool: u8, device: u32, ptr: u64, size: u64) {
         let ts = self.tick();
         assert!(self.rec(Record::RegionRegister {
             ts,
@@ -84,7 +120,7 @@ impl Feed {
             size
         }));
     }
-    fn unreg(&mut self, pool: PoolId, ptr: u64) {
+    fn unreg(&mut self, pool: u8, ptr: u64) {
         let ts = self.tick();
         assert!(self.rec(Record::RegionUnregister { ts, pool, ptr }));
     }
@@ -105,16 +141,16 @@ fn pta_script_gives_running_used_and_heap_total_per_pool() {
     // The pool_pta.c script (tests/programs): caching heap 1 GiB at B, workspace 64 MiB at W.
     let (b, w) = (0x1000_0000_0000, 0x2000_0000_0000);
     let mut f = Feed::new(PTA, vec![]);
-    f.heap(PoolId::PtaCaching, 0, b, GIB);
-    f.heap(PoolId::PtaWorkspace, 0, w, 64 * MIB);
+    f.heap(PTA_CACHING, 0, b, GIB);
+    f.heap(PTA_WORKSPACE, 0, w, 64 * MIB);
     assert!(f.out.is_empty(), "heap calls give no rows");
     for (off, size) in [(0, 1), (1, 2), (3, 4), (8, 8), (16, 16)] {
-        f.reg(PoolId::PtaCaching, 0, b + off * MIB, size * MIB);
+        f.reg(PTA_CACHING, 0, b + off * MIB, size * MIB);
     }
-    f.reg(PoolId::PtaWorkspace, 0, w, 32 * MIB);
-    f.unreg(PoolId::PtaWorkspace, w);
+    f.reg(PTA_WORKSPACE, 0, w, 32 * MIB);
+    f.unreg(PTA_WORKSPACE, w);
     for off in [1, 8, 0, 3, 16] {
-        f.unreg(PoolId::PtaCaching, b + off * MIB);
+        f.unreg(PTA_CACHING, b + off * MIB);
     }
     let g = GIB as i64;
     let m = MIB as i64;
@@ -133,10 +169,10 @@ fn pta_script_gives_running_used_and_heap_total_per_pool() {
         (F, Pta, b + 16 * MIB, 16 * MIB, 5, 0, g, None),
     ];
     assert_eq!(f.shapes(), expected);
-    f.unheap(PoolId::PtaWorkspace, w);
-    f.unheap(PoolId::PtaCaching, b);
-    assert_eq!(f.typer.accounting().total(PoolId::PtaCaching, 0), 0);
-    assert_eq!(f.typer.accounting().total(PoolId::PtaWorkspace, 0), 0);
+    f.unheap(PTA_WORKSPACE, w);
+    f.unheap(PTA_CACHING, b);
+    assert_eq!(f.typer.accounting().total(pool(PTA_CACHING), 0), 0);
+    assert_eq!(f.typer.accounting().total(pool(PTA_WORKSPACE), 0), 0);
     assert_eq!(f.typer.accounting().live_count(), 0);
     assert!(f.ctx.take_warnings().is_empty());
 }
@@ -144,13 +180,13 @@ fn pta_script_gives_running_used_and_heap_total_per_pool() {
 #[test]
 fn total_sums_heaps_of_one_pool_and_device_and_drops_unregistered_ones() {
     let mut f = Feed::new(PTA, vec![]);
-    f.heap(PoolId::PtaCaching, 0, 0x10_0000, 100);
-    f.heap(PoolId::PtaCaching, 0, 0x20_0000, 50);
-    f.heap(PoolId::PtaCaching, 1, 0x30_0000, 7);
-    f.reg(PoolId::PtaCaching, 0, 0x10_0000, 10);
-    f.unheap(PoolId::PtaCaching, 0x10_0000);
-    f.reg(PoolId::PtaCaching, 0, 0x20_0000, 5);
-    f.reg(PoolId::PtaCaching, 1, 0x30_0000, 3);
+    f.heap(PTA_CACHING, 0, 0x10_0000, 100);
+    f.heap(PTA_CACHING, 0, 0x20_0000, 50);
+    f.heap(PTA_CACHING, 1, 0x30_0000, 7);
+    f.reg(PTA_CACHING, 0, 0x10_0000, 10);
+    f.unheap(PTA_CACHING, 0x10_0000);
+    f.reg(PTA_CACHING, 0, 0x20_0000, 5);
+    f.reg(PTA_CACHING, 1, 0x30_0000, 3);
     let got: Vec<_> = f
         .out
         .iter()
@@ -169,9 +205,9 @@ fn total_sums_heaps_of_one_pool_and_device_and_drops_unregistered_ones() {
 #[test]
 fn workspace_used_is_a_running_sum_not_the_last_block() {
     let mut f = Feed::new(PTA, vec![]);
-    f.reg(PoolId::PtaWorkspace, 0, 0x100, 10);
-    f.reg(PoolId::PtaWorkspace, 0, 0x200, 20);
-    f.unreg(PoolId::PtaWorkspace, 0x100);
+    f.reg(PTA_WORKSPACE, 0, 0x100, 10);
+    f.reg(PTA_WORKSPACE, 0, 0x200, 20);
+    f.unreg(PTA_WORKSPACE, 0x100);
     let used: Vec<_> = f.out.iter().map(|e| mem(e).used).collect();
     assert_eq!(used, [Some(10), Some(30), Some(20)]);
     assert!(f
@@ -182,12 +218,12 @@ fn workspace_used_is_a_running_sum_not_the_last_block() {
 
 #[test]
 fn device_is_mapped_through_visible_devices_and_figures_are_per_physical_device() {
-    let mut f = Feed::new(&[PoolId::MindSpore], vec![4, 5]);
-    f.heap(PoolId::MindSpore, 0, 0x1000, 1000);
-    f.heap(PoolId::MindSpore, 1, 0x9000, 500);
-    f.reg(PoolId::MindSpore, 0, 0x1000, 100);
-    f.reg(PoolId::MindSpore, 1, 0x9000, 200);
-    f.unreg(PoolId::MindSpore, 0x1000);
+    let mut f = Feed::new(&[DECL[2]], vec![4, 5]);
+    f.heap(MINDSPORE, 0, 0x1000, 1000);
+    f.heap(MINDSPORE, 1, 0x9000, 500);
+    f.reg(MINDSPORE, 0, 0x1000, 100);
+    f.reg(MINDSPORE, 1, 0x9000, 200);
+    f.unreg(MINDSPORE, 0x1000);
     let got: Vec<_> = f
         .out
         .iter()
@@ -201,19 +237,19 @@ fn device_is_mapped_through_visible_devices_and_figures_are_per_physical_device(
             (F, Device::Npu(4), Some(0), Some(1000)),
         ]
     );
-    assert_eq!(f.typer.accounting().used(PoolId::MindSpore, 5), 200);
+    assert_eq!(f.typer.accounting().used(pool(MINDSPORE), 5), 200);
 }
 
 #[test]
 fn owner_is_framework_level_then_thread_labels_on_malloc_only() {
-    let mut f = Feed::new(&[PoolId::Atb], vec![]);
+    let mut f = Feed::new(&[DECL[3]], vec![]);
     f.ctx.push_owner(7, "model".into());
     f.ctx.push_owner(7, "layer@1".into());
     f.ctx.push_owner(8, "other thread".into());
-    f.reg(PoolId::Atb, 0, 0x40, 64);
+    f.reg(ATB_POOL, 0, 0x40, 64);
     f.ctx.pop_owner(7);
-    f.reg(PoolId::Atb, 0, 0x80, 64);
-    f.unreg(PoolId::Atb, 0x40);
+    f.reg(ATB_POOL, 0, 0x80, 64);
+    f.unreg(ATB_POOL, 0x40);
     let owners: Vec<_> = f
         .out
         .iter()
@@ -229,9 +265,9 @@ fn owner_is_framework_level_then_thread_labels_on_malloc_only() {
 #[test]
 fn register_on_live_address_warns_and_frees_the_old_block_first() {
     let mut f = Feed::new(PTA, vec![]);
-    f.heap(PoolId::PtaCaching, 0, 0x1000, 4096);
-    f.reg(PoolId::PtaCaching, 0, 0x1000, 100);
-    f.reg(PoolId::PtaCaching, 0, 0x1000, 300);
+    f.heap(PTA_CACHING, 0, 0x1000, 4096);
+    f.reg(PTA_CACHING, 0, 0x1000, 100);
+    f.reg(PTA_CACHING, 0, 0x1000, 300);
     let evs = std::mem::take(&mut f.out);
     let got: Vec<_> = evs.iter().map(shape).collect();
     assert_eq!(
@@ -254,12 +290,12 @@ fn register_on_live_address_warns_and_frees_the_old_block_first() {
 #[test]
 fn unregister_of_unknown_address_warns_and_emits_nothing() {
     let mut f = Feed::new(PTA, vec![]);
-    f.reg(PoolId::PtaCaching, 0, 0x1000, 100);
-    f.unreg(PoolId::PtaCaching, 0x2000);
-    f.unreg(PoolId::PtaWorkspace, 0x1000); // same address, other pool
-    f.unreg(PoolId::PtaCaching, 0x1000);
-    f.unreg(PoolId::PtaCaching, 0x1000); // repeated free
-    f.unheap(PoolId::PtaCaching, 0x5000);
+    f.reg(PTA_CACHING, 0, 0x1000, 100);
+    f.unreg(PTA_CACHING, 0x2000);
+    f.unreg(PTA_WORKSPACE, 0x1000); // same address, other pool
+    f.unreg(PTA_CACHING, 0x1000);
+    f.unreg(PTA_CACHING, 0x1000); // repeated free
+    f.unheap(PTA_CACHING, 0x5000);
     let kinds: Vec<_> = f.out.iter().map(|e| e.kind).collect();
     assert_eq!(kinds, [M, F]);
     let w = f.ctx.take_warnings();
@@ -274,14 +310,14 @@ fn typer_takes_only_its_own_pools_and_no_other_records() {
     let mut f = Feed::new(PTA, vec![]);
     let ms = Record::RegionRegister {
         ts: 1,
-        pool: PoolId::MindSpore,
+        pool: MINDSPORE,
         device: 0,
         ptr: 1,
         size: 1,
     };
     let atb = Record::HeapRegister {
         ts: 1,
-        pool: PoolId::Atb,
+        pool: ATB_POOL,
         device: 0,
         ptr: 1,
         size: 1,
@@ -291,15 +327,15 @@ fn typer_takes_only_its_own_pools_and_no_other_records() {
     assert!(!f.rec(Record::RangeEnd { ts: 1, id: 1 }));
     assert!(!f.rec(Record::OwnerPop { ts: 1 }));
     assert!(f.out.is_empty());
-    assert_eq!(f.typer.pools(), PTA);
+    assert_eq!(f.typer.pools(), [pool(PTA_CACHING), pool(PTA_WORKSPACE)]);
 }
 
 #[test]
 fn heap_registered_twice_replaces_instead_of_double_counting() {
     let mut f = Feed::new(PTA, vec![]);
-    f.heap(PoolId::PtaCaching, 0, 0x1000, 100);
-    f.heap(PoolId::PtaCaching, 0, 0x1000, 40);
-    assert_eq!(f.typer.accounting().total(PoolId::PtaCaching, 0), 40);
+    f.heap(PTA_CACHING, 0, 0x1000, 100);
+    f.heap(PTA_CACHING, 0, 0x1000, 40);
+    assert_eq!(f.typer.accounting().total(pool(PTA_CACHING), 0), 40);
     assert_eq!(f.ctx.take_warnings().len(), 1);
 }
 
@@ -307,15 +343,14 @@ fn heap_registered_twice_replaces_instead_of_double_counting() {
 fn allocation_ids_are_shared_with_other_sources_through_the_context() {
     let mut f = Feed::new(PTA, vec![]);
     assert_eq!(f.ctx.next_allocation_id(), 1); // e.g. a HAL block typed by another adapter
-    f.reg(PoolId::PtaCaching, 0, 0x10, 1);
+    f.reg(PTA_CACHING, 0, 0x10, 1);
     assert_eq!(mem(&f.out[0]).allocation_id, 2);
 }
 
 #[test]
-fn event_types_and_framework_labels_follow_the_pool() {
-    let got: Vec<_> = PoolId::ALL
-        .iter()
-        .map(|p| (event_type(*p).as_str(), framework_label(*p)))
+fn event_types_and_framework_labels_follow_the_pool_declaration() {
+    let got: Vec<_> = (1..=4)
+        .map(|n| (event_type(pool(n)).as_str(), framework_label(pool(n))))
         .collect();
     assert_eq!(
         got,
@@ -331,9 +366,9 @@ fn event_types_and_framework_labels_follow_the_pool() {
 #[test]
 fn huge_sizes_saturate_instead_of_wrapping() {
     let mut f = Feed::new(PTA, vec![]);
-    f.heap(PoolId::PtaCaching, 0, 0x1, u64::MAX);
-    f.heap(PoolId::PtaCaching, 0, 0x2, 5);
-    f.reg(PoolId::PtaCaching, 0, 0x10, u64::MAX);
+    f.heap(PTA_CACHING, 0, 0x1, u64::MAX);
+    f.heap(PTA_CACHING, 0, 0x2, 5);
+    f.reg(PTA_CACHING, 0, 0x10, u64::MAX);
     assert_eq!(mem(&f.out[0]).total, Some(i64::MAX));
     assert_eq!(mem(&f.out[0]).used, Some(i64::MAX));
 }
@@ -344,7 +379,7 @@ fn a_tag_of_a_live_block_writes_a_memory_owner_row_and_shows_on_its_free_row() {
     let ts = f.tick();
     f.rec(Record::RegionRegister {
         ts,
-        pool: PoolId::PtaCaching,
+        pool: PTA_CACHING,
         device: 0,
         ptr: 0x4000,
         size: MIB,
@@ -377,7 +412,7 @@ fn a_tag_of_a_live_block_writes_a_memory_owner_row_and_shows_on_its_free_row() {
     let ts = f.tick();
     f.rec(Record::RegionUnregister {
         ts,
-        pool: PoolId::PtaCaching,
+        pool: PTA_CACHING,
         ptr: 0x4000,
     });
     let free = f.out.last().expect("free row");
