@@ -56,7 +56,7 @@ fn takes_context(rec: &Record<&[u8]>) -> bool {
             | Record::PyFrameDef { .. }
             | Record::PyStack { .. }
             | Record::WatchDump { .. }
-            | Record::HostSample { .. }
+            | Record::ProcessSample { .. }
             | Record::DeviceSample { .. }
             | Record::Shadow { .. }
     )

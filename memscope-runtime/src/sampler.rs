@@ -1,6 +1,6 @@
 //! The memory sampler (`--sample <interval>`, issue 25): one thread of the probe wakes every
 //! interval, reads the process's resident memory from `/proc/self/statm` and records a
-//! `HostSample` — memory no hook sees (a raw `mmap`, a driver's pages, the interpreter) shows
+//! `ProcessSample` — memory no hook sees (a raw `mmap`, a driver's pages, the interpreter) shows
 //! as the difference to what the hooks hold live, which the collector computes.
 //!
 //! Why a thread of the probe and not the collector reading `/proc/<pid>`: the samples land in
@@ -151,10 +151,10 @@ pub fn set_sample_interval(ns: u64) {
     start();
 }
 
-/// Reads `/proc/self/statm` and records a `HostSample` (nothing when it cannot be read).
+/// Reads `/proc/self/statm` and records a `ProcessSample` (nothing when it cannot be read).
 fn sample_host() {
     if let Some((rss, anon)) = read_statm() {
-        crate::writer::record_raw(&Record::HostSample {
+        crate::writer::record_raw(&Record::ProcessSample {
             ts: clock::now_ns(),
             rss,
             anon,

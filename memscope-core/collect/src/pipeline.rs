@@ -340,7 +340,7 @@ impl Pipeline {
                 self.ctx.set_call_stack(tid, *ts, *stack);
                 return;
             }
-            Record::HostSample { ts, rss, anon } => {
+            Record::ProcessSample { ts, rss, anon } => {
                 self.host_sample(tid, *ts, *rss, *anon);
                 return;
             }

@@ -1,4 +1,4 @@
-//! Memory samples in the pipeline (issue 25, `--sample`): a `HostSample` record of the probe's
+//! Memory samples in the pipeline (issue 25, `--sample`): a `ProcessSample` record of the probe's
 //! sampler thread becomes a `SAMPLE`/`HOST_MEMORY` event whose `tracked` bytes are the HOST,
 //! HOST_MMAP and PYMEM blocks live at that moment (events seen so far plus the HOST fast
 //! path's blocks), a `DeviceSample` a `SAMPLE`/`DEVICE_MEMORY` event on the physical device

@@ -1,5 +1,5 @@
 //! Memory outside the hooks (issue 25, `--sample <interval>`): the probe's sampler thread
-//! records the process's resident memory on a timer (`wire::Record::HostSample`) and, once the
+//! records the process's resident memory on a timer (`wire::Record::ProcessSample`) and, once the
 //! job set a device, the device's used and free memory (`wire::Record::DeviceSample`); the
 //! collector turns each sample into a `SAMPLE` event (`HOST_MEMORY`, `DEVICE_MEMORY`) whose
 //! `tracked` bytes are what the hooks hold live at that moment (host: HOST, HOST_MMAP and

@@ -316,7 +316,7 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::AtenTensor { .. }
             | Record::CpuTensor { .. }
             | Record::WatchDump { .. } => python_ctx::encode(self, &mut o, &mut next),
-            Record::HostSample { .. } | Record::DeviceSample { .. } => {
+            Record::ProcessSample { .. } | Record::DeviceSample { .. } => {
                 sample::encode(self, &mut o, &mut next)
             }
         }

@@ -216,7 +216,7 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::AtenTensor { .. }
             | Record::CpuTensor { .. }
             | Record::WatchDump { .. } => python_ctx::to_owned(self).expect("an issue-13 record"),
-            Record::HostSample { .. } | Record::DeviceSample { .. } => {
+            Record::ProcessSample { .. } | Record::DeviceSample { .. } => {
                 sample::to_owned(self).expect("a sample record")
             }
         }

@@ -131,7 +131,7 @@ pub enum Record<B = Box<[u8]>> {
     // data path special-cases for volume (capture columns, fast path, live-block accounts); the
     // registration list binds it to the source that writes it (HOST's descriptor, whose typer
     // and fast path take these records), and step 3 of the redesign opens it to other
-    // allocation-volume sources (PYMEM, plugins).
+    // allocation-volume sources (CPython's allocator domains, plugins).
     /// An allocator handed out a block.
     Malloc {
         /// Time.
@@ -427,7 +427,7 @@ pub enum Record<B = Box<[u8]>> {
     },
     /// A sample of the process's memory on the probe's sampler thread (`--sample`, issue 25):
     /// resident and anonymous resident bytes, whatever allocated them.
-    HostSample {
+    ProcessSample {
         /// Time.
         ts: u64,
         /// Resident bytes (RSS).

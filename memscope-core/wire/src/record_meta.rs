@@ -34,7 +34,7 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::Munmap { ts, .. }
             | Record::Mremap { ts, .. }
             | Record::ThreadDevice { ts, .. }
-            | Record::HostSample { ts, .. }
+            | Record::ProcessSample { ts, .. }
             | Record::DeviceSample { ts, .. }
             | Record::Plugin { ts, .. } => Some(*ts),
             Record::Source { tag, ts, .. } => {
@@ -75,7 +75,7 @@ impl<B: AsRef<[u8]>> Record<B> {
                 EventKind::Free
             }
             Record::System { .. } => EventKind::System,
-            Record::HostSample { .. } | Record::DeviceSample { .. } => EventKind::Sample,
+            Record::ProcessSample { .. } | Record::DeviceSample { .. } => EventKind::Sample,
             Record::Source { tag, .. } => return crate::source::event_kind_of(*tag),
             Record::Snapshot { .. } => EventKind::Snapshot,
             Record::AtenOp { .. } => EventKind::OpLaunch,

@@ -1,7 +1,7 @@
 //! Codec of the sampled-memory records of issue 25 (`--sample`): tags 90–99, written by the
 //! probe's sampler thread on a timer, apart from every hook (`memscope-runtime/src/sampler.rs`).
 //!
-//! * [`Record::HostSample`]: the process's resident and anonymous resident bytes
+//! * [`Record::ProcessSample`]: the process's resident and anonymous resident bytes
 //!   (`/proc/self/statm`).
 //! * [`Record::DeviceSample`]: a device's used and free bytes as its runtime reports them
 //!   (`aclrtGetMemInfo`).
@@ -20,7 +20,7 @@ pub(super) mod tag {
 /// Encodes a record of this file (caller guarantees the variant).
 pub(super) fn encode<B: AsRef<[u8]>>(rec: &Record<B>, o: &mut Out<'_>, next: &mut ChunkState) {
     match rec {
-        Record::HostSample { ts, rss, anon } => {
+        Record::ProcessSample { ts, rss, anon } => {
             o.u8(tag::HOST_SAMPLE);
             o.var(ts.wrapping_sub(next.last_ts));
             next.last_ts = *ts;
@@ -51,7 +51,7 @@ pub(super) fn decode<'a>(
     next: &mut ChunkState,
 ) -> Result<Record<&'a [u8]>, WireError> {
     Ok(match t {
-        tag::HOST_SAMPLE => Record::HostSample {
+        tag::HOST_SAMPLE => Record::ProcessSample {
             ts: i.ts(next)?,
             rss: i.var()?,
             anon: i.var()?,
@@ -69,7 +69,7 @@ pub(super) fn decode<'a>(
 /// Copies a record of this file (`None` for a variant of another file).
 pub(super) fn to_owned<B>(rec: &Record<B>) -> Option<Record<Box<[u8]>>> {
     match *rec {
-        Record::HostSample { ts, rss, anon } => Some(Record::HostSample { ts, rss, anon }),
+        Record::ProcessSample { ts, rss, anon } => Some(Record::ProcessSample { ts, rss, anon }),
         Record::DeviceSample {
             ts,
             device,

@@ -211,7 +211,7 @@ fn every_record_kind_round_trips() {
             stream: 0,
             text: 4,
         },
-        Record::HostSample {
+        Record::ProcessSample {
             ts: 1_700_000_000_109_000_010,
             rss: 300 << 20,
             anon: 260 << 20,
