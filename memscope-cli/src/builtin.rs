@@ -42,7 +42,7 @@ fn is_pymem_row(ev: &Event) -> bool {
 }
 
 /// Every adapter: the built-in ones in source id order, then the shipped plugins.
-static DESCRIPTORS: [&AdapterDescriptor; 8] = [
+static DESCRIPTORS: &[&AdapterDescriptor] = &[
     &memscope_adapter_mstx::DESCRIPTOR,
     &memscope_adapter_pta::DESCRIPTOR,
     &memscope_adapter_mindspore::DESCRIPTOR,
@@ -55,7 +55,7 @@ static DESCRIPTORS: [&AdapterDescriptor; 8] = [
 
 /// What the collector types with: every adapter's descriptor.
 pub static REGISTRY: Registry = Registry {
-    descriptors: &DESCRIPTORS,
+    descriptors: DESCRIPTORS,
 };
 
 /// Installs [`REGISTRY`] as the process's registration list
