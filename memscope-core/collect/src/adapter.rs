@@ -228,6 +228,8 @@ pub enum Volume {
 pub struct AccountSummary {
     /// The Event Type of the blocks summed up (others, e.g. arenas, are left out).
     pub event_type: &'static str,
+    /// What a block is (`Python object`), in `--host-rows`' help.
+    pub object: &'static str,
     /// What a block is, plural, in the section titles (`Python objects`).
     pub objects: &'static str,
     /// What a block is, counted (`Python object(s)`).
@@ -293,6 +295,8 @@ pub struct AdapterDescriptor {
     pub volume: Volume,
     /// Its summary by Python stack, if it has one.
     pub account_summary: Option<AccountSummary>,
+    /// The scope of `--fail-on` limits it names (`peak.NAME>…`), if any.
+    pub limit_scope: Option<memscope_analysis::thresholds::NamedScope>,
 }
 
 impl AdapterDescriptor {
@@ -318,6 +322,7 @@ impl AdapterDescriptor {
         settings: &[],
         volume: Volume::Rows,
         account_summary: None,
+        limit_scope: None,
     };
 
     /// Whether this adapter is built in (its hooks are in the probe), not a shipped plugin.

@@ -85,59 +85,21 @@ static INSTALLED: OnceLock<&'static Registry> = OnceLock::new();
 /// (the CLI does at start): adapter names in configurations are checked and resolved against
 /// it. A second call is ignored.
 pub fn install(registry: &'static Registry) {
-    let _ = INSTALLED.set(registry);
+    if INSTALLED.set(registry).is_ok() {
+        // the `--fail-on` scopes the adapters name
+        memscope_analysis::thresholds::install_scopes(
+            registry
+                .descriptors
+                .iter()
+                .filter_map(|d| d.limit_scope)
+                .collect(),
+        );
+    }
 }
 
 /// The installed registration list ([`Registry::EMPTY`] before [`install`]).
 pub fn installed() -> &'static Registry {
     #[cfg(test)]
-    install(&test_registry::REGISTRY);
+    install(&crate::test_registry::REGISTRY);
     INSTALLED.get().copied().unwrap_or(&Registry::EMPTY)
-}
-
-/// The unit tests' registration list (the collector names no adapter crate): descriptors with
-/// the built-in adapters' names, ids and selection properties, and no typers.
-#[cfg(test)]
-pub(crate) mod test_registry {
-    use super::Registry;
-    use crate::adapter::{AdapterDescriptor, SourceId, Volume};
-
-    const fn built_in(name: &'static str, source: u16, device_memory: bool) -> AdapterDescriptor {
-        AdapterDescriptor {
-            name,
-            source: SourceId(source),
-            default_on: true,
-            device_memory,
-            ..AdapterDescriptor::BASE
-        }
-    }
-
-    static MSTX: AdapterDescriptor = built_in("mstx", 0, false);
-    static PTA: AdapterDescriptor = built_in("pta", 1, true);
-    static MINDSPORE: AdapterDescriptor = built_in("mindspore", 2, true);
-    static ATB: AdapterDescriptor = built_in("atb", 3, true);
-    static HAL: AdapterDescriptor = built_in("hal", 4, true);
-    static ACL: AdapterDescriptor = built_in("acl", 5, false);
-    static HOST: AdapterDescriptor = AdapterDescriptor {
-        default_on: false,
-        host_memory: true,
-        volume: Volume::Account {
-            is_row: crate::layers::is_host_adapter_row,
-        },
-        ..built_in("host", 6, false)
-    };
-    static PYMEM: AdapterDescriptor = AdapterDescriptor {
-        name: "pymem",
-        host_memory: true,
-        library: Some("libmemscope_adapter_pymem.so"),
-        volume: Volume::Account {
-            is_row: |ev| matches!(ev.event_type.as_str(), "PYMEM" | "PYMEM_ARENA"),
-        },
-        ..AdapterDescriptor::BASE
-    };
-
-    /// The list.
-    pub(crate) static REGISTRY: Registry = Registry {
-        descriptors: &[&MSTX, &PTA, &MINDSPORE, &ATB, &HAL, &ACL, &HOST, &PYMEM],
-    };
 }
