@@ -222,15 +222,21 @@ mod tests {
     }
 
     #[test]
-    fn the_registry_lists_every_built_in_adapter_once_with_default_selection() {
-        let b = builtin();
-        let names: Vec<&str> = b.iter().map(|e| e.name.as_str()).collect();
-        assert_eq!(
-            names,
-            ["mstx", "pta", "mindspore", "atb", "hal", "acl", "host"]
-        );
-        assert!(b
-            .iter()
-            .all(|e| matches!(e.origin, Origin::BuiltIn { default_on } if default_on == (e.name != "host"))));
+    fn the_registry_lists_every_descriptor_once_with_its_origin_and_default_selection() {
+        let listed: Vec<Entry> = builtin().into_iter().chain(shipped()).collect();
+        assert_eq!(listed.len(), REGISTRY.descriptors.len());
+        for (e, d) in listed.iter().zip(REGISTRY.descriptors) {
+            assert_eq!(e.name, d.name);
+            match &e.origin {
+                Origin::BuiltIn { default_on } => {
+                    assert!(d.built_in() && *default_on == d.default_on, "{}", d.name)
+                }
+                Origin::Shipped { library } => {
+                    assert_eq!(Some(library.as_str()), d.library);
+                    assert!(!d.default_on, "{}: shipped plugins are opt-in", d.name);
+                }
+                Origin::Plugin { .. } => panic!("{}: not a plugin", d.name),
+            }
+        }
     }
 }

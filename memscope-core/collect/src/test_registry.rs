@@ -32,7 +32,7 @@ static HOST: AdapterDescriptor = AdapterDescriptor {
 static PYMEM: AdapterDescriptor = AdapterDescriptor {
     name: "pymem",
     host_memory: true,
-    library: Some("libmemscope_adapter_pymem.so"),
+    library: Some("libstand_in.so"),
     volume: Volume::Account {
         is_row: |ev| matches!(ev.event_type.as_str(), "PYMEM" | "PYMEM_ARENA"),
     },
