@@ -414,6 +414,8 @@ fn launch_and_collect(
         analyses,
         crate::builtin::REGISTRY,
     );
+    // the job's probe selects exactly the configuration's adapters
+    collector.type_selected_only();
     let mut status = None;
     let mut last_flush = Instant::now();
     let mut exited_at: Option<Instant> = None;

@@ -42,6 +42,18 @@ impl Registry {
             .filter_map(|d| d.new_typer.map(|f| f()))
             .collect()
     }
+
+    /// A fresh typer of every built-in adapter `selection` selects, for one process, in list
+    /// order (the order typers are asked in). Each typer takes only its own source's records
+    /// (its hooks record only when it is selected); records every adapter's hooks may write
+    /// (owner tags) fall to the typers of the selected ones, which hold the blocks they name.
+    pub fn typers_of(&self, selection: &Selection) -> Vec<Box<dyn Typer>> {
+        self.descriptors
+            .iter()
+            .filter(|d| d.built_in() && selection.has(d.source))
+            .filter_map(|d| d.new_typer.map(|f| f()))
+            .collect()
+    }
 }
 
 /// The adapters a run selects, resolved from their names once.
@@ -102,4 +114,24 @@ pub fn installed() -> &'static Registry {
     #[cfg(test)]
     install(&crate::test_registry::REGISTRY);
     INSTALLED.get().copied().unwrap_or(&Registry::EMPTY)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_selection_is_the_mask_of_its_built_in_adapters_and_its_shipped_plugins_in_order() {
+        let r = installed();
+        let plugin = r.descriptors.iter().find(|d| !d.built_in()).unwrap();
+        let (a, b) = (r.descriptors[1], r.descriptors[3]);
+        let names = [plugin.name, b.name, a.name, "unknown"].map(str::to_owned);
+        let sel = r.resolve(&names);
+        assert_eq!(sel.mask, a.source.bit() | b.source.bit());
+        assert!(sel.has(a.source) && !sel.has(r.descriptors[0].source));
+        assert_eq!(sel.plugins.len(), 1);
+        assert_eq!(sel.plugins[0].name, plugin.name);
+        let order: Vec<_> = sel.adapters.iter().map(|d| d.name).collect();
+        assert_eq!(order, [plugin.name, b.name, a.name]);
+    }
 }
