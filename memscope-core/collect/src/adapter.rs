@@ -8,11 +8,14 @@
 //! half runs or is linked in the traced process. Selection is a
 //! bit mask ([`SourceId::bit`]) handed to the probe, so an unselected adapter costs one atomic
 //! load per intercepted call. An adapter shipped as a plugin (built on the adapter SDK, loaded
-//! like any `--adapter-path` library) is one more descriptor, with its [`AdapterDescriptor::library`].
+//! like any `--adapter-path` library) is one more descriptor, with its
+//! [`AdapterDescriptor::library`].
 
 use memscope_core::event::Event;
 use memscope_wire::Record;
 
+/// Source ids (a built-in adapter's is its selection bit, part of the probe's environment
+/// protocol).
 pub use memscope_wire::SourceId;
 
 use crate::config::RunConfig;

@@ -407,8 +407,9 @@ impl PipelineFactory<'_> {
             // ACCESS rows get the allocation_id of the block they touch (issue 10)
             Box::new(crate::access_blocks::AccessBlocks::new()),
         ];
-        layers.extend(slot(LayerSlot::Summary)); // HOST leak summary (issue 4)
-                                                 // blocks by Python stack (issue 16)
+        // HOST leak summary (issue 4)
+        layers.extend(slot(LayerSlot::Summary));
+        // blocks by Python stack (issue 16)
         layers.extend(
             selection
                 .adapters
@@ -420,7 +421,8 @@ impl PipelineFactory<'_> {
         layers.push(Box::new(
             memscope_analysis::fragmentation::FragmentationLayer::new(false),
         ));
-        layers.extend(slot(LayerSlot::AfterExtents)); // OOM (issue 5)
+        // OOM (issue 5)
+        layers.extend(slot(LayerSlot::AfterExtents));
         layers.extend((self.analyses)(cfg, &project));
         layers.push(Box::new(layers::WriteFilter::new(cfg)));
         let (sink, sink_stats) = sink(cfg, &project, &ts);

@@ -3,8 +3,8 @@
 //! job set a device, the device's used and free memory (`wire::Record::DeviceSample`); the
 //! collector turns each sample into a `SAMPLE` event (`HOST_MEMORY`, `DEVICE_MEMORY`) whose
 //! `tracked` bytes are what the hooks hold live at that moment (host: HOST, HOST_MMAP and the
-//! summed-up blocks of host-memory account sources, e.g. Python objects; device: HAL blocks) and whose `untracked` bytes are the rest:
-//! `rss − tracked`, `used − tracked`.
+//! summed-up blocks of host-memory account sources, e.g. Python objects; device: HAL blocks)
+//! and whose `untracked` bytes are the rest: `rss − tracked`, `used − tracked`.
 //!
 //! Sample events are memscope's own: they stay out of the msMemScope-format dumps (its readers
 //! know no `SAMPLE` rows) and live in the capture, from which the report, the exports and the
