@@ -234,6 +234,22 @@ pub fn entries(dir: &Path, prefix: &str) -> Vec<PathBuf> {
     v
 }
 
+/// The names of every adapter shipped in this repository: one crate each under `adapters/`
+/// (`adapters/<name>`, package `memscope-adapter-<name>`), sorted. Each has one descriptor in
+/// the CLI's registration list (`memscope-cli/src/builtin.rs`, checked by its unit test), so
+/// a test that takes its names from here cannot leave a new adapter out.
+pub fn adapter_names() -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(repo_root().join("adapters"))
+        .expect("adapters/")
+        .flatten()
+        .filter(|e| e.path().join("Cargo.toml").is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    assert!(v.len() >= 8, "found the adapters: {v:?}");
+    v
+}
+
 /// Calls `f` for every file under `dir`, recursively.
 pub fn walk(dir: &Path, f: &mut dyn FnMut(&Path)) {
     if let Ok(rd) = std::fs::read_dir(dir) {

@@ -3,6 +3,7 @@
 //! probe's list is the `export_hooks!()` lines of `memscope-probe/src/lib.rs`). A new built-in
 //! adapter adds one line to each list.
 
+use memscope_analysis::thresholds::NamedScope;
 use memscope_collect::adapter::{AccountSummary, AdapterDescriptor, Volume};
 use memscope_collect::registry::Registry;
 use memscope_core::event::Event;
@@ -30,8 +31,15 @@ static PYMEM: AdapterDescriptor = AdapterDescriptor {
     },
     account_summary: Some(AccountSummary {
         event_type: "PYMEM",
+        object: "Python object",
         objects: "Python objects",
         counted: "Python object(s)",
+    }),
+    // `--fail-on peak.pymem>…`: Python objects; `cpu` leaves out objects and arenas
+    limit_scope: Some(NamedScope {
+        name: "pymem",
+        event_type: "PYMEM",
+        apart: "PYMEM",
     }),
     ..AdapterDescriptor::BASE
 };
@@ -66,7 +74,38 @@ pub fn install() {
 
 #[cfg(test)]
 mod tests {
-    use super::REGISTRY;
+    use super::{PYMEM, REGISTRY};
+    use memscope_collect::account_summary::AccountObjects;
+    use memscope_core::bus::Layer;
+    use memscope_core::event::{Attrs, Device, Event, EventKind, EventType, MemoryAttrs};
+
+    #[test]
+    fn pymem_rows_are_account_only_and_summed_up_as_python_objects() {
+        let mut l = AccountObjects::new(PYMEM.account_summary.unwrap());
+        let mut e = Event::new(EventType::custom("PYMEM"), 1, 1, 1);
+        e.kind = EventKind::Malloc;
+        e.device = Device::Cpu;
+        e.attrs = Attrs::Memory(MemoryAttrs {
+            allocation_id: 1,
+            size: 24,
+            ..MemoryAttrs::default()
+        });
+        let memscope_collect::adapter::Volume::Account { is_row } = PYMEM.volume else {
+            panic!("pymem rows are account-only");
+        };
+        assert!(is_row(&e));
+        let mut out = Vec::new();
+        l.on_event(e, &Default::default(), &mut out).unwrap();
+        let r = l.report(Some(7));
+        assert_eq!(
+            r[0].title,
+            "PYMEM peak (pid 7): 24 bytes in 1 Python object(s), by where they were allocated at the peak"
+        );
+        assert_eq!(
+            r[1].title,
+            "PYMEM Python objects live at exit (pid 7): 1 object(s), 24 bytes (0 freed before)"
+        );
+    }
 
     #[test]
     fn built_in_adapters_come_first_in_source_id_order_with_distinct_names_and_bits() {

@@ -46,8 +46,8 @@ pub struct DiffArgs {
     /// Only this device: npu:N or cpu.
     #[arg(long)]
     pub device: Option<String>,
-    /// Only this allocator (Event Type: PTA, HAL, HOST, PYMEM, …).
-    #[arg(long = "type", value_name = "EVENT_TYPE")]
+    // Only this allocator (an Event Type).
+    #[arg(long = "type", value_name = "EVENT_TYPE", help = crate::registry::event_type_help())]
     pub event_type: Option<String>,
     /// Rows printed per allocator (the JSON has them all).
     #[arg(long, default_value_t = 10)]

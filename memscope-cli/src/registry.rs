@@ -86,6 +86,63 @@ fn listed(built_in: bool) -> Vec<Entry> {
         .collect()
 }
 
+/// `run --adapters`' help: every adapter's name, and those off by default.
+pub fn adapters_help() -> String {
+    let names: Vec<&str> = REGISTRY.names().collect();
+    let off: Vec<&str> = REGISTRY
+        .descriptors
+        .iter()
+        .filter(|d| !d.default_on)
+        .map(|d| d.name)
+        .collect();
+    format!(
+        "Adapters: {} [default: all but {}]",
+        names.join(","),
+        off.join(" and ")
+    )
+}
+
+/// The Event Types of the blocks the account-only adapters sum up by Python stack (Python
+/// objects), in list order.
+fn account_types() -> impl Iterator<Item = memscope_collect::adapter::AccountSummary> {
+    REGISTRY
+        .descriptors
+        .iter()
+        .filter_map(|d| d.account_summary)
+}
+
+/// `run --sample`'s help: the blocks whose bytes count as tracked.
+pub fn sample_help() -> String {
+    let tracked: String = account_types()
+        .map(|a| format!("/{}", a.event_type))
+        .collect();
+    format!(
+        "Sample the process's resident memory on a timer (100ms, 1s, 250us) and show what the \
+         hooks do not see: untracked = RSS − live HOST/HOST_MMAP{tracked} blocks [default: off]"
+    )
+}
+
+/// `run --host-rows`' help: the account-only rows it writes.
+pub fn host_rows_help() -> String {
+    let (mut rows, mut summaries) = ("HOST (malloc)".to_owned(), "HOST".to_owned());
+    for a in account_types() {
+        rows.push_str(&format!(" and {} ({})", a.event_type, a.object));
+        summaries.push_str(&format!(" and {}", a.event_type));
+    }
+    format!(
+        "Write {rows} rows into the dumps too [default: off: the capture plus the {summaries} \
+         leak and peak summaries; `memscope export --to csv|db` writes the rows later]"
+    )
+}
+
+/// `diff --type`'s help: Event Types to name.
+pub fn event_type_help() -> String {
+    let types: String = account_types()
+        .map(|a| format!(", {}", a.event_type))
+        .collect();
+    format!("Only this allocator (Event Type: PTA, HAL, HOST{types}, …)")
+}
+
 /// The entry of plugin `path`.
 ///
 /// # Errors
@@ -165,15 +222,21 @@ mod tests {
     }
 
     #[test]
-    fn the_registry_lists_every_built_in_adapter_once_with_default_selection() {
-        let b = builtin();
-        let names: Vec<&str> = b.iter().map(|e| e.name.as_str()).collect();
-        assert_eq!(
-            names,
-            ["mstx", "pta", "mindspore", "atb", "hal", "acl", "host"]
-        );
-        assert!(b
-            .iter()
-            .all(|e| matches!(e.origin, Origin::BuiltIn { default_on } if default_on == (e.name != "host"))));
+    fn the_registry_lists_every_descriptor_once_with_its_origin_and_default_selection() {
+        let listed: Vec<Entry> = builtin().into_iter().chain(shipped()).collect();
+        assert_eq!(listed.len(), REGISTRY.descriptors.len());
+        for (e, d) in listed.iter().zip(REGISTRY.descriptors) {
+            assert_eq!(e.name, d.name);
+            match &e.origin {
+                Origin::BuiltIn { default_on } => {
+                    assert!(d.built_in() && *default_on == d.default_on, "{}", d.name)
+                }
+                Origin::Shipped { library } => {
+                    assert_eq!(Some(library.as_str()), d.library);
+                    assert!(!d.default_on, "{}: shipped plugins are opt-in", d.name);
+                }
+                Origin::Plugin { .. } => panic!("{}: not a plugin", d.name),
+            }
+        }
     }
 }

@@ -56,8 +56,8 @@ pub struct RunArgs {
     /// immediate, or deferred (record only between memscope_start() and memscope_stop()).
     #[arg(long = "collect-mode")]
     collect_mode: Option<String>,
-    /// Adapters: mstx,pta,mindspore,atb,hal,acl,host,pymem [default: all but host and pymem].
-    #[arg(long)]
+    // Adapters: the registration list's names, and those off by default.
+    #[arg(long, help = crate::registry::adapters_help())]
     adapters: Option<String>,
     /// A third-party adapter library (repeatable).
     #[arg(long = "adapter-path")]
@@ -77,17 +77,14 @@ pub struct RunArgs {
     /// torch hooks).
     #[arg(long)]
     watch: Option<String>,
-    /// Sample the process's resident memory on a timer (100ms, 1s, 250us) and show what the
-    /// hooks do not see: untracked = RSS − live HOST/HOST_MMAP/PYMEM blocks [default: off].
-    #[arg(long, value_name = "INTERVAL")]
+    // Sample the process's resident memory on a timer and show what the hooks do not see.
+    #[arg(long, value_name = "INTERVAL", help = crate::registry::sample_help())]
     sample: Option<String>,
     /// At the end, write a self-contained HTML report of the run into the output directory.
     #[arg(long)]
     report: bool,
-    /// Write HOST (malloc) and PYMEM (Python object) rows into the dumps too [default: off: the
-    /// capture plus the HOST and PYMEM leak and peak summaries; `memscope export --to csv|db`
-    /// writes the rows later].
-    #[arg(long = "host-rows")]
+    // Write the account-only sources' rows into the dumps too.
+    #[arg(long = "host-rows", help = crate::registry::host_rows_help())]
     host_rows: bool,
     /// Fail the run when a memory limit is crossed: METRIC[.SCOPE]>SIZE, comma-separated
     /// (leaks>1MiB,peak.npu:0>40GiB,peak.host>2GiB; metrics peak, leaks, live, dropped).
@@ -232,7 +229,7 @@ pub fn run(a: RunArgs) -> ExitCode {
         Ok(p) => p,
         Err(e) => return usage_error(e),
     };
-    // Shipped plugins (`--adapters pymem`) load like any plugin, from next to the probe.
+    // Shipped plugins (descriptors with a library) load like any plugin, from next to the probe.
     if let Err(e) = add_shipped_plugins(&mut cfg, &probe) {
         return usage_error(e);
     }
@@ -417,6 +414,8 @@ fn launch_and_collect(
         analyses,
         crate::builtin::REGISTRY,
     );
+    // the job's probe selects exactly the configuration's adapters
+    collector.type_selected_only();
     let mut status = None;
     let mut last_flush = Instant::now();
     let mut exited_at: Option<Instant> = None;

@@ -62,6 +62,8 @@ pub fn export(a: &ExportArgs, format: Format) -> anyhow::Result<()> {
             visible_devices: &info.visible_devices,
             analyses: &analyses,
             registry: &crate::builtin::REGISTRY,
+            // a capture: every record in it is typed
+            selected_typers_only: false,
         };
         let h = StreamHeader {
             pid: info.pid,

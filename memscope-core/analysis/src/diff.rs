@@ -4,8 +4,8 @@
 //! Allocators nest (framework pool blocks live inside driver memory, Python objects inside
 //! pymalloc arenas), so they are never added together: every row names its device and
 //! allocator. Rows are ordered by allocator level — the blocks the program holds (framework
-//! pools, HOST, PYMEM, plugins' types) before the memory reserved to hold them (HAL, mapped
-//! memory, arenas) — then device, then growth in bytes, largest first.
+//! pools, HOST, Python objects, plugins' types) before the memory reserved to hold them (HAL,
+//! mapped memory, arenas) — then device, then growth in bytes, largest first.
 
 use std::collections::BTreeMap;
 

@@ -5,8 +5,8 @@
 //! * Peak and live at exit: [`super::peak`] (each allocator's own peak; allocators nest, so
 //!   they are never added together).
 //! * Leaked: [`super::leaks`] — framework-pool blocks by msMemScope's step rule, HAL memory
-//!   live at exit. Other allocators (HOST, PYMEM, plugins) are not judged: their memory live
-//!   at exit is `live_at_exit`.
+//!   live at exit. Other allocators (HOST, Python objects, plugins) are not judged: their
+//!   memory live at exit is `live_at_exit`.
 //! * Where: the group (innermost Python frame, else innermost C frame, else owner) holding the
 //!   most bytes of the peak's live set, of the leaked blocks.
 
@@ -37,7 +37,7 @@ pub struct Site {
 pub struct AllocatorFigures {
     /// `0`, `1`, … for NPUs, `cpu`.
     pub device: String,
-    /// Event Type: `PTA`, `HAL`, `HOST`, `PYMEM`, …
+    /// Event Type: `PTA`, `HAL`, `HOST`, a plugin's, …
     pub allocator: String,
     /// Highest live bytes.
     pub peak_bytes: u64,

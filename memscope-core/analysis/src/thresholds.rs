@@ -11,9 +11,10 @@
 //! * `dropped`: events the probe could not record (a whole number of events, no scope; needs
 //!   `memscope run`).
 //!
-//! SCOPE: `npu` (every NPU), `npu:N`, `cpu` (host memory but Python objects), `host` (the
-//! HOST allocator), `pymem` (Python objects, PYMEM), or an Event Type (`PTA`, `HAL`, …); a
-//! device and an Event Type together as `npu:0.PTA`. VALUE: bytes with an optional unit —
+//! SCOPE: `npu` (every NPU), `npu:N`, `cpu` (host memory but the blocks of named scopes),
+//! `host` (the HOST allocator), a scope an adapter names ([`NamedScope`], e.g. its Python
+//! objects), or an Event Type (`PTA`, `HAL`, …); a device and an Event Type together as
+//! `npu:0.PTA`. VALUE: bytes with an optional unit —
 //! `B`, `K`/`KiB`, `M`/`MiB`, `G`/`GiB`, `T`/`TiB` (powers of 1024), `KB`, `MB`, `GB`, `TB`
 //! (powers of 1000). A limit whose scope matches no allocator of a run is reported, not
 //! silently passed (see [`Limit::matches_any`]).
@@ -59,14 +60,46 @@ impl Metric {
 /// Which allocators a limit looks at.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Scope {
-    /// `npu`, `npu:N`, `cpu`, `host`, `pymem`, or none (all).
+    /// `npu`, `npu:N`, `cpu`, `host`, a [`NamedScope`]'s name, or none (all).
     pub device: Option<String>,
     /// An Event Type, or none (all).
     pub allocator: Option<String>,
 }
 
-fn is_pymem(a: &AllocatorFigures) -> bool {
-    a.allocator.starts_with("PYMEM")
+/// A scope an adapter names (its descriptor declares it; the CLI installs them at start,
+/// [`install_scopes`]): the blocks of one Event Type, which `cpu` leaves out with the other
+/// Event Types of the source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NamedScope {
+    /// Its name in a limit (`peak.NAME>2MiB`).
+    pub name: &'static str,
+    /// The Event Type of the blocks it covers.
+    pub event_type: &'static str,
+    /// `cpu` leaves out every allocator whose Event Type starts with this (the blocks and
+    /// what holds them, e.g. arenas).
+    pub apart: &'static str,
+}
+
+static SCOPES: std::sync::OnceLock<Vec<NamedScope>> = std::sync::OnceLock::new();
+
+/// Installs the named scopes, once, before limits are parsed; a second call is ignored.
+pub fn install_scopes(scopes: Vec<NamedScope>) {
+    let _ = SCOPES.set(scopes);
+}
+
+fn named_scopes() -> &'static [NamedScope] {
+    SCOPES.get().map_or(&[], Vec::as_slice)
+}
+
+fn named_scope(name: &str) -> Option<&'static NamedScope> {
+    named_scopes().iter().find(|n| n.name == name)
+}
+
+/// Whether `a` is left out of `cpu` (an allocator of a named scope's source).
+fn apart_from_cpu(a: &AllocatorFigures) -> bool {
+    named_scopes()
+        .iter()
+        .any(|n| a.allocator.starts_with(n.apart))
 }
 
 impl Scope {
@@ -79,8 +112,12 @@ impl Scope {
         };
         if let Some(d) = dev {
             if !is_device(d) {
+                let named: String = named_scopes()
+                    .iter()
+                    .map(|n| format!(", {}", n.name))
+                    .collect();
                 return Err(format!(
-                    "unknown scope {d:?} (expected npu, npu:N, cpu, host, pymem or an Event Type such as PTA)"
+                    "unknown scope {d:?} (expected npu, npu:N, cpu, host{named} or an Event Type such as PTA)"
                 ));
             }
             scope.device = Some(d.to_owned());
@@ -99,17 +136,20 @@ impl Scope {
         let dev_ok = match self.device.as_deref() {
             None => true,
             Some("npu") => a.device.parse::<u32>().is_ok(),
-            Some("cpu") => a.device == "cpu" && !is_pymem(a),
+            Some("cpu") => a.device == "cpu" && !apart_from_cpu(a),
             Some("host") => a.device == "cpu" && a.allocator == "HOST",
-            Some("pymem") => a.allocator == "PYMEM",
-            Some(d) => d.strip_prefix("npu:") == Some(a.device.as_str()),
+            Some(d) => match named_scope(d) {
+                Some(n) => a.allocator == n.event_type,
+                None => d.strip_prefix("npu:") == Some(a.device.as_str()),
+            },
         };
         dev_ok && self.allocator.as_deref().is_none_or(|t| t == a.allocator)
     }
 }
 
 fn is_device(s: &str) -> bool {
-    matches!(s, "npu" | "cpu" | "host" | "pymem")
+    matches!(s, "npu" | "cpu" | "host")
+        || named_scope(s).is_some()
         || s.strip_prefix("npu:")
             .is_some_and(|n| n.parse::<u32>().is_ok())
 }
@@ -302,8 +342,8 @@ impl Crossing {
 }
 
 /// Checks `limit` against one process (`dropped`: its dropped-event count): one crossing per
-/// allocator in scope over the limit, the blocks the program holds (pools, HOST, PYMEM)
-/// before the memory that backs them (HAL, arenas), as `memscope diff` orders them.
+/// allocator in scope over the limit, the blocks the program holds (pools, HOST, Python
+/// objects) before the memory that backs them (HAL, arenas), as `memscope diff` orders them.
 pub fn check(
     limit: &Limit,
     label: &str,
@@ -366,6 +406,15 @@ fn memscope_event_type(name: &str) -> memscope_core::event::EventType {
 mod tests {
     use super::*;
 
+    /// A named scope as an adapter's descriptor declares one (the CLI installs the real ones).
+    fn install_stand_in_scope() {
+        install_scopes(vec![NamedScope {
+            name: "pyobj",
+            event_type: "PYOBJ",
+            apart: "PYOBJ",
+        }]);
+    }
+
     fn alloc(device: &str, allocator: &str, peak: u64, leaked: Option<u64>) -> AllocatorFigures {
         AllocatorFigures {
             device: device.into(),
@@ -419,12 +468,13 @@ mod tests {
 
     #[test]
     fn a_limit_names_the_allocator_that_crossed_it_by_how_much_and_where() {
+        install_stand_in_scope();
         let f = ProcessFigures {
             allocators: vec![
                 alloc("0", "HAL", 3 << 30, Some(0)),
                 alloc("0", "PTA", 2 << 30, Some(28 << 20)),
                 alloc("cpu", "HOST", 1 << 20, None),
-                alloc("cpu", "PYMEM", 5 << 30, None),
+                alloc("cpu", "PYOBJ", 5 << 30, None),
             ],
             ..ProcessFigures::default()
         };
@@ -450,7 +500,7 @@ mod tests {
         assert_eq!(c[0].allocator.as_deref(), Some("PTA"));
         assert!(check(&Limit::parse("peak.cpu>2MiB").unwrap(), "p", &f, None).is_empty());
         assert_eq!(
-            check(&Limit::parse("peak.pymem>2MiB").unwrap(), "p", &f, None).len(),
+            check(&Limit::parse("peak.pyobj>2MiB").unwrap(), "p", &f, None).len(),
             1
         );
         assert!(check(&Limit::parse("peak.npu:1>0").unwrap(), "p", &f, None).is_empty());

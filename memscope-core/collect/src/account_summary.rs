@@ -194,11 +194,12 @@ mod tests {
     use super::*;
     use memscope_core::event::{Attrs, Device, MemoryAttrs};
 
-    /// A Python object summary as a shipped plugin's descriptor declares it.
+    /// A summary as an adapter's descriptor declares it (the CLI's test checks the real ones).
     const OBJECTS: AccountSummary = AccountSummary {
-        event_type: "PYMEM",
-        objects: "Python objects",
-        counted: "Python object(s)",
+        event_type: "OBJ",
+        object: "object",
+        objects: "objects",
+        counted: "object(s)",
     };
 
     fn ev(kind: EventKind, id: u64, size: u64, stack: Option<&str>) -> Event {
@@ -232,7 +233,7 @@ mod tests {
         let r = l.report(Some(7));
         assert_eq!(
             r[0].title,
-            "PYMEM peak (pid 7): 1200 bytes in 3 Python object(s), by where they were allocated at the peak"
+            "OBJ peak (pid 7): 1200 bytes in 3 object(s), by where they were allocated at the peak"
         );
         assert_eq!(
             r[0].lines[0],
@@ -240,7 +241,7 @@ mod tests {
         );
         assert_eq!(
             r[1].title,
-            "PYMEM Python objects live at exit (pid 7): 3 object(s), 210 bytes (1 freed before)"
+            "OBJ objects live at exit (pid 7): 3 object(s), 210 bytes (1 freed before)"
         );
         assert_eq!(
             r[1].lines[0],

@@ -8,11 +8,14 @@
 //! half runs or is linked in the traced process. Selection is a
 //! bit mask ([`SourceId::bit`]) handed to the probe, so an unselected adapter costs one atomic
 //! load per intercepted call. An adapter shipped as a plugin (built on the adapter SDK, loaded
-//! like any `--adapter-path` library) is one more descriptor, with its [`AdapterDescriptor::library`].
+//! like any `--adapter-path` library) is one more descriptor, with its
+//! [`AdapterDescriptor::library`].
 
 use memscope_core::event::Event;
 use memscope_wire::Record;
 
+/// Source ids (a built-in adapter's is its selection bit, part of the probe's environment
+/// protocol).
 pub use memscope_wire::SourceId;
 
 use crate::config::RunConfig;
@@ -228,6 +231,8 @@ pub enum Volume {
 pub struct AccountSummary {
     /// The Event Type of the blocks summed up (others, e.g. arenas, are left out).
     pub event_type: &'static str,
+    /// What a block is (`Python object`), in `--host-rows`' help.
+    pub object: &'static str,
     /// What a block is, plural, in the section titles (`Python objects`).
     pub objects: &'static str,
     /// What a block is, counted (`Python object(s)`).
@@ -293,6 +298,8 @@ pub struct AdapterDescriptor {
     pub volume: Volume,
     /// Its summary by Python stack, if it has one.
     pub account_summary: Option<AccountSummary>,
+    /// The scope of `--fail-on` limits it names (`peak.NAME>…`), if any.
+    pub limit_scope: Option<memscope_analysis::thresholds::NamedScope>,
 }
 
 impl AdapterDescriptor {
@@ -318,6 +325,7 @@ impl AdapterDescriptor {
         settings: &[],
         volume: Volume::Rows,
         account_summary: None,
+        limit_scope: None,
     };
 
     /// Whether this adapter is built in (its hooks are in the probe), not a shipped plugin.

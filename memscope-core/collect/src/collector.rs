@@ -36,6 +36,8 @@ pub struct Collector {
     visible_devices: Vec<u32>,
     analyses: AnalysisFactory,
     registry: Registry,
+    /// [`PipelineFactory::selected_typers_only`].
+    selected_typers_only: bool,
     seen: HashSet<PathBuf>,
     unready: Vec<StreamFile>,
     procs: BTreeMap<u32, (ProcessState, i64)>,
@@ -94,6 +96,7 @@ impl Collector {
             visible_devices,
             analyses,
             registry,
+            selected_typers_only: false,
             seen: HashSet::new(),
             unready: Vec::new(),
             procs: BTreeMap::new(),
@@ -103,6 +106,14 @@ impl Collector {
             api: api_config::ApiConfigs::default(),
             behind: false,
         }
+    }
+
+    /// Types with the selected adapters' typers only: the caller launched the job with the
+    /// configuration's selection (`memscope run`), so no other adapter's records can come.
+    /// Without it every typer is asked (a collector of a job started elsewhere cannot know its
+    /// probe's selection).
+    pub fn type_selected_only(&mut self) {
+        self.selected_typers_only = true;
     }
 
     /// Ignores the streams of these processes (`memscope recover`: outputs already complete).
@@ -228,6 +239,7 @@ impl Collector {
                                     visible_devices: &self.visible_devices,
                                     analyses: &self.analyses,
                                     registry: &self.registry,
+                                    selected_typers_only: self.selected_typers_only,
                                 };
                                 let setup = factory.setup(&h, None);
                                 let r = p.pipeline_mut().reconfigure(setup);
@@ -256,6 +268,7 @@ impl Collector {
             visible_devices: &self.visible_devices,
             analyses: &self.analyses,
             registry: &self.registry,
+            selected_typers_only: self.selected_typers_only,
         };
         setup.build(h, Some(&self.spool))
     }
@@ -339,6 +352,9 @@ pub struct PipelineFactory<'a> {
     pub analyses: &'a AnalysisFactory,
     /// The adapters to type with.
     pub registry: &'a Registry,
+    /// Build typers for the selected adapters only ([`Collector::type_selected_only`]); else
+    /// for every adapter of the registry.
+    pub selected_typers_only: bool,
 }
 
 impl PipelineFactory<'_> {
@@ -391,8 +407,9 @@ impl PipelineFactory<'_> {
             // ACCESS rows get the allocation_id of the block they touch (issue 10)
             Box::new(crate::access_blocks::AccessBlocks::new()),
         ];
-        layers.extend(slot(LayerSlot::Summary)); // HOST leak summary (issue 4)
-                                                 // blocks by Python stack (issue 16)
+        // HOST leak summary (issue 4)
+        layers.extend(slot(LayerSlot::Summary));
+        // blocks by Python stack (issue 16)
         layers.extend(
             selection
                 .adapters
@@ -404,12 +421,17 @@ impl PipelineFactory<'_> {
         layers.push(Box::new(
             memscope_analysis::fragmentation::FragmentationLayer::new(false),
         ));
-        layers.extend(slot(LayerSlot::AfterExtents)); // OOM (issue 5)
+        // OOM (issue 5)
+        layers.extend(slot(LayerSlot::AfterExtents));
         layers.extend((self.analyses)(cfg, &project));
         layers.push(Box::new(layers::WriteFilter::new(cfg)));
         let (sink, sink_stats) = sink(cfg, &project, &ts);
         layers.push(sink);
-        let mut typers = self.registry.typers();
+        let mut typers = if self.selected_typers_only {
+            self.registry.typers_of(&selection)
+        } else {
+            self.registry.typers()
+        };
         typers.push(Box::new(plugin_typer::PluginTyper::default()));
         // The process's own ASCEND_RT_VISIBLE_DEVICES (issue 18, B3), else the run's.
         let visible = h

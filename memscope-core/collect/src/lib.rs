@@ -39,6 +39,8 @@ pub mod registry;
 pub mod replay;
 pub mod sampled;
 pub mod symbolize;
+#[cfg(test)]
+mod test_registry;
 pub mod torch;
 
 pub use collector::{

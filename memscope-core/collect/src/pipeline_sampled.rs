@@ -1,10 +1,10 @@
 //! Memory samples in the pipeline (issue 25, `--sample`): a `ProcessSample` record of the probe's
 //! sampler thread becomes a `SAMPLE`/`HOST_MEMORY` event whose `tracked` bytes are the HOST,
-//! HOST_MMAP and PYMEM blocks live at that moment (events seen so far plus the HOST fast
-//! path's blocks), a `DeviceSample` a `SAMPLE`/`DEVICE_MEMORY` event on the physical device
-//! whose `tracked` bytes are the live HAL blocks — `crate::sampled` does the
-//! accounting. The same code runs for
-//! `memscope run` and for a replayed capture, so offline views get the same figures.
+//! HOST_MMAP and host account sources' (Python objects) blocks live at that moment (events
+//! seen so far plus the HOST fast path's blocks), a `DeviceSample` a `SAMPLE`/`DEVICE_MEMORY`
+//! event on the physical device whose `tracked` bytes are the live HAL blocks —
+//! `crate::sampled` does the accounting. The same code runs for `memscope run` and for a
+//! replayed capture, so offline views get the same figures.
 
 use super::*;
 

@@ -42,6 +42,18 @@ impl Registry {
             .filter_map(|d| d.new_typer.map(|f| f()))
             .collect()
     }
+
+    /// A fresh typer of every built-in adapter `selection` selects, for one process, in list
+    /// order (the order typers are asked in). Each typer takes only its own source's records
+    /// (its hooks record only when it is selected); records every adapter's hooks may write
+    /// (owner tags) fall to the typers of the selected ones, which hold the blocks they name.
+    pub fn typers_of(&self, selection: &Selection) -> Vec<Box<dyn Typer>> {
+        self.descriptors
+            .iter()
+            .filter(|d| d.built_in() && selection.has(d.source))
+            .filter_map(|d| d.new_typer.map(|f| f()))
+            .collect()
+    }
 }
 
 /// The adapters a run selects, resolved from their names once.
@@ -85,59 +97,41 @@ static INSTALLED: OnceLock<&'static Registry> = OnceLock::new();
 /// (the CLI does at start): adapter names in configurations are checked and resolved against
 /// it. A second call is ignored.
 pub fn install(registry: &'static Registry) {
-    let _ = INSTALLED.set(registry);
+    if INSTALLED.set(registry).is_ok() {
+        // the `--fail-on` scopes the adapters name
+        memscope_analysis::thresholds::install_scopes(
+            registry
+                .descriptors
+                .iter()
+                .filter_map(|d| d.limit_scope)
+                .collect(),
+        );
+    }
 }
 
 /// The installed registration list ([`Registry::EMPTY`] before [`install`]).
 pub fn installed() -> &'static Registry {
     #[cfg(test)]
-    install(&test_registry::REGISTRY);
+    install(&crate::test_registry::REGISTRY);
     INSTALLED.get().copied().unwrap_or(&Registry::EMPTY)
 }
 
-/// The unit tests' registration list (the collector names no adapter crate): descriptors with
-/// the built-in adapters' names, ids and selection properties, and no typers.
 #[cfg(test)]
-pub(crate) mod test_registry {
-    use super::Registry;
-    use crate::adapter::{AdapterDescriptor, SourceId, Volume};
+mod tests {
+    use super::*;
 
-    const fn built_in(name: &'static str, source: u16, device_memory: bool) -> AdapterDescriptor {
-        AdapterDescriptor {
-            name,
-            source: SourceId(source),
-            default_on: true,
-            device_memory,
-            ..AdapterDescriptor::BASE
-        }
+    #[test]
+    fn a_selection_is_the_mask_of_its_built_in_adapters_and_its_shipped_plugins_in_order() {
+        let r = installed();
+        let plugin = r.descriptors.iter().find(|d| !d.built_in()).unwrap();
+        let (a, b) = (r.descriptors[1], r.descriptors[3]);
+        let names = [plugin.name, b.name, a.name, "unknown"].map(str::to_owned);
+        let sel = r.resolve(&names);
+        assert_eq!(sel.mask, a.source.bit() | b.source.bit());
+        assert!(sel.has(a.source) && !sel.has(r.descriptors[0].source));
+        assert_eq!(sel.plugins.len(), 1);
+        assert_eq!(sel.plugins[0].name, plugin.name);
+        let order: Vec<_> = sel.adapters.iter().map(|d| d.name).collect();
+        assert_eq!(order, [plugin.name, b.name, a.name]);
     }
-
-    static MSTX: AdapterDescriptor = built_in("mstx", 0, false);
-    static PTA: AdapterDescriptor = built_in("pta", 1, true);
-    static MINDSPORE: AdapterDescriptor = built_in("mindspore", 2, true);
-    static ATB: AdapterDescriptor = built_in("atb", 3, true);
-    static HAL: AdapterDescriptor = built_in("hal", 4, true);
-    static ACL: AdapterDescriptor = built_in("acl", 5, false);
-    static HOST: AdapterDescriptor = AdapterDescriptor {
-        default_on: false,
-        host_memory: true,
-        volume: Volume::Account {
-            is_row: crate::layers::is_host_adapter_row,
-        },
-        ..built_in("host", 6, false)
-    };
-    static PYMEM: AdapterDescriptor = AdapterDescriptor {
-        name: "pymem",
-        host_memory: true,
-        library: Some("libmemscope_adapter_pymem.so"),
-        volume: Volume::Account {
-            is_row: |ev| matches!(ev.event_type.as_str(), "PYMEM" | "PYMEM_ARENA"),
-        },
-        ..AdapterDescriptor::BASE
-    };
-
-    /// The list.
-    pub(crate) static REGISTRY: Registry = Registry {
-        descriptors: &[&MSTX, &PTA, &MINDSPORE, &ATB, &HAL, &ACL, &HOST, &PYMEM],
-    };
 }

@@ -2,9 +2,9 @@
 //! records the process's resident memory on a timer (`wire::Record::ProcessSample`) and, once the
 //! job set a device, the device's used and free memory (`wire::Record::DeviceSample`); the
 //! collector turns each sample into a `SAMPLE` event (`HOST_MEMORY`, `DEVICE_MEMORY`) whose
-//! `tracked` bytes are what the hooks hold live at that moment (host: HOST, HOST_MMAP and
-//! PYMEM blocks; device: HAL blocks) and whose `untracked` bytes are the rest:
-//! `rss − tracked`, `used − tracked`.
+//! `tracked` bytes are what the hooks hold live at that moment (host: HOST, HOST_MMAP and the
+//! summed-up blocks of host-memory account sources, e.g. Python objects; device: HAL blocks)
+//! and whose `untracked` bytes are the rest: `rss − tracked`, `used − tracked`.
 //!
 //! Sample events are memscope's own: they stay out of the msMemScope-format dumps (its readers
 //! know no `SAMPLE` rows) and live in the capture, from which the report, the exports and the
@@ -19,8 +19,8 @@ use memscope_core::event::{Attrs, Device, Event, EventKind, EventType};
 use std::collections::BTreeMap;
 
 /// A live block event of an allocator whose bytes count as tracked: (where, size, is a free).
-/// Host: HOST and HOST_MMAP rows and the PYMEM adapter's (CPU tensor storages are HOST mallocs
-/// already); device: HAL rows on an NPU.
+/// Host: HOST and HOST_MMAP rows and those of [`account_types`] (CPU tensor storages are HOST
+/// mallocs already); device: HAL rows on an NPU.
 fn tracked_block(ev: &Event) -> Option<(Device, i64, bool)> {
     let free = match ev.kind {
         EventKind::Malloc => false,
@@ -31,13 +31,28 @@ fn tracked_block(ev: &Event) -> Option<(Device, i64, bool)> {
     let counts = match ev.device {
         Device::Cpu => {
             (matches!(ev.event_type, EventType::Host | EventType::HostMmap)
-                || ev.event_type.as_str() == "PYMEM")
+                || account_types().contains(&ev.event_type.as_str()))
                 && !m.cpu_tensor
         }
         Device::Npu(_) => ev.event_type == EventType::Hal,
         Device::NotApplicable => false,
     };
     counts.then_some((ev.device, m.size as i64, free))
+}
+
+/// The Event Types of the blocks host-memory adapters sum up ([`crate::adapter::AccountSummary`]
+/// of the installed registry's descriptors with `host_memory`: Python objects, not the arenas
+/// that hold them).
+fn account_types() -> &'static [&'static str] {
+    static TYPES: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    TYPES.get_or_init(|| {
+        crate::registry::installed()
+            .descriptors
+            .iter()
+            .filter(|d| d.host_memory)
+            .filter_map(|d| d.account_summary.map(|a| a.event_type))
+            .collect()
+    })
 }
 
 /// The peaks of one device's samples (or the host's).
@@ -197,11 +212,12 @@ mod tests {
     }
 
     #[test]
-    fn untracked_is_rss_minus_live_host_mmap_and_pymem_blocks() {
+    fn untracked_is_rss_minus_live_host_mmap_and_account_blocks() {
+        let objects = account_types()[0];
         let mut s = SampledMemory::new();
         s.observe(&block(EventKind::Malloc, EventType::Host, 1000));
         s.observe(&block(EventKind::Malloc, EventType::HostMmap, 4096));
-        s.observe(&block(EventKind::Malloc, EventType::custom("PYMEM"), 24));
+        s.observe(&block(EventKind::Malloc, EventType::custom(objects), 24));
         s.observe(&block(EventKind::Free, EventType::Host, 1000));
         s.observe(&block(EventKind::Malloc, EventType::Hal, 1 << 20));
         let ev = s.host_event((5, 1, 2), 10_000, 8_000, 100);

@@ -14,7 +14,8 @@ pub struct SamplePoint {
     pub sampled: i64,
     /// Host: anonymous resident bytes (`anon`); device: free bytes (`free`).
     pub other: i64,
-    /// Bytes the hooks held live: host HOST, HOST_MMAP and PYMEM blocks; device HAL blocks.
+    /// Bytes the hooks held live: host HOST, HOST_MMAP and Python object blocks; device HAL
+    /// blocks.
     pub tracked: i64,
     /// `sampled − tracked`.
     pub untracked: i64,
