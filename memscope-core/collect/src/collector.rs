@@ -432,7 +432,8 @@ impl PipelineFactory<'_> {
         } else {
             self.registry.typers()
         };
-        typers.push(Box::new(plugin_typer::PluginTyper::default()));
+        typers.push((None, Box::new(plugin_typer::PluginTyper::default())));
+        let typers = crate::typers::Typers::new(typers);
         // The process's own ASCEND_RT_VISIBLE_DEVICES (issue 18, B3), else the run's.
         let visible = h
             .visible_devices()

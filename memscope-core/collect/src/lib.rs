@@ -42,6 +42,7 @@ pub mod symbolize;
 #[cfg(test)]
 mod test_registry;
 pub mod torch;
+pub mod typers;
 
 pub use collector::{
     pid_alive, AnalysisFactory, Collector, Ended, PipelineFactory, REORDER_WINDOW_NS,

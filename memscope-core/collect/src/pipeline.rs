@@ -4,7 +4,7 @@
 //! spool merge) and `memscope export` (fed by a capture) drive the same pipeline, so they
 //! write the same rows.
 
-use crate::adapter::{TypeCtx, Typer};
+use crate::adapter::TypeCtx;
 use crate::fast_path::FastPath;
 use crate::logfile::LogFile;
 use memscope_core::bus::{Bus, ReportSection};
@@ -106,8 +106,8 @@ pub struct PipelineSetup {
     pub project_dir: PathBuf,
     /// Executable of the first image.
     pub exe: String,
-    /// One typer per adapter.
-    pub typers: Vec<Box<dyn Typer>>,
+    /// The adapters' typers.
+    pub typers: crate::typers::Typers,
     /// Typing context.
     pub ctx: TypeCtx,
     /// Its bus (filters, analyses, sink).
@@ -132,7 +132,7 @@ pub struct PipelineSetup {
 
 /// Typing, IDs and the bus of one process.
 pub struct Pipeline {
-    typers: Vec<Box<dyn Typer>>,
+    typers: crate::typers::Typers,
     ctx: TypeCtx,
     texts: HashMap<(usize, u32), Box<[u8]>>,
     bus: Bus,
@@ -210,9 +210,7 @@ impl Pipeline {
     /// Lets the typers emit what they hold at the end (without finishing the bus).
     pub fn finish_typers(&mut self) {
         let mut out = Vec::new();
-        for t in &mut self.typers {
-            t.finish(&mut self.ctx, &mut out);
-        }
+        self.typers.finish(&mut self.ctx, &mut out);
         for ev in out {
             self.emit(ev);
         }
@@ -373,10 +371,7 @@ impl Pipeline {
             && !self
                 .torch
                 .on_record(&mut self.ctx, &self.summary.project_dir, tid, rec, &mut out)
-            && !self
-                .typers
-                .iter_mut()
-                .any(|t| t.type_record(&mut self.ctx, tid, rec, &mut out))
+            && !self.typers.type_record(&mut self.ctx, tid, rec, &mut out)
         {
             // a framework hook's role tag (label `@…`, issue 25) of memory no source follows
             // (a CPU tensor without `--device cpu`) is no mistake of the job's

@@ -35,11 +35,11 @@ impl Registry {
         self.descriptors.iter().map(|d| d.name)
     }
 
-    /// A fresh typer of every adapter that has one, for one process.
-    pub fn typers(&self) -> Vec<Box<dyn Typer>> {
+    /// A fresh typer of every adapter that has one, for one process, with its source.
+    pub fn typers(&self) -> Vec<(Option<SourceId>, Box<dyn Typer>)> {
         self.descriptors
             .iter()
-            .filter_map(|d| d.new_typer.map(|f| f()))
+            .filter_map(|d| d.new_typer.map(|f| (d.built_in().then_some(d.source), f())))
             .collect()
     }
 
@@ -47,11 +47,11 @@ impl Registry {
     /// order (the order typers are asked in). Each typer takes only its own source's records
     /// (its hooks record only when it is selected); records every adapter's hooks may write
     /// (owner tags) fall to the typers of the selected ones, which hold the blocks they name.
-    pub fn typers_of(&self, selection: &Selection) -> Vec<Box<dyn Typer>> {
+    pub fn typers_of(&self, selection: &Selection) -> Vec<(Option<SourceId>, Box<dyn Typer>)> {
         self.descriptors
             .iter()
             .filter(|d| d.built_in() && selection.has(d.source))
-            .filter_map(|d| d.new_typer.map(|f| f()))
+            .filter_map(|d| d.new_typer.map(|f| (Some(d.source), f())))
             .collect()
     }
 }

@@ -170,7 +170,8 @@ pub fn replay_capture(
         complete: r.end().is_some(),
     };
     let mut typers = registry.typers();
-    typers.push(Box::new(PluginTyper::default()));
+    typers.push((None, Box::new(PluginTyper::default())));
+    let typers = crate::typers::Typers::new(typers);
     let info = r.info();
     let events = std::rc::Rc::new(std::cell::RefCell::new(Vec::<Event>::new()));
     let sink = events.clone();
