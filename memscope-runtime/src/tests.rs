@@ -14,6 +14,19 @@ use memscope_wire::{
 };
 use std::collections::HashMap;
 
+/// A source of the test's own (no built-in one uses it).
+const OWN: SourceId = SourceId(30);
+
+memscope_wire::records! {
+    /// The test source's records.
+    enum Own<'a> {
+        /// Short.
+        Sized = (MALLOC, 0) { size: u64 },
+        /// Two long texts.
+        Named = (MSTX, 3) { name: &'a [u8], more: &'a [u8] },
+    }
+}
+
 fn u32at(b: &[u8], o: usize) -> u32 {
     u32::from_le_bytes(b[o..o + 4].try_into().unwrap())
 }
@@ -53,6 +66,13 @@ fn read_stream(path: &std::path::Path) -> (Vec<(u32, Record)>, usize, usize, u64
         }
     }
     (out, chunks, sealed, dropped)
+}
+
+impl Own<'_> {
+    /// The record as text, to compare decoded records with the originals.
+    fn to_owned_debug(self) -> String {
+        format!("{self:?}")
+    }
 }
 
 #[test]
@@ -107,6 +127,20 @@ fn stream_end_to_end() {
             null: false
         }));
     }
+    // an adapter's own records: a short one, and one whose text needs the large buffer
+    let long = [b'n'; 900];
+    let own = [
+        Own::Sized { size: 77 },
+        Own::Named {
+            name: &long,
+            more: &long,
+        },
+    ];
+    {
+        let mut g = crate::enter().expect("not inside the runtime");
+        assert!(crate::record_source(&mut g, OWN, now_ns(), &own[0], true));
+    }
+    assert!(crate::record_source_bare(OWN, now_ns(), &own[1]));
     assert!(step());
 
     // 8 threads, enough data to fill several chunks each (~100 B per record).
@@ -182,6 +216,17 @@ fn stream_end_to_end() {
     assert!(recs
         .iter()
         .any(|(_, r)| matches!(r, Record::RegionUnregister { ts, .. } if *ts == window_ts)));
+
+    let mine: Vec<_> = recs
+        .iter()
+        .filter_map(|(_, r)| match r {
+            Record::Source {
+                source, tag, body, ..
+            } if *source == OWN => Some(Own::decode(*tag, body).unwrap().to_owned_debug()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(mine, own.map(|r| r.to_owned_debug()));
 
     let mut per_tid: HashMap<u32, Vec<(u64, u64)>> = HashMap::new();
     let mut pops = 0;
