@@ -57,6 +57,8 @@ pub struct CaptureReader {
     next_offset: u64,
     data_end: u64,
     block: Option<Block>,
+    /// File offset of `block`.
+    block_at: u64,
     dctx: zstd::bulk::Decompressor<'static>,
     /// A damaged block ended the read early (a capture without trailer ends at a torn block).
     pub truncated: Option<String>,
@@ -85,7 +87,8 @@ impl CaptureReader {
         let version = u32::from_le_bytes(head[8..12].try_into().expect("4"));
         if !(super::legacy::OLDEST..=VERSION).contains(&version) {
             return Err(fmt(format!(
-                "capture format {version} not supported (this memscope reads {VERSION})"
+                "capture format {version} not supported (this memscope reads formats {}-{VERSION})",
+                super::legacy::OLDEST
             )));
         }
         let json_len = u32::from_le_bytes(head[12..16].try_into().expect("4")) as u64;
@@ -106,6 +109,7 @@ impl CaptureReader {
             next_offset: 16 + json_len,
             data_end: len,
             block: None,
+            block_at: 0,
             dctx: zstd::bulk::Decompressor::new().map_err(io)?,
             truncated: None,
         };
@@ -222,6 +226,7 @@ impl CaptureReader {
         };
         self.next_offset = at + BLOCK_HEADER as u64 + comp_len;
         self.block = Some(block);
+        self.block_at = at;
         Ok(true)
     }
 
@@ -249,7 +254,8 @@ impl CaptureReader {
                     }
                     Ok(None) => self.block = None,
                     Err(()) => {
-                        let msg = "record does not decode".to_owned();
+                        let msg =
+                            format!("record does not decode (block at offset {})", self.block_at);
                         self.block = None;
                         if self.end.is_some() {
                             return Err(self.fmt(msg));

@@ -122,6 +122,44 @@ fn garbage_is_not_a_capture() {
     assert!(e.contains("not a memscope capture"), "{e}");
 }
 
+#[test]
+fn formats_2_and_3_are_read_and_others_refused_naming_the_formats_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.mscap");
+    let mut w = CaptureWriter::new(
+        std::fs::File::create(&path).unwrap(),
+        path.clone(),
+        &CaptureInfo::default(),
+    )
+    .unwrap();
+    let input = recs();
+    for (image, _chunk, tid, rec) in &input[..1000] {
+        w.record(*image, *tid, rec).unwrap();
+    }
+    w.finish(CaptureEnd::default()).unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    for v in [1u32, 2, 3, 4] {
+        bytes[8..12].copy_from_slice(&v.to_le_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+        match CaptureReader::open(&path) {
+            // these records have the same bytes in both formats
+            Ok(mut r) => {
+                assert!((2..=3).contains(&v));
+                let mut n = 0;
+                while r.next_record().unwrap().is_some() {
+                    n += 1;
+                }
+                assert_eq!(n, 1000);
+            }
+            Err(e) => {
+                let e = e.to_string();
+                assert!(e.contains("(this memscope reads formats 2-3)"), "{e}");
+                assert!(!(2..=3).contains(&v));
+            }
+        }
+    }
+}
+
 /// Records of 5 threads in an emission order that is mostly, but not always, time-ordered
 /// (late records, equal stamps, stamps that go back within a thread), with frees of blocks of
 /// this thread, of other threads and of earlier blocks, definitions and other records.
