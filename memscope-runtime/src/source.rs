@@ -20,42 +20,50 @@ pub fn record_source<R: SourceRecord + ?Sized>(
     rec: &R,
     with_stack: bool,
 ) -> bool {
-    let mut buf = [0u8; SMALL_BODY];
-    match memscope_wire::envelope(rec, source, ts, &mut buf) {
-        Some(env) => write(g, &env, with_stack),
-        None => record_large(g, source, ts, rec, with_stack),
-    }
+    in_envelope(source, ts, rec, |env| {
+        if with_stack {
+            crate::stack::record_with_stack(g, env)
+        } else {
+            g.record(env)
+        }
+    })
 }
 
-/// [`record_source`] of a record with long texts.
-#[cold]
-#[inline(never)]
-fn record_large<R: SourceRecord + ?Sized>(
-    g: &mut Guard,
+/// Records `rec` of source `source` at time `ts` as [`crate::record`] does: no guard (the caller
+/// holds one or runs where the probe cannot recurse), no stack.
+#[inline]
+pub fn record_source_bare<R: SourceRecord + ?Sized>(source: SourceId, ts: u64, rec: &R) -> bool {
+    in_envelope(source, ts, rec, crate::writer::record)
+}
+
+/// Hands `write` the envelope of `rec`, its body encoded on the stack.
+#[inline]
+fn in_envelope<R: SourceRecord + ?Sized>(
     source: SourceId,
     ts: u64,
     rec: &R,
-    with_stack: bool,
+    write: impl FnOnce(&Record<&[u8]>) -> bool,
+) -> bool {
+    let mut buf = [0u8; SMALL_BODY];
+    match memscope_wire::envelope(rec, source, ts, &mut buf) {
+        Some(env) => write(&env),
+        None => in_large_envelope(source, ts, rec, write),
+    }
+}
+
+/// [`in_envelope`] of a record with long texts; a body past [`MAX_BODY`] is counted as dropped.
+#[cold]
+#[inline(never)]
+fn in_large_envelope<R: SourceRecord + ?Sized>(
+    source: SourceId,
+    ts: u64,
+    rec: &R,
+    write: impl FnOnce(&Record<&[u8]>) -> bool,
 ) -> bool {
     let mut buf = [0u8; MAX_BODY];
-    match memscope_wire::envelope(rec, source, ts, &mut buf) {
-        Some(env) => write(g, &env, with_stack),
-        None => too_large(source, ts, rec),
+    if let Some(env) = memscope_wire::envelope(rec, source, ts, &mut buf) {
+        return write(&env);
     }
-}
-
-#[inline]
-fn write(g: &mut Guard, env: &Record<&[u8]>, with_stack: bool) -> bool {
-    if with_stack {
-        crate::stack::record_with_stack(g, env)
-    } else {
-        g.record(env)
-    }
-}
-
-/// Counts a record whose body does not fit [`MAX_BODY`] as dropped.
-#[cold]
-fn too_large<R: SourceRecord + ?Sized>(source: SourceId, ts: u64, rec: &R) -> bool {
     crate::drops::count(&Record::Source {
         source,
         tag: rec.tag(),
@@ -63,26 +71,4 @@ fn too_large<R: SourceRecord + ?Sized>(source: SourceId, ts: u64, rec: &R) -> bo
         body: &[],
     });
     false
-}
-
-/// Records `rec` of source `source` at time `ts` as [`crate::record`] does: no guard (the caller
-/// holds one or runs where the probe cannot recurse), no stack.
-#[inline]
-pub fn record_source_bare<R: SourceRecord + ?Sized>(source: SourceId, ts: u64, rec: &R) -> bool {
-    let mut buf = [0u8; SMALL_BODY];
-    if let Some(env) = memscope_wire::envelope(rec, source, ts, &mut buf) {
-        return crate::writer::record(&env);
-    }
-    bare_large(source, ts, rec)
-}
-
-/// [`record_source_bare`] of a record with long texts.
-#[cold]
-#[inline(never)]
-fn bare_large<R: SourceRecord + ?Sized>(source: SourceId, ts: u64, rec: &R) -> bool {
-    let mut buf = [0u8; MAX_BODY];
-    match memscope_wire::envelope(rec, source, ts, &mut buf) {
-        Some(env) => crate::writer::record(&env),
-        None => too_large(source, ts, rec),
-    }
 }

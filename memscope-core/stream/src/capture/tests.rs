@@ -82,16 +82,22 @@ fn capture_round_trips_records_in_emission_order_across_blocks_and_images() {
     assert!(r.truncated.is_none());
 }
 
-#[test]
-fn a_capture_without_trailer_reads_up_to_its_torn_block() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("c.mscap");
-    let mut w = CaptureWriter::new(
+/// A writer of `c.mscap` in `dir`, with a default header.
+fn writer(dir: &std::path::Path) -> (std::path::PathBuf, CaptureWriter) {
+    let path = dir.join("c.mscap");
+    let w = CaptureWriter::new(
         std::fs::File::create(&path).unwrap(),
         path.clone(),
         &CaptureInfo::default(),
     )
     .unwrap();
+    (path, w)
+}
+
+#[test]
+fn a_capture_without_trailer_reads_up_to_its_torn_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, mut w) = writer(dir.path());
     let input = recs();
     for (image, _chunk, tid, rec) in &input[..30_000] {
         w.record(*image, *tid, rec).unwrap();
@@ -125,13 +131,7 @@ fn garbage_is_not_a_capture() {
 #[test]
 fn formats_2_and_3_are_read_and_others_refused_naming_the_formats_read() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("c.mscap");
-    let mut w = CaptureWriter::new(
-        std::fs::File::create(&path).unwrap(),
-        path.clone(),
-        &CaptureInfo::default(),
-    )
-    .unwrap();
+    let (path, mut w) = writer(dir.path());
     let input = recs();
     for (image, _chunk, tid, rec) in &input[..1000] {
         w.record(*image, *tid, rec).unwrap();
