@@ -1,5 +1,6 @@
-//! Fast encoders of the host-allocator records, the probe's hottest path (one per `malloc` and
-//! `free`): the same bytes as the generic encoder, written into a fixed 64-byte window of the
+//! Fast encoders of the address records (`Malloc`, `Free`: the shared allocation-volume shape
+//! HOST writes), the probe's hottest path (one per `malloc` and `free`): the same bytes as the
+//! generic encoder, written into a fixed 64-byte window of the
 //! output with masked indexes, so there are no bounds checks, no error flag and no panic path.
 //! Used whenever at least [`FAST_ROOM`] bytes are left; near the end of a chunk the generic
 //! encoder takes over.
