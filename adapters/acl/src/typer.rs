@@ -177,19 +177,9 @@ impl Typer for AclTyper {
         rec: &Record<Box<[u8]>>,
         out: &mut Vec<Event>,
     ) -> bool {
-        if let Record::Source {
-            source,
-            tag,
-            ts,
-            body,
-        } = rec
-        {
-            if *source != crate::SOURCE {
-                return false;
-            }
-            match AclRecord::decode(*tag, body) {
-                Ok(r) => self.type_acl(ctx, (tid, *ts), r, out),
-                Err(e) => ctx.warn(format!("ACL: a record did not decode ({e}); skipped")),
+        if let Some(r) = AclRecord::of(crate::SOURCE, rec) {
+            if let Some((ts, r)) = ctx.decoded("ACL", r) {
+                self.type_acl(ctx, (tid, ts), r, out);
             }
             return true;
         }

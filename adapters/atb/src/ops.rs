@@ -88,24 +88,11 @@ impl Typer for OpsTyper {
         rec: &Record<Box<[u8]>>,
         out: &mut Vec<Event>,
     ) -> bool {
-        let Record::Source {
-            source,
-            tag,
-            ts,
-            body,
-        } = rec
-        else {
+        let Some(r) = AtbRecord::of(crate::SOURCE, rec) else {
             return false;
         };
-        if *source != crate::SOURCE {
-            return false;
-        }
-        let r = match AtbRecord::decode(*tag, body) {
-            Ok(r) => r,
-            Err(e) => {
-                ctx.warn(format!("ATB: a record did not decode ({e}); skipped"));
-                return true;
-            }
+        let Some((ts, r)) = ctx.decoded("ATB", r) else {
+            return true;
         };
         let st = self.threads.entry(tid).or_default();
         match r {
@@ -140,7 +127,7 @@ impl Typer for OpsTyper {
                     } else {
                         EventType::AtbStart
                     },
-                    *ts,
+                    ts,
                     ctx.pid,
                     tid,
                 );
@@ -173,7 +160,7 @@ impl Typer for OpsTyper {
                     } else {
                         EventType::KernelStart
                     },
-                    *ts,
+                    ts,
                     ctx.pid,
                     tid,
                 );
@@ -212,7 +199,7 @@ impl Typer for OpsTyper {
                     AccessKind::Write => EventType::Write,
                     AccessKind::Unknown => EventType::Unknown,
                 };
-                let mut ev = Event::new(t, *ts, ctx.pid, tid);
+                let mut ev = Event::new(t, ts, ctx.pid, tid);
                 ev.name = name;
                 ev.device = dev;
                 ev.ptr = Some(addr);

@@ -319,24 +319,11 @@ impl Typer for HalTyper {
         rec: &Record<Box<[u8]>>,
         out: &mut Vec<Event>,
     ) -> bool {
-        let Record::Source {
-            source,
-            tag,
-            ts,
-            ref body,
-        } = *rec
-        else {
+        let Some(r) = HalRecord::of(crate::SOURCE, rec) else {
             return false;
         };
-        if source != crate::SOURCE {
-            return false;
-        }
-        let r = match HalRecord::decode(tag, body) {
-            Ok(r) => r,
-            Err(e) => {
-                ctx.warn(format!("HAL: a record did not decode ({e}); skipped"));
-                return true;
-            }
+        let Some((ts, r)) = ctx.decoded("HAL", r) else {
+            return true;
         };
         match r {
             HalRecord::Alloc {

@@ -15,7 +15,7 @@ use core::ffi::{c_char, c_int, c_uint, c_void};
 use core::ptr::null_mut;
 use core::sync::atomic::{AtomicU64, Ordering};
 use memscope_runtime as rt;
-use memscope_wire::{MstxPool, Record, SourceId};
+use memscope_wire::{MstxPool, Record};
 use std::sync::OnceLock;
 
 /// Next range id: process-wide, from 1 (abi.md §1.6).
@@ -52,11 +52,6 @@ pub fn pool_of(domain: *mut c_void) -> Option<&'static MstxPool> {
     } else {
         None
     }
-}
-
-/// The source whose selection gates a pool's records: the adapter that declared it.
-pub fn pool_source(pool: &MstxPool) -> SourceId {
-    pool.source
 }
 
 /// Writes `entries` (function id, function) into module `module`'s table. A slot `i` is written
@@ -306,7 +301,7 @@ pub unsafe extern "C" fn mem_heap_register(
         }
         // SAFETY: caller contract.
         let r = unsafe { range.read() };
-        if rt::selected(pool_source(pool)) {
+        if rt::selected(pool.source) {
             if let Some(_g) = rt::enter() {
                 rt::record(&Record::HeapRegister {
                     ts: rt::now_ns(),
@@ -330,7 +325,7 @@ pub unsafe extern "C" fn mem_heap_unregister(domain: *mut c_void, heap: *mut c_v
     guarded((), || {
         rt::safe_point();
         let Some(pool) = pool_of(domain) else { return };
-        if heap.is_null() || !rt::selected(pool_source(pool)) {
+        if heap.is_null() || !rt::selected(pool.source) {
             return;
         }
         if let Some(_g) = rt::enter() {
@@ -368,7 +363,7 @@ pub unsafe extern "C" fn mem_regions_register(
             return;
         }
         // blocks are recorded outside collection windows too, as shadow records (`rt::tracking`)
-        let mut guard = if rt::tracking(pool_source(pool)) {
+        let mut guard = if rt::tracking(pool.source) {
             rt::enter()
         } else {
             None
@@ -411,7 +406,7 @@ pub unsafe extern "C" fn mem_regions_unregister(
     guarded((), || {
         rt::safe_point();
         let Some(pool) = pool_of(domain) else { return };
-        if batch.is_null() || !rt::tracking(pool_source(pool)) {
+        if batch.is_null() || !rt::tracking(pool.source) {
             return;
         }
         // SAFETY: caller contract.

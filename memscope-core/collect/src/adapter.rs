@@ -120,6 +120,22 @@ impl TypeCtx {
         }
     }
 
+    /// A typer's own record decoded by its `records!` type (`<Rec>::of`), or, when its body did
+    /// not decode, `None` after a warning naming `adapter`.
+    pub fn decoded<R>(
+        &mut self,
+        adapter: &str,
+        rec: Result<(u64, R), memscope_wire::WireError>,
+    ) -> Option<(u64, R)> {
+        match rec {
+            Ok(r) => Some(r),
+            Err(e) => {
+                self.warn(format!("{adapter}: a record did not decode ({e}); skipped"));
+                None
+            }
+        }
+    }
+
     /// Takes the queued warnings.
     pub fn take_warnings(&mut self) -> Vec<String> {
         std::mem::take(&mut self.warnings)

@@ -285,7 +285,7 @@ pub fn owned_envelope<R: SourceRecord + ?Sized>(
 /// with `CLASS` one of [`class`] and `n` 0–15, and generates its [`SourceRecord`] impl, a
 /// `decode(tag, body)` and a `TAGS` table. Field types implement [`Field`]: `u64`, `u32`, `u8`,
 /// `bool`, `i32`, `i64`, [`OptU32`], [`AccessKind`] and `&'a [u8]` (text; the enum then takes
-/// a lifetime). Fields are written in declaration order; a record's tag and fields never change
+/// a lifetime). `of(source, rec)` picks a typer's own records out of the stream's. Fields are written in declaration order; a record's tag and fields never change
 /// once a capture holds it (add records, do not edit them).
 #[macro_export]
 macro_rules! records {
@@ -334,6 +334,23 @@ macro_rules! records {
                     }
                 )*
                 Err($crate::WireError::BadTag(tag))
+            }
+
+            /// `rec` as a record of these, with its time, if it is a per-source record of
+            /// `source` (`None` otherwise; `Some(Err(_))` when its body does not decode).
+            pub fn of<B: AsRef<[u8]>>(
+                source: $crate::SourceId,
+                rec: &$blt $crate::Record<B>,
+            ) -> Option<Result<(u64, Self), $crate::WireError>> {
+                match rec {
+                    $crate::Record::Source {
+                        source: s,
+                        tag,
+                        ts,
+                        body,
+                    } if *s == source => Some(Self::decode(*tag, body.as_ref()).map(|r| (*ts, r))),
+                    _ => None,
+                }
             }
         }
 
@@ -442,7 +459,18 @@ mod tests {
         assert_eq!(Plain::TAGS, &[0]);
         assert_eq!(Toy::TAGS, &[0x10, 0x23, 0xf0, 0xe1]);
         assert_eq!(Plain::decode(0, b""), Ok(Plain::Tick {}));
+        assert_eq!(
+            Plain::of(SourceId(1), &Record::<&[u8]>::OwnerPop { ts: 1 }),
+            None
+        );
         assert_eq!(Toy::decode(0x13, b""), Err(WireError::BadTag(0x13)));
+        let owned = crate::owned_envelope(&recs[1], SourceId(40), 9);
+        assert_eq!(Toy::of(SourceId(40), &owned), Some(Ok((9, recs[1]))));
+        assert_eq!(Toy::of(SourceId(41), &owned), None);
+        assert_eq!(
+            Toy::of(SourceId(40), &Record::<&[u8]>::OwnerPop { ts: 1 }),
+            None
+        );
     }
 
     #[test]
