@@ -81,6 +81,42 @@ fn a_million_unique_marks_give_a_million_rows() {
     assert_eq!(summary_rows(&run.stderr())[0].0, 1_000_000);
 }
 
+/// An adapter's own records (the per-source envelope, here HAL's) at scale: half a million
+/// alloc+free pairs are a million rows, in order, none lost, as many as the summary counts.
+#[test]
+fn half_a_million_hal_alloc_free_pairs_give_a_million_rows_as_the_summary_counts() {
+    let src = repo_root().join("tests/programs/hal_many.c");
+    let prog = compile(&[&src], "hal_many", &["-lascend_hal", "-lascendcl"], false);
+    let run = memscope_run(
+        &["--adapters", "hal"],
+        &[prog.to_str().unwrap(), "500000"],
+        &[],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let rows = run.rows();
+    assert_eq!(rows.len(), 1_000_000);
+    let kinds: BTreeMap<(&str, &str), usize> = rows.iter().fold(BTreeMap::new(), |mut m, r| {
+        *m.entry((r["Event"].as_str(), r["Event Type"].as_str()))
+            .or_default() += 1;
+        m
+    });
+    assert_eq!(
+        kinds.into_iter().collect::<Vec<_>>(),
+        [(("FREE", "HAL"), 500_000), (("MALLOC", "HAL"), 500_000)]
+    );
+    // every FREE follows its MALLOC
+    for pair in rows.chunks(2) {
+        assert_eq!(
+            (pair[0]["Event"].as_str(), pair[1]["Event"].as_str()),
+            ("MALLOC", "FREE")
+        );
+        assert_eq!(pair[0]["Ptr"], pair[1]["Ptr"]);
+    }
+    let summary = summary_rows(&run.stderr());
+    assert_eq!(summary[0].0, 1_000_000, "{}", run.stderr());
+    assert_eq!(summary_dropped(&run.stderr()), 0);
+}
+
 fn random_below(n: u64) -> u64 {
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
