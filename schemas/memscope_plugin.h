@@ -1,5 +1,5 @@
 /*
- * memscope_plugin.h — ABI 1.1 of third-party memscope adapter plugins.
+ * memscope_plugin.h — ABI 1.2 of third-party memscope adapter plugins.
  *
  * A plugin is a shared library that reports memory events of an allocator or framework the
  * built-in adapters do not know. It exports ONE data symbol, `memscope_plugin`, of type
@@ -39,7 +39,19 @@
  *     size: the probe reads only the fields a plugin's `size` covers; a plugin must check
  *     `host->size` before using a function added in a later minor.
  *
- * Threading: emit/now_ns/enabled/log may be called from any thread, concurrently, at any time
+ * Two ways to emit (both may be used by one plugin):
+ *   - emit (ABI 1.0): one memscope_plugin_event with its texts (event type, name, "k:v" attrs)
+ *     copied on every call. Simple; fine for events counted in thousands.
+ *   - register_type + emit_compact (ABI 1.2): register each event type once (its texts, its
+ *     fixed attributes, the names of up to MEMSCOPE_MAX_VALUES numeric attributes) and get an
+ *     id; then emit events by id: kind, pointer, size, flags and the values, no text. The probe
+ *     writes the type's texts once per thread and the event in ~6 bytes (a MALLOC or FREE
+ *     without values takes the shape of the built-in allocation records), and the collector
+ *     resolves the type once, so an allocator with millions of events costs what a built-in
+ *     adapter costs. Check host->size >= offsetof(memscope_host, emit_compact) + 8 (or
+ *     host->abi_minor >= 2) first; an older probe has neither function.
+ *
+ * Threading: emit/now_ns/enabled/log (and register_type/emit_compact) may be called from any thread, concurrently, at any time
  * after init returned (also from signal handlers: emit then only drops). They never block,
  * never allocate through the traced allocator and never unwind.
  */
@@ -54,7 +66,7 @@ extern "C" {
 
 #define MEMSCOPE_PLUGIN_MAGIC     0x4D53504Cu   /* "MSPL" */
 #define MEMSCOPE_PLUGIN_ABI_MAJOR 1
-#define MEMSCOPE_PLUGIN_ABI_MINOR 1
+#define MEMSCOPE_PLUGIN_ABI_MINOR 2
 
 /* ---- event kinds (memscope_plugin_event.kind) -------------------------------------------
  * How the collector turns each into a dump row ("Event" column / "Event Type" column):
@@ -103,6 +115,32 @@ extern "C" {
  *   Honoured by probes of ABI >= 1.1 (host->abi_minor >= 1); older probes ignore the field. */
 #define MEMSCOPE_EVENT_C_STACK 0x1u
 
+/* ---- event type flags (memscope_event_type.flags, ABI 1.2) ------------------------------
+ * ACCOUNT: the volume policy of allocation sources with millions of small blocks (an object
+ *   allocator): the type's MALLOC/FREE events are summed up in the collector's live account
+ *   (peak and live at exit, by call stack; the report's "<EVENT_TYPE> peak" and "live at exit"
+ *   sections) and kept in the capture, but written as dump rows only with --host-rows. Without
+ *   it every event is a row, as with emit. */
+#define MEMSCOPE_TYPE_ACCOUNT 0x1u
+/* Most per-event values a type may name. */
+#define MEMSCOPE_MAX_VALUES 4
+
+/* One event type (ABI 1.2), read by register_type (its texts are copied; each is cut at 255
+ * bytes; at most 256 types per process). 48 bytes on LP64. */
+typedef struct memscope_event_type {
+    uint32_t    struct_size;  /* sizeof(memscope_event_type) */
+    uint32_t    device;       /* MEMSCOPE_DEVICE_NONE, MEMSCOPE_DEVICE_CPU, or a device id */
+    uint32_t    flags;        /* MEMSCOPE_TYPE_* bits */
+    uint32_t    reserved;     /* 0 */
+    const char *event_type;   /* "Event Type" column (required, non-empty) */
+    const char *name;         /* "Name" column of every event of the type (NULL: empty) */
+    const char *attrs;        /* fixed attributes of every event, "k:v,k:v" (owner: the owner
+                                 chain "<event_type>@<owner>"); NULL: none */
+    const char *value_names;  /* names of the per-event numeric attributes, "k1,k2" (at most
+                                 MEMSCOPE_MAX_VALUES; each event's values follow in this
+                                 order, shown as "k1:<decimal>"); NULL: none */
+} memscope_event_type;
+
 /* One event, borrowed by the host for the duration of emit() (texts are copied). 64 bytes on
  * LP64 (56 in ABI 1.0, without flags/reserved2: the host reads `flags` only when struct_size
  * covers it). Texts are NUL-terminated UTF-8 (NULL = empty); each is cut at 1024 bytes.
@@ -140,6 +178,17 @@ typedef struct memscope_host {
     int      (*enabled)(void);
     /* Logs `msg` at `level` (MEMSCOPE_LOG_*). */
     void     (*log)(int level, const char *msg);
+    /* ---- ABI 1.2 ---- */
+    /* Registers an event type; returns its id (>= 0, valid for the life of the process, also
+     * in fork children), or -1: rejected (NULL, struct_size too small, no event_type, more
+     * than MEMSCOPE_MAX_VALUES value names, 256 types already). Call it from init (or any
+     * time; it never blocks). Registering the same texts twice gives two ids. */
+    int32_t  (*register_type)(const memscope_event_type *type);
+    /* Records one event of type `type_id`: kind (MEMSCOPE_KIND_* 1..8, as for emit), ptr,
+     * size, flags (MEMSCOPE_EVENT_*) and `values`: NULL (no values) or one value per name the
+     * type registered. Returns as emit (-1 also for an unknown type id). No text is read. */
+    int      (*emit_compact)(int32_t type_id, uint32_t kind, uint64_t ptr, uint64_t size,
+                             uint32_t flags, const uint64_t *values);
 } memscope_host;
 
 /* The one symbol a plugin exports: `const memscope_plugin_header memscope_plugin = {...};`

@@ -38,6 +38,21 @@
 //!   dropped and counted ([`dropped_before_init`]), never dereferencing a NULL host;
 //! * no allocation: [`Event`] borrows `&CStr`s; [`TextBuf`] formats attrs on the stack.
 //!
+//! An allocator with millions of events registers its types once (ABI 1.2) and emits by id,
+//! with no text per event — the built-in adapters' cost:
+//!
+//! ```ignore
+//! static OBJ: std::sync::OnceLock<sdk::TypeId> = std::sync::OnceLock::new();
+//! fn init(host: &sdk::Host) -> Result<(), i32> {
+//!     let spec = sdk::TypeSpec::new(c"MYOBJ").attrs(c"heap:main").account();
+//!     if let Some(id) = host.register(&spec) { let _ = OBJ.set(id); }
+//!     Ok(())
+//! }
+//! fn on_alloc(ptr: u64, size: u64) {
+//!     if let (Some(h), Some(id)) = (sdk::host(), OBJ.get()) { id.malloc(h, ptr, size); }
+//! }
+//! ```
+//!
 //! Event Types and Attr keys are the plugin's own: `Event::malloc(c"JEMALLOC", …)` gives rows
 //! with Event Type `JEMALLOC`; `attrs(c"owner:arena0,flags:0x40")` gives those Attr pairs
 //! (`owner` extends the owner chain: `JEMALLOC@arena0`).
@@ -234,6 +249,23 @@ impl Host {
         self.0.abi_minor >= 1
     }
 
+    /// Whether the host has registered types and compact events (ABI ≥ 1.2: its vtable covers
+    /// `register_type` and `emit_compact`).
+    pub fn supports_compact(self) -> bool {
+        self.0.size as usize >= core::mem::size_of::<sys::Host>()
+    }
+
+    /// Registers `spec` (ABI 1.2); `None` when the host is older or rejected it.
+    pub fn register(self, spec: &TypeSpec<'_>) -> Option<TypeId> {
+        if !self.supports_compact() {
+            return None;
+        }
+        // SAFETY: the vtable covers `register_type` (checked above); `spec.raw` is a valid
+        // `memscope_event_type` whose texts are NUL-terminated and live for the call.
+        let id = unsafe { (self.0.register_type)(&spec.raw) };
+        (id >= 0).then_some(TypeId(id))
+    }
+
     /// Emits `ev`.
     pub fn emit(self, ev: &Event<'_>) -> Emitted {
         // SAFETY: the host's emit takes a pointer to a valid event whose texts are NULL or
@@ -259,6 +291,112 @@ impl Host {
     pub fn log(self, level: Level, msg: &CStr) {
         // SAFETY: `msg` is NUL-terminated and valid for the call.
         unsafe { (self.0.log)(level as c_int, msg.as_ptr()) }
+    }
+}
+
+/// An event type to register once (plugin ABI 1.2): its texts travel once, its events by id.
+#[derive(Clone, Copy, Debug)]
+pub struct TypeSpec<'a> {
+    raw: sys::EventType,
+    _texts: PhantomData<&'a CStr>,
+}
+
+impl<'a> TypeSpec<'a> {
+    /// A type of Event Type `event_type`, on the host CPU, every event a row.
+    pub fn new(event_type: &'a CStr) -> TypeSpec<'a> {
+        TypeSpec {
+            raw: sys::EventType {
+                struct_size: core::mem::size_of::<sys::EventType>() as u32,
+                device: sys::DEVICE_CPU,
+                flags: 0,
+                reserved: 0,
+                event_type: event_type.as_ptr(),
+                name: core::ptr::null(),
+                attrs: core::ptr::null(),
+                value_names: core::ptr::null(),
+            },
+            _texts: PhantomData,
+        }
+    }
+
+    /// The device of every event of the type.
+    pub fn device(mut self, d: Device) -> TypeSpec<'a> {
+        self.raw.device = d.raw();
+        self
+    }
+
+    /// The Name of every event of the type.
+    pub fn name(mut self, name: &'a CStr) -> TypeSpec<'a> {
+        self.raw.name = name.as_ptr();
+        self
+    }
+
+    /// Fixed attributes of every event, `k:v,k:v` (`owner` extends the owner chain).
+    pub fn attrs(mut self, attrs: &'a CStr) -> TypeSpec<'a> {
+        self.raw.attrs = attrs.as_ptr();
+        self
+    }
+
+    /// Names of the per-event numeric attributes, `k1,k2` (at most [`sys::MAX_VALUES`]).
+    pub fn values(mut self, names: &'a CStr) -> TypeSpec<'a> {
+        self.raw.value_names = names.as_ptr();
+        self
+    }
+
+    /// Account-only volume (`MEMSCOPE_TYPE_ACCOUNT`): MALLOC/FREE events summed up in the live
+    /// account, rows only with `--host-rows`.
+    pub fn account(mut self) -> TypeSpec<'a> {
+        self.raw.flags |= sys::TYPE_ACCOUNT;
+        self
+    }
+
+    /// The raw ABI struct.
+    pub fn as_raw(&self) -> &sys::EventType {
+        &self.raw
+    }
+}
+
+/// A registered event type: emit its events with no text (plugin ABI 1.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TypeId(pub i32);
+
+impl TypeId {
+    /// Emits one event of this type through `host` (`values`: one per registered value name,
+    /// or empty). The hot path: one indirect call, no text.
+    #[inline]
+    pub fn emit(
+        self,
+        host: Host,
+        kind: Kind,
+        ptr: u64,
+        size: u64,
+        flags: u32,
+        values: &[u64],
+    ) -> Emitted {
+        let v = if values.is_empty() {
+            core::ptr::null()
+        } else {
+            values.as_ptr()
+        };
+        // SAFETY: a `TypeId` comes from `Host::register`, so the vtable covers `emit_compact`;
+        // `v` is NULL or points to the caller's values, valid for the call.
+        match unsafe { (host.0.emit_compact)(self.0, kind.code(), ptr, size, flags, v) } {
+            0 => Emitted::Recorded,
+            1 => Emitted::NotRecording,
+            _ => Emitted::Dropped,
+        }
+    }
+
+    /// A MALLOC of `[ptr, ptr+size)`.
+    #[inline]
+    pub fn malloc(self, host: Host, ptr: u64, size: u64) -> Emitted {
+        self.emit(host, Kind::Malloc, ptr, size, 0, &[])
+    }
+
+    /// A FREE of the block at `ptr` (`size` 0: the MALLOC's).
+    #[inline]
+    pub fn free(self, host: Host, ptr: u64, size: u64) -> Emitted {
+        self.emit(host, Kind::Free, ptr, size, 0, &[])
     }
 }
 
@@ -345,10 +483,11 @@ pub unsafe fn __init(host: *const sys::Host, init: fn(&Host) -> Result<(), i32>)
     }
     // SAFETY: per the contract, at least `size` (the first field) is readable.
     let (size, major) = unsafe { ((*host).size, (*host).abi_major) };
-    if (size as usize) < core::mem::size_of::<sys::Host>() || major != sys::ABI_MAJOR {
+    if size < sys::HOST_V1_1_SIZE || major != sys::ABI_MAJOR {
         return 1;
     }
-    // SAFETY: the vtable is valid for the life of the process and covers every 1.x field.
+    // SAFETY: the vtable is valid for the life of the process and covers every 1.1 field; the
+    // 1.2 fields are read only after `supports_compact` checked `size`.
     let h = Host(unsafe { &*host });
     // Kept before the plugin's init runs, so init may emit.
     HOST.store(host.cast_mut(), Ordering::Release);

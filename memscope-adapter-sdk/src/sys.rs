@@ -1,4 +1,4 @@
-//! The raw C ABI of `schemas/memscope_plugin.h` (ABI 1.1), mirrored as `#[repr(C)]` types.
+//! The raw C ABI of `schemas/memscope_plugin.h` (ABI 1.2), mirrored as `#[repr(C)]` types.
 //!
 //! These are the types the probe itself uses (`memscope-runtime`'s plugin host), so the two
 //! sides cannot drift; the sizes and offsets below are asserted at compile time and checked
@@ -12,7 +12,7 @@ pub const PLUGIN_MAGIC: u32 = 0x4D53_504C;
 /// `MEMSCOPE_PLUGIN_ABI_MAJOR`.
 pub const ABI_MAJOR: u16 = 1;
 /// `MEMSCOPE_PLUGIN_ABI_MINOR`.
-pub const ABI_MINOR: u16 = 1;
+pub const ABI_MINOR: u16 = 2;
 
 /// `MEMSCOPE_KIND_MALLOC`: a block `[ptr, ptr+size)` was allocated.
 pub const KIND_MALLOC: u32 = 1;
@@ -42,6 +42,13 @@ pub const DEVICE_CPU: u32 = 0xFFFF_FFFE;
 
 /// `MEMSCOPE_EVENT_C_STACK` (ABI 1.1): record the emitting thread's C call stack.
 pub const EVENT_C_STACK: u32 = 0x1;
+
+/// `MEMSCOPE_TYPE_ACCOUNT` (ABI 1.2): the type's MALLOC/FREE events are account-only: summed
+/// up in the live account (peak and live-at-exit by stack), written as rows only with
+/// `--host-rows`.
+pub const TYPE_ACCOUNT: u32 = 0x1;
+/// Most per-event values a registered type may name (ABI 1.2).
+pub const MAX_VALUES: usize = 4;
 
 /// `MEMSCOPE_LOG_ERROR`.
 pub const LOG_ERROR: c_int = 0;
@@ -80,6 +87,29 @@ pub struct PluginEvent {
     pub reserved2: u32,
 }
 
+/// `memscope_event_type` (ABI 1.2): an event type registered once; its events are then emitted
+/// by id, without text.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct EventType {
+    /// `sizeof(memscope_event_type)` as the plugin compiled it.
+    pub struct_size: u32,
+    /// Device of every event of the type: a device id, [`DEVICE_NONE`] or [`DEVICE_CPU`].
+    pub device: u32,
+    /// `MEMSCOPE_TYPE_*` bits.
+    pub flags: u32,
+    /// Zero.
+    pub reserved: u32,
+    /// Event Type text (required).
+    pub event_type: *const c_char,
+    /// Name text of every event of the type (NULL: empty).
+    pub name: *const c_char,
+    /// Fixed attributes of every event, `k:v,k:v` (NULL: none).
+    pub attrs: *const c_char,
+    /// Names of the per-event values, `k1,k2` (at most [`MAX_VALUES`]; NULL: none).
+    pub value_names: *const c_char,
+}
+
 /// `memscope_host`: the vtable the probe hands to `init`; valid for the life of the process.
 #[repr(C)]
 #[derive(Debug)]
@@ -98,6 +128,19 @@ pub struct Host {
     pub enabled: extern "C" fn() -> c_int,
     /// Logs `msg` at `level`.
     pub log: unsafe extern "C" fn(level: c_int, msg: *const c_char),
+    /// ABI 1.2: registers an event type; its id (>= 0), or -1 when rejected.
+    pub register_type: unsafe extern "C" fn(ty: *const EventType) -> i32,
+    /// ABI 1.2: records one event of type `type_id` (kind `MEMSCOPE_KIND_*`, flags
+    /// `MEMSCOPE_EVENT_*`, `values`: NULL or one value per name the type registered). Returns as
+    /// `emit`.
+    pub emit_compact: unsafe extern "C" fn(
+        type_id: i32,
+        kind: u32,
+        ptr: u64,
+        size: u64,
+        flags: u32,
+        values: *const u64,
+    ) -> c_int,
 }
 
 /// `memscope_plugin_header`: the one data symbol a plugin exports, named `memscope_plugin`.
@@ -126,6 +169,10 @@ unsafe impl Sync for PluginHeader {}
 
 /// Size of the ABI 1.0 event (without `flags`/`reserved2`): the smallest a host accepts.
 pub const EVENT_V1_0_SIZE: u32 = 56;
+/// Size of the ABI 1.0/1.1 host vtable (without `register_type`/`emit_compact`).
+pub const HOST_V1_1_SIZE: u32 = 40;
+/// Size of the ABI 1.2 event type.
+pub const EVENT_TYPE_V1_2_SIZE: u32 = 48;
 
 #[cfg(target_pointer_width = "64")]
 const _: () = {
@@ -137,9 +184,14 @@ const _: () = {
     assert!(offset_of!(PluginEvent, name) == 40);
     assert!(offset_of!(PluginEvent, attrs) == 48);
     assert!(offset_of!(PluginEvent, flags) == EVENT_V1_0_SIZE as usize);
-    assert!(size_of::<Host>() == 40);
+    assert!(size_of::<Host>() == 56);
     assert!(offset_of!(Host, emit) == 8);
     assert!(offset_of!(Host, log) == 32);
+    assert!(offset_of!(Host, register_type) == HOST_V1_1_SIZE as usize);
+    assert!(offset_of!(Host, emit_compact) == 48);
+    assert!(size_of::<EventType>() == EVENT_TYPE_V1_2_SIZE as usize);
+    assert!(offset_of!(EventType, event_type) == 16);
+    assert!(offset_of!(EventType, value_names) == 40);
     assert!(size_of::<PluginHeader>() == 32);
     assert!(offset_of!(PluginHeader, name) == 16);
     assert!(offset_of!(PluginHeader, init) == 24);

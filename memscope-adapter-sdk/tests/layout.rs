@@ -21,6 +21,11 @@ int main(void) {
     O(memscope_plugin_event, attrs); O(memscope_plugin_event, flags); O(memscope_plugin_event, reserved2);
     S(memscope_host); O(memscope_host, size); O(memscope_host, abi_major); O(memscope_host, abi_minor);
     O(memscope_host, emit); O(memscope_host, now_ns); O(memscope_host, enabled); O(memscope_host, log);
+    O(memscope_host, register_type); O(memscope_host, emit_compact);
+    S(memscope_event_type); O(memscope_event_type, struct_size); O(memscope_event_type, device);
+    O(memscope_event_type, flags); O(memscope_event_type, reserved); O(memscope_event_type, event_type);
+    O(memscope_event_type, name); O(memscope_event_type, attrs); O(memscope_event_type, value_names);
+    C(MEMSCOPE_TYPE_ACCOUNT); C(MEMSCOPE_MAX_VALUES);
     S(memscope_plugin_header); O(memscope_plugin_header, magic); O(memscope_plugin_header, abi_major);
     O(memscope_plugin_header, abi_minor); O(memscope_plugin_header, size); O(memscope_plugin_header, reserved);
     O(memscope_plugin_header, name); O(memscope_plugin_header, init);
@@ -129,6 +134,49 @@ fn sdk_types_and_constants_match_the_c_header() {
             offset_of!(sys::Host, enabled) as u64,
         ),
         ("memscope_host.log", offset_of!(sys::Host, log) as u64),
+        (
+            "memscope_host.register_type",
+            offset_of!(sys::Host, register_type) as u64,
+        ),
+        (
+            "memscope_host.emit_compact",
+            offset_of!(sys::Host, emit_compact) as u64,
+        ),
+        ("memscope_event_type", size_of::<sys::EventType>() as u64),
+        (
+            "memscope_event_type.struct_size",
+            offset_of!(sys::EventType, struct_size) as u64,
+        ),
+        (
+            "memscope_event_type.device",
+            offset_of!(sys::EventType, device) as u64,
+        ),
+        (
+            "memscope_event_type.flags",
+            offset_of!(sys::EventType, flags) as u64,
+        ),
+        (
+            "memscope_event_type.reserved",
+            offset_of!(sys::EventType, reserved) as u64,
+        ),
+        (
+            "memscope_event_type.event_type",
+            offset_of!(sys::EventType, event_type) as u64,
+        ),
+        (
+            "memscope_event_type.name",
+            offset_of!(sys::EventType, name) as u64,
+        ),
+        (
+            "memscope_event_type.attrs",
+            offset_of!(sys::EventType, attrs) as u64,
+        ),
+        (
+            "memscope_event_type.value_names",
+            offset_of!(sys::EventType, value_names) as u64,
+        ),
+        ("MEMSCOPE_TYPE_ACCOUNT", sys::TYPE_ACCOUNT as u64),
+        ("MEMSCOPE_MAX_VALUES", sys::MAX_VALUES as u64),
         (
             "memscope_plugin_header",
             size_of::<sys::PluginHeader>() as u64,

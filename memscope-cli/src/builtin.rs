@@ -75,14 +75,13 @@ pub fn install() {
 #[cfg(test)]
 mod tests {
     use super::{PYMEM, REGISTRY};
-    use memscope_collect::account_summary::AccountObjects;
-    use memscope_core::bus::Layer;
+    use memscope_collect::account_summary::Accounts;
     use memscope_core::event::{Attrs, Device, Event, EventKind, EventType, MemoryAttrs};
 
     #[test]
     fn pymem_rows_are_account_only_and_summed_up_as_python_objects() {
-        let mut l = AccountObjects::new(PYMEM.account_summary.unwrap());
-        let mut e = Event::new(EventType::custom("PYMEM"), 1, 1, 1);
+        super::install();
+        let mut e = Event::new(EventType::custom("PYMEM_ARENA"), 1, 1, 1);
         e.kind = EventKind::Malloc;
         e.device = Device::Cpu;
         e.attrs = Attrs::Memory(MemoryAttrs {
@@ -93,10 +92,10 @@ mod tests {
         let memscope_collect::adapter::Volume::Account { is_row } = PYMEM.volume else {
             panic!("pymem rows are account-only");
         };
-        assert!(is_row(&e));
-        let mut out = Vec::new();
-        l.on_event(e, &Default::default(), &mut out).unwrap();
-        let r = l.report(Some(7));
+        assert!(is_row(&e), "arena rows too");
+        let mut a = Accounts::default();
+        a.malloc(EventType::custom("PYMEM"), (0x10, 24, 1), (0, 1), None);
+        let r = a.report(Some(7));
         assert_eq!(
             r[0].title,
             "PYMEM peak (pid 7): 24 bytes in 1 Python object(s), by where they were allocated at the peak"

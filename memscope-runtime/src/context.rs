@@ -45,6 +45,7 @@ fn takes_context(rec: &Record<&[u8]>) -> bool {
         Record::Thread { .. }
             | Record::StackDef { .. }
             | Record::TextDef { .. }
+            | Record::EventTypeDef { .. }
             | Record::Module { .. }
             | Record::ThreadDevice { .. }
             | Record::OwnerPush { .. }

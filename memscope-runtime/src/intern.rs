@@ -28,12 +28,17 @@ pub(crate) struct TextCache {
     gen: u32,
     hash: [u64; SLOTS],
     id: [u32; SLOTS],
+    /// The stream generation `types` belongs to.
+    pub(crate) types_gen: u32,
+    /// Plugin event types (ABI 1.2) this thread defined in that stream: bit `id`.
+    pub(crate) types: [u64; crate::plugin_types::MAX_TYPES / 64],
 }
 
 impl TextCache {
     /// Forgets every entry (the block goes to another thread).
     pub(crate) fn invalidate(&mut self) {
         self.gen = 0;
+        self.types_gen = 0;
     }
 }
 

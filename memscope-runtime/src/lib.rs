@@ -68,6 +68,7 @@ mod guard;
 mod intern;
 mod liveness;
 pub mod plugin;
+mod plugin_types;
 pub mod real;
 mod sampler;
 mod scratch;

@@ -42,6 +42,8 @@ pub static HOST: Host = Host {
     now_ns: host_now_ns,
     enabled: host_enabled,
     log: host_log,
+    register_type: crate::plugin_types::host_register_type,
+    emit_compact: crate::plugin_types::host_emit_compact,
 };
 
 /// Bytes of the v1.0 header the probe reads.

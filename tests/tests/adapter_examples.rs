@@ -207,7 +207,7 @@ fn adapters_list_prints_the_built_ins_and_every_plugin_given_with_adapter_path()
             .find(|l| l.starts_with(name))
             .unwrap_or_else(|| panic!("{name} missing: {out}"));
         assert!(
-            line.contains("ABI 1.1") && line.contains(lib.to_str().unwrap()),
+            line.contains("ABI 1.2") && line.contains(lib.to_str().unwrap()),
             "{line}"
         );
     }

@@ -26,20 +26,30 @@
 //! written on a thread carries that thread's Python stack. C stacks come on request
 //! (`--call-stack c:N`).
 
+mod atexit;
 mod cpython;
 
 use core::cell::{Cell, UnsafeCell};
 use core::ffi::{c_char, c_int, c_void, CStr};
 use core::sync::atomic::{AtomicBool, Ordering};
 use cpython::{Api, ArenaAllocator, MemAllocator, DOMAINS};
-use memscope_adapter_sdk::{self as sdk, Event};
+use memscope_adapter_sdk::{self as sdk, Kind};
 
-/// Event Type of object rows.
-const PYMEM: &CStr = c"PYMEM";
-/// Event Type of pymalloc arena rows.
-const PYMEM_ARENA: &CStr = c"PYMEM_ARENA";
-/// Attr text of each domain's MALLOC rows.
-const DOMAIN_ATTRS: [&CStr; DOMAINS] = [c"domain:raw", c"domain:mem", c"domain:obj"];
+/// The event types the adapter registers at init (plugin ABI 1.2): one per domain's MALLOC
+/// (`domain:…`), the objects' FREE, and the arenas. Object types are account-only: summed up
+/// by Python stack, rows only with `--host-rows`.
+const SPECS: [(&CStr, &CStr, bool); TYPES] = [
+    (c"PYMEM", c"domain:raw", true),
+    (c"PYMEM", c"domain:mem", true),
+    (c"PYMEM", c"domain:obj", true),
+    (c"PYMEM", c"", true),
+    (c"PYMEM_ARENA", c"arena:true", false),
+];
+const TYPES: usize = 5;
+/// Index of the objects' FREE type in [`SPECS`].
+const T_FREE: usize = 3;
+/// Index of the arena type in [`SPECS`].
+const T_ARENA: usize = 4;
 
 /// A value written once, before it is published (by `PyMem_SetAllocator`), read after.
 struct Once<T>(UnsafeCell<T>);
@@ -58,10 +68,14 @@ static PREV: [Once<MemAllocator>; DOMAINS] = [
 static PREV_ARENA: Once<ArenaAllocator> = Once(UnsafeCell::new(ArenaAllocator::EMPTY));
 /// The API (set by init when CPython is in the process).
 static API: Once<Option<Api>> = Once(UnsafeCell::new(None));
+/// The registered type ids, in [`SPECS`] order (set by init).
+static TYPE_IDS: Once<[sdk::TypeId; TYPES]> = Once(UnsafeCell::new([sdk::TypeId(-1); TYPES]));
+/// `atexit` could not take our stop function: check `Py_IsInitialized` on every event instead.
+static CHECK_INIT: AtomicBool = AtomicBool::new(false);
 /// The hooks are in (or being put in).
 static INSTALLED: AtomicBool = AtomicBool::new(false);
-/// The interpreter is finalising (`Py_IsInitialized()` turned 0: the atexit functions ran, the
-/// modules are about to be torn down): nothing more is recorded, so the blocks live at that
+/// The interpreter is finalising (our `atexit` function ran — after the program's own ones —,
+/// the modules are about to be torn down; [`atexit`]): nothing more is recorded, so the blocks live at that
 /// point are the program's, reported live at exit (memray's "leaks" are the same: what was
 /// live when its tracker stopped).
 static FINALIZING: AtomicBool = AtomicBool::new(false);
@@ -131,44 +145,62 @@ impl Tls {
     }
 }
 
-fn emit_now(p: Pending) {
-    let ev = match p.what {
-        FREE => Event::free(PYMEM, p.ptr, 0),
-        ARENA_MALLOC => Event::malloc(PYMEM_ARENA, p.ptr, p.size)
-            .attrs(c"arena:true")
-            .c_stack(),
-        ARENA_FREE => Event::free(PYMEM_ARENA, p.ptr, p.size),
-        d => Event::malloc(PYMEM, p.ptr, p.size)
-            .attrs(DOMAIN_ATTRS[d as usize % DOMAINS])
-            .c_stack(),
+/// One compact event (no text, no event struct: a type id and four numbers).
+#[inline(always)]
+fn emit_now(h: sdk::Host, p: Pending) {
+    // SAFETY: see `Once`: `TYPE_IDS` was written by init before any hook existed.
+    let ids = unsafe { &*TYPE_IDS.0.get() };
+    let c = sdk::sys::EVENT_C_STACK;
+    let (ty, kind, size, flags) = match p.what {
+        FREE => (ids[T_FREE], Kind::Free, 0, 0),
+        ARENA_MALLOC => (ids[T_ARENA], Kind::Malloc, p.size, c),
+        ARENA_FREE => (ids[T_ARENA], Kind::Free, p.size, 0),
+        d => (ids[d as usize % DOMAINS], Kind::Malloc, p.size, c),
     };
-    sdk::emit(&ev);
+    ty.emit(h, kind, p.ptr, size, flags, &[]);
 }
 
-/// Emits `p`; while this thread is already emitting, `p` waits and is emitted right after, in
-/// order, so every block's MALLOC and FREE are both written.
-#[inline]
-fn record(p: Pending) {
-    if FINALIZING.load(Ordering::Relaxed) || !sdk::enabled() {
-        return;
+/// Whether the interpreter is finalising (see [`FINALIZING`]).
+#[inline(always)]
+fn finalizing() -> bool {
+    if FINALIZING.load(Ordering::Relaxed) {
+        return true;
+    }
+    if !CHECK_INIT.load(Ordering::Relaxed) {
+        return false;
     }
     // SAFETY: see `Once`: `API` was written by init before any hook existed.
     if let Some(api) = unsafe { &*API.0.get() } {
         // SAFETY: CPython's `Py_IsInitialized` (reads one field; any thread).
         if unsafe { (api.is_initialized)() } == 0 {
             FINALIZING.store(true, Ordering::Relaxed);
-            return;
+            return true;
         }
     }
+    false
+}
+
+/// Emits `p`; while this thread is already emitting, `p` waits and is emitted right after, in
+/// order, so every block's MALLOC and FREE are both written. The host answers "not recording"
+/// itself (outside a run), so nothing is asked before the emit.
+#[inline]
+fn record(p: Pending) {
+    if finalizing() {
+        return;
+    }
+    let Some(h) = sdk::host() else {
+        return;
+    };
     let _ = TLS.try_with(|t| {
         if t.busy.replace(true) {
             t.push(p);
             return;
         }
+        // the one panic guard of the hot path
         sdk::guard((), || {
             let mut next = Some(p);
             while let Some(p) = next {
-                emit_now(p);
+                emit_now(h, p);
                 next = t.pop();
             }
         });
@@ -374,15 +406,38 @@ unsafe extern "C" fn on_audit(_event: *const c_char, _args: *mut c_void, _: *mut
             return;
         }
         install(api);
+        if !atexit::register(|| FINALIZING.store(true, Ordering::Relaxed)) {
+            CHECK_INIT.store(true, Ordering::Relaxed);
+        }
     });
     0
 }
 
-fn init(_host: &sdk::Host) -> Result<(), i32> {
+fn init(host: &sdk::Host) -> Result<(), i32> {
     // A process without CPython (or whose libpython is loaded later with dlopen) stays inert.
     let Some(api) = Api::find() else {
         return Ok(());
     };
+    let mut ids = [sdk::TypeId(-1); TYPES];
+    for (id, (event_type, attrs, account)) in ids.iter_mut().zip(SPECS) {
+        let mut spec = sdk::TypeSpec::new(event_type).device(sdk::Device::Cpu);
+        if !attrs.is_empty() {
+            spec = spec.attrs(attrs);
+        }
+        if account {
+            spec = spec.account();
+        }
+        let Some(t) = host.register(&spec) else {
+            sdk::log(
+                sdk::Level::Warn,
+                c"pymem: this probe has no registered event types (plugin ABI < 1.2); Python allocations are not recorded",
+            );
+            return Ok(());
+        };
+        *id = t;
+    }
+    // SAFETY: init runs once, before the hooks that read `TYPE_IDS` are installed.
+    unsafe { *TYPE_IDS.0.get() = ids };
     // SAFETY: init runs once, before the audit hook that reads `API` is registered.
     unsafe { *API.0.get() = Some(api) };
     // SAFETY: CPython's `PySys_AddAuditHook`, documented as safe before `Py_Initialize`.

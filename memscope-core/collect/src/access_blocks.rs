@@ -48,6 +48,10 @@ fn rank(t: EventType, named: Option<EventType>) -> u8 {
 }
 
 fn followed(ev: &Event) -> bool {
+    if ev.memory().is_some_and(|m| m.account_only) {
+        // its live account holds the block (one map per block)
+        return false;
+    }
     match ev.event_type {
         EventType::Host => ev.memory().is_some_and(|m| m.pinned),
         EventType::HostMmap => false,

@@ -59,6 +59,8 @@ pub struct TypeCtx {
     /// The C stack service: module maps, symbolised stacks, `CallStack`s waiting for their
     /// record.
     c_stacks: crate::symbolize::CStacks,
+    /// Registered event types of plugins (plugin ABI 1.2), per image.
+    pub types: crate::compact::TypeTable,
 }
 
 impl TypeCtx {
@@ -184,7 +186,13 @@ impl TypeCtx {
         self.c_stacks.set_pending(self.image, tid, ts, stack);
     }
 
-    /// The `Call Stack(C)` text waiting for thread `tid`'s record stamped `ts`, if any.
+    /// Drops the C stack waiting for thread `tid`'s record stamped `ts` without symbolising it
+    /// (a record accounted without a row).
+    pub fn discard_call_stack(&mut self, tid: u32, ts: Option<u64>) {
+        let _ = self.c_stacks.take_pending(self.image, tid, ts);
+    }
+
+    /// The C stack captured for thread `tid`'s record stamped `ts`, symbolised (`None`: none).
     pub fn take_call_stack(&mut self, tid: u32, ts: Option<u64>) -> Option<String> {
         let id = self.c_stacks.take_pending(self.image, tid, ts)?;
         self.c_stack_text(id)

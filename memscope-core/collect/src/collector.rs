@@ -8,7 +8,7 @@ use crate::logfile::LogFile;
 use crate::pipeline::{CaptureOut, Pipeline, PipelineSetup};
 use crate::process::{ProcessState, ProcessSummary, ROUND_BUDGET};
 use crate::registry::Registry;
-use crate::{account_summary, api_config, layers, plugin_typer};
+use crate::{api_config, layers, plugin_typer};
 use memscope_core::bus::{Bus, BusError, Layer};
 use memscope_dump::layout;
 use memscope_dump::sink::csv::CsvSink;
@@ -409,13 +409,8 @@ impl PipelineFactory<'_> {
         ];
         // HOST leak summary (issue 4)
         layers.extend(slot(LayerSlot::Summary));
-        // blocks by Python stack (issue 16)
-        layers.extend(
-            selection
-                .adapters
-                .iter()
-                .filter_map(|d| account_summary::layer(d)),
-        );
+        // (account-only registered types, e.g. PYMEM's objects, are summed up by the
+        // pipeline's accounts, `account_summary`, on both paths)
         // pool extents and the OOM verdict (issue 25): before the OOM layer rewrites the
         // snapshot, whose request size it needs
         layers.push(Box::new(
@@ -494,6 +489,7 @@ impl PipelineFactory<'_> {
                 d.built_in() && matches!(d.volume, crate::adapter::Volume::Account { .. })
             }) && !cfg.host_rows,
             host_fast: fast_paths.first().map(|(_, f)| f(cfg)),
+            account_rows: !fast,
             py_depth: cfg.call_stack.python,
         }
     }

@@ -147,7 +147,9 @@ impl Layer for WriteFilter {
         };
         if keep
             && in_steps
-            && (self.host_rows || !self.account_rows.iter().any(|is_row| is_row(&ev)))
+            && (self.host_rows
+                || !(ev.memory().is_some_and(|m| m.account_only)
+                    || self.account_rows.iter().any(|is_row| is_row(&ev))))
         {
             out.push(ev);
         }

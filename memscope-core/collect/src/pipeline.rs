@@ -15,6 +15,8 @@ use memscope_wire::{Record, StackFrames, SystemCode};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
+#[path = "pipeline_compact.rs"]
+mod compact_records;
 #[path = "pipeline_finish.rs"]
 mod finish;
 #[path = "pipeline_host.rs"]
@@ -126,6 +128,9 @@ pub struct PipelineSetup {
     /// accounts HOST records without events (they would only be dropped by the bus), and
     /// takes the leak/peak summaries of the other host blocks.
     pub host_fast: Option<Box<dyn FastPath>>,
+    /// Rows of account-only registered types are built (`--host-rows`, or an analysis that
+    /// reads every row); otherwise they are only accounted.
+    pub account_rows: bool,
     /// Python stack frames per row (`--call-stack python:N`; `None`: off).
     pub py_depth: Option<u32>,
 }
@@ -150,6 +155,10 @@ pub struct Pipeline {
     /// Nothing is written (no directory, log or config.json).
     dry: bool,
     host_fast: Option<Box<dyn FastPath>>,
+    /// Account-only registered types' live accounts (issue 34).
+    accounts: crate::account_summary::Accounts,
+    /// Their rows are built (see [`PipelineSetup::account_rows`]).
+    account_rows: bool,
     /// Typed events per kind (index in `EventKind::ALL`).
     typed: [u64; EventKind::ALL.len()],
     /// python_trace files and snapshots (issue 12).
@@ -190,6 +199,8 @@ impl Pipeline {
             observer: None,
             dry: false,
             host_fast: p.host_fast,
+            accounts: Default::default(),
+            account_rows: p.account_rows,
             typed: [0; EventKind::ALL.len()],
             python: Default::default(),
             pystacks: crate::pystacks::PyStacks::new(p.py_depth),
@@ -222,6 +233,7 @@ impl Pipeline {
     pub fn observe(&mut self, f: Observer) {
         self.observer = Some(f);
         self.host_fast = None;
+        self.account_rows = true;
     }
 
     /// The process's log.
@@ -281,6 +293,10 @@ impl Pipeline {
                 self.texts.insert((image, *id), text.clone());
                 return;
             }
+            rec @ Record::EventTypeDef { .. } => {
+                self.ctx.types.define(image, rec);
+                return;
+            }
             rec @ Record::PyCodeDef { .. } => {
                 self.pystacks.define(image, rec);
                 self.python.define(image, rec);
@@ -299,6 +315,9 @@ impl Pipeline {
             return;
         }
         let shadow = self.history.is_shadow(image, tid, rec.ts());
+        if matches!(rec, Record::Compact { .. }) && self.compact_account(image, tid, rec, shadow) {
+            return;
+        }
         if self.host_fast.as_ref().is_some_and(|f| f.handles(rec))
             && !matches!(rec, Record::Module { .. })
         {

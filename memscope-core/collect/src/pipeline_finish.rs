@@ -44,7 +44,14 @@ impl Pipeline {
             Some(f) => f.report(Some(self.summary.pid)),
             None => Vec::new(),
         };
+        side_report.extend(self.accounts.report(Some(self.summary.pid)));
         side_report.extend(self.sampled.report(self.summary.pid));
+        for (ty, n) in self.accounts.unknown_frees() {
+            self.log.debug(&format!(
+                "{}: {n} free(s) of blocks allocated before the adapter started",
+                ty.as_str()
+            ));
+        }
         for (i, n) in self.typed.iter().enumerate() {
             if *n > 0 {
                 self.summary.typed.insert(EventKind::ALL[i], *n);

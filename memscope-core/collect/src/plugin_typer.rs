@@ -1,6 +1,9 @@
-//! Types the events of third-party adapters (`Record::Plugin`, plugin ABI
-//! `schemas/memscope_plugin.h`): kind codes map to Event columns, the plugin's event type text
-//! becomes a custom Event Type, `k:v` attrs become Attr pairs (`owner` feeds the owner chain).
+//! Types the events of third-party adapters (plugin ABI `schemas/memscope_plugin.h`):
+//! `Record::Plugin` (ABI 1.0 `emit`, texts in every record) and `Record::Compact` of a type
+//! that is not account-only (ABI 1.2 `emit_compact`, its texts resolved once in the typing
+//! context's [`crate::compact::TypeTable`]). Kind codes map to Event columns, the event type
+//! text becomes a custom Event Type, `k:v` attrs become Attr pairs (`owner` feeds the owner
+//! chain), a compact event's values become `name:value` pairs.
 
 use crate::adapter::{TypeCtx, Typer};
 use memscope_core::attr_text::parse_attr;
@@ -38,6 +41,21 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// One plugin event, its texts resolved (from a `Plugin` record's texts, or a `Compact`
+/// record's registered type).
+struct Parts {
+    kind: u8,
+    ts: u64,
+    device: u32,
+    ptr: u64,
+    size: u64,
+    ty: EventType,
+    name: Option<String>,
+    pairs: Vec<(String, String)>,
+    /// Owner chain of a MALLOC.
+    owner: OwnerChain,
+}
+
 impl Typer for PluginTyper {
     fn type_record(
         &mut self,
@@ -46,39 +64,106 @@ impl Typer for PluginTyper {
         rec: &Record<Box<[u8]>>,
         out: &mut Vec<Event>,
     ) -> bool {
-        let Record::Plugin {
-            ts,
+        let parts = match rec {
+            Record::Plugin {
+                ts,
+                kind: k,
+                device,
+                ptr,
+                size,
+                event_type,
+                name,
+                attrs,
+            } => {
+                if *k == kind::DIAGNOSTIC {
+                    ctx.warn(format!("adapter plugin {}: {}", text(name), text(attrs)));
+                    return true;
+                }
+                let ty = EventType::custom(&text(event_type));
+                let name_text = text(name);
+                let mut pairs = parse_attr(&text(attrs));
+                let owner = pairs
+                    .iter()
+                    .position(|(k, _)| k == "owner")
+                    .map(|i| pairs.remove(i).1);
+                let mut chain = OwnerChain::framework(ty.as_str());
+                for l in owner.iter().flat_map(|o| o.split('@')) {
+                    chain.push(l);
+                }
+                Parts {
+                    kind: *k,
+                    ts: *ts,
+                    device: *device,
+                    ptr: *ptr,
+                    size: *size,
+                    ty,
+                    name: (!name_text.is_empty()).then_some(name_text),
+                    pairs,
+                    owner: chain,
+                }
+            }
+            Record::Compact {
+                ts,
+                ty,
+                kind,
+                addr,
+                size,
+                values,
+            } => {
+                let Some(t) = ctx.types.get(ctx.image(), *ty) else {
+                    ctx.warn(format!(
+                        "adapter plugin event of undefined type {ty} ignored"
+                    ));
+                    return true;
+                };
+                Parts {
+                    kind: *kind,
+                    ts: *ts,
+                    device: t.device,
+                    ptr: *addr,
+                    size: *size,
+                    ty: t.event_type,
+                    name: t.name.clone(),
+                    pairs: t.pairs_with(values),
+                    owner: t.owner.clone(),
+                }
+            }
+            _ => return false,
+        };
+        if let Some(ev) = self.event(ctx, tid, parts) {
+            out.push(ev);
+        }
+        true
+    }
+}
+
+impl PluginTyper {
+    /// The event of `p` (`None`: nothing to write, after a warning).
+    fn event(&mut self, ctx: &mut TypeCtx, tid: u32, p: Parts) -> Option<Event> {
+        let Parts {
             kind: k,
+            ts,
             device,
             ptr,
             size,
-            event_type,
+            ty,
             name,
-            attrs,
-        } = rec
-        else {
-            return false;
-        };
-        if *k == kind::DIAGNOSTIC {
-            ctx.warn(format!("adapter plugin {}: {}", text(name), text(attrs)));
-            return true;
-        }
-        let ty = EventType::custom(&text(event_type));
-        let dev = match *device {
+            mut pairs,
+            owner,
+        } = p;
+        let dev = match device {
             DEVICE_NONE => Device::NotApplicable,
             DEVICE_CPU => Device::Cpu,
             d => Device::Npu(ctx.map_device(d)),
         };
-        let mut ev = Event::new(ty, *ts, ctx.pid, tid);
+        let mut ev = Event::new(ty, ts, ctx.pid, tid);
         ev.device = dev;
-        let name_text = text(name);
-        ev.name = (!name_text.is_empty()).then_some(name_text);
-        let mut pairs = parse_attr(&text(attrs));
-        match *k {
+        ev.name = name;
+        match k {
             kind::MALLOC | kind::FREE => {
-                ev.ptr = Some(*ptr);
+                ev.ptr = Some(ptr);
                 ev.name = None;
-                let malloc = *k == kind::MALLOC;
+                let malloc = k == kind::MALLOC;
                 ev.kind = if malloc {
                     EventKind::Malloc
                 } else {
@@ -86,44 +171,33 @@ impl Typer for PluginTyper {
                 };
                 let (id, sz) = if malloc {
                     let id = ctx.next_allocation_id();
-                    if self.live.insert((ty, *ptr), (id, *size)).is_some() {
+                    if self.live.insert((ty, ptr), (id, size)).is_some() {
                         ctx.warn(format!(
                             "{}: allocation at live address 0x{ptr:x}",
                             ty.as_str()
                         ));
                     }
-                    (id, *size)
+                    (id, size)
                 } else {
-                    match self.live.remove(&(ty, *ptr)) {
+                    match self.live.remove(&(ty, ptr)) {
                         Some(v) => v,
                         None => {
                             ctx.warn(format!(
                                 "{}: free of unknown address 0x{ptr:x}",
                                 ty.as_str()
                             ));
-                            return true;
+                            return None;
                         }
                     }
                 };
                 let used = self.used.entry((ty, dev)).or_default();
                 *used += if malloc { sz as i64 } else { -(sz as i64) };
-                let owner = pairs
-                    .iter()
-                    .position(|(k, _)| k == "owner")
-                    .map(|i| pairs.remove(i).1);
-                let owner = malloc.then(|| {
-                    let mut c = OwnerChain::framework(ty.as_str());
-                    for l in owner.iter().flat_map(|o| o.split('@')) {
-                        c.push(l);
-                    }
-                    c
-                });
                 ev.attrs = Attrs::Memory(MemoryAttrs {
                     allocation_id: id,
-                    addr: *ptr,
+                    addr: ptr,
                     size: sz,
                     used: Some(*used),
-                    owner,
+                    owner: malloc.then_some(owner),
                     extra: pairs,
                     ..MemoryAttrs::default()
                 });
@@ -138,12 +212,12 @@ impl Typer for PluginTyper {
                 };
             }
             kind::OP_START | kind::OP_END | kind::KERNEL_START | kind::KERNEL_END => {
-                ev.kind = if matches!(*k, kind::OP_START | kind::OP_END) {
+                ev.kind = if matches!(k, kind::OP_START | kind::OP_END) {
                     EventKind::OpLaunch
                 } else {
                     EventKind::KernelLaunch
                 };
-                let phase = if matches!(*k, kind::OP_START | kind::KERNEL_START) {
+                let phase = if matches!(k, kind::OP_START | kind::KERNEL_START) {
                     "start"
                 } else {
                     "end"
@@ -156,7 +230,7 @@ impl Typer for PluginTyper {
             }
             kind::ACCESS => {
                 ev.kind = EventKind::Access;
-                ev.ptr = Some(*ptr);
+                ev.ptr = Some(ptr);
                 pairs.insert(0, ("size".into(), size.to_string()));
                 ev.attrs = Attrs::Pairs(pairs);
             }
@@ -164,11 +238,10 @@ impl Typer for PluginTyper {
                 ctx.warn(format!(
                     "adapter plugin event of unknown kind {other} ignored"
                 ));
-                return true;
+                return None;
             }
         }
-        out.push(ev);
-        true
+        Some(ev)
     }
 }
 

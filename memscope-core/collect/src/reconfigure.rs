@@ -42,6 +42,7 @@ impl Pipeline {
         self.summary.host_rows_off = s.host_rows_off;
         if self.observer.is_none() {
             self.host_fast = s.host_fast;
+            self.account_rows = s.account_rows;
         }
         self.pystacks.set_depth(s.py_depth);
         Ok(())

@@ -188,6 +188,7 @@ pub fn replay_capture(
         capture: None,
         host_rows_off: false,
         host_fast: None,
+        account_rows: true,
         py_depth: capture_config(info, Path::new("."))
             .ok()
             .and_then(|c| c.call_stack.python),

@@ -351,6 +351,9 @@ pub struct MemoryAttrs {
     /// A torch CPU tensor storage (issue 13's CPU-tensor hooks), not a HOST adapter malloc:
     /// written whether or not HOST adapter rows are (`--host-rows`).
     pub cpu_tensor: bool,
+    /// A block of an account-only source (a registered type with `MEMSCOPE_TYPE_ACCOUNT`):
+    /// summed up in its live account, written only with `--host-rows`, not an ACCESS target.
+    pub account_only: bool,
     /// Owner chain, MALLOC rows only.
     pub owner: Option<OwnerChain>,
     /// Inefficient-memory classes, MALLOC rows only.

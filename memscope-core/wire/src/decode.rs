@@ -2,7 +2,7 @@
 //! here, the Python and sample families in their own files).
 
 use super::codec::tag;
-use super::{python, python_ctx, sample, ChunkState, In, Record, SystemCode, WireError};
+use super::{compact, python, python_ctx, sample, ChunkState, In, Record, SystemCode, WireError};
 
 /// Decodes the record at the start of `buf`, updating `st`. Returns the record and its length.
 ///
@@ -231,6 +231,7 @@ pub fn decode<'a>(
         }
         python::tag::PY_CODE_DEF..=python::tag::LAST => python::decode(t, &mut i, &mut next)?,
         sample::tag::HOST_SAMPLE..=sample::tag::LAST => sample::decode(t, &mut i, &mut next)?,
+        compact::tag::COMPACT_MALLOC..=compact::tag::LAST => compact::decode(t, &mut i, &mut next)?,
         other => return Err(WireError::BadTag(other)),
     };
     *st = next;

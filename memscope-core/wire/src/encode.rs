@@ -1,6 +1,6 @@
 //! Encoding of records into a chunk (allocation-free: the probe calls it inside hooks).
 
-use super::{python, python_ctx, sample, tag, zigzag, ChunkState, Out, Record};
+use super::{compact, python, python_ctx, sample, tag, zigzag, ChunkState, Out, Record};
 
 impl<B: AsRef<[u8]>> Record<B> {
     /// Encodes into `out`, updating `st` only on success. Returns the bytes written, or `None`
@@ -318,6 +318,9 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::WatchDump { .. } => python_ctx::encode(self, &mut o, &mut next),
             Record::ProcessSample { .. } | Record::DeviceSample { .. } => {
                 sample::encode(self, &mut o, &mut next)
+            }
+            Record::EventTypeDef { .. } | Record::Compact { .. } => {
+                compact::encode(self, &mut o, &mut next)
             }
         }
         if o.ok {

@@ -1,5 +1,5 @@
 //! Fast encoders of the address records (`Malloc`, `Free`: the shared allocation-volume shape
-//! HOST writes), the probe's hottest path (one per `malloc` and `free`): the same bytes as the
+//! HOST writes, and the compact MALLOC/FREE events of registered plugin types), the probe's hottest path (one per `malloc` and `free`): the same bytes as the
 //! generic encoder, written into a fixed 64-byte window of the
 //! output with masked indexes, so there are no bounds checks, no error flag and no panic path.
 //! Used whenever at least [`FAST_ROOM`] bytes are left; near the end of a chunk the generic
@@ -48,7 +48,11 @@ fn ts_delta(st: &mut ChunkState, t: u64) -> u64 {
 /// Encodes `rec` if it is a `Malloc` or `Free` and `out` has [`FAST_ROOM`] bytes;
 /// `None` otherwise (the caller uses the generic encoder). Updates `st` like it.
 #[inline(always)]
-pub(crate) fn encode<B>(rec: &Record<B>, st: &mut ChunkState, out: &mut [u8]) -> Option<usize> {
+pub(crate) fn encode<B: AsRef<[u8]>>(
+    rec: &Record<B>,
+    st: &mut ChunkState,
+    out: &mut [u8],
+) -> Option<usize> {
     match *rec {
         Record::Malloc {
             ts,
@@ -83,6 +87,24 @@ pub(crate) fn encode<B>(rec: &Record<B>, st: &mut ChunkState, out: &mut [u8]) ->
             };
             let mut pos = var(w, 1, ts_delta(st, ts));
             pos = var(w, pos, a);
+            st.last_addr = addr;
+            Some(pos)
+        }
+        Record::Compact {
+            ts,
+            ty,
+            kind,
+            addr,
+            size,
+            ref values,
+        } if super::compact::is_volume(kind, values) => {
+            let w: &mut Window = out.get_mut(..FAST_ROOM)?.try_into().ok()?;
+            let (a, a16) = addr_delta(st, addr);
+            w[0] = super::compact::volume_tag(kind, a16);
+            let mut pos = var(w, 1, ts_delta(st, ts));
+            pos = var(w, pos, ty as u64);
+            pos = var(w, pos, a);
+            pos = var(w, pos, size);
             st.last_addr = addr;
             Some(pos)
         }

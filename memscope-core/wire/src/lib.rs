@@ -252,6 +252,7 @@ pub fn header_drops(header: &[u8]) -> Option<(u64, [u64; DROP_KINDS])> {
 }
 
 mod codec;
+mod compact;
 mod decode;
 mod dims;
 mod encode;
@@ -271,6 +272,7 @@ pub(crate) use codec::tag;
 pub use codec::{encode_frames, ChunkState, StackFrames, WireError};
 pub use codec::{put_var, unzigzag, zigzag};
 pub use codec::{In, Out};
+pub use compact::{decode_values, encode_values};
 pub use decode::decode;
 pub use dims::{decode_dims, encode_dims, MAX_DIMS};
 pub use fields::{AccessKind, PyCodeKind, PyTraceEvent};

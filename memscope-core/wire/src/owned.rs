@@ -1,6 +1,6 @@
 //! Owned copies of records (the collector keeps records past the stream buffer).
 
-use super::{python, python_ctx, sample, Record};
+use super::{compact, python, python_ctx, sample, Record};
 
 impl<B: AsRef<[u8]>> Record<B> {
     /// Copies the borrowed texts so the record can outlive the stream buffer.
@@ -218,6 +218,9 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::WatchDump { .. } => python_ctx::to_owned(self).expect("an issue-13 record"),
             Record::ProcessSample { .. } | Record::DeviceSample { .. } => {
                 sample::to_owned(self).expect("a sample record")
+            }
+            Record::EventTypeDef { .. } | Record::Compact { .. } => {
+                compact::to_owned(self).expect("a compact record")
             }
         }
     }

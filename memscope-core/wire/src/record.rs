@@ -232,6 +232,39 @@ pub enum Record<B = Box<[u8]>> {
         /// Owner / extra attributes text (`k:v,k:v`).
         attrs: B,
     },
+    /// An event type a plugin registered (plugin ABI 1.2 `register_type`): a definition (no time
+    /// stamp), written by each thread before its first [`Record::Compact`] of the type.
+    EventTypeDef {
+        /// The type id the host gave (per process image).
+        id: u32,
+        /// Device of every event of the type (`u32::MAX`: none, `u32::MAX - 1`: cpu).
+        device: u32,
+        /// `MEMSCOPE_TYPE_*` bits (`1`: account-only volume).
+        flags: u32,
+        /// Event Type text.
+        event_type: B,
+        /// Name text of every event of the type.
+        name: B,
+        /// Fixed attributes of every event (`k:v,k:v`).
+        attrs: B,
+        /// Names of the per-event values (`k1,k2`).
+        values: B,
+    },
+    /// One event of a registered type (plugin ABI 1.2 `emit_compact`): no text.
+    Compact {
+        /// Time.
+        ts: u64,
+        /// Type id ([`Record::EventTypeDef`]).
+        ty: u32,
+        /// Event kind code (plugin ABI `MEMSCOPE_KIND_*`).
+        kind: u8,
+        /// Address (0: none).
+        addr: u64,
+        /// Size in bytes.
+        size: u64,
+        /// The values of the type's value names, as varints (empty: none).
+        values: B,
+    },
     /// A record of one source (a built-in adapter or a plugin's source), in the envelope every
     /// adapter's own records travel in: the adapter encodes `body` itself (its `wire.rs`,
     /// declared with [`crate::records!`]); `tag` names the record within the source and its class

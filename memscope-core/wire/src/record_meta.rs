@@ -13,7 +13,10 @@ impl<B: AsRef<[u8]>> Record<B> {
     /// The record's time stamp (`None` for `Thread` and `StackDef`, which have none).
     pub fn ts(&self) -> Option<u64> {
         match self {
-            Record::Thread { .. } | Record::StackDef { .. } | Record::TextDef { .. } => None,
+            Record::Thread { .. }
+            | Record::StackDef { .. }
+            | Record::TextDef { .. }
+            | Record::EventTypeDef { .. } => None,
             Record::MarkRef { ts, .. } | Record::RangeStartRef { ts, .. } => Some(*ts),
             Record::Mark { ts, .. }
             | Record::RangeStart { ts, .. }
@@ -36,7 +39,8 @@ impl<B: AsRef<[u8]>> Record<B> {
             | Record::ThreadDevice { ts, .. }
             | Record::ProcessSample { ts, .. }
             | Record::DeviceSample { ts, .. }
-            | Record::Plugin { ts, .. } => Some(*ts),
+            | Record::Plugin { ts, .. }
+            | Record::Compact { ts, .. } => Some(*ts),
             Record::Source { tag, ts, .. } => {
                 (!crate::source::is_definition_tag(*tag)).then_some(*ts)
             }
@@ -82,7 +86,7 @@ impl<B: AsRef<[u8]>> Record<B> {
             Record::AtenTensor { .. } => EventKind::Access,
             Record::CpuTensor { free: false, .. } => EventKind::Malloc,
             Record::CpuTensor { free: true, .. } => EventKind::Free,
-            Record::Plugin { kind, .. } => match kind {
+            Record::Plugin { kind, .. } | Record::Compact { kind, .. } => match kind {
                 1 => EventKind::Malloc,
                 2 => EventKind::Free,
                 3 => EventKind::Mstx,
@@ -93,6 +97,7 @@ impl<B: AsRef<[u8]>> Record<B> {
             },
             Record::Thread { .. }
             | Record::TextDef { .. }
+            | Record::EventTypeDef { .. }
             | Record::StackDef { .. }
             | Record::Module { .. }
             | Record::OwnerPush { .. }

@@ -192,6 +192,47 @@ fn every_record_kind_round_trips() {
             id: 4,
             text: b"step start",
         },
+        Record::EventTypeDef {
+            id: 3,
+            device: u32::MAX - 1,
+            flags: 1,
+            event_type: b"PYMEM",
+            name: b"",
+            attrs: b"domain:obj",
+            values: b"arena,bin",
+        },
+        Record::Compact {
+            ts: 1_700_000_000_000_001_400,
+            ty: 3,
+            kind: 1,
+            addr: 0x7f00_0000_0010,
+            size: 48,
+            values: b"",
+        },
+        Record::Compact {
+            ts: 1_700_000_000_000_001_410,
+            ty: 3,
+            kind: 2,
+            addr: 0x7f00_0000_0013,
+            size: 0,
+            values: b"",
+        },
+        Record::Compact {
+            ts: 1_700_000_000_000_001_420,
+            ty: 3,
+            kind: 1,
+            addr: 0x7f00_0000_0040,
+            size: 64,
+            values: &[7, 0x81, 1],
+        },
+        Record::Compact {
+            ts: 1_700_000_000_000_001_430,
+            ty: 9,
+            kind: 3,
+            addr: 0,
+            size: 0,
+            values: b"",
+        },
         Record::ThreadDevice {
             ts: 1_700_000_000_009_000_000,
             device: 3,
@@ -385,4 +426,49 @@ fn rank_env_field_keeps_only_rank_names_in_order() {
     assert!(crate::is_rank_env(b"WORLD_SIZE=8"));
     assert!(!crate::is_rank_env(b"RANKX=1"));
     assert!(!crate::is_rank_env(b"RANK"));
+}
+
+#[test]
+fn compact_events_of_a_registered_type_take_the_allocation_volume_shape() {
+    let base = 1_700_000_000_000_000_000u64;
+    let mut recs: Vec<Record<&[u8]>> = vec![Record::Thread { tid: 1 }];
+    for i in 0..1000u64 {
+        let addr = 0x7f55_0000_0000 + (i % 50) * 48;
+        for (kind, dt, size) in [(1u8, 0, 32 + i % 200), (2, 90, 0)] {
+            recs.push(Record::Compact {
+                ts: base + i * 180 + dt,
+                ty: 2,
+                kind,
+                addr,
+                size,
+                values: b"",
+            });
+        }
+    }
+    let bytes = round_trip(&recs) as f64 / 2000.0;
+    assert!(bytes <= 7.0, "{bytes} bytes per event");
+    // The fast encoder writes the generic bytes.
+    let (mut sf, mut sg) = (ChunkState::default(), ChunkState::default());
+    for r in &recs[1..] {
+        let (mut a, mut b) = ([0u8; 128], [0u8; 128]);
+        let n = fast::encode(r, &mut sf, &mut a).expect("fast path taken");
+        let m = r.encode_generic(&mut sg, &mut b).expect("fits");
+        assert_eq!(&a[..n], &b[..m], "{r:?}");
+        assert_eq!(sf, sg);
+    }
+}
+
+#[test]
+fn compact_values_round_trip_as_varints() {
+    let mut buf = [0u8; 64];
+    let n = encode_values(&[0, 300, u64::MAX], &mut buf);
+    assert_eq!(
+        decode_values(&buf[..n]).collect::<Vec<_>>(),
+        [0, 300, u64::MAX]
+    );
+    assert_eq!(
+        encode_values(&[u64::MAX; 8], &mut buf[..4]),
+        0,
+        "no room: nothing"
+    );
 }

@@ -56,6 +56,21 @@ enum Pending {
         ts: u64,
         addr: u64,
     },
+    /// A compact MALLOC (`free`: false) or FREE of registered type `ty`.
+    Typed {
+        ts: u64,
+        ty: u32,
+        free: bool,
+        addr: u64,
+        size: u64,
+    },
+    /// A compact FREE of a typed allocation of this block.
+    TypedFreeRef {
+        ts: u64,
+        src: u32,
+        dist: u64,
+        size: u64,
+    },
     Other(Record<Box<[u8]>>),
 }
 
@@ -80,6 +95,8 @@ struct Src {
     legacy: bool,
     /// Addresses of the allocations emitted so far (targets of free references).
     mallocs: Vec<u64>,
+    /// Addresses and types of the typed allocations emitted so far.
+    tmallocs: Vec<(u64, u32)>,
     head: Option<Head>,
 }
 
@@ -172,6 +189,48 @@ impl Src {
                     .last_addr
                     .wrapping_add(self.addr_delta(raw, c == code::FREE_A16)?),
             },
+            code::TMALLOC | code::TMALLOC_A16 => {
+                let addr = self
+                    .last_addr
+                    .wrapping_add(self.addr_delta(raw, c == code::TMALLOC_A16)?);
+                self.last_addr = addr;
+                let size = self.var(raw, col::SIZE)?;
+                Pending::Typed {
+                    ts,
+                    ty: u32::try_from(self.var(raw, col::STACK)?).ok()?,
+                    free: false,
+                    addr,
+                    size,
+                }
+            }
+            code::TFREE_REF => {
+                let size = self.var(raw, col::SIZE)?;
+                let v = self.lo_hi(raw, col::REF_LO, col::REF_HI)?;
+                let src = if v & 1 == 1 {
+                    u32::try_from(self.var(raw, col::XSRC)?).ok()?
+                } else {
+                    me
+                };
+                Pending::TypedFreeRef {
+                    ts,
+                    src,
+                    dist: v >> 1,
+                    size,
+                }
+            }
+            code::TFREE | code::TFREE_A16 => {
+                let size = self.var(raw, col::SIZE)?;
+                let ty = u32::try_from(self.var(raw, col::STACK)?).ok()?;
+                Pending::Typed {
+                    ts,
+                    ty,
+                    free: true,
+                    addr: self
+                        .last_addr
+                        .wrapping_add(self.addr_delta(raw, c == code::TFREE_A16)?),
+                    size,
+                }
+            }
             code::GENERIC_TS | code::GENERIC => {
                 if c == code::GENERIC_TS {
                     self.generic.last_ts = ts;
@@ -198,6 +257,18 @@ impl Src {
             rec,
         });
         Some(())
+    }
+}
+
+/// The compact record of a typed allocation column entry.
+fn compact(ts: u64, ty: u32, free: bool, addr: u64, size: u64) -> Record<Box<[u8]>> {
+    Record::Compact {
+        ts,
+        ty,
+        kind: if free { 2 } else { 1 },
+        addr,
+        size,
+        values: Box::default(),
     }
 }
 
@@ -270,8 +341,9 @@ impl Block {
                 last_ts: 0,
                 last_addr: 0,
                 generic: ChunkState::default(),
-                legacy: version < super::VERSION,
+                legacy: version < 3,
                 mallocs: Vec::new(),
+                tmallocs: Vec::new(),
                 head: None,
             });
         }
@@ -360,6 +432,29 @@ impl Block {
                 }
             }
             Pending::Free { ts, addr } => Record::Free { ts, addr },
+            Pending::Typed {
+                ts,
+                ty,
+                free,
+                addr,
+                size,
+            } => {
+                if !free {
+                    src.tmallocs.push((addr, ty));
+                }
+                compact(ts, ty, free, addr, size)
+            }
+            Pending::TypedFreeRef {
+                ts,
+                src: of,
+                dist,
+                size,
+            } => {
+                let m = &self.srcs.get(of as usize).ok_or(())?.tmallocs;
+                let i = (m.len() as u64).checked_sub(dist).filter(|_| dist > 0);
+                let (addr, ty) = *m.get(i.ok_or(())? as usize).ok_or(())?;
+                compact(ts, ty, true, addr, size)
+            }
             Pending::FreeRef { ts, src: of, dist } => {
                 let m = &self.srcs.get(of as usize).ok_or(())?.mallocs;
                 let i = (m.len() as u64).checked_sub(dist).filter(|_| dist > 0);

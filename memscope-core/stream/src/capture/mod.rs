@@ -37,9 +37,10 @@ use serde::{Deserialize, Serialize};
 
 /// First 8 bytes of a capture file.
 pub const MAGIC: [u8; 8] = *b"MSCAPTUR";
-/// Capture format version (3: the CANN records travel in per-source envelopes; format 2 is
+/// Capture format version (3: the CANN records travel in per-source envelopes; 4: compact
+/// MALLOC/FREE events of registered types take the allocation columns. Formats 2 and 3 are
 /// still read, see `legacy`).
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 /// Magic of a block header.
 pub const BLOCK_MAGIC: [u8; 4] = *b"MSCB";
 /// Magic of the trailer.

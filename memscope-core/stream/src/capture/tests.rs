@@ -8,7 +8,7 @@ fn recs() -> Vec<Input> {
     let mut v = Vec::new();
     for i in 0..50_000u64 {
         let (chunk, tid) = ((i % 3) as u32, 100 + (i % 3) as u32);
-        let rec = match i % 5 {
+        let rec = match i % 8 {
             0 => Record::Malloc {
                 ts: 1_000 + i * 10,
                 addr: 0x5000_0000 + (i % 64) * 16,
@@ -29,9 +29,26 @@ fn recs() -> Vec<Input> {
                 id: i as u32,
                 text: b"text".to_vec().into(),
             },
-            _ => Record::RangeEnd {
+            4 => Record::RangeEnd {
                 ts: 1_000 + i * 10,
                 id: i,
+            },
+            // compact events of registered types (format 4): a malloc, its free, one with values
+            5 | 6 => Record::Compact {
+                ts: 1_000 + i * 10,
+                ty: ((i / 8) % 2) as u32,
+                kind: (i % 8 - 4) as u8,
+                addr: 0x7000_0000 + ((i / 8) % 32) * 48 + (i / 8) % 3,
+                size: if i % 8 == 5 { i % 500 } else { (i / 8) % 2 },
+                values: Box::default(),
+            },
+            _ => Record::Compact {
+                ts: 1_000 + i * 10,
+                ty: 2,
+                kind: 1,
+                addr: i,
+                size: 8,
+                values: vec![1, 2].into(),
             },
         };
         v.push(((i / 20_000) as usize, chunk, tid, rec));
@@ -129,22 +146,26 @@ fn garbage_is_not_a_capture() {
 }
 
 #[test]
-fn formats_2_and_3_are_read_and_others_refused_naming_the_formats_read() {
+fn formats_2_to_4_are_read_and_others_refused_naming_the_formats_read() {
     let dir = tempfile::tempdir().unwrap();
     let (path, mut w) = writer(dir.path());
-    let input = recs();
-    for (image, _chunk, tid, rec) in &input[..1000] {
+    // records that have the same bytes in formats 2 to 4 (no compact events, which are new in 4)
+    let input: Vec<_> = recs()
+        .into_iter()
+        .filter(|r| !matches!(r.3, Record::Compact { .. }))
+        .take(1000)
+        .collect();
+    for (image, _chunk, tid, rec) in &input {
         w.record(*image, *tid, rec).unwrap();
     }
     w.finish(CaptureEnd::default()).unwrap();
     let mut bytes = std::fs::read(&path).unwrap();
-    for v in [1u32, 2, 3, 4] {
+    for v in [1u32, 2, 3, 4, 5] {
         bytes[8..12].copy_from_slice(&v.to_le_bytes());
         std::fs::write(&path, &bytes).unwrap();
         match CaptureReader::open(&path) {
-            // these records have the same bytes in both formats
             Ok(mut r) => {
-                assert!((2..=3).contains(&v));
+                assert!((2..=4).contains(&v));
                 let mut n = 0;
                 while r.next_record().unwrap().is_some() {
                     n += 1;
@@ -153,8 +174,8 @@ fn formats_2_and_3_are_read_and_others_refused_naming_the_formats_read() {
             }
             Err(e) => {
                 let e = e.to_string();
-                assert!(e.contains("(this memscope reads formats 2-3)"), "{e}");
-                assert!(!(2..=3).contains(&v));
+                assert!(e.contains("(this memscope reads formats 2-4)"), "{e}");
+                assert!(!(2..=4).contains(&v));
             }
         }
     }

@@ -1,0 +1,203 @@
+//! The live account of an account-only source (issue 34): the one map of its live blocks
+//! (key → size, stack group, allocation id), the live bytes and blocks per stack group, and the
+//! peak with the groups that held it. HOST's leak summary and fast path and every registered
+//! account-only type (PYMEM's objects, a plugin's `MEMSCOPE_TYPE_ACCOUNT` types) keep their
+//! blocks here; what differs between them — which stacks a group stands for, how the report
+//! reads — stays with them.
+//!
+//! The peak's groups are those of the last local maximum that raised the peak by 1 % or more
+//! (a copy of the per-group totals is taken then), so they are within 1 % of the exact peak;
+//! the peak's byte and block counts are exact.
+#![forbid(unsafe_code)]
+
+use memscope_core::addr_hash::AddrMap;
+
+/// One live block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Block {
+    /// Bytes.
+    pub size: u64,
+    /// Stack group (an index the owner of the account gave).
+    pub group: u32,
+    /// Its `allocation_id`.
+    pub id: u64,
+}
+
+/// The highest number of live bytes the account reached.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Peak {
+    /// Live bytes at the peak.
+    pub bytes: u64,
+    /// Live blocks at the peak.
+    pub blocks: u64,
+    /// ID of the event that reached it.
+    pub id: u64,
+    /// Its time stamp, ns since the epoch.
+    pub ts_ns: u64,
+}
+
+/// Live blocks by key, with per-group totals and the peak.
+#[derive(Default)]
+pub struct LiveAccount {
+    live: AddrMap<Block>,
+    /// Per group: (blocks, bytes) live now.
+    groups: Vec<(u64, u64)>,
+    /// `groups` at the last local maximum that raised the peak by 1 % or more.
+    at_peak: Vec<(u64, u64)>,
+    at_peak_bytes: u64,
+    /// The peak rose since `at_peak` was taken.
+    rising: bool,
+    live_bytes: u64,
+    peak: Peak,
+    frees: u64,
+}
+
+impl LiveAccount {
+    /// An empty account.
+    pub fn new() -> LiveAccount {
+        LiveAccount::default()
+    }
+
+    /// Makes room for group `g` (groups are numbered by the account's owner, from 0).
+    #[inline]
+    pub fn ensure_group(&mut self, g: u32) {
+        if self.groups.len() <= g as usize {
+            self.groups.resize(g as usize + 1, (0, 0));
+        }
+    }
+
+    /// Block `b` became live under `key` as event `event_id` stamped `ts_ns`. Returns the block
+    /// that was live under the same key (an address reused before its free was seen), which is
+    /// closed first.
+    #[inline]
+    pub fn alloc(&mut self, key: u64, b: Block, event_id: u64, ts_ns: u64) -> Option<Block> {
+        self.ensure_group(b.group);
+        let old = self.live.insert(key, b);
+        if let Some(o) = old {
+            self.shrink(o);
+        }
+        self.live_bytes += b.size;
+        let g = &mut self.groups[b.group as usize];
+        g.0 += 1;
+        g.1 += b.size;
+        if self.live_bytes > self.peak.bytes {
+            self.peak = Peak {
+                bytes: self.live_bytes,
+                blocks: self.live.len() as u64,
+                id: event_id,
+                ts_ns,
+            };
+            self.rising = true;
+        }
+        old
+    }
+
+    /// The block live under `key` was freed: returns it, or `None` when none was.
+    #[inline]
+    pub fn free(&mut self, key: u64) -> Option<Block> {
+        let b = self.live.remove(&key)?;
+        self.frees += 1;
+        self.shrink(b);
+        Some(b)
+    }
+
+    /// The block live under `key`, if any.
+    pub fn get(&self, key: u64) -> Option<&Block> {
+        self.live.get(&key)
+    }
+
+    /// Every live block is freed (an `exec` replaced the image); returns how many were.
+    pub fn drain(&mut self) -> u64 {
+        let blocks: Vec<Block> = self.live.drain().map(|(_, b)| b).collect();
+        for b in &blocks {
+            self.shrink(*b);
+        }
+        blocks.len() as u64
+    }
+
+    fn shrink(&mut self, b: Block) {
+        self.note_local_max();
+        self.live_bytes -= b.size;
+        let g = &mut self.groups[b.group as usize];
+        g.0 -= 1;
+        g.1 -= b.size;
+    }
+
+    /// Takes the per-group totals as the peak's when the peak rose by 1 % since the last copy.
+    fn note_local_max(&mut self) {
+        if self.rising && self.live_bytes >= self.at_peak_bytes + self.at_peak_bytes / 100 {
+            self.at_peak.clone_from(&self.groups);
+            self.at_peak_bytes = self.live_bytes;
+        }
+        self.rising = false;
+    }
+
+    /// Bytes live now.
+    pub fn live_bytes(&self) -> u64 {
+        self.live_bytes
+    }
+
+    /// Blocks live now.
+    pub fn live_blocks(&self) -> u64 {
+        self.live.len() as u64
+    }
+
+    /// Blocks freed (their frees were seen).
+    pub fn frees(&self) -> u64 {
+        self.frees
+    }
+
+    /// The peak so far.
+    pub fn peak(&self) -> Peak {
+        self.peak
+    }
+
+    /// Per group: (blocks, bytes) live now.
+    pub fn groups_now(&self) -> &[(u64, u64)] {
+        &self.groups
+    }
+
+    /// Per group: (blocks, bytes) live at the peak (within 1 %; the current totals when they
+    /// are the latest local maximum).
+    pub fn groups_at_peak(&self) -> &[(u64, u64)] {
+        if self.rising && self.live_bytes >= self.at_peak_bytes + self.at_peak_bytes / 100 {
+            &self.groups
+        } else {
+            &self.at_peak
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(size: u64, group: u32, id: u64) -> Block {
+        Block { size, group, id }
+    }
+
+    #[test]
+    fn live_account_keeps_blocks_groups_and_the_peak_with_its_groups() {
+        let mut a = LiveAccount::new();
+        assert_eq!(a.alloc(0x10, b(100, 0, 1), 1, 10), None);
+        assert_eq!(a.alloc(0x20, b(300, 1, 2), 2, 20), None);
+        assert_eq!(a.free(0x20), Some(b(300, 1, 2)));
+        assert_eq!(a.free(0x99), None, "unknown key");
+        // a reused key closes the old block first
+        assert_eq!(a.alloc(0x10, b(50, 1, 3), 4, 40), Some(b(100, 0, 1)));
+        assert_eq!(
+            a.peak(),
+            Peak {
+                bytes: 400,
+                blocks: 2,
+                id: 2,
+                ts_ns: 20
+            }
+        );
+        assert_eq!(a.groups_at_peak(), &[(1, 100), (1, 300)]);
+        assert_eq!(a.groups_now(), &[(0, 0), (1, 50)]);
+        assert_eq!((a.live_bytes(), a.live_blocks(), a.frees()), (50, 1, 1));
+        assert_eq!(a.drain(), 1);
+        assert_eq!((a.live_bytes(), a.live_blocks()), (0, 0));
+    }
+}

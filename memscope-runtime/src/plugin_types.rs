@@ -1,0 +1,229 @@
+//! Registered event types and compact events of plugins (ABI 1.2, `schemas/memscope_plugin.h`):
+//! `register_type` copies a type's texts once into a static table and gives an id;
+//! `emit_compact` records an event by id — no text, no copy of an event struct — as a
+//! [`Record::Compact`]. Each thread writes a type's [`Record::EventTypeDef`] into the stream
+//! before its first event of it (as msTX texts are interned, [`crate::intern`]: the bitmap of
+//! defined types sits in the thread's scratch block, keyed by the stream generation, so a fork
+//! child, whose stream is new, defines them again).
+
+use crate::sys::cstr_bytes;
+use crate::{clock, guard, scratch, state, stream, writer};
+use core::cell::UnsafeCell;
+use core::ffi::c_int;
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use memscope_adapter_sdk::sys::{EventType, EVENT_C_STACK, EVENT_TYPE_V1_2_SIZE, MAX_VALUES};
+use memscope_wire::Record;
+
+/// Most types a process may register.
+pub(crate) const MAX_TYPES: usize = 256;
+/// Longest text of a type (longer ones are cut).
+const MAX_TYPE_TEXT: usize = 255;
+/// Highest kind code of a compact event (MALLOC … ACCESS).
+const KIND_MAX: u32 = 8;
+
+/// One registered type: written once by `register_type` before `ready` is set, read-only after.
+struct Slot {
+    ready: AtomicBool,
+    device: AtomicU32,
+    flags: AtomicU32,
+    nvalues: AtomicU32,
+    /// Lengths of the texts: event type, name, attrs, value names.
+    lens: [AtomicU32; 4],
+    texts: UnsafeCell<[[u8; MAX_TYPE_TEXT]; 4]>,
+}
+
+// SAFETY: `texts` is written only by the one `register_type` call that took the slot's id,
+// before it publishes the slot with a release store of `ready`; readers read it only after an
+// acquire load of `ready` saw `true`.
+unsafe impl Sync for Slot {}
+
+static TYPES: [Slot; MAX_TYPES] = [const {
+    Slot {
+        ready: AtomicBool::new(false),
+        device: AtomicU32::new(0),
+        flags: AtomicU32::new(0),
+        nvalues: AtomicU32::new(0),
+        lens: [const { AtomicU32::new(0) }; 4],
+        texts: UnsafeCell::new([[0; MAX_TYPE_TEXT]; 4]),
+    }
+}; MAX_TYPES];
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+impl Slot {
+    fn text(&self, i: usize) -> &[u8] {
+        let n = self.lens[i].load(Ordering::Relaxed) as usize;
+        // SAFETY: see `Slot`'s `Sync`: callers checked `ready` with acquire first.
+        unsafe { &(&*self.texts.get())[i][..n.min(MAX_TYPE_TEXT)] }
+    }
+}
+
+/// `memscope_host.register_type`.
+pub(crate) unsafe extern "C" fn host_register_type(t: *const EventType) -> i32 {
+    std::panic::catch_unwind(|| {
+        if t.is_null() {
+            return -1;
+        }
+        // SAFETY: a non-NULL type points to at least its `struct_size` field (ABI contract).
+        if unsafe { (*t).struct_size } < EVENT_TYPE_V1_2_SIZE {
+            return -1;
+        }
+        // SAFETY: `struct_size` covers the 1.2 struct.
+        let t = unsafe { *t };
+        // SAFETY: ABI contract: the texts are NULL or NUL-terminated, valid during the call.
+        let texts = unsafe {
+            [
+                cstr_bytes(t.event_type, MAX_TYPE_TEXT).unwrap_or(b""),
+                cstr_bytes(t.name, MAX_TYPE_TEXT).unwrap_or(b""),
+                cstr_bytes(t.attrs, MAX_TYPE_TEXT).unwrap_or(b""),
+                cstr_bytes(t.value_names, MAX_TYPE_TEXT).unwrap_or(b""),
+            ]
+        };
+        let nvalues = if texts[3].is_empty() {
+            0
+        } else {
+            texts[3].split(|&b| b == b',').count()
+        };
+        if texts[0].is_empty() || nvalues > MAX_VALUES {
+            return -1;
+        }
+        let id = NEXT.fetch_add(1, Ordering::Relaxed) as usize;
+        let Some(slot) = TYPES.get(id) else {
+            NEXT.store(MAX_TYPES as u32, Ordering::Relaxed);
+            return -1;
+        };
+        for (i, text) in texts.iter().enumerate() {
+            let n = text.len().min(MAX_TYPE_TEXT);
+            // SAFETY: this call owns slot `id` (it took the id) and has not published it.
+            unsafe { (&mut *slot.texts.get())[i][..n].copy_from_slice(&text[..n]) };
+            slot.lens[i].store(n as u32, Ordering::Relaxed);
+        }
+        slot.device.store(t.device, Ordering::Relaxed);
+        slot.flags.store(t.flags, Ordering::Relaxed);
+        slot.nvalues.store(nvalues as u32, Ordering::Relaxed);
+        slot.ready.store(true, Ordering::Release);
+        id as i32
+    })
+    .unwrap_or(-1)
+}
+
+/// Writes type `id`'s definition unless this thread already did in the current stream.
+/// `false` when it could not be written.
+fn ensure_defined(id: usize, slot: &Slot) -> bool {
+    let Some(gen) = stream::open_gen() else {
+        return false;
+    };
+    let (word, bit) = (id / 64, 1u64 << (id % 64));
+    let cached = writer::TS
+        .try_with(|ts| {
+            let b = scratch::block(ts)?;
+            // SAFETY: the thread's own block; the bitmap is touched only here, by the thread
+            // that owns the block. A signal handler's hook that interrupts this update at worst
+            // writes the definition once more (harmless: the collector keeps the last).
+            let c = unsafe { &mut (*b).texts };
+            if c.types_gen != gen {
+                c.types = [0; MAX_TYPES / 64];
+                c.types_gen = gen;
+            }
+            Some(c.types[word] & bit != 0)
+        })
+        .ok()
+        .flatten();
+    if cached == Some(true) {
+        return true;
+    }
+    let def = Record::EventTypeDef {
+        id: id as u32,
+        device: slot.device.load(Ordering::Relaxed),
+        flags: slot.flags.load(Ordering::Relaxed),
+        event_type: slot.text(0),
+        name: slot.text(1),
+        attrs: slot.text(2),
+        values: slot.text(3),
+    };
+    if !writer::record(&def) {
+        return false;
+    }
+    if cached.is_some() {
+        let _ = writer::TS.try_with(|ts| {
+            if let Some(b) = scratch::block(ts) {
+                // SAFETY: as above.
+                let c = unsafe { &mut (*b).texts };
+                if c.types_gen == gen {
+                    c.types[word] |= bit;
+                }
+            }
+        });
+    }
+    true
+}
+
+/// `memscope_host.emit_compact`.
+pub(crate) unsafe extern "C" fn host_emit_compact(
+    type_id: i32,
+    kind: u32,
+    ptr: u64,
+    size: u64,
+    flags: u32,
+    values: *const u64,
+) -> c_int {
+    std::panic::catch_unwind(|| {
+        if kind == 0 || kind > KIND_MAX {
+            return -1;
+        }
+        let Some(slot) = usize::try_from(type_id)
+            .ok()
+            .and_then(|i| TYPES.get(i))
+            .filter(|s| s.ready.load(Ordering::Acquire))
+        else {
+            return -1;
+        };
+        // MALLOC and FREE are kept outside collection windows too (shadow records), as `emit`.
+        let on = if kind <= 2 {
+            state::plugins_tracking()
+        } else {
+            state::plugins_enabled()
+        };
+        if !on {
+            return 1;
+        }
+        let mut g = guard::enter();
+        let ts = clock::now_ns();
+        if flags & EVENT_C_STACK != 0 && state::recording() {
+            if let Some(g) = g.as_mut() {
+                crate::stack::record_call_stack(g, ts, crate::stack::Skip::ProbeAndCaller);
+            }
+        }
+        let id = type_id as usize;
+        if !ensure_defined(id, slot) {
+            return -1;
+        }
+        let mut buf = [0u8; 10 * MAX_VALUES];
+        let n = match slot.nvalues.load(Ordering::Relaxed) as usize {
+            0 => 0,
+            _ if values.is_null() => 0,
+            k => {
+                // SAFETY: ABI contract: a non-NULL `values` holds one value per registered name.
+                let v = unsafe { core::slice::from_raw_parts(values, k.min(MAX_VALUES)) };
+                memscope_wire::encode_values(v, &mut buf)
+            }
+        };
+        let rec = Record::Compact {
+            ts,
+            ty: id as u32,
+            kind: kind as u8,
+            addr: ptr,
+            size,
+            values: &buf[..n],
+        };
+        let ok = match &g {
+            Some(g) => g.record(&rec),
+            None => writer::record(&rec),
+        };
+        if ok {
+            0
+        } else {
+            -1
+        }
+    })
+    .unwrap_or(-1)
+}
