@@ -65,6 +65,11 @@ pub struct CaptureWriter {
     index: Vec<BlockIndex>,
     stats: CaptureStats,
     scratch: Vec<u8>,
+    /// The compressed block (reused).
+    comp: Vec<u8>,
+    /// Column buffers of the sources of closed blocks, emptied, for the next block's sources
+    /// (so a steady stream of records allocates nothing per block for them).
+    spare: Vec<Box<[Vec<u8>; NCOL]>>,
     zstd: zstd::bulk::Compressor<'static>,
 }
 
@@ -103,6 +108,8 @@ impl CaptureWriter {
                 ..CaptureStats::default()
             },
             scratch: Vec::new(),
+            comp: Vec::new(),
+            spare: Vec::new(),
             zstd: zstd::bulk::Compressor::new(ZSTD_LEVEL)?,
         })
     }
@@ -142,7 +149,7 @@ impl CaptureWriter {
                     last_ts: 0,
                     last_addr: 0,
                     generic: ChunkState::default(),
-                    cols: Box::default(),
+                    cols: self.spare.pop().unwrap_or_default(),
                 });
                 self.by_key.insert(key, s);
                 s
@@ -375,7 +382,10 @@ impl CaptureWriter {
                 raw.extend_from_slice(&s.cols[c]);
             }
         }
-        let comp = self.zstd.compress(raw)?;
+        let comp = &mut self.comp;
+        comp.clear();
+        comp.reserve(zstd::zstd_safe::compress_bound(raw.len()));
+        self.zstd.compress_to_buffer(raw, comp)?;
         let mut head = [0u8; super::BLOCK_HEADER];
         head[..4].copy_from_slice(&BLOCK_MAGIC);
         head[4..8].copy_from_slice(&(comp.len() as u32).to_le_bytes());
@@ -384,7 +394,7 @@ impl CaptureWriter {
         head[16..24].copy_from_slice(&self.first_ts.to_le_bytes());
         head[24..32].copy_from_slice(&self.last_ts.to_le_bytes());
         self.file.write_all(&head)?;
-        self.file.write_all(&comp)?;
+        self.file.write_all(comp)?;
         self.index.push(BlockIndex {
             offset: self.offset,
             records: self.block_records,
@@ -395,7 +405,11 @@ impl CaptureWriter {
         self.offset += n;
         self.stats.bytes += n;
         self.stats.raw_bytes += raw.len() as u64;
-        self.sources.clear();
+        for src in self.sources.drain(..) {
+            let mut cols = src.cols;
+            cols.iter_mut().for_each(Vec::clear);
+            self.spare.push(cols);
+        }
         self.by_key.clear();
         self.last = None;
         self.allocs.clear();
