@@ -456,3 +456,42 @@ fn pymem_names_the_python_line_of_an_embedded_interpreter_in_a_c_program() {
     );
     assert!(err.contains(&written), "want {written:?} in:\n{err}");
 }
+
+#[test]
+fn host_mmap_rows_of_pymalloc_arenas_carry_pymalloc_arena_true() {
+    // 30 000 small strings: a few new 1 MiB arenas, each an mmap of HOST's
+    let py = python3();
+    let r = memscope_run(
+        &["--adapters", "host,pymem", "--host-rows"],
+        &[
+            py.to_str().unwrap(),
+            "-c",
+            "kept = [str(i) * 3 for i in range(30000)]",
+        ],
+        &[("MEMSCOPE_HOST_MMAP", "1")],
+    );
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    let rows = r.rows();
+    let id = |x: &Row| x["ID"].parse::<u64>().unwrap();
+    let arenas = memscope_tests::select(&rows, "MALLOC", "PYMEM_ARENA");
+    assert!(!arenas.is_empty(), "new arenas were made");
+    let mappings = memscope_tests::select(&rows, "MALLOC", "HOST_MMAP");
+    let marked: Vec<&&Row> = mappings
+        .iter()
+        .filter(|m| attrs(m).get("pymalloc_arena").is_some_and(|v| v == "true"))
+        .collect();
+    assert_eq!(marked.len(), arenas.len(), "one marked mapping per arena");
+    for a in &arenas {
+        let m = marked
+            .iter()
+            .find(|m| m["Ptr"] == a["Ptr"])
+            .unwrap_or_else(|| panic!("no marked HOST_MMAP row at the arena {}", a["Ptr"]));
+        assert_eq!((id(m) + 1, &m["Thread Id"]), (id(a), &a["Thread Id"]));
+    }
+    assert!(
+        mappings.len() > marked.len(),
+        "the interpreter's other mappings are not marked"
+    );
+    let ids: Vec<u64> = rows.iter().map(id).collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "rows in ID order");
+}
