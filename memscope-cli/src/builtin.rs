@@ -4,7 +4,7 @@
 //! adapter adds one line to each list.
 
 use memscope_analysis::thresholds::NamedScope;
-use memscope_collect::adapter::{AccountSummary, AdapterDescriptor, Volume};
+use memscope_collect::adapter::{AccountSummary, AdapterDescriptor, LayerSlot, Volume};
 use memscope_collect::registry::Registry;
 use memscope_core::event::Event;
 
@@ -41,6 +41,9 @@ static PYMEM: AdapterDescriptor = AdapterDescriptor {
         event_type: "PYMEM",
         apart: "PYMEM",
     }),
+    // with HOST's mappings (`MEMSCOPE_HOST_MMAP=1`): pymalloc's arenas marked on their rows
+    layers: crate::pymem_arenas::layers,
+    layer_slot: LayerSlot::Summary,
     ..AdapterDescriptor::BASE
 };
 

@@ -39,6 +39,7 @@ mod job;
 mod locate;
 mod msmemscope_cli;
 mod plugin_check;
+mod pymem_arenas;
 mod python_job;
 mod rank_table;
 mod recover_cmd;

@@ -5,9 +5,11 @@ what the ``memscope run`` flags of the same name mean.
 """
 
 import os
+import sys
 import warnings
 
 from . import _locate
+from . import _session
 from ._session import session
 
 #: config() keys and the ``memscope run`` flag each one is.
@@ -21,6 +23,7 @@ KEYS = {
     "format": "--format",
     "output_path": "--output-path",
     "sample": "--sample",
+    "adapters": "--adapters",
 }
 #: msMemScope's deprecated spellings.
 ALIASES = {"data_format": "format", "output": "output_path"}
@@ -117,6 +120,35 @@ def _under_launcher(s, values, cfg):
     return effective
 
 
+def _adapters(s, text, cfg):
+    """``adapters`` of ``config()``: the adapters are set up when the process starts, so the
+    ones its probe started with stay on (``memscope run``'s, or without the launcher the
+    mode's); each asked for that was not started is named in one warning line that says how to
+    get it. Returns the adapters in force (``cfg["adapters"]``)."""
+    loaded = s.loaded_adapters()
+    if loaded is None:
+        return cfg.get("adapters") or []
+    missing = [a for a in cfg.get("adapters") or [] if a not in loaded]
+    if missing:
+        wanted = ",".join(loaded + missing)
+        if s.mode in ("launcher", "attached"):
+            how = ("`memscope run` started this process with --adapters %s; pass %s to memscope "
+                   "run: memscope run --adapters %s -- ..." % (",".join(loaded) or "(none)",
+                                                            ", ".join(missing), wanted))
+        else:
+            script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "script.py"
+            how = ("without `memscope run` this process records %s; pass %s to the launcher: "
+                   "memscope run --adapters %s -- python %s"
+                   % (", ".join(loaded), ", ".join(missing), wanted, script))
+        warnings.warn("memscope.config(adapters=%r): %s not loaded — adapters are set up when "
+                      "the process starts; %s" % (text, ", ".join(missing), how),
+                      RuntimeWarning, stacklevel=3)
+    if s.mode in ("launcher", "attached", "preloaded"):
+        return loaded
+    return [a for a in loaded if a in cfg.get("adapters") or []
+            or a in _session.PLAIN_ADAPTERS.split(",")]
+
+
 def _text_of(v):
     return ",".join(v) if isinstance(v, list) else str(v)
 
@@ -128,7 +160,13 @@ def config(**kwargs):
     same name: ``device``, ``level``, ``events``, ``call_stack``, ``analysis``, ``watch``,
     ``format``, ``output_path`` (``data_format``, ``output``: msMemScope's old names), and
     memscope's ``sample`` (``"100ms"``: the probe's memory sampler, from now on; a call without
-    it pauses the sampler unless ``memscope run --sample`` set it).
+    it pauses the sampler unless ``memscope run --sample`` set it) and ``adapters`` (as
+    ``memscope run --adapters``: ``"pymem"``, ``"host,pymem"``). Adapters are set up when the
+    process starts: the ones it started with stay on, and each one asked for that it did not
+    start with is named in one ``RuntimeWarning`` that says to pass it to
+    ``memscope run --adapters`` (without the launcher, plain ``python`` records ``mstx``,
+    ``pta``, ``mindspore`` and ``atb``, and ``pymem`` when its library was in
+    ``MEMSCOPE_PLUGINS`` at start, as ``pytest --memscope-pymem`` arranges).
 
     As in msMemScope: each call starts from the defaults (it is not a merge), ``format`` and
     ``output_path`` can be set once (later values are ignored with a warning), and the
@@ -179,6 +217,9 @@ def config(**kwargs):
                 values[k] = prev[k] if isinstance(prev[k], str) else ",".join(prev[k])
         cfg = _check(values)
         s.config_set_once.update(k for k in ONCE if k in values)
+        adapters = values.pop("adapters", None)
+        if adapters is not None:
+            cfg["adapters"] = _adapters(s, adapters, cfg)
         if s.mode in ("launcher", "attached"):
             cfg = _under_launcher(s, values, cfg)
             if not s.api_started and s.lib is not None:

@@ -48,6 +48,10 @@ PLAIN_ADAPTERS = "mstx,pta,mindspore,atb"
 _PLAIN_MASK = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 3)
 #: The launcher's default adapters (all built-in ones but host): a preloaded probe's selection.
 _PRELOADED_MASK = _PLAIN_MASK | (1 << 4) | (1 << 5)
+PRELOADED_ADAPTERS = PLAIN_ADAPTERS + ",hal,acl"
+#: Adapters shipped as plugins: their library (next to the probe), loaded when the process
+#: starts if it is in ``MEMSCOPE_PLUGINS``.
+PLUGIN_ADAPTERS = {"pymem": "libmemscope_adapter_pymem.so"}
 
 LAUNCHER_NOTE = (
     "memscope: plain-python mode records msTX marks/ranges, framework pool blocks (PTA, "
@@ -263,6 +267,23 @@ class Session:
                 time.sleep(0.01)
         return "the collector did not answer in %d s" % timeout
 
+    def loaded_adapters(self):
+        """The names of the adapters this process's probe started with (``memscope run``'s
+        ``--adapters``; without the launcher, the mode's set and the shipped plugins in
+        ``MEMSCOPE_PLUGINS``), or None when unknown."""
+        if self.mode in ("launcher", "attached"):
+            run = self.run_config()
+            return list(run.get("adapters") or []) if run is not None else None
+        if self.mode == "plain":
+            names = PLAIN_ADAPTERS.split(",")
+        elif self.mode == "preloaded":
+            names = PRELOADED_ADAPTERS.split(",")
+        else:
+            return None
+        plugins = {os.path.basename(p) for p in
+                   os.environ.get("MEMSCOPE_PLUGINS", "").split(":") if p}
+        return names + [n for n, lib in sorted(PLUGIN_ADAPTERS.items()) if lib in plugins]
+
     # ---- the collector of plain mode --------------------------------------------------
     def ensure_collector(self, cfg):
         """Starts ``memscope collect`` on the private spool (plain and preloaded modes, first
@@ -275,7 +296,10 @@ class Session:
             if not self.note_printed:
                 print(LAUNCHER_NOTE, file=sys.stderr)
                 self.note_printed = True
-            cfg["adapters"] = PLAIN_ADAPTERS.split(",")
+            # and a shipped plugin loaded at start that config(adapters=...) named
+            cfg["adapters"] = PLAIN_ADAPTERS.split(",") + [
+                a for a in cfg.get("adapters") or [] if a in PLUGIN_ADAPTERS
+                and a in (self.loaded_adapters() or [])]
         path = os.path.join(self.spool, "memscope-config.json")
         with open(path, "w") as f:
             json.dump(cfg, f)

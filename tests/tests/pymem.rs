@@ -2,7 +2,8 @@
 //! CPython: 100 000 small objects built in a known function are 100 000 PYMEM MALLOC rows
 //! attributed to it, the ones kept to the end are reported live by Python stack, the freed ones
 //! are seen freed; default allocator and `PYTHONMALLOC=malloc`; `-X tracemalloc` still works;
-//! fork, `multiprocessing` spawn children and sub-interpreters; the adapter contract.
+//! fork, `multiprocessing` spawn children, sub-interpreters and an interpreter embedded in a C
+//! program; the adapter contract.
 
 use memscope_tests::{attrs, compliance, memscope_run, python3, script_line, Row, Run};
 use std::collections::HashSet;
@@ -360,4 +361,137 @@ fn diff_between_two_points_agrees_with_tracemalloc_compare_to_by_line_within_one
             "line {line}: memscope {got} bytes, tracemalloc {want}"
         );
     }
+}
+
+/// `python3-config --embed --cflags --ldflags` of the interpreter the tests run (the one next
+/// to [`python3`], else the first on `PATH`), split into arguments; `None` when there is no
+/// `python3-config` or its headers are missing (Debian: `apt-get install python3-dev`).
+fn python_embed_flags() -> Option<Vec<String>> {
+    let beside = python3().with_file_name("python3-config");
+    let config = if beside.is_file() {
+        beside
+    } else {
+        "python3-config".into()
+    };
+    let out = std::process::Command::new(&config)
+        .args(["--embed", "--cflags", "--ldflags"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())?;
+    let flags: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    let has_header = flags
+        .iter()
+        .filter_map(|f| f.strip_prefix("-I"))
+        .any(|d| std::path::Path::new(d).join("Python.h").is_file());
+    has_header.then_some(flags)
+}
+
+/// `N object(s), B bytes (F freed before)` of the title of the PYMEM live-at-exit section.
+fn live_at_exit_counts(stderr: &str) -> Option<(u64, u64)> {
+    let title = stderr
+        .lines()
+        .find(|l| l.contains("PYMEM Python objects live at exit"))?;
+    let objects = title.split_once("): ")?.1.split_once(" object(s)")?.0;
+    let freed = title.split_once(" (")?.1.rsplit_once(" (")?.1;
+    let freed = freed.split_once(" freed before")?.0;
+    Some((objects.parse().ok()?, freed.parse().ok()?))
+}
+
+#[test]
+fn pymem_names_the_python_line_of_an_embedded_interpreter_in_a_c_program() {
+    let Some(flags) = python_embed_flags() else {
+        println!("skipped: no python3-config with Python.h (apt-get install python3-dev)");
+        return;
+    };
+    let src = memscope_tests::repo_root().join("tests/programs/embed_python.c");
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let exe = memscope_tests::compile(&[&src], "embed_python", &flags, false);
+    let r = memscope_run(
+        &[
+            "--adapters",
+            "pymem",
+            "--host-rows",
+            "--call-stack",
+            "python:8",
+        ],
+        &[exe.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(r.code(), 0, "stderr:\n{}", r.stderr());
+    assert!(
+        r.stdout().contains("embedded kept 10000") && r.stdout().contains("embedded finalized"),
+        "{}",
+        r.stdout()
+    );
+    let err = r.stderr();
+    // the 10 000 strings (and the list's item array) are live at exit, at keep()'s line of the
+    // code compiled as "embedded.py", called from its module
+    let kept = summary_group(
+        &err,
+        "PYMEM Python objects live at exit",
+        "embedded.py(5): keep",
+        "embedded.py(7): <module>",
+    )
+    .unwrap_or_else(|| panic!("no live group at embedded.py(5): keep:\n{err}"));
+    assert!(
+        (10_000..=10_000 + GROWTH as u64).contains(&kept),
+        "{kept} objects live at exit from keep():\n{err}"
+    );
+    // the run summary agrees with the rows: every PYMEM MALLOC is live at exit or freed
+    let rows = r.rows();
+    let count = |ev, ty| memscope_tests::select(&rows, ev, ty).len() as u64;
+    let (mallocs, frees) = (count("MALLOC", "PYMEM"), count("FREE", "PYMEM"));
+    let (live, freed) =
+        live_at_exit_counts(&err).unwrap_or_else(|| panic!("no live-at-exit title:\n{err}"));
+    assert_eq!((live, freed), (mallocs - frees, frees), "{err}");
+    let kinds = |ev| rows.iter().filter(|x| x["Event"] == ev).count();
+    let written = format!(
+        ": {} rows (MALLOC {}, FREE {}), 0 dropped",
+        rows.len(),
+        kinds("MALLOC"),
+        kinds("FREE")
+    );
+    assert!(err.contains(&written), "want {written:?} in:\n{err}");
+}
+
+#[test]
+fn host_mmap_rows_of_pymalloc_arenas_carry_pymalloc_arena_true() {
+    // 30 000 small strings: a few new 1 MiB arenas, each an mmap of HOST's
+    let py = python3();
+    let r = memscope_run(
+        &["--adapters", "host,pymem", "--host-rows"],
+        &[
+            py.to_str().unwrap(),
+            "-c",
+            "kept = [str(i) * 3 for i in range(30000)]",
+        ],
+        &[("MEMSCOPE_HOST_MMAP", "1")],
+    );
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    let rows = r.rows();
+    let id = |x: &Row| x["ID"].parse::<u64>().unwrap();
+    let arenas = memscope_tests::select(&rows, "MALLOC", "PYMEM_ARENA");
+    assert!(!arenas.is_empty(), "new arenas were made");
+    let mappings = memscope_tests::select(&rows, "MALLOC", "HOST_MMAP");
+    let marked: Vec<&&Row> = mappings
+        .iter()
+        .filter(|m| attrs(m).get("pymalloc_arena").is_some_and(|v| v == "true"))
+        .collect();
+    assert_eq!(marked.len(), arenas.len(), "one marked mapping per arena");
+    for a in &arenas {
+        let m = marked
+            .iter()
+            .find(|m| m["Ptr"] == a["Ptr"])
+            .unwrap_or_else(|| panic!("no marked HOST_MMAP row at the arena {}", a["Ptr"]));
+        assert_eq!((id(m) + 1, &m["Thread Id"]), (id(a), &a["Thread Id"]));
+    }
+    assert!(
+        mappings.len() > marked.len(),
+        "the interpreter's other mappings are not marked"
+    );
+    let ids: Vec<u64> = rows.iter().map(id).collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "rows in ID order");
 }

@@ -325,7 +325,7 @@ fn bad_input_to_every_api_function_raises_naming_the_argument_and_loses_nothing(
     let out = plain(d.path(), &[job.as_os_str(), ex.as_os_str()]);
     check(&out, "api_bad_input.py");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("bad_input: 45 checks ok"), "{stdout}");
+    assert!(stdout.contains("bad_input: 46 checks ok"), "{stdout}");
     let rows = seed_layout_rows(&d.path().join("memscopeDumpResults"));
     let kinds: Vec<(&str, &str)> = rows
         .iter()

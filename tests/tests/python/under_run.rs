@@ -97,3 +97,71 @@ fn tracer_and_record_function_trace_without_a_window_and_warn_when_nothing_can_b
     assert!(names.contains(&"block"), "{names:?}");
     assert!(!names.contains(&"nowhere"), "{names:?}");
 }
+
+/// The `WARNING …` lines and the `warnings: N` count `api_adapters.py ADAPTERS` printed.
+fn adapters_warnings(out: &std::process::Output) -> (Vec<String>, String) {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let said = stdout
+        .lines()
+        .filter(|l| l.starts_with("WARNING "))
+        .map(str::to_owned)
+        .collect();
+    (said, stdout)
+}
+
+/// `memscope.config(adapters=...)`: adapters are set up when the process starts, so the ones it
+/// started with stay on and each one asked for that it did not start is named, with the
+/// `memscope run --adapters` to pass, in one RuntimeWarning.
+#[test]
+fn config_adapters_keeps_the_started_adapters_and_names_the_missing_ones_in_one_warning() {
+    let job = script("api_adapters.py");
+    let run = |cwd: &Path, run_args: Option<&[&str]>, adapters: &str| {
+        let args = [job.as_os_str(), std::ffi::OsStr::new(adapters)];
+        let out = match run_args {
+            Some(r) => launched(cwd, r, &args),
+            None => plain(cwd, &args),
+        };
+        check(&out, &format!("api_adapters.py {adapters} {run_args:?}"));
+        out
+    };
+    // the launcher's pymem stays on when the script asks for mstx only: no warning, its rows
+    let a = tempfile::tempdir().unwrap();
+    let out = run(
+        a.path(),
+        Some(&["--adapters", "pymem,mstx", "--host-rows"]),
+        "mstx",
+    );
+    let (said, stdout) = adapters_warnings(&out);
+    assert!(
+        said.is_empty() && stdout.contains("warnings: 0"),
+        "{stdout}"
+    );
+    let pymem = files(&a.path().join("memscopeDumpResults"), "memscope_dump_")
+        .iter()
+        .flat_map(|d| memscope_tests::read_csv(d))
+        .filter(|r| r["Event"] == "MALLOC" && r["Event Type"] == "PYMEM")
+        .count();
+    assert!(pymem >= 20_000, "{pymem} PYMEM MALLOC rows");
+    // one the launcher did not start: one warning naming it (not mstx, which is on)
+    let b = tempfile::tempdir().unwrap();
+    let (said, stdout) = adapters_warnings(&run(b.path(), Some(&[]), "mstx,pymem"));
+    assert_eq!(said.len(), 1, "{stdout}");
+    assert!(
+        said[0].starts_with(
+            "WARNING RuntimeWarning: memscope.config(adapters='mstx,pymem'): pymem not loaded"
+        ) && said[0].contains("memscope run --adapters ")
+            && said[0].contains(",pymem -- "),
+        "{stdout}"
+    );
+    // without the launcher pymem was not loaded at start: the same warning, naming the script
+    let c = tempfile::tempdir().unwrap();
+    let (said, stdout) = adapters_warnings(&run(c.path(), None, "pymem"));
+    assert_eq!(said.len(), 1, "{stdout}");
+    assert!(
+        said[0].contains("pymem not loaded")
+            && said[0].contains(
+                "memscope run --adapters mstx,pta,mindspore,atb,pymem -- python api_adapters.py"
+            ),
+        "{stdout}"
+    );
+}
