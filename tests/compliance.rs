@@ -32,6 +32,11 @@ pub struct Case {
     /// A job that makes far more events than a 1 MiB stream holds, and how many events of the
     /// adapter it makes.
     pub flood: Option<(Vec<String>, u64)>,
+    /// Account-only Event Types (plugin ABI 1.2 `MEMSCOPE_TYPE_ACCOUNT`) and `memscope run`
+    /// arguments that select the adapter without `--host-rows`: then none of their rows are
+    /// written, yet the report sums them up (`<TYPE> peak …`), and the run summary still equals
+    /// the rows written.
+    pub account: Option<(Vec<String>, Vec<String>)>,
 }
 
 fn strs(v: &[String]) -> Vec<&str> {
@@ -185,6 +190,29 @@ pub fn assert_adapter_compliance(case: &Case) {
                 );
             }
         }
+    }
+    if let Some((types, args)) = &case.account {
+        let r = run(case, args, &case.program);
+        assert_eq!(r.code(), 0, "{name}: account: {}", r.stderr());
+        let rows = r.rows();
+        for t in types {
+            assert!(
+                !rows.iter().any(|x| &x["Event Type"] == t),
+                "{name}: account-only {t} rows written without --host-rows"
+            );
+            assert!(
+                r.stderr().contains(&format!("{t} peak")),
+                "{name}: account-only {t} is not summed up in the report: {}",
+                r.stderr()
+            );
+        }
+        let (summary_rows, _) = summary_counts(&r.stderr());
+        assert_eq!(
+            summary_rows,
+            rows.len() as u64,
+            "{name}: account: {}",
+            r.stderr()
+        );
     }
     if let Some((flood, events)) = &case.flood {
         let script = format!("ulimit -f 1024; exec {}", flood.join(" "));

@@ -194,9 +194,6 @@ pub(crate) unsafe extern "C" fn host_emit_compact(
             }
         }
         let id = type_id as usize;
-        if !ensure_defined(id, slot) {
-            return -1;
-        }
         let mut buf = [0u8; 10 * MAX_VALUES];
         let n = match slot.nvalues.load(Ordering::Relaxed) as usize {
             0 => 0,
@@ -215,6 +212,11 @@ pub(crate) unsafe extern "C" fn host_emit_compact(
             size,
             values: &buf[..n],
         };
+        if !ensure_defined(id, slot) {
+            // no stream to write into (stopped, full): the event counts as dropped
+            crate::drops::count(&rec);
+            return -1;
+        }
         let ok = match &g {
             Some(g) => g.record(&rec),
             None => writer::record(&rec),

@@ -30,6 +30,12 @@ fn c_adapter() -> PathBuf {
     compile(&[&src], "libdemo_pool_adapter.so", &[], true)
 }
 
+/// The same adapter on plugin ABI 1.2 (registered types, compact events).
+fn c_compact_adapter() -> PathBuf {
+    let src = repo_root().join("examples/adapter-c/demo_pool_compact.c");
+    compile(&[&src], "libdemo_pool_compact.so", &[], true)
+}
+
 /// Host memory blocks (`Device::Cpu`) are written with `--device ...,cpu`, as msMemScope's.
 /// Checks the demo job's rows of `event_type`: 4 blocks (3 weights freed, the kv cache kept),
 /// owners from the pool's tags, the adapter's own `pool_tag` key.
@@ -69,6 +75,34 @@ fn the_c_example_adapter_loads_via_adapter_path_at_process_start_and_its_rows_la
         &[],
     );
     check_demo_rows(&run, "DEMO_POOL");
+}
+
+#[test]
+fn the_abi_1_2_c_example_adapter_emits_compact_events_that_give_the_same_rows() {
+    let (job, lib) = (demo_job(), c_compact_adapter());
+    let run = memscope_run(
+        &[
+            "--device",
+            "npu,cpu",
+            "--adapter-path",
+            lib.to_str().unwrap(),
+            "--call-stack",
+            "c:8",
+        ],
+        &[job.to_str().unwrap(), "3"],
+        &[],
+    );
+    check_demo_rows(&run, "DEMO_POOL_COMPACT");
+    let rows = run.rows();
+    let m = select(&rows, "MALLOC", "DEMO_POOL_COMPACT");
+    // the per-event value: log2 of the size; the C stack asked for per event
+    assert_eq!(attrs(m[0])["bucket"], "10");
+    assert_eq!(attrs(m[3])["bucket"], "12");
+    assert!(
+        m[0]["Call Stack(C)"].contains("demo_job"),
+        "{}",
+        m[0]["Call Stack(C)"]
+    );
 }
 
 #[test]
@@ -168,6 +202,17 @@ fn the_c_example_adapter_is_compliant() {
         &lib,
         "DEMO_POOL",
         "demo_pool_adapter.c",
+    ));
+}
+
+#[test]
+fn the_abi_1_2_c_example_adapter_is_compliant() {
+    let lib = c_compact_adapter();
+    compliance::assert_adapter_compliance(&demo_case(
+        "demo_pool_compact",
+        &lib,
+        "DEMO_POOL_COMPACT",
+        "demo_pool_compact.c",
     ));
 }
 

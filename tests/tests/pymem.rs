@@ -283,6 +283,16 @@ fn pymem_keeps_the_adapter_contract() {
         own_code: None,
         fork_program: Some(job(&["fork"])),
         flood: None,
+        // its object types are registered account-only (plugin ABI 1.2)
+        account: Some((
+            vec!["PYMEM".into()],
+            vec![
+                "--adapter-path".into(),
+                lib.to_string_lossy().into_owned(),
+                "--device".into(),
+                "npu,cpu".into(),
+            ],
+        )),
     });
 }
 
