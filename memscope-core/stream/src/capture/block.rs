@@ -64,13 +64,6 @@ enum Pending {
         addr: u64,
         size: u64,
     },
-    /// A compact FREE of a typed allocation of this block.
-    TypedFreeRef {
-        ts: u64,
-        src: u32,
-        dist: u64,
-        size: u64,
-    },
     Other(Record<Box<[u8]>>),
 }
 
@@ -95,8 +88,6 @@ struct Src {
     legacy: bool,
     /// Addresses of the allocations emitted so far (targets of free references).
     mallocs: Vec<u64>,
-    /// Addresses and types of the typed allocations emitted so far.
-    tmallocs: Vec<(u64, u32)>,
     head: Option<Head>,
 }
 
@@ -200,21 +191,6 @@ impl Src {
                     ty: u32::try_from(self.var(raw, col::STACK)?).ok()?,
                     free: false,
                     addr,
-                    size,
-                }
-            }
-            code::TFREE_REF => {
-                let size = self.var(raw, col::SIZE)?;
-                let v = self.lo_hi(raw, col::REF_LO, col::REF_HI)?;
-                let src = if v & 1 == 1 {
-                    u32::try_from(self.var(raw, col::XSRC)?).ok()?
-                } else {
-                    me
-                };
-                Pending::TypedFreeRef {
-                    ts,
-                    src,
-                    dist: v >> 1,
                     size,
                 }
             }
@@ -343,7 +319,6 @@ impl Block {
                 generic: ChunkState::default(),
                 legacy: version < 3,
                 mallocs: Vec::new(),
-                tmallocs: Vec::new(),
                 head: None,
             });
         }
@@ -438,23 +413,7 @@ impl Block {
                 free,
                 addr,
                 size,
-            } => {
-                if !free {
-                    src.tmallocs.push((addr, ty));
-                }
-                compact(ts, ty, free, addr, size)
-            }
-            Pending::TypedFreeRef {
-                ts,
-                src: of,
-                dist,
-                size,
-            } => {
-                let m = &self.srcs.get(of as usize).ok_or(())?.tmallocs;
-                let i = (m.len() as u64).checked_sub(dist).filter(|_| dist > 0);
-                let (addr, ty) = *m.get(i.ok_or(())? as usize).ok_or(())?;
-                compact(ts, ty, true, addr, size)
-            }
+            } => compact(ts, ty, free, addr, size),
             Pending::FreeRef { ts, src: of, dist } => {
                 let m = &self.srcs.get(of as usize).ok_or(())?.mallocs;
                 let i = (m.len() as u64).checked_sub(dist).filter(|_| dist > 0);

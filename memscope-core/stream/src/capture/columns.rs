@@ -16,9 +16,9 @@
 //!   it (this source, or for `cross` the source whose index follows in `XSRC`).
 //! * `FREE`/`FREE_A16`: a block allocated before this block, by address (as `MALLOC`).
 //! * `TMALLOC*`, `TFREE*` (format 4): the compact MALLOC/FREE events of registered types
-//!   (plugin ABI 1.2) take the same planes as `MALLOC`/`FREE` — their allocation view: the type
-//!   id in `STACK`, the size (a free's too) in `SIZE`; `TFREE_REF` names a typed allocation of
-//!   the same type by `(distance << 1) | cross` counted through the source's typed allocations.
+//!   (plugin ABI 1.2) take the same planes as `MALLOC`/`FREE` — their allocation view: the
+//!   address in the `ADDR_*` planes (a free's always by address), the type id in `STACK`, the
+//!   size (a free's too) in `SIZE`.
 //! * `GENERIC_TS`/`GENERIC`: any other record in the stream's own encoding ([`memscope_wire`])
 //!   in `GENERIC`, its time stamp (if it has one) in the time-stamp columns.
 //!
@@ -87,12 +87,10 @@ pub mod code {
     pub const TMALLOC: u8 = 10;
     /// Compact MALLOC of a registered type, address difference / 16.
     pub const TMALLOC_A16: u8 = 11;
-    /// Compact FREE of a typed allocation earlier in the block (same type).
-    pub const TFREE_REF: u8 = 12;
     /// Compact FREE by address.
-    pub const TFREE: u8 = 13;
+    pub const TFREE: u8 = 12;
     /// Compact FREE by address difference / 16.
-    pub const TFREE_A16: u8 = 14;
+    pub const TFREE_A16: u8 = 13;
 }
 
 /// Splits `v` into a low byte (column `lo`) and a varint of the rest (column `hi`).

@@ -21,8 +21,6 @@ struct Source {
     n: u32,
     /// Allocations of this source in the block.
     mallocs: u32,
-    /// Typed (compact) allocations of this source in the block.
-    tmallocs: u32,
     last_ts: u64,
     last_addr: u64,
     /// Delta state of the wire-encoded (generic) records.
@@ -53,8 +51,6 @@ pub struct CaptureWriter {
     last: Option<((usize, u32), u32)>,
     /// Allocations of this block not yet freed: address → (source, allocation index).
     allocs: AddrMap<(u32, u32)>,
-    /// Typed allocations of this block not yet freed: address → (source, index, type).
-    tallocs: AddrMap<(u32, u32, u32)>,
     /// Largest key emitted in this block: (time stamp, source, record index in source).
     max_key: Option<(u64, u32, u32)>,
     /// Records emitted out of key order: (position in the block, source).
@@ -96,7 +92,6 @@ impl CaptureWriter {
             by_key: HashMap::new(),
             last: None,
             allocs: AddrMap::default(),
-            tallocs: AddrMap::default(),
             max_key: None,
             deferred: Vec::new(),
             block_records: 0,
@@ -145,7 +140,6 @@ impl CaptureWriter {
                     tid,
                     n: 0,
                     mallocs: 0,
-                    tmallocs: 0,
                     last_ts: 0,
                     last_addr: 0,
                     generic: ChunkState::default(),
@@ -234,38 +228,22 @@ impl CaptureWriter {
                     put_addr(&mut s.cols, zigzag(if a16 { d / 16 } else { d }));
                     put_var(&mut s.cols[col::STACK], ty as u64);
                     s.last_addr = addr;
-                    self.tallocs.insert(addr, (si as u32, s.tmallocs, ty));
-                    s.tmallocs += 1;
                     if a16 {
                         code::TMALLOC_A16
                     } else {
                         code::TMALLOC
                     }
                 } else {
-                    match self.tallocs.get(&addr) {
-                        Some(&(src, idx, t)) if t == ty => {
-                            self.tallocs.remove(&addr);
-                            let dist = (self.sources[src as usize].tmallocs - idx) as u64;
-                            let s = &mut self.sources[si];
-                            if src as usize == si {
-                                put_lo_hi(&mut s.cols, col::REF_LO, col::REF_HI, dist << 1);
-                            } else {
-                                put_lo_hi(&mut s.cols, col::REF_LO, col::REF_HI, (dist << 1) | 1);
-                                put_var(&mut s.cols[col::XSRC], src as u64);
-                            }
-                            code::TFREE_REF
-                        }
-                        _ => {
-                            let d = addr.wrapping_sub(s.last_addr) as i64;
-                            put_var(&mut s.cols[col::STACK], ty as u64);
-                            if d % 16 == 0 {
-                                put_addr(&mut s.cols, zigzag(d / 16));
-                                code::TFREE_A16
-                            } else {
-                                put_addr(&mut s.cols, zigzag(d));
-                                code::TFREE
-                            }
-                        }
+                    // by address: a free-by-reference, as the address records have, measured
+                    // no smaller here and costs a map of the block's allocations
+                    let d = addr.wrapping_sub(s.last_addr) as i64;
+                    put_var(&mut s.cols[col::STACK], ty as u64);
+                    if d % 16 == 0 {
+                        put_addr(&mut s.cols, zigzag(d / 16));
+                        code::TFREE_A16
+                    } else {
+                        put_addr(&mut s.cols, zigzag(d));
+                        code::TFREE
                     }
                 }
             }
@@ -413,7 +391,6 @@ impl CaptureWriter {
         self.by_key.clear();
         self.last = None;
         self.allocs.clear();
-        self.tallocs.clear();
         self.max_key = None;
         self.deferred.clear();
         self.block_records = 0;
