@@ -186,7 +186,10 @@ typedef struct memscope_host {
     int32_t  (*register_type)(const memscope_event_type *type);
     /* Records one event of type `type_id`: kind (MEMSCOPE_KIND_* 1..8, as for emit), ptr,
      * size, flags (MEMSCOPE_EVENT_*) and `values`: NULL (no values) or one value per name the
-     * type registered. Returns as emit (-1 also for an unknown type id). No text is read. */
+     * type registered. Returns as emit (-1 also for an unknown type id). No text is read.
+     * A FREE is stamped with the time before the call (emit it before releasing the block,
+     * so a MALLOC of the same address by another thread is stamped after it); other kinds
+     * with the time after everything the calling thread did before. */
     int      (*emit_compact)(int32_t type_id, uint32_t kind, uint64_t ptr, uint64_t size,
                              uint32_t flags, const uint64_t *values);
 } memscope_host;

@@ -97,7 +97,13 @@ mod tests {
         };
         assert!(is_row(&e), "arena rows too");
         let mut a = Accounts::default();
-        a.malloc(EventType::custom("PYMEM"), (0x10, 24, 1), (0, 1), None);
+        a.malloc(
+            EventType::custom("PYMEM"),
+            (0x10, 24, 1),
+            (0, 1),
+            None,
+            || None,
+        );
         let r = a.report(Some(7));
         assert_eq!(
             r[0].title,

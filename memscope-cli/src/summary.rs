@@ -85,11 +85,14 @@ pub fn print_processes(procs: &[ProcessSummary]) {
 pub fn write_full(root: &Path, procs: &[ProcessSummary], head: &str) -> Result<PathBuf, String> {
     let ts = memscope_dump::layout::timestamp_name(crate::run_index::now_ns());
     let path = root.join(format!("memscope_summary_{ts}_{}.txt", std::process::id()));
-    let (mut f, _) = memscope_dump::layout::create_new_0600(&path)
+    let (f, _) = memscope_dump::layout::create_new_0600(&path)
         .map_err(|e| format!("{}: {e}", path.display()))?;
+    // written at the end in one go: buffered (a leak list may have tens of thousands of lines)
+    let mut f = std::io::BufWriter::new(f);
     let listed: Vec<ProcessSummary> = procs.iter().filter(|p| listed(p)).cloned().collect();
     std::io::Write::write_all(&mut f, format!("{head}\n").as_bytes())
         .and_then(|()| write_sections(&mut f, &listed, Detail::Full))
+        .and_then(|()| std::io::Write::flush(&mut f))
         .map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(path)
 }

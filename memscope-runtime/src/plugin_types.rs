@@ -187,7 +187,13 @@ pub(crate) unsafe extern "C" fn host_emit_compact(
             return 1;
         }
         let mut g = guard::enter();
-        let ts = clock::now_ns();
+        // A FREE is emitted before the block is released (ABI): a before-stamp, as the
+        // built-in free hooks take (a plain TSC read); anything else follows what the call did.
+        let ts = if kind == 2 {
+            clock::now_ns_before()
+        } else {
+            clock::now_ns()
+        };
         if flags & EVENT_C_STACK != 0 && state::recording() {
             if let Some(g) = g.as_mut() {
                 crate::stack::record_call_stack(g, ts, crate::stack::Skip::ProbeAndCaller);

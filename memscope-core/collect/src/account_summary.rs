@@ -42,9 +42,6 @@ struct Account {
     unknown_frees: u64,
 }
 
-/// The Python stack of the thread that made a record: its key and text.
-pub type PyStackRef<'a> = Option<(u64, &'a Arc<str>)>;
-
 /// The accounts of one process.
 #[derive(Default)]
 pub struct Accounts {
@@ -52,7 +49,15 @@ pub struct Accounts {
 }
 
 impl Accounts {
+    #[inline]
     fn index(&mut self, ty: EventType) -> usize {
+        match self.accounts.first() {
+            Some(a) if a.ty == ty => 0,
+            _ => self.index_slow(ty),
+        }
+    }
+
+    fn index_slow(&mut self, ty: EventType) -> usize {
         if let Some(i) = self.accounts.iter().position(|a| a.ty == ty) {
             return i;
         }
@@ -77,23 +82,26 @@ impl Accounts {
     }
 
     /// A block of type `ty` at `addr` became live as event `event_id` (allocation `id`, made
-    /// by a thread whose Python stack is `py`). Returns the block that was live at the same
-    /// address (its free was not seen): replaced.
+    /// by a thread whose Python stack has key `py`; `text` gives that stack's text the first
+    /// time the key is seen). Returns the block that was live at the same address (its free
+    /// was not seen): replaced.
+    #[inline]
     pub fn malloc(
         &mut self,
         ty: EventType,
         (addr, size, id): (u64, u64, u64),
         (event_id, ts): (u64, u64),
-        py: PyStackRef<'_>,
+        py: Option<u64>,
+        text: impl FnOnce() -> Option<Arc<str>>,
     ) -> Option<Block> {
         let i = self.index(ty);
         let a = &mut self.accounts[i];
-        let key = py.map_or(NO_PY, |p| p.0);
+        let key = py.unwrap_or(NO_PY);
         let group = match a.group_of.get(&key) {
             Some(&g) => g,
             None => {
                 let g = a.texts.len() as u32;
-                a.texts.push(py.map(|p| p.1.clone()));
+                a.texts.push(py.and(text()));
                 a.group_of.insert(key, g);
                 g
             }
@@ -103,6 +111,7 @@ impl Accounts {
 
     /// The block of type `ty` at `addr` was freed: returns it, or `None` (counted) when it was
     /// not live (allocated before the adapter started).
+    #[inline]
     pub fn free(&mut self, ty: EventType, addr: u64) -> Option<Block> {
         let i = self.index(ty);
         let a = &mut self.accounts[i];
@@ -188,13 +197,13 @@ mod tests {
         let ty = EventType::custom("OBJ");
         let (keep, temp): (Arc<str>, Arc<str>) =
             ("a.py(3): keep\n".into(), "a.py(9): temp\n".into());
-        let k = Some((1, &keep));
-        a.malloc(ty, (0x10, 100, 1), (0, 1), k);
-        a.malloc(ty, (0x20, 100, 2), (1, 2), k);
-        a.malloc(ty, (0x30, 1000, 3), (2, 3), Some((2, &temp)));
+        let k = || Some(keep.clone());
+        a.malloc(ty, (0x10, 100, 1), (0, 1), Some(1), k);
+        a.malloc(ty, (0x20, 100, 2), (1, 2), Some(1), k);
+        a.malloc(ty, (0x30, 1000, 3), (2, 3), Some(2), || Some(temp.clone()));
         assert_eq!(a.free(ty, 0x30).map(|b| (b.id, b.size)), Some((3, 1000)));
         assert_eq!(a.free(ty, 0x99), None);
-        a.malloc(ty, (0x40, 10, 4), (4, 5), k);
+        a.malloc(ty, (0x40, 10, 4), (4, 5), Some(1), k);
         assert_eq!(a.unknown_frees().collect::<Vec<_>>(), [(ty, 1)]);
         let r = a.report(Some(7));
         assert_eq!(

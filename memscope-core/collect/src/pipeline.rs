@@ -306,6 +306,8 @@ impl Pipeline {
                 self.pystacks.define(image, rec);
                 return;
             }
+            // the thread's Python stack for its next rows (millions with --call-stack python:N)
+            rec @ Record::PyStack { .. } if self.pystacks.on_record(image, tid, rec) => return,
             _ => {}
         }
         self.ctx.set_image(image);

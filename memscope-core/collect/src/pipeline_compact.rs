@@ -53,11 +53,12 @@ impl Pipeline {
             self.ctx.discard_call_stack(tid, Some(ts));
             if malloc {
                 let id = self.ctx.next_allocation_id();
-                let py = self.pystacks.current(image, tid);
-                let py = py.as_ref().map(|(k, t)| (*k, t));
+                let py = self.pystacks.current_key(image, tid);
+                let stacks = &mut self.pystacks;
+                let text = || stacks.current(image, tid).map(|(_, t)| t);
                 if self
                     .accounts
-                    .malloc(ety, (addr, size, id), (self.next_id, ts), py)
+                    .malloc(ety, (addr, size, id), (self.next_id, ts), py, text)
                     .is_some()
                 {
                     self.warn_reused(ety, addr);
@@ -106,11 +107,12 @@ impl Pipeline {
         let owner = malloc.then(|| info.owner.clone());
         let (id, size) = if malloc {
             let id = self.ctx.next_allocation_id();
-            let py = self.pystacks.current(image, tid);
-            let py = py.as_ref().map(|(k, t)| (*k, t));
+            let py = self.pystacks.current_key(image, tid);
+            let stacks = &mut self.pystacks;
+            let text = || stacks.current(image, tid).map(|(_, t)| t);
             if self
                 .accounts
-                .malloc(ety, (addr, size, id), (self.next_id, ts), py)
+                .malloc(ety, (addr, size, id), (self.next_id, ts), py, text)
                 .is_some()
             {
                 self.warn_reused(ety, addr);

@@ -81,10 +81,10 @@ impl Pipeline {
             ));
         }
         for sec in &self.summary.report {
-            self.log.info(&sec.title);
-            for l in sec.all_lines() {
-                self.log.info(&format!("  {l}"));
-            }
+            let lines: Vec<String> = std::iter::once(sec.title.clone())
+                .chain(sec.all_lines().iter().map(|l| format!("  {l}")))
+                .collect();
+            self.log.info_lines(lines.iter().map(String::as_str));
         }
         if !self.dry {
             let _ = std::fs::remove_file(self.summary.project_dir.join(INCOMPLETE_MARKER));

@@ -10,8 +10,13 @@
 
 use memscope_core::event::Event;
 use memscope_wire::{PyCodeKind, Record};
-use std::collections::HashMap;
+use std::collections::HashMap as StdMap;
 use std::sync::Arc;
+
+/// The maps here are looked up on every row (tens of millions): a fast hasher (keys are ids the
+/// traced process chose, not attacker-controlled input).
+type HashMap<K, V> =
+    StdMap<K, V, std::hash::BuildHasherDefault<memscope_core::addr_hash::AddrHasher>>;
 
 /// Python stacks of one process.
 #[derive(Default)]
@@ -84,6 +89,15 @@ impl PyStacks {
             }
             _ => false,
         }
+    }
+
+    /// The key of the Python stack thread `tid` of image `image` is in now ([`Self::current`]
+    /// without its text: one lookup).
+    #[inline]
+    pub fn current_key(&self, image: usize, tid: u32) -> Option<u64> {
+        self.depth.filter(|d| *d > 0)?;
+        let (img, node) = *self.current.get(&tid)?;
+        (img == image && node != 0).then_some(((image as u64) << 32) | node as u64)
     }
 
     /// The Python stack thread `tid` of image `image` is in now, as a key that identifies it

@@ -22,6 +22,13 @@ impl Hasher for AddrHasher {
         let x = (self.0 ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         self.0 = x ^ (x >> 29);
     }
+    // tuple keys of ids, (image, id), hash field by field
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(v as u64);
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
 }
 
 /// `HashMap` keyed by an address or id with [`AddrHasher`].

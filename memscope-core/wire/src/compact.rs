@@ -99,6 +99,7 @@ pub(super) fn encode<B: AsRef<[u8]>>(rec: &Record<B>, o: &mut Out<'_>, next: &mu
 }
 
 /// Decodes the body of a record whose tag `t` is in [`tag`]'s range.
+#[inline]
 pub(super) fn decode<'a>(
     t: u8,
     i: &mut In<'a>,

@@ -11,6 +11,7 @@ impl<B: AsRef<[u8]>> Record<B> {
     }
 
     /// The record's time stamp (`None` for `Thread` and `StackDef`, which have none).
+    #[inline]
     pub fn ts(&self) -> Option<u64> {
         match self {
             Record::Thread { .. }

@@ -276,8 +276,26 @@ impl CaptureWriter {
                     s.generic.last_ts = ts;
                 }
                 let g = &mut s.cols[col::GENERIC];
+                // most records fit a small stack buffer: no zero-filling of the column
+                let mut small = [0u8; 64];
+                if let Some(n) = rec.encode(&mut s.generic, &mut small) {
+                    g.extend_from_slice(&small[..n]);
+                    self.sources[si].cols[col::TAG].push(
+                        if ts.is_some() {
+                            code::GENERIC_TS
+                        } else {
+                            code::GENERIC
+                        } | tag,
+                    );
+                    self.block_records += 1;
+                    self.stats.records += 1;
+                    if self.block_records & 4095 == 0 && self.raw_len() >= BLOCK_RAW {
+                        self.close_block()?;
+                    }
+                    return Ok(());
+                }
                 let old = g.len();
-                let mut room = 64;
+                let mut room = 1024;
                 loop {
                     g.resize(old + room, 0);
                     match rec.encode(&mut s.generic, &mut g[old..]) {
