@@ -3,29 +3,25 @@
 //! here straight from the decoded record — no `Event` is built — with exactly the effects
 //! the HOST typer followed by the leak layer ([`crate::leaks`]) would have: the same event
 //! IDs and `allocation_id`s consumed, the same warnings, the same peak and live-at-exit
-//! summaries. One address-keyed map holds each live block's size and stack group. Mappings
+//! summaries. Each live block is in the leak layer's live account, keyed by its address
+//! (`memscope_collect::live_account`: one map per block, shared with the HOST blocks of other
+//! sources that reach the leak layer as events). Mappings
 //! (`Mmap`, `Munmap`: rare, and typed as ranges) go through the HOST typer as events;
 //! [`HostFast::observe`] accounts them in the same leak layer.
 #![forbid(unsafe_code)]
 
-use crate::addr_hash::{AddrHasher, AddrMap};
+use crate::addr_hash::AddrHasher;
 use crate::leaks::HostLeaks;
 use memscope_collect::adapter::TypeCtx;
 use memscope_collect::fast_path::FastPath;
 pub use memscope_collect::fast_path::{PyStack, Typed};
+use memscope_collect::live_account::Block;
 use memscope_collect::symbolize::Symbolizer;
 use memscope_core::bus::ReportSection;
 use memscope_core::event::Event;
 use memscope_wire::Record;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
-
-#[derive(Clone, Copy)]
-struct Live {
-    size: u64,
-    /// Stack group (index of the symbolised stack text in the leak layer).
-    group: u32,
-}
 
 /// No Python stack (a key no stack has).
 const NO_PY: u64 = u64::MAX;
@@ -34,15 +30,16 @@ const NO_PY: u64 = u64::MAX;
 #[derive(Default)]
 pub struct HostFast {
     leaks: HostLeaks,
-    live: AddrMap<Live>,
     syms: HashMap<usize, Symbolizer>,
     /// Stack group by (image << 32 | C stack id, Python stack key); emptied for an image when
     /// it gets a module.
     groups: HashMap<(u64, u64), u32, BuildHasherDefault<AddrHasher>>,
     image: usize,
     unknown_frees: u64,
-    /// Bytes of the blocks in `live`.
+    /// Bytes of the fast path's own blocks (by address) live now.
     live_bytes: u64,
+    /// Live blocks the fast path accounted (keys of its exec boundary).
+    live_keys: u64,
 }
 
 /// Whether `rec` is one the fast path handles.
@@ -118,10 +115,10 @@ impl HostFast {
                 size,
                 stack,
             } => self.malloc(ctx, (ts, addr, size, stack), py, first_id, &mut t),
-            Record::Free { addr, .. } => match self.live.remove(&addr) {
+            Record::Free { addr, .. } => match self.leaks.heap().free(addr) {
                 Some(b) => {
                     self.live_bytes -= b.size;
-                    self.leaks.other_free(b.size, b.group);
+                    self.live_keys -= 1;
                     t.frees += 1;
                 }
                 None => self.unknown_frees += 1,
@@ -159,28 +156,32 @@ impl HostFast {
         first_id: u64,
         t: &mut Typed,
     ) {
-        if let Some(old) = self.live.remove(&addr) {
+        if let Some(old) = self.leaks.heap().free(addr) {
             self.live_bytes -= old.size;
-            self.leaks.other_free(old.size, old.group);
+            self.live_keys -= 1;
             ctx.warn(format!("HOST: block 0x{addr:x} allocated again before its free was seen; closed with a synthetic FREE"));
             t.frees += 1;
         }
         // Consumed as the typer does: allocation ids are shared with the other pools.
-        ctx.next_allocation_id();
+        let id = ctx.next_allocation_id();
         let group = self.group(ctx, stack, py);
-        self.live.insert(addr, Live { size, group });
+        let b = Block { size, group, id };
+        self.leaks.heap().alloc(addr, b, first_id + t.frees, ts);
         self.live_bytes += size;
-        self.leaks.other_alloc(size, group, first_id + t.frees, ts);
+        self.live_keys += 1;
         t.mallocs += 1;
     }
 
     /// `exec` replaced the process image: every live block gets a synthetic FREE.
     fn exec_boundary(&mut self, t: &mut Typed) {
-        for (_, b) in self.live.drain() {
-            self.leaks.other_free(b.size, b.group);
-            t.frees += 1;
+        if self.live_keys > 0 {
+            t.frees += self
+                .leaks
+                .heap()
+                .drain_matching(|key| key & crate::leaks::EVENT_KEY == 0);
         }
         self.live_bytes = 0;
+        self.live_keys = 0;
     }
 
     /// Bytes of the HOST heap blocks live on the fast path now (the tracked part of a memory
@@ -197,11 +198,7 @@ impl HostFast {
 
     /// The peak and live-at-exit report sections (as the leak layer's).
     pub fn report(&self, pid: Option<u32>) -> Vec<ReportSection> {
-        let other = self.live.values().map(|b| (b.size, b.group));
-        let mut v = vec![
-            self.leaks.peak_report(pid),
-            self.leaks.report_with(pid, other),
-        ];
+        let mut v = vec![self.leaks.peak_report(pid), self.leaks.report(pid)];
         v.extend(self.leaks.maps_report(pid));
         v
     }

@@ -8,6 +8,8 @@
 
 use memscope_analysis::sites::{site_lines, StackGroup};
 use memscope_collect::config::RunConfig;
+pub use memscope_collect::live_account::Peak;
+use memscope_collect::live_account::{Block, LiveAccount};
 use memscope_core::bus::{BusCtx, BusError, Layer, ReportSection};
 use memscope_core::event::{Device, Event, EventKind, EventType};
 use std::collections::HashMap;
@@ -28,45 +30,26 @@ pub fn c_stacks_requested(cfg: &RunConfig) -> bool {
     cfg.call_stack.c.is_some_and(|d| d > 0)
 }
 
-/// Tracks live HOST blocks and mappings by allocation id, with an interned pair of stack
-/// texts (Python, C).
+/// Tracks live HOST heap blocks in its live account ([`LiveAccount`]: the one map of each
+/// block, peak and per-group totals; the fast path, [`crate::fast`], keeps its blocks there by
+/// address, events by allocation id, see [`EVENT_KEY`]) and mappings by allocation id, with an
+/// interned pair of stack texts (Python, C) per group.
 #[derive(Default)]
 pub struct HostLeaks {
-    live: crate::addr_hash::AddrMap<(u64, u32)>,
+    heap: LiveAccount,
     maps: crate::addr_hash::AddrMap<(u64, u32)>,
     saw_maps: bool,
     stack_ids: HashMap<(String, String), u32>,
     stacks: Vec<(String, String)>,
-    live_bytes: u64,
-    peak: Peak,
     /// Index of the empty stack (events without a call stack), once seen.
     no_stack: Option<u32>,
-    /// Live heap blocks accounted outside `live` (the HOST fast path, [`crate::fast`]).
-    other_blocks: u64,
     /// The run asked for C stacks: a block without one is not a matter of options.
     c_stacks: bool,
-    /// Live heap (blocks, bytes) per stack group, now.
-    by_group: Vec<(u64, u64)>,
-    /// `by_group` at the last local maximum that raised the peak by 1 % or more, and its live
-    /// bytes (the peak's sites, within 1 % of the exact peak).
-    at_peak: Vec<(u64, u64)>,
-    at_peak_bytes: u64,
-    /// The peak rose since `at_peak` was taken.
-    rising: bool,
 }
 
-/// The highest number of live HOST heap bytes the process reached (mappings are not counted).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Peak {
-    /// Live bytes at the peak.
-    pub bytes: u64,
-    /// Live blocks at the peak.
-    pub blocks: u64,
-    /// ID of the event that reached it.
-    pub id: u64,
-    /// Its time stamp, ns since the epoch.
-    pub ts_ns: u64,
-}
+/// Key bit of blocks accounted from events (by allocation id); blocks of the fast path are
+/// keyed by address (user-space addresses never have it).
+pub(crate) const EVENT_KEY: u64 = 1 << 63;
 
 /// The table a row belongs to: heap blocks (`false`) or mappings (`true`).
 fn host_table(ev: &Event) -> Option<bool> {
@@ -96,16 +79,21 @@ impl HostLeaks {
         }
     }
 
-    /// The peak so far.
+    /// The peak so far (mappings are not counted).
     pub fn peak(&self) -> Peak {
-        self.peak
+        self.heap.peak()
+    }
+
+    /// The heap's live account (the fast path keeps its blocks there by address).
+    pub(crate) fn heap(&mut self) -> &mut LiveAccount {
+        &mut self.heap
     }
 
     /// The peak report section: the peak, and what was live at it by where it was
     /// allocated.
     pub fn peak_report(&self, pid: Option<u32>) -> ReportSection {
         let pid = pid.map(|p| format!(" (pid {p})")).unwrap_or_default();
-        let p = self.peak;
+        let p = self.heap.peak();
         let title = format!("HOST peak{pid}: {} bytes in {} block(s)", p.bytes, p.blocks);
         if p.bytes == 0 {
             return ReportSection::new(title, Vec::new());
@@ -114,12 +102,7 @@ impl HostLeaks {
             "reached at event ID {} (timestamp {} ns); live at the peak:",
             p.id, p.ts_ns
         );
-        // the current totals are the latest local maximum when they rose past the copy
-        let groups = if self.rising && self.live_bytes >= self.at_peak_bytes * 101 / 100 {
-            &self.by_group
-        } else {
-            &self.at_peak
-        };
+        let groups = self.heap.groups_at_peak();
         let (mut shown, mut all) = self.site_lines(
             groups.iter().enumerate().map(|(s, g)| (s as u32, *g)),
             "block(s)",
@@ -127,15 +110,6 @@ impl HostLeaks {
         shown.insert(0, first.clone());
         all.insert(0, first);
         ReportSection::bounded(title, shown, all)
-    }
-
-    /// Takes the per-group totals as the peak's when the peak rose by 1 % since the last copy.
-    fn note_local_max(&mut self) {
-        if self.rising && self.live_bytes >= self.at_peak_bytes + self.at_peak_bytes / 100 {
-            self.at_peak.clone_from(&self.by_group);
-            self.at_peak_bytes = self.live_bytes;
-        }
-        self.rising = false;
     }
 
     /// The group index of the stacks `py` and `c` (`None`: not recorded).
@@ -156,46 +130,8 @@ impl HostLeaks {
         }
         self.stacks.push(key.clone());
         self.stack_ids.insert(key, i);
-        self.by_group.push((0, 0));
+        self.heap.ensure_group(i);
         i
-    }
-
-    /// A heap block of `size` bytes of stack group `group`, accounted outside this layer's
-    /// map, became live as event `id` stamped `ts_ns` (the HOST fast path): moves the live
-    /// figures and the peak.
-    pub(crate) fn other_alloc(&mut self, size: u64, group: u32, id: u64, ts_ns: u64) {
-        self.other_blocks += 1;
-        self.grow(size, group, id, ts_ns);
-    }
-
-    /// A heap block of stack group `group` accounted outside this layer's map was freed.
-    pub(crate) fn other_free(&mut self, size: u64, group: u32) {
-        self.other_blocks -= 1;
-        self.shrink(size, group);
-    }
-
-    fn grow(&mut self, size: u64, group: u32, id: u64, ts_ns: u64) {
-        self.live_bytes += size;
-        let g = &mut self.by_group[group as usize];
-        g.0 += 1;
-        g.1 += size;
-        if self.live_bytes > self.peak.bytes {
-            self.peak = Peak {
-                bytes: self.live_bytes,
-                blocks: self.live.len() as u64 + self.other_blocks,
-                id,
-                ts_ns,
-            };
-            self.rising = true;
-        }
-    }
-
-    fn shrink(&mut self, size: u64, group: u32) {
-        self.note_local_max();
-        self.live_bytes -= size;
-        let g = &mut self.by_group[group as usize];
-        g.0 -= 1;
-        g.1 -= size;
     }
 
     /// Accounts one event (a host block's or mapping's MALLOC or FREE; others are ignored).
@@ -214,43 +150,48 @@ impl HostLeaks {
                 if mapped {
                     self.maps.insert(m.allocation_id, (m.size, s));
                 } else {
-                    if let Some((old, og)) = self.live.insert(m.allocation_id, (m.size, s)) {
-                        self.shrink(old, og);
-                    }
-                    self.grow(m.size, s, ev.id, ev.ts_ns);
+                    let b = Block {
+                        size: m.size,
+                        group: s,
+                        id: m.allocation_id,
+                    };
+                    self.heap
+                        .alloc(EVENT_KEY | m.allocation_id, b, ev.id, ev.ts_ns);
                 }
             }
             EventKind::Free => {
                 if mapped {
                     self.maps.remove(&m.allocation_id);
-                } else if let Some((size, g)) = self.live.remove(&m.allocation_id) {
-                    self.shrink(size, g);
+                } else {
+                    self.heap.free(EVENT_KEY | m.allocation_id);
                 }
             }
             _ => {}
         }
     }
 
-    /// The heap report (also used by tests).
+    /// The heap report: what is live in the account, by site.
     pub fn report(&self, pid: Option<u32>) -> ReportSection {
-        self.report_with(pid, std::iter::empty())
-    }
-
-    /// The heap report over this layer's blocks and `other` (size, stack group) blocks.
-    pub(crate) fn report_with(
-        &self,
-        pid: Option<u32>,
-        other: impl Iterator<Item = (u64, u32)>,
-    ) -> ReportSection {
-        let all = self.live.values().copied().chain(other);
-        self.section(all, "HOST memory live at exit", "block(s)", pid)
+        let groups = self.heap.groups_now().iter().copied().enumerate();
+        self.section(
+            groups.map(|(g, t)| (g as u32, t)),
+            "HOST memory live at exit",
+            "block(s)",
+            pid,
+        )
     }
 
     /// The mapped-memory report, when any mapping was seen.
     pub fn maps_report(&self, pid: Option<u32>) -> Option<ReportSection> {
         self.saw_maps.then(|| {
+            let mut groups: HashMap<u32, (u64, u64)> = HashMap::new();
+            for &(size, s) in self.maps.values() {
+                let g = groups.entry(s).or_default();
+                g.0 += 1;
+                g.1 += size;
+            }
             self.section(
-                self.maps.values().copied(),
+                groups.into_iter(),
                 "HOST_MMAP memory mapped at exit",
                 "mapping(s)",
                 pid,
@@ -258,20 +199,18 @@ impl HostLeaks {
         })
     }
 
+    /// A section over (stack group, (blocks, bytes)) totals.
     fn section(
         &self,
-        live: impl Iterator<Item = (u64, u32)>,
+        groups: impl Iterator<Item = (u32, (u64, u64))>,
         what: &str,
         unit: &str,
         pid: Option<u32>,
     ) -> ReportSection {
-        let mut groups: HashMap<u32, (u64, u64)> = HashMap::new();
-        for (size, s) in live {
-            let g = groups.entry(s).or_default();
-            g.0 += 1;
-            g.1 += size;
-        }
-        let (blocks, bytes) = groups.values().fold((0, 0), |a, g| (a.0 + g.0, a.1 + g.1));
+        let groups: Vec<_> = groups.collect();
+        let (blocks, bytes) = groups
+            .iter()
+            .fold((0, 0), |a, (_, g)| (a.0 + g.0, a.1 + g.1));
         let (shown, all) = self.site_lines(groups.into_iter(), unit);
         let pid = pid.map(|p| format!(" (pid {p})")).unwrap_or_default();
         ReportSection::bounded(

@@ -115,6 +115,18 @@ impl LiveAccount {
         blocks.len() as u64
     }
 
+    /// Frees every live block whose key `f` accepts (an `exec` replaced the image of one
+    /// source's blocks); returns how many were.
+    pub fn drain_matching(&mut self, f: impl Fn(u64) -> bool) -> u64 {
+        let keys: Vec<u64> = self.live.keys().copied().filter(|&k| f(k)).collect();
+        for k in &keys {
+            if let Some(b) = self.live.remove(k) {
+                self.shrink(b);
+            }
+        }
+        keys.len() as u64
+    }
+
     fn shrink(&mut self, b: Block) {
         self.note_local_max();
         self.live_bytes -= b.size;
