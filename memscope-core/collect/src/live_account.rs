@@ -17,10 +17,41 @@ use memscope_core::addr_hash::AddrMap;
 pub struct Block {
     /// Bytes.
     pub size: u64,
-    /// Stack group (an index the owner of the account gave).
+    /// Stack group (an index the owner of the account gave; below 2^24).
     pub group: u32,
-    /// Its `allocation_id`.
+    /// Its `allocation_id` (below 2^40).
     pub id: u64,
+}
+
+/// A block as the map stores it: 16 bytes (the size; the allocation id above 24 bits of stack
+/// group), so millions of live blocks take as little cache as the fast path needs.
+#[derive(Clone, Copy)]
+struct Packed {
+    size: u64,
+    meta: u64,
+}
+
+/// Groups a packed block can name (more are counted in the last one).
+const GROUP_BITS: u32 = 24;
+const GROUP_MASK: u64 = (1 << GROUP_BITS) - 1;
+
+impl Packed {
+    #[inline(always)]
+    fn new(b: Block) -> Packed {
+        Packed {
+            size: b.size,
+            meta: (b.id << GROUP_BITS) | (b.group as u64).min(GROUP_MASK),
+        }
+    }
+
+    #[inline(always)]
+    fn block(self) -> Block {
+        Block {
+            size: self.size,
+            group: (self.meta & GROUP_MASK) as u32,
+            id: self.meta >> GROUP_BITS,
+        }
+    }
 }
 
 /// The highest number of live bytes the account reached.
@@ -39,7 +70,7 @@ pub struct Peak {
 /// Live blocks by key, with per-group totals and the peak.
 #[derive(Default)]
 pub struct LiveAccount {
-    live: AddrMap<Block>,
+    live: AddrMap<Packed>,
     /// Per group: (blocks, bytes) live now.
     groups: Vec<(u64, u64)>,
     /// `groups` at the last local maximum that raised the peak by 1 % or more.
@@ -69,10 +100,12 @@ impl LiveAccount {
     /// Block `b` became live under `key` as event `event_id` stamped `ts_ns`. Returns the block
     /// that was live under the same key (an address reused before its free was seen), which is
     /// closed first.
-    #[inline]
+    #[inline(always)]
     pub fn alloc(&mut self, key: u64, b: Block, event_id: u64, ts_ns: u64) -> Option<Block> {
+        let p = Packed::new(b);
+        let b = p.block();
         self.ensure_group(b.group);
-        let old = self.live.insert(key, b);
+        let old = self.live.insert(key, p).map(Packed::block);
         if let Some(o) = old {
             self.shrink(o);
         }
@@ -93,22 +126,22 @@ impl LiveAccount {
     }
 
     /// The block live under `key` was freed: returns it, or `None` when none was.
-    #[inline]
+    #[inline(always)]
     pub fn free(&mut self, key: u64) -> Option<Block> {
-        let b = self.live.remove(&key)?;
+        let b = self.live.remove(&key)?.block();
         self.frees += 1;
         self.shrink(b);
         Some(b)
     }
 
     /// The block live under `key`, if any.
-    pub fn get(&self, key: u64) -> Option<&Block> {
-        self.live.get(&key)
+    pub fn get(&self, key: u64) -> Option<Block> {
+        self.live.get(&key).map(|p| p.block())
     }
 
     /// Every live block is freed (an `exec` replaced the image); returns how many were.
     pub fn drain(&mut self) -> u64 {
-        let blocks: Vec<Block> = self.live.drain().map(|(_, b)| b).collect();
+        let blocks: Vec<Block> = self.live.drain().map(|(_, b)| b.block()).collect();
         for b in &blocks {
             self.shrink(*b);
         }
@@ -121,12 +154,13 @@ impl LiveAccount {
         let keys: Vec<u64> = self.live.keys().copied().filter(|&k| f(k)).collect();
         for k in &keys {
             if let Some(b) = self.live.remove(k) {
-                self.shrink(b);
+                self.shrink(b.block());
             }
         }
         keys.len() as u64
     }
 
+    #[inline(always)]
     fn shrink(&mut self, b: Block) {
         self.note_local_max();
         self.live_bytes -= b.size;
@@ -136,6 +170,7 @@ impl LiveAccount {
     }
 
     /// Takes the per-group totals as the peak's when the peak rose by 1 % since the last copy.
+    #[inline(always)]
     fn note_local_max(&mut self) {
         if self.rising && self.live_bytes >= self.at_peak_bytes + self.at_peak_bytes / 100 {
             self.at_peak.clone_from(&self.groups);

@@ -209,19 +209,23 @@ impl<'a> In<'a> {
     /// [`WireError::Truncated`] or [`WireError::Malformed`] (longer than 10 bytes).
     #[inline(always)]
     pub fn var(&mut self) -> Result<u64, WireError> {
-        // Fast path (the collector decodes tens of millions of these, most of one byte),
-        // inlined into every decoder; longer values take `var_long`.
-        if let Some(&b) = self.buf.get(self.pos) {
-            if b < 0x80 {
+        // Fast path (the collector decodes tens of millions of these, most of one or two
+        // bytes), inlined into every decoder; longer values (and a last byte) take `var_long`.
+        if let Some(w) = self.buf.get(self.pos..self.pos + 2) {
+            if w[0] < 0x80 {
                 self.pos += 1;
-                return Ok(b as u64);
+                return Ok(w[0] as u64);
+            }
+            if w[1] < 0x80 {
+                self.pos += 2;
+                return Ok((w[0] & 0x7f) as u64 | (w[1] as u64) << 7);
             }
         }
         self.var_long()
     }
 
-    /// [`In::var`] past one byte: 2-byte values, then any value when 10 bytes are left,
-    /// without a bounds check per byte.
+    /// [`In::var`] past two bytes (or at the buffer's last byte): any value when 10 bytes are
+    /// left, without a bounds check per byte, else byte by byte.
     #[inline(never)]
     fn var_long(&mut self) -> Result<u64, WireError> {
         if let Some(w) = self.buf.get(self.pos..self.pos + 2) {
