@@ -257,7 +257,7 @@ fn load_all() {
     let _internal = guard::Internal::begin(false);
     for path in settings::plugins().split(|&b| b == b':') {
         if !path.is_empty() {
-            load_one(path);
+            let _ = load_one(path);
         }
     }
     PLUGINS.store(DONE, Ordering::Release);
@@ -335,14 +335,14 @@ unsafe fn check_header(hdr: *const PluginHeader, why: &mut TextBuf<512>) -> bool
     true
 }
 
-fn load_one(path: &[u8]) {
+fn load_one(path: &[u8]) -> bool {
     let mut msg = TextBuf::<5000>::new();
     if path.len() > 4096 {
         msg.push_bytes(b"refusing adapter plugin ");
         msg.push_bytes(&path[..200]);
         msg.push_bytes(b"...: path too long");
         diagnose(Refusal::Refused, path, msg.as_bytes());
-        return;
+        return false;
     }
     let mut c = TextBuf::<4100>::new();
     c.push_bytes(path);
@@ -357,7 +357,7 @@ fn load_one(path: &[u8]) {
         let e = unsafe { cstr_bytes(libc::dlerror(), 2048) }.unwrap_or(b"unknown error");
         msg.push_bytes(e);
         diagnose(Refusal::Failed, path, msg.as_bytes());
-        return;
+        return false;
     }
     // SAFETY: `h` is a live handle; the symbol name is NUL-terminated.
     let sym = unsafe { libc::dlsym(h, c"memscope_plugin".as_ptr()) };
@@ -366,7 +366,7 @@ fn load_one(path: &[u8]) {
         msg.push_bytes(path);
         msg.push_bytes(b": it exports no `memscope_plugin` header, not a memscope adapter plugin");
         diagnose(Refusal::Refused, path, msg.as_bytes());
-        return;
+        return false;
     }
     let hdr = sym as *const PluginHeader;
     let mut why = TextBuf::<512>::new();
@@ -380,11 +380,15 @@ fn load_one(path: &[u8]) {
         msg.push_bytes(b": ");
         msg.push_bytes(why.as_bytes());
         diagnose(Refusal::Refused, path, msg.as_bytes());
-        return;
+        return false;
+    }
+    if !started::claim(hdr as usize) {
+        // already started (listed twice, or loaded at start and asked for again)
+        return true;
     }
     // SAFETY: the header was validated (magic, major, size, init present).
     let (init, name) = unsafe { ((*hdr).init, (*hdr).name) };
-    let Some(init) = init else { return };
+    let Some(init) = init else { return false };
     // SAFETY: calling the plugin's init per the ABI with the static host vtable. A C plugin
     // cannot unwind into us; if it does (C++ exception), the process aborts — documented.
     let rc = unsafe { init(&HOST) };
@@ -396,5 +400,41 @@ fn load_one(path: &[u8]) {
         msg.push_bytes(unsafe { cstr_bytes(name, 256) }.unwrap_or(b"unnamed"));
         let _ = write!(msg, ") declined to start: init returned {rc}");
         diagnose(Refusal::Failed, path, msg.as_bytes());
+        return false;
+    }
+    true
+}
+
+/// Loads and starts the plugin at `path` now, after the process started (the Python package's
+/// `memscope.config(adapters=...)` asking for a shipped plugin its process did not start
+/// with): the plugins of `MEMSCOPE_PLUGINS` first, if still pending; a plugin already started
+/// is not started again. Refused (`false`) inside a hook or runtime-internal code, or when the
+/// runtime is passive; a plugin that cannot be started is reported as at process start.
+pub fn load_late(path: &[u8]) -> bool {
+    if !state::ensure_init() || guard::depth() > 0 || guard::in_internal() {
+        return false;
+    }
+    safe_point();
+    let _internal = guard::Internal::begin(false);
+    load_one(path)
+}
+
+/// The headers of the plugins started, so none is started twice.
+mod started {
+    use core::sync::atomic::{AtomicUsize, Ordering};
+
+    const MAX: usize = 64;
+    static HEADERS: [AtomicUsize; MAX] = [const { AtomicUsize::new(0) }; MAX];
+
+    /// `true` when `hdr` was not started yet (and is now marked started).
+    pub(super) fn claim(hdr: usize) -> bool {
+        for slot in &HEADERS {
+            match slot.compare_exchange(0, hdr, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return true,
+                Err(h) if h == hdr => return false,
+                Err(_) => {}
+            }
+        }
+        true // more plugins than slots: started without the check
     }
 }

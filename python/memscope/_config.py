@@ -123,11 +123,14 @@ def _under_launcher(s, values, cfg):
 def _adapters(s, text, cfg):
     """``adapters`` of ``config()``: the adapters are set up when the process starts, so the
     ones its probe started with stay on (``memscope run``'s, or without the launcher the
-    mode's); each asked for that was not started is named in one warning line that says how to
-    get it. Returns the adapters in force (``cfg["adapters"]``)."""
+    mode's); a shipped plugin asked for (``pymem``) is started now, and sees what is allocated
+    from then on; each other one asked for that was not started is named in one warning line
+    that says how to get it. Returns the adapters in force (``cfg["adapters"]``)."""
     loaded = s.loaded_adapters()
     if loaded is None:
         return cfg.get("adapters") or []
+    if any(a not in loaded and s.load_plugin(a) for a in cfg.get("adapters") or []):
+        loaded = s.loaded_adapters()
     missing = [a for a in cfg.get("adapters") or [] if a not in loaded]
     if missing:
         wanted = ",".join(loaded + missing)
@@ -161,12 +164,12 @@ def config(**kwargs):
     ``format``, ``output_path`` (``data_format``, ``output``: msMemScope's old names), and
     memscope's ``sample`` (``"100ms"``: the probe's memory sampler, from now on; a call without
     it pauses the sampler unless ``memscope run --sample`` set it) and ``adapters`` (as
-    ``memscope run --adapters``: ``"pymem"``, ``"host,pymem"``). Adapters are set up when the
-    process starts: the ones it started with stay on, and each one asked for that it did not
-    start with is named in one ``RuntimeWarning`` that says to pass it to
-    ``memscope run --adapters`` (without the launcher, plain ``python`` records ``mstx``,
-    ``pta``, ``mindspore`` and ``atb``, and ``pymem`` when its library was in
-    ``MEMSCOPE_PLUGINS`` at start, as ``pytest --memscope-pymem`` arranges).
+    ``memscope run --adapters``: ``"pymem"``, ``"host,pymem"``). The adapters the process
+    started with stay on; ``pymem`` (Python objects) is started when asked for, with or
+    without the launcher, and sees the objects allocated from then on; any other adapter is
+    set up when the process starts, so one asked for that it did not start with is named in one
+    ``RuntimeWarning`` that says to pass it to ``memscope run --adapters`` (without the
+    launcher, plain ``python`` records ``mstx``, ``pta``, ``mindspore`` and ``atb``).
 
     As in msMemScope: each call starts from the defaults (it is not a merge), ``format`` and
     ``output_path`` can be set once (later values are ignored with a warning), and the

@@ -71,6 +71,7 @@ _FUNCS = {
     "memscope_py_attach": ([], ctypes.c_int),
     "memscope_py_set_c_stack": ([ctypes.c_int], ctypes.c_int),
     "memscope_py_set_sample": ([ctypes.c_uint64], ctypes.c_int),
+    "memscope_py_load_plugin": ([ctypes.c_char_p], ctypes.c_int),
     "memscope_py_last_error": ([], ctypes.c_char_p),
     "memscope_py_trace_start": ([], ctypes.c_int),
     "memscope_py_trace_thread": ([], ctypes.c_int),
@@ -94,6 +95,8 @@ class Session:
         self.mode = None
         self.lib = None
         self.error = None
+        #: shipped plugins started by config(adapters=...) after the process started
+        self.late_plugins = []
         self.spool = None
         self.collector = None
         self.config = None          # effective config (memscope config.json keys), or None
@@ -273,7 +276,10 @@ class Session:
         ``MEMSCOPE_PLUGINS``), or None when unknown."""
         if self.mode in ("launcher", "attached"):
             run = self.run_config()
-            return list(run.get("adapters") or []) if run is not None else None
+            if run is None:
+                return None
+            names = list(run.get("adapters") or [])
+            return names + [n for n in self.late_plugins if n not in names]
         if self.mode == "plain":
             names = PLAIN_ADAPTERS.split(",")
         elif self.mode == "preloaded":
@@ -282,7 +288,27 @@ class Session:
             return None
         plugins = {os.path.basename(p) for p in
                    os.environ.get("MEMSCOPE_PLUGINS", "").split(":") if p}
-        return names + [n for n, lib in sorted(PLUGIN_ADAPTERS.items()) if lib in plugins]
+        return names + [n for n, lib in sorted(PLUGIN_ADAPTERS.items())
+                        if lib in plugins or n in self.late_plugins]
+
+    def load_plugin(self, name):
+        """Starts the shipped plugin ``name`` (its library next to the probe) now, for
+        ``config(adapters=...)``; True when it runs. Its hooks see what is allocated from then
+        on."""
+        lib_name = PLUGIN_ADAPTERS.get(name)
+        if lib_name is None or self.lib is None:
+            return False
+        try:
+            path = os.path.join(os.path.dirname(_locate.probe()), lib_name)
+        except (OSError, RuntimeError):
+            return False
+        if not os.path.isfile(path) or self.lib.memscope_py_load_plugin(path.encode()) != 0:
+            return False
+        # pymem puts its allocator hooks in at the first audit event of an initialised
+        # interpreter, with the GIL held: this one
+        sys.audit("memscope.load_plugin", name)
+        self.late_plugins.append(name)
+        return True
 
     # ---- the collector of plain mode --------------------------------------------------
     def ensure_collector(self, cfg):

@@ -103,6 +103,28 @@ pub unsafe extern "C" fn memscope_py_set_c_stack(depth: c_int) -> c_int {
     })
 }
 
+/// `int memscope_py_load_plugin(const char *path)`: loads and starts an adapter plugin now
+/// (`config(adapters="pymem")` of a process that did not start with it): 0 started (or
+/// already), -1 refused or failed (reported on stderr and in the stream as at process start).
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn memscope_py_load_plugin(path: *const c_char) -> c_int {
+    guard(-1, || {
+        if path.is_null() {
+            return -1;
+        }
+        // SAFETY: the caller's NUL-terminated path, valid during the call.
+        let p = unsafe { core::ffi::CStr::from_ptr(path) }.to_bytes();
+        if rt::plugin::load_late(p) {
+            0
+        } else {
+            -1
+        }
+    })
+}
+
 /// `int memscope_py_set_sample(unsigned long long ns)`: the memory sampler's interval from now
 /// on (`config(sample=...)`, issue 25; 0 pauses it), starting its thread if needed. 0, or -1
 /// when passive.

@@ -112,8 +112,31 @@ fn adapters_warnings(out: &std::process::Output) -> (Vec<String>, String) {
 /// `memscope.config(adapters=...)`: adapters are set up when the process starts, so the ones it
 /// started with stay on and each one asked for that it did not start is named, with the
 /// `memscope run --adapters` to pass, in one RuntimeWarning.
+/// The process log under `cwd` sums up the script's 20 000 kept objects (`api_adapters.py`,
+/// the list comprehension's line) as PYMEM objects live at exit.
+fn assert_kept_objects_summed_up(cwd: &Path) {
+    let logs: Vec<String> = files(cwd, "msmemscope_")
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect();
+    let log = logs.concat();
+    let live = log
+        .lines()
+        .find(|l| l.contains("PYMEM Python objects live at exit"))
+        .unwrap_or_else(|| panic!("no PYMEM summary in the logs: {log}"));
+    let n: u64 = live
+        .split(": ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("{live}"));
+    assert!(n >= 20_000, "{live}");
+}
+
 #[test]
-fn config_adapters_keeps_the_started_adapters_and_names_the_missing_ones_in_one_warning() {
+fn config_adapters_starts_pymem_late_keeps_the_started_adapters_and_names_the_others_in_one_warning(
+) {
     let job = script("api_adapters.py");
     let run = |cwd: &Path, run_args: Option<&[&str]>, adapters: &str| {
         let args = [job.as_os_str(), std::ffi::OsStr::new(adapters)];
@@ -142,25 +165,26 @@ fn config_adapters_keeps_the_started_adapters_and_names_the_missing_ones_in_one_
         .filter(|r| r["Event"] == "MALLOC" && r["Event Type"] == "PYMEM")
         .count();
     assert!(pymem >= 20_000, "{pymem} PYMEM MALLOC rows");
-    // one the launcher did not start: one warning naming it (not mstx, which is on)
+    // pymem, which the launcher did not start, is started by config(): no warning, and the
+    // objects the script keeps are summed up
     let b = tempfile::tempdir().unwrap();
-    let (said, stdout) = adapters_warnings(&run(b.path(), Some(&[]), "mstx,pymem"));
-    assert_eq!(said.len(), 1, "{stdout}");
-    assert!(
-        said[0].starts_with(
-            "WARNING RuntimeWarning: memscope.config(adapters='mstx,pymem'): pymem not loaded"
-        ) && said[0].contains("memscope run --adapters ")
-            && said[0].contains(",pymem -- "),
-        "{stdout}"
-    );
-    // without the launcher pymem was not loaded at start: the same warning, naming the script
+    let out = run(b.path(), Some(&["--log-level", "info"]), "mstx,pymem");
+    let (said, stdout) = adapters_warnings(&out);
+    assert!(said.is_empty(), "{stdout}");
+    assert_kept_objects_summed_up(b.path());
+    // the same without the launcher
     let c = tempfile::tempdir().unwrap();
     let (said, stdout) = adapters_warnings(&run(c.path(), None, "pymem"));
+    assert!(said.is_empty(), "{stdout}");
+    assert_kept_objects_summed_up(c.path());
+    // an adapter that can only start with the process: one warning naming it and the script
+    let d = tempfile::tempdir().unwrap();
+    let (said, stdout) = adapters_warnings(&run(d.path(), None, "host"));
     assert_eq!(said.len(), 1, "{stdout}");
     assert!(
-        said[0].contains("pymem not loaded")
+        said[0].contains("host not loaded")
             && said[0].contains(
-                "memscope run --adapters mstx,pta,mindspore,atb,pymem -- python api_adapters.py"
+                "memscope run --adapters mstx,pta,mindspore,atb,host -- python api_adapters.py"
             ),
         "{stdout}"
     );
