@@ -415,3 +415,30 @@ fn perfetto_has_a_counter_per_role_and_a_memory_owner_row_moves_its_block() {
         "temp is the rest of allocated"
     );
 }
+
+#[test]
+fn perfetto_sums_python_objects_by_the_line_that_allocated_them() {
+    let script = repo_root().join("tests/python/pymem_kept_lines.py");
+    let run = memscope_run(
+        &["--adapters", "pymem", "--call-stack", "python:8"],
+        &[
+            memscope_tests::python3().to_str().unwrap(),
+            script.to_str().unwrap(),
+        ],
+        &[("PYTHONDONTWRITEBYTECODE", "1")],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let out = run.out.path().join("lines.pftrace");
+    export("perfetto", &[run.out.path()], &out);
+    let v = py_check("check_perfetto.py", &[out.to_str().unwrap()]);
+    let counters = v["counters"].as_object().unwrap();
+    let (name, series) = counters
+        .iter()
+        .find(|(k, _)| k.ends_with("pymem_kept_lines.py(6): fill"))
+        .unwrap_or_else(|| panic!("no line track in {:?}", counters.keys()));
+    assert!(name.contains("host PYMEM @ "), "{name}");
+    let last = series.as_array().unwrap().last().unwrap()[1]
+        .as_i64()
+        .unwrap();
+    assert!(last >= 5000 * 140, "{name}: {last} bytes live at the end");
+}

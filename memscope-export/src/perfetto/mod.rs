@@ -10,6 +10,10 @@
 //! * with `--sample` (issue 25): `host RSS (sampled)` and `host untracked` (RSS − the hooks'
 //!   live HOST/HOST_MMAP/PYMEM blocks), `NPU0 used (sampled)` and `NPU0 untracked` (used −
 //!   live HAL blocks), one value per sample;
+//! * account-only blocks by the Python line that allocated them (`lines.rs`): `host PYMEM @
+//!   train.py(12): step` in live bytes, one track per line of the user's code (the first 32 of
+//!   a process; later ones and library-only blocks share `… @ other lines`), when the rows
+//!   have Python stacks;
 //! * `msTX marks`: instants for marks, SYSTEM rows, snapshots and OOM (`OOM on NPU0`, with the
 //!   row's figures as arguments); `msTX ranges`: msTX ranges as slices (a second lane opens for
 //!   a range that starts while one is open);
@@ -24,6 +28,7 @@
 //! interned per sequence). Packets are written as they are made: memory holds open slices,
 //! counters and interned names, never the trace.
 
+mod lines;
 mod process;
 pub mod proto;
 

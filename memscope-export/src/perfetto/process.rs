@@ -88,6 +88,8 @@ pub struct ProcessTrace {
     streams: HashMap<(Device, i64), Stream>,
     lanes: Vec<Lane>,
     marks: Option<u64>,
+    /// Account-only blocks by Python line (`super::lines`).
+    lines: Option<super::lines::ByLine>,
     next_flow: u64,
     tracks: i64,
     pkt: Msg,
@@ -150,6 +152,7 @@ impl ProcessTrace {
             streams: HashMap::new(),
             lanes: Vec::new(),
             marks: None,
+            lines: None,
             next_flow: u64::from(seq) << 40,
             tracks: 0,
             pkt: Msg::default(),
@@ -263,6 +266,26 @@ impl ProcessTrace {
         }
         c.last = Some(value);
         let uuid = c.uuid;
+        self.counter_value(w, ts, uuid, value)
+    }
+
+    /// A counter track in bytes named `name` (the line tracks of `super::lines`).
+    pub(super) fn line_track<W: Write>(
+        &mut self,
+        w: &mut Writer<W>,
+        name: &str,
+    ) -> io::Result<u64> {
+        self.child(w, name, TrackKind::Bytes, 0)
+    }
+
+    /// One value of a line track.
+    pub(super) fn line_value<W: Write>(
+        &mut self,
+        w: &mut Writer<W>,
+        ts: u64,
+        uuid: u64,
+        value: i64,
+    ) -> io::Result<()> {
         self.counter_value(w, ts, uuid, value)
     }
 
@@ -417,7 +440,13 @@ impl ProcessTrace {
     pub fn on_event<W: Write>(&mut self, w: &mut Writer<W>, ev: &Event) -> io::Result<()> {
         let name = ev.name.as_deref().unwrap_or(ev.event_type.as_str());
         match (ev.kind, ev.event_type) {
-            (EventKind::Malloc | EventKind::Free, _) => self.memory(w, ev)?,
+            (EventKind::Malloc | EventKind::Free, _) => {
+                self.memory(w, ev)?;
+                let mut lines = self.lines.take().unwrap_or_default();
+                let r = lines.on_event(self, w, ev);
+                self.lines = Some(lines);
+                r?
+            }
             (EventKind::Sample, _) => self.sample(w, ev)?,
             (EventKind::System, EventType::MemoryOwner) => {
                 if let Some(t) = OwnerTag::from_event(ev) {
