@@ -88,7 +88,7 @@ fn preamble() -> Vec<Record<Vec<u8>>> {
 fn event(i: u64, ts: u64) -> Record<&'static [u8]> {
     let slot = (i / 2) % 4096;
     let addr = 0x7f00_0000_0000 + slot * 64;
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         Record::Compact {
             ts,
             ty: 0,
@@ -153,7 +153,7 @@ fn feed(p: &mut Pipeline, from: u64, n: u64, with_stack: bool) -> u64 {
         let (mut st, mut used) = (ChunkState::default(), 0);
         while i < from + n && used + 64 < chunk.len() {
             let ts = 1_000_000 + i * 100;
-            if with_stack && i % 2 == 0 {
+            if with_stack && i.is_multiple_of(2) {
                 let s: Record<&[u8]> = Record::PyStack { ts, node: 1 };
                 used += s.encode(&mut st, &mut chunk[used..]).unwrap();
             }

@@ -65,6 +65,8 @@ pub struct CaptureWriter {
     comp: Vec<u8>,
     /// Column buffers of the sources of closed blocks, emptied, for the next block's sources
     /// (so a steady stream of records allocates nothing per block for them).
+    // the boxes themselves are reused (a source's `cols` is a box): no allocation per block
+    #[allow(clippy::vec_box)]
     spare: Vec<Box<[Vec<u8>; NCOL]>>,
     zstd: zstd::bulk::Compressor<'static>,
 }
