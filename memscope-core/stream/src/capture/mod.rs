@@ -26,6 +26,7 @@
 
 mod block;
 pub mod columns;
+mod compress;
 mod legacy;
 mod reader;
 mod writer;

@@ -1,11 +1,11 @@
 //! Writes a capture: records in emission order, split per source (image × thread) into the
-//! byte columns of [`super::columns`], each block zstd-compressed as it closes, the index in a
+//! byte columns of [`super::columns`], each block zstd-compressed as it closes (on a thread of
+//! its own, [`super::compress`]), the index in a
 //! trailer at the end.
 
 use super::columns::{self as col, code, put_addr, put_lo_hi, put_var, NCOL};
 use super::{
-    BlockIndex, CaptureEnd, CaptureInfo, ImageHeader, BLOCK_MAGIC, BLOCK_RAW, FOOTER_MAGIC, MAGIC,
-    TRAILER_MAGIC, VERSION, ZSTD_LEVEL,
+    CaptureEnd, CaptureInfo, ImageHeader, BLOCK_RAW, FOOTER_MAGIC, MAGIC, TRAILER_MAGIC, VERSION,
 };
 use memscope_core::addr_hash::AddrMap;
 use memscope_wire::{zigzag, ChunkState, Record};
@@ -42,6 +42,8 @@ pub struct CaptureStats {
 /// A capture being written.
 pub struct CaptureWriter {
     file: File,
+    /// Compresses and writes the closed blocks (`compress.rs`).
+    background: super::compress::Background,
     path: PathBuf,
     offset: u64,
     images: HashMap<usize, ImageHeader>,
@@ -58,17 +60,12 @@ pub struct CaptureWriter {
     block_records: u32,
     first_ts: u64,
     last_ts: u64,
-    index: Vec<BlockIndex>,
     stats: CaptureStats,
-    scratch: Vec<u8>,
-    /// The compressed block (reused).
-    comp: Vec<u8>,
     /// Column buffers of the sources of closed blocks, emptied, for the next block's sources
     /// (so a steady stream of records allocates nothing per block for them).
     // the boxes themselves are reused (a source's `cols` is a box): no allocation per block
     #[allow(clippy::vec_box)]
     spare: Vec<Box<[Vec<u8>; NCOL]>>,
-    zstd: zstd::bulk::Compressor<'static>,
 }
 
 impl CaptureWriter {
@@ -85,8 +82,10 @@ impl CaptureWriter {
         head.extend_from_slice(&json);
         let mut file = file;
         file.write_all(&head)?;
+        let background = super::compress::Background::start(file.try_clone()?, head.len() as u64)?;
         Ok(CaptureWriter {
             file,
+            background,
             path,
             offset: head.len() as u64,
             images: HashMap::new(),
@@ -99,15 +98,11 @@ impl CaptureWriter {
             block_records: 0,
             first_ts: 0,
             last_ts: 0,
-            index: Vec::new(),
             stats: CaptureStats {
                 bytes: head.len() as u64,
                 ..CaptureStats::default()
             },
-            scratch: Vec::new(),
-            comp: Vec::new(),
             spare: Vec::new(),
-            zstd: zstd::bulk::Compressor::new(ZSTD_LEVEL)?,
         })
     }
 
@@ -335,16 +330,17 @@ impl CaptureWriter {
             .sum()
     }
 
-    /// Compresses and writes the open block (no-op when empty).
+    /// Closes the open block and hands it to the thread that compresses and writes it (no-op
+    /// when empty).
     ///
     /// # Errors
-    /// Compression or the write failed.
+    /// That thread stopped: an earlier block could not be written.
     pub fn close_block(&mut self) -> std::io::Result<()> {
         if self.block_records == 0 {
             return Ok(());
         }
-        let raw = &mut self.scratch;
-        raw.clear();
+        let mut buf = self.background.buffer();
+        let raw = &mut buf;
         let mut imgs: Vec<usize> = self.sources.iter().map(|s| s.image).collect();
         imgs.sort_unstable();
         imgs.dedup();
@@ -380,29 +376,12 @@ impl CaptureWriter {
                 raw.extend_from_slice(&s.cols[c]);
             }
         }
-        let comp = &mut self.comp;
-        comp.clear();
-        comp.reserve(zstd::zstd_safe::compress_bound(raw.len()));
-        self.zstd.compress_to_buffer(raw, comp)?;
-        let mut head = [0u8; super::BLOCK_HEADER];
-        head[..4].copy_from_slice(&BLOCK_MAGIC);
-        head[4..8].copy_from_slice(&(comp.len() as u32).to_le_bytes());
-        head[8..12].copy_from_slice(&(raw.len() as u32).to_le_bytes());
-        head[12..16].copy_from_slice(&self.block_records.to_le_bytes());
-        head[16..24].copy_from_slice(&self.first_ts.to_le_bytes());
-        head[24..32].copy_from_slice(&self.last_ts.to_le_bytes());
-        self.file.write_all(&head)?;
-        self.file.write_all(comp)?;
-        self.index.push(BlockIndex {
-            offset: self.offset,
-            records: self.block_records,
-            first_ts: self.first_ts,
-            last_ts: self.last_ts,
-        });
-        let n = (head.len() + comp.len()) as u64;
-        self.offset += n;
-        self.stats.bytes += n;
         self.stats.raw_bytes += raw.len() as u64;
+        self.background.send(super::compress::Job {
+            raw: buf,
+            records: self.block_records,
+            ts: (self.first_ts, self.last_ts),
+        })?;
         for src in self.sources.drain(..) {
             let mut cols = src.cols;
             cols.iter_mut().for_each(Vec::clear);
@@ -425,8 +404,11 @@ impl CaptureWriter {
     /// A write failed.
     pub fn finish(mut self, mut end: CaptureEnd) -> std::io::Result<CaptureStats> {
         self.close_block()?;
+        let written = self.background.finish()?;
+        self.stats.bytes = written.offset;
+        self.offset = written.offset;
         end.records = self.stats.records;
-        end.blocks = std::mem::take(&mut self.index);
+        end.blocks = written.index;
         let json = serde_json::to_vec(&end).map_err(std::io::Error::other)?;
         let mut t = Vec::with_capacity(json.len() + 24);
         t.extend_from_slice(&TRAILER_MAGIC);
