@@ -583,24 +583,4 @@ impl Pipeline {
             self.failed = Some(e.to_string());
         }
     }
-
-    /// Periodic flush of the sinks and the capture's open block.
-    pub fn flush(&mut self) {
-        self.python.flush();
-        self.torch.flush();
-        if self.failed.is_none() {
-            if let Err(e) = self.bus.flush() {
-                self.log.error(&e.to_string());
-                self.failed = Some(e.to_string());
-            }
-        }
-        if let Some(c) = &mut self.capture {
-            if let Some(w) = &mut c.writer {
-                if let Err(e) = w.close_block() {
-                    self.capture_failed(e);
-                }
-            }
-        }
-        self.drain_warnings();
-    }
 }

@@ -1,9 +1,29 @@
-//! The end of a process's pipeline: typers and layers finish, the capture is closed and moved
+//! The periodic flush and the end of a process's pipeline: typers and layers finish, the capture is closed and moved
 //! into the output directory, the report goes to the log, and the summary is returned.
 
 use super::*;
 
 impl Pipeline {
+    /// Periodic flush of the sinks and the capture's open block.
+    pub fn flush(&mut self) {
+        self.python.flush();
+        self.torch.flush();
+        if self.failed.is_none() {
+            if let Err(e) = self.bus.flush() {
+                self.log.error(&e.to_string());
+                self.failed = Some(e.to_string());
+            }
+        }
+        if let Some(c) = &mut self.capture {
+            if let Some(w) = &mut c.writer {
+                if let Err(e) = w.close_block() {
+                    self.capture_failed(e);
+                }
+            }
+        }
+        self.drain_warnings();
+    }
+
     /// Ends the process: lets typers and layers finish, closes the capture (its trailer lists
     /// `images`) and moves it into the output directory, writes the report to the log and
     /// returns the summary.
