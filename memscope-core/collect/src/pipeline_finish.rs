@@ -1,5 +1,6 @@
-//! The periodic flush and the end of a process's pipeline: typers and layers finish, the capture is closed and moved
-//! into the output directory, the report goes to the log, and the summary is returned.
+//! The periodic flush and the end of a process's pipeline: typers and layers finish, the
+//! capture is closed and moved into the output directory, the report goes to the log, and the
+//! summary is returned.
 
 use super::*;
 
