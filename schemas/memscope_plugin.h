@@ -138,7 +138,9 @@ typedef struct memscope_event_type {
                                  chain "<event_type>@<owner>"); NULL: none */
     const char *value_names;  /* names of the per-event numeric attributes, "k1,k2" (at most
                                  MEMSCOPE_MAX_VALUES; each event's values follow in this
-                                 order, shown as "k1:<decimal>"); NULL: none */
+                                 order, shown as "k1:<decimal>"); NULL: none. A name is not
+                                 empty, not size/addr/allocation_id/used/owner, and has no
+                                 : { } " space or newline */
 } memscope_event_type;
 
 /* One event, borrowed by the host for the duration of emit() (texts are copied). 64 bytes on
@@ -181,12 +183,13 @@ typedef struct memscope_host {
     /* ---- ABI 1.2 ---- */
     /* Registers an event type; returns its id (>= 0, valid for the life of the process, also
      * in fork children), or -1: rejected (NULL, struct_size too small, no event_type, more
-     * than MEMSCOPE_MAX_VALUES value names, 256 types already). Call it from init (or any
+     * than MEMSCOPE_MAX_VALUES value names or a bad one, 256 types already). Call it from init (or any
      * time; it never blocks). Registering the same texts twice gives two ids. */
     int32_t  (*register_type)(const memscope_event_type *type);
     /* Records one event of type `type_id`: kind (MEMSCOPE_KIND_* 1..8, as for emit), ptr,
      * size, flags (MEMSCOPE_EVENT_*) and `values`: NULL (no values) or one value per name the
-     * type registered. Returns as emit (-1 also for an unknown type id). No text is read.
+     * type registered. Returns as emit (-1 also for an unknown type id, or a size past
+     * INT64_MAX, which emit rejects too). No text is read.
      * A FREE is stamped with the time before the call (emit it before releasing the block,
      * so a MALLOC of the same address by another thread is stamped after it); other kinds
      * with the time after everything the calling thread did before. */

@@ -263,7 +263,10 @@ impl Host {
         // SAFETY: the vtable covers `register_type` (checked above); `spec.raw` is a valid
         // `memscope_event_type` whose texts are NUL-terminated and live for the call.
         let id = unsafe { (self.0.register_type)(&spec.raw) };
-        (id >= 0).then_some(TypeId(id))
+        (id >= 0).then_some(TypeId {
+            id,
+            values: spec.value_count(),
+        })
     }
 
     /// Emits `ev`.
@@ -354,15 +357,40 @@ impl<'a> TypeSpec<'a> {
     pub fn as_raw(&self) -> &sys::EventType {
         &self.raw
     }
+
+    /// How many values its events carry (the names of [`TypeSpec::values`]).
+    fn value_count(&self) -> usize {
+        if self.raw.value_names.is_null() {
+            return 0;
+        }
+        // SAFETY: a non-NULL `value_names` comes from a `&'a CStr` (`TypeSpec::values`).
+        let names = unsafe { CStr::from_ptr(self.raw.value_names) }.to_bytes();
+        if names.is_empty() {
+            0
+        } else {
+            names.iter().filter(|&&b| b == b',').count() + 1
+        }
+    }
 }
 
-/// A registered event type: emit its events with no text (plugin ABI 1.2).
+/// A registered event type: emit its events with no text (plugin ABI 1.2). Only
+/// [`Host::register`] makes one, so the host it came from has `emit_compact`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TypeId(pub i32);
+pub struct TypeId {
+    id: i32,
+    /// Values each event carries.
+    values: usize,
+}
 
 impl TypeId {
+    /// The id the host gave.
+    pub fn raw(self) -> i32 {
+        self.id
+    }
+
     /// Emits one event of this type through `host` (`values`: one per registered value name,
-    /// or empty). The hot path: one indirect call, no text.
+    /// or empty for none; fewer than registered: dropped). The hot path: one indirect call, no
+    /// text.
     #[inline]
     pub fn emit(
         self,
@@ -375,12 +403,17 @@ impl TypeId {
     ) -> Emitted {
         let v = if values.is_empty() {
             core::ptr::null()
+        } else if values.len() < self.values {
+            return Emitted::Dropped;
         } else {
             values.as_ptr()
         };
-        // SAFETY: a `TypeId` comes from `Host::register`, so the vtable covers `emit_compact`;
-        // `v` is NULL or points to the caller's values, valid for the call.
-        match unsafe { (host.0.emit_compact)(self.0, kind.code(), ptr, size, flags, v) } {
+        if !host.supports_compact() {
+            return Emitted::Dropped;
+        }
+        // SAFETY: the vtable covers `emit_compact` (checked above); `v` is NULL or points to
+        // at least as many values as the type registered names, valid for the call.
+        match unsafe { (host.0.emit_compact)(self.id, kind.code(), ptr, size, flags, v) } {
             0 => Emitted::Recorded,
             1 => Emitted::NotRecording,
             _ => Emitted::Dropped,
@@ -575,6 +608,64 @@ mod tests {
         assert_eq!(emit(&Event::mark(c"X", c"m")), Emitted::NoHost);
         assert!(!enabled());
         assert_eq!(dropped_before_init(), before + 1);
+    }
+
+    use core::sync::atomic::AtomicUsize;
+
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
+
+    unsafe extern "C" fn fake_emit(_: *const sys::PluginEvent) -> c_int {
+        -1
+    }
+    extern "C" fn fake_now() -> u64 {
+        0
+    }
+    extern "C" fn fake_enabled() -> c_int {
+        1
+    }
+    unsafe extern "C" fn fake_log(_: c_int, _: *const core::ffi::c_char) {}
+    unsafe extern "C" fn fake_register(_: *const sys::EventType) -> i32 {
+        3
+    }
+    unsafe extern "C" fn fake_compact(
+        _: i32,
+        _: u32,
+        _: u64,
+        _: u64,
+        _: u32,
+        _: *const u64,
+    ) -> c_int {
+        CALLS.fetch_add(1, Ordering::Relaxed);
+        0
+    }
+
+    static FAKE: sys::Host = sys::Host {
+        size: core::mem::size_of::<sys::Host>() as u32,
+        abi_major: 1,
+        abi_minor: 2,
+        emit: fake_emit,
+        now_ns: fake_now,
+        enabled: fake_enabled,
+        log: fake_log,
+        register_type: fake_register,
+        emit_compact: fake_compact,
+    };
+
+    #[test]
+    fn a_compact_event_with_fewer_values_than_its_type_names_never_reaches_the_host() {
+        let h = Host(&FAKE);
+        let t = h.register(&TypeSpec::new(c"T").values(c"a,b")).unwrap();
+        assert_eq!(t.raw(), 3);
+        let before = CALLS.load(Ordering::Relaxed);
+        assert_eq!(t.emit(h, Kind::Malloc, 1, 8, 0, &[7]), Emitted::Dropped);
+        assert_eq!(CALLS.load(Ordering::Relaxed), before);
+        assert_eq!(t.emit(h, Kind::Malloc, 1, 8, 0, &[7, 8]), Emitted::Recorded);
+        assert_eq!(
+            t.malloc(h, 1, 8),
+            Emitted::Recorded,
+            "no values at all: none sent"
+        );
+        assert_eq!(CALLS.load(Ordering::Relaxed), before + 2);
     }
 
     #[test]

@@ -91,7 +91,8 @@ unsafe extern "C" fn host_emit(ev: *const PluginEvent) -> c_int {
         }
         // SAFETY: the plugin declared `struct_size` readable bytes.
         let ev = unsafe { read_event(ev, struct_size) };
-        if ev.kind == 0 || ev.kind > KIND_PLUGIN_MAX {
+        // a size past i64::MAX is no block (the collector's byte counts are signed)
+        if ev.kind == 0 || ev.kind > KIND_PLUGIN_MAX || ev.size > i64::MAX as u64 {
             return -1;
         }
         // MALLOC (1) and FREE (2) are kept outside collection windows too, as shadow records

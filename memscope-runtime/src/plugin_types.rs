@@ -83,7 +83,7 @@ pub(crate) unsafe extern "C" fn host_register_type(t: *const EventType) -> i32 {
         } else {
             texts[3].split(|&b| b == b',').count()
         };
-        if texts[0].is_empty() || nvalues > MAX_VALUES {
+        if texts[0].is_empty() || nvalues > MAX_VALUES || !value_names_ok(texts[3]) {
             return -1;
         }
         let id = NEXT.fetch_add(1, Ordering::Relaxed) as usize;
@@ -104,6 +104,22 @@ pub(crate) unsafe extern "C" fn host_register_type(t: *const EventType) -> i32 {
         id as i32
     })
     .unwrap_or(-1)
+}
+
+/// Attr keys a value may not take: the row's own, and characters of the Attr syntax.
+const RESERVED: [&[u8]; 5] = [b"size", b"addr", b"allocation_id", b"used", b"owner"];
+
+/// Whether `names` (`k1,k2`, or empty) are usable Attr keys: non-empty, not reserved, without
+/// `: , { } "` or spaces.
+fn value_names_ok(names: &[u8]) -> bool {
+    names.is_empty()
+        || names.split(|&b| b == b',').all(|n| {
+            !n.is_empty()
+                && !RESERVED.contains(&n)
+                && !n
+                    .iter()
+                    .any(|b| matches!(b, b':' | b'{' | b'}' | b'"' | b' ' | b'\n'))
+        })
 }
 
 /// Writes type `id`'s definition unless this thread already did in the current stream.
@@ -167,7 +183,8 @@ pub(crate) unsafe extern "C" fn host_emit_compact(
     values: *const u64,
 ) -> c_int {
     std::panic::catch_unwind(|| {
-        if kind == 0 || kind > KIND_MAX {
+        // a size past i64::MAX is no block (the collector's byte counts are signed)
+        if kind == 0 || kind > KIND_MAX || size > i64::MAX as u64 {
             return -1;
         }
         let Some(slot) = usize::try_from(type_id)
@@ -234,4 +251,61 @@ pub(crate) unsafe extern "C" fn host_emit_compact(
         }
     })
     .unwrap_or(-1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(event_type: &core::ffi::CStr, values: &core::ffi::CStr) -> EventType {
+        EventType {
+            struct_size: EVENT_TYPE_V1_2_SIZE,
+            device: u32::MAX - 1,
+            flags: 0,
+            reserved: 0,
+            event_type: event_type.as_ptr(),
+            name: core::ptr::null(),
+            attrs: core::ptr::null(),
+            value_names: values.as_ptr(),
+        }
+    }
+
+    #[test]
+    fn register_type_refuses_bad_value_names_and_emit_compact_bad_arguments() {
+        for bad in [
+            c",",
+            c"a,",
+            c"size",
+            c"owner,b",
+            c"a:b",
+            c"a b",
+            c"{a}",
+            c"a,b,c,d,e",
+        ] {
+            // SAFETY: a valid struct whose texts live for the call.
+            assert_eq!(
+                unsafe { host_register_type(&spec(c"T", bad)) },
+                -1,
+                "{bad:?}"
+            );
+        }
+        // SAFETY: as above.
+        let id = unsafe { host_register_type(&spec(c"T", c"arena,bin")) };
+        assert!(id >= 0);
+        // SAFETY: NULL values; the arguments are checked before anything is read.
+        unsafe {
+            assert_eq!(
+                host_emit_compact(id, 1, 0x10, u64::MAX, 0, core::ptr::null()),
+                -1
+            );
+            assert_eq!(host_emit_compact(id, 0, 0x10, 8, 0, core::ptr::null()), -1);
+            assert_eq!(host_emit_compact(id, 9, 0x10, 8, 0, core::ptr::null()), -1);
+            assert_eq!(host_emit_compact(-1, 1, 0x10, 8, 0, core::ptr::null()), -1);
+            assert_eq!(
+                host_emit_compact(MAX_TYPES as i32, 1, 0x10, 8, 0, core::ptr::null()),
+                -1
+            );
+            assert_eq!(host_register_type(core::ptr::null()), -1);
+        }
+    }
 }

@@ -505,3 +505,35 @@ fn host_mmap_rows_of_pymalloc_arenas_carry_pymalloc_arena_true() {
     let ids: Vec<u64> = rows.iter().map(id).collect();
     assert!(ids.windows(2).all(|w| w[0] < w[1]), "rows in ID order");
 }
+
+#[test]
+fn a_pymem_capture_exports_to_one_clean_process_directory() {
+    let prog = job(&[]);
+    let prog: Vec<&str> = prog.iter().map(String::as_str).collect();
+    let r = memscope_run(&["--adapters", "pymem"], &prog, &[]);
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    let out = tempfile::tempdir().unwrap();
+    let o = std::process::Command::new(memscope_tests::memscope_bin())
+        .args(["export", "--to", "csv"])
+        .arg(r.out.path())
+        .arg("-o")
+        .arg(out.path().join("e"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut names = Vec::new();
+    memscope_tests::walk(&out.path().join("e"), &mut |p| {
+        names.push(p.file_name().unwrap().to_string_lossy().into_owned())
+    });
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.starts_with(".memscope_incomplete") || n.starts_with("config_1")),
+        "{names:?}"
+    );
+    let rows: usize = names
+        .iter()
+        .filter(|n| n.starts_with("memscope_dump_"))
+        .count();
+    assert!(rows > 0, "{names:?}");
+}

@@ -69,7 +69,7 @@ static PREV_ARENA: Once<ArenaAllocator> = Once(UnsafeCell::new(ArenaAllocator::E
 /// The API (set by init when CPython is in the process).
 static API: Once<Option<Api>> = Once(UnsafeCell::new(None));
 /// The registered type ids, in [`SPECS`] order (set by init).
-static TYPE_IDS: Once<[sdk::TypeId; TYPES]> = Once(UnsafeCell::new([sdk::TypeId(-1); TYPES]));
+static TYPE_IDS: Once<[Option<sdk::TypeId>; TYPES]> = Once(UnsafeCell::new([None; TYPES]));
 /// `atexit` could not take our stop function: check `Py_IsInitialized` on every event instead.
 static CHECK_INIT: AtomicBool = AtomicBool::new(false);
 /// The hooks are in (or being put in).
@@ -157,7 +157,9 @@ fn emit_now(h: sdk::Host, p: Pending) {
         ARENA_FREE => (ids[T_ARENA], Kind::Free, p.size, 0),
         d => (ids[d as usize % DOMAINS], Kind::Malloc, p.size, c),
     };
-    ty.emit(h, kind, p.ptr, size, flags, &[]);
+    if let Some(ty) = ty {
+        ty.emit(h, kind, p.ptr, size, flags, &[]);
+    }
 }
 
 /// Whether the interpreter is finalising (see [`FINALIZING`]).
@@ -418,7 +420,7 @@ fn init(host: &sdk::Host) -> Result<(), i32> {
     let Some(api) = Api::find() else {
         return Ok(());
     };
-    let mut ids = [sdk::TypeId(-1); TYPES];
+    let mut ids = [None; TYPES];
     for (id, (event_type, attrs, account)) in ids.iter_mut().zip(SPECS) {
         let mut spec = sdk::TypeSpec::new(event_type).device(sdk::Device::Cpu);
         if !attrs.is_empty() {
@@ -434,7 +436,7 @@ fn init(host: &sdk::Host) -> Result<(), i32> {
             );
             return Ok(());
         };
-        *id = t;
+        *id = Some(t);
     }
     // SAFETY: init runs once, before the hooks that read `TYPE_IDS` are installed.
     unsafe { *TYPE_IDS.0.get() = ids };

@@ -42,6 +42,11 @@ impl Pipeline {
                 return true;
             }
         }
+        if self.account_rows {
+            // the row's emit makes the output directory on the process's first event
+            self.compact_account_row(image, tid, rec);
+            return true;
+        }
         if self.next_id == 0 && !self.dry {
             if let Err(e) = self.materialize() {
                 eprintln!("memscope: pid {}: {e}", self.summary.pid);
@@ -49,7 +54,7 @@ impl Pipeline {
                 return true;
             }
         }
-        if !self.account_rows {
+        {
             self.ctx.discard_call_stack(tid, Some(ts));
             if malloc {
                 let id = self.ctx.next_allocation_id();
@@ -71,8 +76,6 @@ impl Pipeline {
             }
             return true;
         }
-        self.compact_account_row(image, tid, rec);
-        true
     }
 
     #[cold]

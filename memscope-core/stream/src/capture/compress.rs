@@ -47,6 +47,8 @@ impl Background {
         let (jobs, rx) = sync_channel::<Job>(1);
         let (give, free) = sync_channel::<Vec<u8>>(BUFFERS);
         let mut zstd = zstd::bulk::Compressor::new(ZSTD_LEVEL)?;
+        // a damaged block then fails to decompress instead of giving other records
+        zstd.include_checksum(true)?;
         let thread = std::thread::Builder::new()
             .name("memscope-capture".into())
             .spawn(move || {
