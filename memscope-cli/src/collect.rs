@@ -178,6 +178,10 @@ pub fn collect(a: &CollectArgs) -> ExitCode {
         analyses,
         crate::builtin::REGISTRY,
     );
+    if a.windows.is_some() {
+        // the per-window figures read every event, Python objects' and HOST blocks' too
+        collector.account_events();
+    }
     let mut last_flush = Instant::now();
     let mut gone_at: Option<Instant> = None;
     let barrier = a.spool.join("barrier");

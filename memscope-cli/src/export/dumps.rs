@@ -64,6 +64,7 @@ pub fn export(a: &ExportArgs, format: Format) -> anyhow::Result<()> {
             registry: &crate::builtin::REGISTRY,
             // a capture: every record in it is typed
             selected_typers_only: false,
+            account_events: true,
         };
         let h = StreamHeader {
             pid: info.pid,

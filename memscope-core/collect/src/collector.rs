@@ -38,6 +38,8 @@ pub struct Collector {
     registry: Registry,
     /// [`PipelineFactory::selected_typers_only`].
     selected_typers_only: bool,
+    /// [`PipelineFactory::account_events`].
+    account_events: bool,
     seen: HashSet<PathBuf>,
     unready: Vec<StreamFile>,
     procs: BTreeMap<u32, (ProcessState, i64)>,
@@ -97,6 +99,7 @@ impl Collector {
             analyses,
             registry,
             selected_typers_only: false,
+            account_events: false,
             seen: HashSet::new(),
             unready: Vec::new(),
             procs: BTreeMap::new(),
@@ -114,6 +117,13 @@ impl Collector {
     /// probe's selection).
     pub fn type_selected_only(&mut self) {
         self.selected_typers_only = true;
+    }
+
+    /// Builds the events of account-only sources (HOST's heap, PYMEM's objects) even when their
+    /// rows are not written, for online layers that read every event (the pytest plugin's
+    /// per-test figures, `memscope collect --windows`).
+    pub fn account_events(&mut self) {
+        self.account_events = true;
     }
 
     /// Ignores the streams of these processes (`memscope recover`: outputs already complete).
@@ -240,6 +250,7 @@ impl Collector {
                                     analyses: &self.analyses,
                                     registry: &self.registry,
                                     selected_typers_only: self.selected_typers_only,
+                                    account_events: self.account_events,
                                 };
                                 let setup = factory.setup(&h, None);
                                 let r = p.pipeline_mut().reconfigure(setup);
@@ -269,6 +280,7 @@ impl Collector {
             analyses: &self.analyses,
             registry: &self.registry,
             selected_typers_only: self.selected_typers_only,
+            account_events: self.account_events,
         };
         setup.build(h, Some(&self.spool))
     }
@@ -355,6 +367,9 @@ pub struct PipelineFactory<'a> {
     /// Build typers for the selected adapters only ([`Collector::type_selected_only`]); else
     /// for every adapter of the registry.
     pub selected_typers_only: bool,
+    /// Events of account-only sources are built even without their rows
+    /// ([`Collector::account_events`]): no fast path.
+    pub account_events: bool,
 }
 
 impl PipelineFactory<'_> {
@@ -385,6 +400,7 @@ impl PipelineFactory<'_> {
         // summaries.
         let selection = cfg.selection();
         let fast = !cfg.host_rows
+            && !self.account_events
             && collect.keeps_memory()
             && !cfg.analysis.decompose
             && !cfg.analysis.inefficient;
