@@ -8,7 +8,12 @@
  *   cc -shared -fPIC -O2 -I schemas -o libdemo_pool_adapter.so \
  *      examples/adapter-c/demo_pool_adapter.c -ldl
  * Run:
- *   memscope run --adapter-path ./libdemo_pool_adapter.so --call-stack c:16 -- ./demo_job
+ *   memscope run --device npu,cpu --adapter-path ./libdemo_pool_adapter.so --call-stack c:16 -- ./demo_job
+ *   (the pool's blocks are host memory: rows on device "cpu", written with --device ...,cpu)
+ * The demo job (its pool must be a shared library, as a real allocator's is, for the
+ * adapter to interpose it):
+ *   cc -shared -fPIC -O2 -o libdemo_pool.so examples/demo-pool/demo_pool.c
+ *   cc -O2 -I examples/demo-pool -o demo_job examples/demo-pool/demo_job.c -L. -ldemo_pool -Wl,-rpath,$PWD
  *   (or "adapter_paths": ["./libdemo_pool_adapter.so"] in config.json)
  *
  * How: memscope puts the adapter in LD_PRELOAD after its probe, so the adapter's

@@ -10,7 +10,12 @@
  *   cc -shared -fPIC -O2 -I schemas -o libdemo_pool_compact.so \
  *      examples/adapter-c/demo_pool_compact.c -ldl
  * Run:
- *   memscope run --adapter-path ./libdemo_pool_compact.so --call-stack c:16 -- ./demo_job
+ *   memscope run --device npu,cpu --adapter-path ./libdemo_pool_compact.so --call-stack c:16 -- ./demo_job
+ *   (the pool's blocks are host memory: rows on device "cpu", written with --device ...,cpu)
+ * The demo job (its pool must be a shared library, as a real allocator's is, for the
+ * adapter to interpose it):
+ *   cc -shared -fPIC -O2 -o libdemo_pool.so examples/demo-pool/demo_pool.c
+ *   cc -O2 -I examples/demo-pool -o demo_job examples/demo-pool/demo_job.c -L. -ldemo_pool -Wl,-rpath,$PWD
  *
  * Needs a probe of ABI >= 1.2 (host->size covers emit_compact): init declines on an older one
  * (a 1.1 adapter, demo_pool_adapter.c, works with both).

@@ -104,7 +104,7 @@ mod tests {
             None,
             || None,
         );
-        let r = a.report(Some(7));
+        let r = a.report(Some(7), false);
         assert_eq!(
             r[0].title,
             "PYMEM peak (pid 7): 24 bytes in 1 Python object(s), by where they were allocated at the peak"

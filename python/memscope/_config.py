@@ -135,8 +135,9 @@ def _adapters(s, text, cfg):
     if missing:
         wanted = ",".join(loaded + missing)
         if s.mode in ("launcher", "attached"):
+            started = [a for a in loaded if a not in s.late_plugins]
             how = ("`memscope run` started this process with --adapters %s; pass %s to memscope "
-                   "run: memscope run --adapters %s -- ..." % (",".join(loaded) or "(none)",
+                   "run: memscope run --adapters %s -- ..." % (",".join(started) or "(none)",
                                                             ", ".join(missing), wanted))
         else:
             script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "script.py"

@@ -138,13 +138,20 @@ impl Accounts {
             .map(|a| (a.ty, a.unknown_frees))
     }
 
-    /// Each account's two sections: peak, then live at exit.
-    pub fn report(&self, pid: Option<u32>) -> Vec<ReportSection> {
+    /// Each account's two sections: peak, then live at exit (`py_stacks`: the run recorded
+    /// Python stacks, so a block without one was made before their service started).
+    pub fn report(&self, pid: Option<u32>, py_stacks: bool) -> Vec<ReportSection> {
+        let no_stack = if py_stacks {
+            "made before the Python stack service started: the interpreter's start"
+        } else {
+            "run with --call-stack python:N"
+        };
         let pid = pid.map(|p| format!(" (pid {p})")).unwrap_or_default();
         let mut out = Vec::new();
         for a in &self.accounts {
             let p = a.live.peak();
             out.push(a.section(
+                no_stack,
                 a.live.groups_at_peak(),
                 format!(
                     "{} peak{pid}: {} bytes in {} {}, by where they were allocated at the peak",
@@ -152,6 +159,7 @@ impl Accounts {
                 ),
             ));
             out.push(a.section(
+                no_stack,
                 a.live.groups_now(),
                 format!(
                     "{} {} live at exit{pid}: {} object(s), {} bytes ({} freed before)",
@@ -168,7 +176,7 @@ impl Accounts {
 }
 
 impl Account {
-    fn section(&self, groups: &[(u64, u64)], title: String) -> ReportSection {
+    fn section(&self, no_stack: &str, groups: &[(u64, u64)], title: String) -> ReportSection {
         let list: Vec<StackGroup> = groups
             .iter()
             .enumerate()
@@ -182,7 +190,7 @@ impl Account {
                 bytes,
             })
             .collect();
-        let (shown, all) = site_lines(&list, "object(s)", "run with --call-stack python:N");
+        let (shown, all) = site_lines(&list, "object(s)", no_stack);
         ReportSection::bounded(title, shown, all)
     }
 }
@@ -205,7 +213,7 @@ mod tests {
         assert_eq!(a.free(ty, 0x99), None);
         a.malloc(ty, (0x40, 10, 4), (4, 5), Some(1), k);
         assert_eq!(a.unknown_frees().collect::<Vec<_>>(), [(ty, 1)]);
-        let r = a.report(Some(7));
+        let r = a.report(Some(7), true);
         assert_eq!(
             r[0].title,
             "OBJ peak (pid 7): 1200 bytes in 3 block(s), by where they were allocated at the peak"

@@ -65,7 +65,8 @@ impl Pipeline {
             Some(f) => f.report(Some(self.summary.pid)),
             None => Vec::new(),
         };
-        side_report.extend(self.accounts.report(Some(self.summary.pid)));
+        let py_stacks = self.pystacks.on();
+        side_report.extend(self.accounts.report(Some(self.summary.pid), py_stacks));
         side_report.extend(self.sampled.report(self.summary.pid));
         for (ty, n) in self.accounts.unknown_frees() {
             self.log.debug(&format!(

@@ -34,6 +34,11 @@ pub struct PyStacks {
 }
 
 impl PyStacks {
+    /// Whether rows get Python stacks.
+    pub fn on(&self) -> bool {
+        self.depth.is_some_and(|d| d > 0)
+    }
+
     /// Frames per row from now on (`None`: off), definitions kept.
     pub fn set_depth(&mut self, depth: Option<u32>) {
         self.depth = depth;

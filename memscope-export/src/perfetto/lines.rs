@@ -4,8 +4,9 @@
 //! row's Python stack (`memscope_analysis::attribution`, as the report's sites). The first
 //! [`MAX_LINES`] lines of the user's code in a process get their own track; later ones, and
 //! blocks of library or interpreter code only (imports, the interpreter's start), share
-//! `… @ other lines`. Rows without a Python stack (no `--call-stack python:N`) make no line
-//! tracks.
+//! `… @ other lines`; blocks without a Python stack (made before the stack service started,
+//! or a run without `--call-stack python:N`) go to `… @ no Python stack`, so the tracks add up
+//! to the allocator's counter.
 
 use super::process::ProcessTrace;
 use super::Writer;
@@ -18,6 +19,8 @@ use std::io::{self, Write};
 pub const MAX_LINES: usize = 32;
 /// The label of the shared track.
 const OTHER: &str = "other lines";
+/// The label of blocks without a Python stack.
+const NO_STACK: &str = "no Python stack";
 
 struct Line {
     uuid: u64,
@@ -75,15 +78,12 @@ impl ByLine {
         let key = (ev.event_type, ev.ptr.unwrap_or(m.addr));
         let (i, delta) = match ev.kind {
             EventKind::Malloc => {
-                let Some(site) =
-                    memscope_analysis::attribution::site_of(ev.py_stack.as_deref(), None)
-                else {
-                    return Ok(());
-                };
-                let label = if site.rule.class == FrameClass::Own {
-                    site.frame.as_str()
-                } else {
-                    OTHER
+                let site = memscope_analysis::attribution::site_of(ev.py_stack.as_deref(), None);
+                let label = match &site {
+                    Some(s) if s.rule.class == FrameClass::Own => s.frame.as_str(),
+                    Some(_) => OTHER,
+                    // made before the Python stack service started (the interpreter's start)
+                    None => NO_STACK,
                 };
                 let i = self.track(p, w, ev.event_type, label)?;
                 if let Some((j, s)) = self.live.insert(key, (i, m.size)) {
