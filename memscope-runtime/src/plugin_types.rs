@@ -282,12 +282,10 @@ mod tests {
             c"{a}",
             c"a,b,c,d,e",
         ] {
+            let t = spec(c"T", bad);
             // SAFETY: a valid struct whose texts live for the call.
-            assert_eq!(
-                unsafe { host_register_type(&spec(c"T", bad)) },
-                -1,
-                "{bad:?}"
-            );
+            let id = unsafe { host_register_type(&t) };
+            assert_eq!(id, -1, "{bad:?}");
         }
         // SAFETY: as above.
         let id = unsafe { host_register_type(&spec(c"T", c"arena,bin")) };

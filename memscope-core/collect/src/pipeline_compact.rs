@@ -54,28 +54,26 @@ impl Pipeline {
                 return true;
             }
         }
-        {
-            self.ctx.discard_call_stack(tid, Some(ts));
-            if malloc {
-                let id = self.ctx.next_allocation_id();
-                let py = self.pystacks.current_key(image, tid);
-                let stacks = &mut self.pystacks;
-                let text = || stacks.current(image, tid).map(|(_, t)| t);
-                if self
-                    .accounts
-                    .malloc(ety, (addr, size, id), (self.next_id, ts), py, text)
-                    .is_some()
-                {
-                    self.warn_reused(ety, addr);
-                }
-                self.next_id += 1;
-                self.typed[MALLOC_SLOT] += 1;
-            } else if self.accounts.free(ety, addr).is_some() {
-                self.next_id += 1;
-                self.typed[FREE_SLOT] += 1;
+        self.ctx.discard_call_stack(tid, Some(ts));
+        if malloc {
+            let id = self.ctx.next_allocation_id();
+            let py = self.pystacks.current_key(image, tid);
+            let stacks = &mut self.pystacks;
+            let text = || stacks.current(image, tid).map(|(_, t)| t);
+            if self
+                .accounts
+                .malloc(ety, (addr, size, id), (self.next_id, ts), py, text)
+                .is_some()
+            {
+                self.warn_reused(ety, addr);
             }
-            return true;
+            self.next_id += 1;
+            self.typed[MALLOC_SLOT] += 1;
+        } else if self.accounts.free(ety, addr).is_some() {
+            self.next_id += 1;
+            self.typed[FREE_SLOT] += 1;
         }
+        true
     }
 
     #[cold]
