@@ -36,7 +36,7 @@ pub struct Guard {
 
 impl Guard {
     #[inline]
-    fn ts(&self) -> &ThreadState {
+    pub(crate) fn ts(&self) -> &ThreadState {
         // SAFETY: `ts` points at this thread's `TS`, which lives (const-initialised, without a
         // destructor) as long as the thread; the guard is not `Send`, so it is used on that
         // thread only.

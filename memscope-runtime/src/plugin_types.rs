@@ -122,29 +122,30 @@ fn value_names_ok(names: &[u8]) -> bool {
         })
 }
 
-/// Writes type `id`'s definition unless this thread already did in the current stream.
-/// `false` when it could not be written.
-fn ensure_defined(id: usize, slot: &Slot) -> bool {
+/// Writes type `id`'s definition unless this thread already did in the current stream (`g`:
+/// the emit's guard, whose thread state saves a lookup). `false` when it could not be written.
+fn ensure_defined(id: usize, slot: &Slot, g: Option<&guard::Guard>) -> bool {
     let Some(gen) = stream::open_gen() else {
         return false;
     };
     let (word, bit) = (id / 64, 1u64 << (id % 64));
-    let cached = writer::TS
-        .try_with(|ts| {
-            let b = scratch::block(ts)?;
-            // SAFETY: the thread's own block; the bitmap is touched only here, by the thread
-            // that owns the block. A signal handler's hook that interrupts this update at worst
-            // writes the definition once more (harmless: the collector keeps the last).
-            let c = unsafe { &mut (*b).texts };
-            if c.types_gen != gen {
-                c.types = [0; MAX_TYPES / 64];
-                c.types_gen = gen;
-            }
-            Some(c.types[word] & bit != 0)
-        })
-        .ok()
-        .flatten();
-    if cached == Some(true) {
+    let block = match g {
+        Some(g) => scratch::block(g.ts()),
+        None => writer::TS.try_with(scratch::block).ok().flatten(),
+    };
+    let cache = block.map(|b| {
+        // SAFETY: the thread's own block, mapped for the thread's life; the bitmap is touched
+        // only here, by that thread. A signal handler's hook that interrupts this update at
+        // worst writes the definition once more (harmless: the collector keeps the first).
+        let c = unsafe { &mut (*b).texts };
+        if c.types_gen != gen {
+            c.types = [0; MAX_TYPES / 64];
+            c.types_gen = gen;
+        }
+        c as *mut crate::intern::TextCache
+    });
+    // SAFETY: as above.
+    if cache.is_some_and(|c| unsafe { (*c).types[word] } & bit != 0) {
         return true;
     }
     let def = Record::EventTypeDef {
@@ -159,16 +160,13 @@ fn ensure_defined(id: usize, slot: &Slot) -> bool {
     if !writer::record(&def) {
         return false;
     }
-    if cached.is_some() {
-        let _ = writer::TS.try_with(|ts| {
-            if let Some(b) = scratch::block(ts) {
-                // SAFETY: as above.
-                let c = unsafe { &mut (*b).texts };
-                if c.types_gen == gen {
-                    c.types[word] |= bit;
-                }
+    if let Some(c) = cache {
+        // SAFETY: as above (the block stays this thread's while the thread runs).
+        unsafe {
+            if (*c).types_gen == gen {
+                (*c).types[word] |= bit;
             }
-        });
+        }
     }
     true
 }
@@ -235,7 +233,7 @@ pub(crate) unsafe extern "C" fn host_emit_compact(
             size,
             values: &buf[..n],
         };
-        if !ensure_defined(id, slot) {
+        if !ensure_defined(id, slot, g.as_ref()) {
             // no stream to write into (stopped, full): the event counts as dropped
             crate::drops::count(&rec);
             return -1;
