@@ -44,14 +44,7 @@ impl TypeInfo {
         let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
         let ty = EventType::custom(&text(event_type));
         let mut pairs = parse_attr(&text(attrs));
-        let owner = pairs
-            .iter()
-            .position(|(k, _)| k == "owner")
-            .map(|i| pairs.remove(i).1);
-        let mut chain = OwnerChain::framework(ty.as_str());
-        for l in owner.iter().flat_map(|o| o.split('@')) {
-            chain.push(l);
-        }
+        let chain = take_owner(ty, &mut pairs);
         let name = text(name);
         let values = text(values);
         TypeInfo {
@@ -86,6 +79,20 @@ impl TypeInfo {
         }
         p
     }
+}
+
+/// Takes the `owner` pair out of a plugin event's Attr `pairs` and builds the owner chain of its
+/// MALLOC rows: `<event_type>@<owner>…` (the owner's own `@` levels kept).
+pub fn take_owner(ty: EventType, pairs: &mut Vec<(String, String)>) -> OwnerChain {
+    let owner = pairs
+        .iter()
+        .position(|(k, _)| k == "owner")
+        .map(|i| pairs.remove(i).1);
+    let mut chain = OwnerChain::framework(ty.as_str());
+    for l in owner.iter().flat_map(|o| o.split('@')) {
+        chain.push(l);
+    }
+    chain
 }
 
 /// The registered types of one process, by (image, id).

@@ -56,17 +56,7 @@ impl Pipeline {
         }
         self.ctx.discard_call_stack(tid, Some(ts));
         if malloc {
-            let id = self.ctx.next_allocation_id();
-            let py = self.pystacks.current_key(image, tid);
-            let stacks = &mut self.pystacks;
-            let text = || stacks.current(image, tid).map(|(_, t)| t);
-            if self
-                .accounts
-                .malloc(ety, (addr, size, id), (self.next_id, ts), py, text)
-                .is_some()
-            {
-                self.warn_reused(ety, addr);
-            }
+            self.account_malloc(image, tid, ety, (addr, size, ts));
             self.next_id += 1;
             self.typed[MALLOC_SLOT] += 1;
         } else if self.accounts.free(ety, addr).is_some() {
@@ -74,6 +64,30 @@ impl Pipeline {
             self.typed[FREE_SLOT] += 1;
         }
         true
+    }
+
+    /// Accounts a MALLOC of `ety` at `addr` (`size` bytes, stamped `ts`, by thread `tid` of
+    /// image `image`, with its Python stack) as the next event; returns its allocation id.
+    #[inline]
+    fn account_malloc(
+        &mut self,
+        image: usize,
+        tid: u32,
+        ety: memscope_core::event::EventType,
+        (addr, size, ts): (u64, u64, u64),
+    ) -> u64 {
+        let id = self.ctx.next_allocation_id();
+        let py = self.pystacks.current_key(image, tid);
+        let stacks = &mut self.pystacks;
+        let text = || stacks.current(image, tid).map(|(_, t)| t);
+        if self
+            .accounts
+            .malloc(ety, (addr, size, id), (self.next_id, ts), py, text)
+            .is_some()
+        {
+            self.warn_reused(ety, addr);
+        }
+        id
     }
 
     #[cold]
@@ -107,19 +121,8 @@ impl Pipeline {
         let pairs = info.pairs_with(values);
         let owner = malloc.then(|| info.owner.clone());
         let (id, size) = if malloc {
-            let id = self.ctx.next_allocation_id();
-            let py = self.pystacks.current_key(image, tid);
-            let stacks = &mut self.pystacks;
-            let text = || stacks.current(image, tid).map(|(_, t)| t);
-            if self
-                .accounts
-                .malloc(ety, (addr, size, id), (self.next_id, ts), py, text)
-                .is_some()
-            {
-                self.warn_reused(ety, addr);
-            }
             ev.kind = EventKind::Malloc;
-            (id, size)
+            (self.account_malloc(image, tid, ety, (addr, size, ts)), size)
         } else {
             let Some(b) = self.accounts.free(ety, addr) else {
                 self.ctx.discard_call_stack(tid, Some(ts));

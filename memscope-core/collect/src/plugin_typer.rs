@@ -82,14 +82,7 @@ impl Typer for PluginTyper {
                 let ty = EventType::custom(&text(event_type));
                 let name_text = text(name);
                 let mut pairs = parse_attr(&text(attrs));
-                let owner = pairs
-                    .iter()
-                    .position(|(k, _)| k == "owner")
-                    .map(|i| pairs.remove(i).1);
-                let mut chain = OwnerChain::framework(ty.as_str());
-                for l in owner.iter().flat_map(|o| o.split('@')) {
-                    chain.push(l);
-                }
+                let chain = crate::compact::take_owner(ty, &mut pairs);
                 Parts {
                     kind: *k,
                     ts: *ts,
