@@ -277,3 +277,31 @@ fn adapters_list_prints_the_built_ins_and_every_plugin_given_with_adapter_path()
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.contains("bad magic"), "{err}");
 }
+
+#[test]
+fn a_million_compact_events_give_a_million_rows_none_dropped_as_the_summary_counts() {
+    let (job, lib) = (demo_job(), c_compact_adapter());
+    let run = memscope_run(
+        &[
+            "--device",
+            "npu,cpu",
+            "--adapter-path",
+            lib.to_str().unwrap(),
+        ],
+        &[job.to_str().unwrap(), "500000"],
+        &[],
+    );
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    let rows = run.rows();
+    let own = |e: &str| select(&rows, e, "DEMO_POOL_COMPACT").len();
+    // 500 000 weights allocated and freed, and the kept kv cache
+    assert_eq!((own("MALLOC"), own("FREE")), (500_001, 500_000));
+    assert!(
+        run.stderr().contains(&format!(
+            "{} rows (MALLOC 500001, FREE 500000), 0 dropped",
+            rows.len()
+        )),
+        "{}",
+        run.stderr()
+    );
+}
