@@ -186,6 +186,7 @@ pub fn collect(a: &CollectArgs) -> ExitCode {
     let mut gone_at: Option<Instant> = None;
     let barrier = a.spool.join("barrier");
     let mut barrier_since: Option<Instant> = None;
+    let mut rss = crate::own_memory::RssWatch::new();
     loop {
         // The job (its `atexit`, an analyzer it calls) asks for everything it committed so far
         // to be in the files: records wait one reorder window before they are emitted, and a
@@ -195,6 +196,7 @@ pub fn collect(a: &CollectArgs) -> ExitCode {
         let barrier_due =
             barrier_since.is_some_and(|t| t.elapsed() > window + Duration::from_millis(20));
         let progressed = collector.poll();
+        rss.sample(&collector.traced_pids());
         if barrier_since.is_none() && barrier.exists() {
             barrier_since = Some(Instant::now());
         }
@@ -208,6 +210,7 @@ pub fn collect(a: &CollectArgs) -> ExitCode {
         // summary with its exit status comes before the process is gone (issue 23).
         let exited = collector.exited(a.pid) && pid_alive(a.pid);
         if gone_at.is_none() && (exited || !pid_alive(a.pid)) {
+            rss.sample_now(&[a.pid]);
             gone_at = Some(Instant::now());
         }
         if let Some(t) = gone_at {
@@ -250,6 +253,15 @@ pub fn collect(a: &CollectArgs) -> ExitCode {
     );
     if !a.quiet {
         crate::summary::print(&summaries, code, &left_out, &cfg_used.output_path);
+        if let Some(l) = crate::own_memory::hint(
+            &summaries,
+            &rss,
+            &cfg_used,
+            &command,
+            crate::own_memory::Launch::Python,
+        ) {
+            eprintln!("{l}");
+        }
     }
     drop(spool_guard);
     ExitCode::SUCCESS

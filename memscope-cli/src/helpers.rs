@@ -68,14 +68,7 @@ pub fn recorded(p: &ProcessSummary) -> bool {
 /// process recorded events; none otherwise (the job is made of helpers only, e.g. a traced
 /// shell command: nothing is hidden).
 pub fn helpers(procs: &[ProcessSummary], names: &[String], self_exe: Option<&Path>) -> Vec<u32> {
-    let is_helper = |p: &ProcessSummary| {
-        let exes: Vec<&str> = if p.image_exes.is_empty() {
-            vec![p.exe.as_str()]
-        } else {
-            p.image_exes.iter().map(String::as_str).collect()
-        };
-        exes.iter().all(|e| is_helper_exe(e, names, self_exe))
-    };
+    let is_helper = |p: &ProcessSummary| helper_program(p, names, self_exe);
     let job_recorded = procs.iter().any(|p| recorded(p) && !is_helper(p));
     if !job_recorded {
         return Vec::new();
@@ -87,12 +80,24 @@ pub fn helpers(procs: &[ProcessSummary], names: &[String], self_exe: Option<&Pat
         .collect()
 }
 
+/// Whether every image of `p` ran a helper program of `names` (or memscope's own CLI).
+fn helper_program(p: &ProcessSummary, names: &[String], self_exe: Option<&Path>) -> bool {
+    let exes: Vec<&str> = if p.image_exes.is_empty() {
+        vec![p.exe.as_str()]
+    } else {
+        p.image_exes.iter().map(String::as_str).collect()
+    };
+    exes.iter().all(|e| is_helper_exe(e, names, self_exe))
+}
+
 /// Marks the helpers of `procs` and removes their output directories (they were created
 /// while it was not known yet that they are helpers); returns how many processes the console
-/// leaves out, by program (helpers and processes that recorded nothing).
+/// leaves out and counts, by program: those that recorded nothing, helper programs (a pyenv
+/// shim's dozen shells, issue 35) only in the run index.
 pub fn set_aside(procs: &mut [ProcessSummary]) -> BTreeMap<String, usize> {
     let self_exe = std::env::current_exe().ok();
-    let pids = helpers(procs, &helper_names(), self_exe.as_deref());
+    let names = helper_names();
+    let pids = helpers(procs, &names, self_exe.as_deref());
     let mut left_out: BTreeMap<String, usize> = BTreeMap::new();
     for p in procs.iter_mut() {
         p.helper = pids.contains(&p.pid);
@@ -105,15 +110,15 @@ pub fn set_aside(procs: &mut [ProcessSummary]) -> BTreeMap<String, usize> {
                 );
             }
         }
-        if p.helper || !recorded(p) {
+        if !recorded(p) && !helper_program(p, &names, self_exe.as_deref()) {
             *left_out.entry(file_name(&p.exe).to_owned()).or_default() += 1;
         }
     }
     left_out
 }
 
-/// The one console line about the processes left out: `19 other process(es) not listed:
-/// launcher/helper programs and processes that recorded nothing (bash 17, readlink 2); …`.
+/// The one console line about the processes left out: `1 other process(es) not listed:
+/// processes that recorded nothing (python3.11 1); …`.
 pub fn count_line(left_out: &BTreeMap<String, usize>) -> Option<String> {
     let n: usize = left_out.values().sum();
     if n == 0 {
@@ -130,7 +135,7 @@ pub fn count_line(left_out: &BTreeMap<String, usize>) -> Option<String> {
         names.push(format!("{} more program(s)", by.len() - 5));
     }
     Some(format!(
-        "memscope: {n} other process(es) not listed: launcher/helper programs and processes that recorded nothing ({}); memscope_run.json lists them",
+        "memscope: {n} other process(es) not listed: processes that recorded nothing ({}); memscope_run.json lists them with the job's helper programs",
         names.join(", ")
     ))
 }
@@ -181,11 +186,11 @@ mod tests {
     #[test]
     fn one_line_counts_the_processes_left_out_by_program() {
         let mut m = BTreeMap::new();
-        m.insert("bash".to_owned(), 17);
-        m.insert("readlink".to_owned(), 2);
+        m.insert("python3.11".to_owned(), 1);
+        m.insert("app".to_owned(), 2);
         assert_eq!(
             count_line(&m).unwrap(),
-            "memscope: 19 other process(es) not listed: launcher/helper programs and processes that recorded nothing (bash 17, readlink 2); memscope_run.json lists them"
+            "memscope: 3 other process(es) not listed: processes that recorded nothing (app 2, python3.11 1); memscope_run.json lists them with the job's helper programs"
         );
         assert!(count_line(&BTreeMap::new()).is_none());
     }

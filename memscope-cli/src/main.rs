@@ -37,6 +37,7 @@ mod export_cmd;
 mod helpers;
 mod job;
 mod locate;
+mod own_memory;
 mod msmemscope_cli;
 mod plugin_check;
 mod pymem_arenas;

@@ -421,8 +421,10 @@ fn launch_and_collect(
     let mut exited_at: Option<Instant> = None;
     let mut teardown = crate::job::Teardown::new(child.id(), spool, grace);
     let mut last_reap = Instant::now();
+    let mut rss = crate::own_memory::RssWatch::new();
     loop {
         let progressed = collector.poll();
+        rss.sample(&collector.traced_pids());
         for origin in signals.pending() {
             teardown.on_signal(&origin, &collector);
         }
@@ -478,6 +480,8 @@ fn launch_and_collect(
         }
     }
     let reaped = collector.ended().clone();
+    // the job's process (a pyenv shim execs python in it) after its last sample
+    rss.raise_peak(child.id(), crate::own_memory::children_peak_kib());
     let mut summaries = collector.finish();
     // launcher/wrapper helpers: no directory, no console line (issue 23)
     let left_out = crate::helpers::set_aside(&mut summaries);
@@ -510,6 +514,15 @@ fn launch_and_collect(
             crate::rank_table::print(&summaries, &entries, code, &cfg.output_path, &left_out);
         } else {
             crate::summary::print(&summaries, Some(code), &left_out, &cfg.output_path);
+        }
+        if let Some(l) = crate::own_memory::hint(
+            &summaries,
+            &rss,
+            cfg,
+            argv,
+            crate::own_memory::Launch::Run,
+        ) {
+            eprintln!("{l}");
         }
         if let Some(sig) = teardown.signal() {
             eprintln!("memscope: the job was interrupted by {sig}; everything it recorded until it ended is written");

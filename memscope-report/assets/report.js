@@ -253,7 +253,9 @@
       card("Events", r.events.toLocaleString("en-US"), p.label + ": " + p.events.toLocaleString("en-US") + " rows"),
       card("Peak device memory", dev ? fmtBytes(dev.peak) : "—", dev ? dev.pool + " on device " + dev.device + " at " + fmtTime(dev.peak_t) : "no device allocations"),
       card("Peak host memory", host ? fmtBytes(host.peak) : "—", host ? host.pool + " · " + host.peak_blocks.toLocaleString("en-US") + " blocks" : "no host allocations"),
-      card("Leaks", String(leaks.pool_count), leaks.pool_count ? fmtBytes(leaks.pool_bytes) + " in pool blocks" : "no pool leak (" + leaks.steps_ended + " steps ended)", leaks.pool_count ? "bad" : "good"),
+      leaks.pool_recorded
+        ? card("Leaks", String(leaks.pool_count), leaks.pool_count ? fmtBytes(leaks.pool_bytes) + " in pool blocks" : "no pool leak (" + leaks.steps_ended + " steps ended)", leaks.pool_count ? "bad" : "good")
+        : card("Leaks", "not recorded", "no framework-pool block was traced"),
       card("Steps", String(p.steps.length + p.steps_omitted), p.steps.length ? "longest " + fmtTime(Math.max.apply(null, p.steps.map((s) => (s.end === null ? p.end : s.end) - s.start))) : "no step ranges"),
       card("Inefficient blocks", String(p.inefficient.total), Object.entries(p.inefficient.counts).map(([k, v]) => v + " " + k.split("_")[0]).join(" · ")));
   }
@@ -351,7 +353,8 @@
     const p = proc(), b = clear(body("leaks")), L = p.leaks;
     b.append(el("div", { class: "note", text: "A framework-pool block allocated in step ≥ 2 and still live when a later step ended and at the end of the run (" +
       L.steps_ended + " step(s) ended; blocks of step 1 and of the last ended step are not judged)." }));
-    if (!L.pool_count) b.append(el("div", { class: "empty", text: "No memory pool leaks detected." }));
+    if (!L.pool_recorded) b.append(el("div", { class: "empty", text: "Not recorded: no framework-pool block (PTA, MindSpore, ATB) was traced, so no leak was looked for." }));
+    else if (!L.pool_count) b.append(el("div", { class: "empty", text: "No memory pool leaks detected." }));
     else {
       b.append(el("div", { class: "bar" }, [el("b", { class: "pos", text: L.pool_count + " leaked block(s), " + fmtBytes(L.pool_bytes) })]));
       b.append(table([{ key: "id", label: "ID", num: true }, timeCol("t"), { key: "device", label: "Device" }, { key: "pool", label: "Pool" },
@@ -360,11 +363,12 @@
         { key: "stack", label: "Stack", fmt: (v, r) => stackCell(r) }], L.pool,
       { sortKey: "id", sortDir: 1, note: L.pool.length < L.pool_count ? "(" + L.pool.length + " of " + L.pool_count + " shown)" : "" }));
     }
-    b.append(el("h3", { text: "HAL memory live at exit" }));
-    if (!L.hal_count) b.append(el("div", { class: "empty", text: "There is no HAL memory live at exit." }));
+    b.append(el("h3", { text: "HAL memory live at exit (driver memory, not a leak by msMemScope's rule)" }));
+    if (!p.allocators.some((a) => a.pool === "HAL")) b.append(el("div", { class: "empty", text: "Not recorded: driver memory (HAL) was not traced." }));
+    else if (!L.hal_count) b.append(el("div", { class: "empty", text: "There is no HAL memory live at exit." }));
     else {
       b.append(el("div", { class: "note", text: L.hal_count + " block(s), " + fmtBytes(L.hal_bytes) }));
-      b.append(table([{ key: "device", label: "Device" }, { key: "addr", label: "Address", cls: "mono" }, bytesCol("size", "Size")], L.hal, { sortKey: "size" }));
+      b.append(table([{ key: "device", label: "Device" }, { key: "addr", label: "Address", cls: "mono" }, bytesCol("size", "Size"), { key: "site", label: "Allocated at", cls: "mono" }], L.hal, { sortKey: "size" }));
     }
   }
 

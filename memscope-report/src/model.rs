@@ -204,6 +204,9 @@ pub struct LeakData {
     pub pool_bytes: u64,
     /// Highest step that ended (blocks of step 1 and of the last ended step are not judged).
     pub steps_ended: u32,
+    /// Whether any framework-pool block was recorded (else no leak was looked for: the report
+    /// says "not recorded", never "0").
+    pub pool_recorded: bool,
     /// HAL blocks live at exit (capped).
     pub hal: Vec<HalRow>,
     /// HAL blocks live at exit in all.
@@ -248,6 +251,8 @@ pub struct HalRow {
     pub addr: String,
     /// Bytes.
     pub size: u64,
+    /// Where it was allocated (`frame ← caller`), when stacks were recorded.
+    pub site: Option<String>,
 }
 
 /// Peak and end of one allocator on one device.

@@ -424,6 +424,7 @@ impl ProcessBuilder {
             pool_count: pool.len() as u64,
             pool_bytes: pool.iter().map(|l| l.size).sum(),
             steps_ended: self.leaks.steps_ended(),
+            pool_recorded: self.leaks.pool_recorded(),
             hal_count: hal.len() as u64,
             hal_bytes: hal.iter().map(|h| h.size).sum(),
             pool: pool
@@ -450,6 +451,7 @@ impl ProcessBuilder {
                     device: h.device.to_text(),
                     addr: hex(h.addr),
                     size: h.size,
+                    site: h.site,
                 })
                 .collect(),
         }

@@ -349,18 +349,15 @@ fn pid_lines(err: &str) -> Vec<&str> {
 }
 
 #[test]
-fn a_pyenv_shim_s_helper_processes_get_no_directory_and_no_console_line_only_a_count() {
+fn a_pyenv_shim_s_helper_processes_get_no_directory_and_no_console_line() {
     let (run, _shim) =
         demo_under_a_shim(&["--adapters", "pta,mstx", "--call-stack", "python:8"], "4");
     let err = run.stderr();
     let lines = pid_lines(&err);
     assert_eq!(lines.len(), 1, "one process line, the job's:\n{err}");
     assert!(lines[0].contains("python"), "{err}");
-    let count = err
-        .lines()
-        .find(|l| l.contains("other process(es) not listed"))
-        .unwrap_or_else(|| panic!("one count line for the shim's processes:\n{err}"));
-    assert!(count.contains("readlink"), "{count}");
+    // the shim's shells are not worth a console line (issue 35): the run index lists them
+    assert!(!err.contains("not listed"), "{err}");
     assert!(
         !err.contains("/usr/bin/bash"),
         "no line names a helper:\n{err}"

@@ -97,13 +97,13 @@ pub fn parse_limits(flag: &str, text: &str) -> Result<Vec<Limit>, String> {
     Limit::parse_list(text).map_err(|e| format!("{flag} {text}: {e}"))
 }
 
-/// The crossings of `limits` over `procs`, printed one line each on stderr; a limit whose
-/// scope matches no allocator of any process gets a line too (a typo such as `npu:0.PTa`
-/// would otherwise pass every run).
+/// The crossings of `limits` over `procs`, printed one line each on stderr; a limit that looks
+/// at nothing recorded in `procs` gets a "not recorded" line (a source not traced, or a typo
+/// such as `npu:0.PTa`, would otherwise pass every run as if checked).
 pub fn evaluate(limits: &[Limit], procs: &[ProcessRow]) -> Vec<Crossing> {
     let mut v = Vec::new();
     for l in limits {
-        if !l.matches_any(procs.iter().flat_map(|p| p.figures.allocators.iter())) {
+        if not_recorded(l, procs) {
             let mut seen: Vec<String> = procs
                 .iter()
                 .flat_map(|p| p.figures.allocators.iter())
@@ -112,7 +112,7 @@ pub fn evaluate(limits: &[Limit], procs: &[ProcessRow]) -> Vec<Crossing> {
             seen.sort();
             seen.dedup();
             eprintln!(
-                "memscope: limit {:?} looks at no allocator of this run (it has: {}); it passes",
+                "memscope: limit {:?}: not recorded — nothing it looks at was traced (this run has: {}); not checked",
                 l.text,
                 if seen.is_empty() {
                     "none".to_owned()
@@ -129,6 +129,27 @@ pub fn evaluate(limits: &[Limit], procs: &[ProcessRow]) -> Vec<Crossing> {
         }
     }
     v
+}
+
+/// Whether `limit` looks at nothing recorded in `procs`.
+pub fn not_recorded(limit: &Limit, procs: &[ProcessRow]) -> bool {
+    !limit.matches_any(procs.iter().flat_map(|p| p.figures.allocators.iter()))
+}
+
+/// `kept: a, b; not recorded: c` — the limits of a run that crossed nothing.
+fn kept_line(limits: &[Limit], procs: &[ProcessRow]) -> String {
+    let (absent, kept): (Vec<&Limit>, Vec<&Limit>) =
+        limits.iter().partition(|l| not_recorded(l, procs));
+    let names = |v: &[&Limit]| v.iter().map(|l| l.text.as_str()).collect::<Vec<_>>().join(", ");
+    match (kept.is_empty(), absent.is_empty()) {
+        (false, true) => format!("memscope: limits kept: {}", names(&kept)),
+        (true, false) => format!("memscope: limits not recorded (not checked): {}", names(&absent)),
+        _ => format!(
+            "memscope: limits kept: {}; not recorded (not checked): {}",
+            names(&kept),
+            names(&absent)
+        ),
+    }
 }
 
 /// Writes `doc` to `path` (beside it first, then moved into place).
@@ -209,8 +230,7 @@ pub fn after_run(
             if job != 0 { ": its failure wins" } else { "" }
         );
     } else if !gate.limits.is_empty() && !quiet {
-        let names: Vec<&str> = gate.limits.iter().map(|l| l.text.as_str()).collect();
-        eprintln!("memscope: limits kept: {}", names.join(", "));
+        eprintln!("{}", kept_line(&gate.limits, &procs));
     }
     if let Some(path) = &gate.summary_json {
         let doc = summary::document(

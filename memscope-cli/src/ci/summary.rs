@@ -210,6 +210,18 @@ fn process_json(p: &ProcessRow) -> Value {
     })
 }
 
+/// `crossed`, `not recorded` or `kept`: what became of `limit` over `inputs`.
+fn status(limit: &Limit, crossed: &[Crossing], inputs: &[Input]) -> &'static str {
+    let procs: Vec<ProcessRow> = inputs.iter().flat_map(|i| i.processes.clone()).collect();
+    if crossed.iter().any(|c| c.limit == limit.text) {
+        "crossed"
+    } else if super::not_recorded(limit, &procs) {
+        "not recorded"
+    } else {
+        "kept"
+    }
+}
+
 /// The `--summary-json` document.
 pub fn document(
     command: &str,
@@ -233,6 +245,7 @@ pub fn document(
             "device": l.scope.device,
             "allocator": l.scope.allocator,
             "max": l.max,
+            "status": status(l, crossed, inputs),
         })).collect::<Vec<_>>(),
         "crossed": crossed,
         "inputs": inputs.iter().map(|i| json!({

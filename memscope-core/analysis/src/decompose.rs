@@ -91,7 +91,7 @@ pub fn decompose_label(ev: &Event) -> String {
         return label;
     }
     match crate::attribution::site_of(ev.py_stack.as_deref(), ev.c_stack.as_deref()) {
-        Some(site) => format!("{label} at {}", site.frame),
+        Some(site) => format!("{label} at {}", site.label()),
         None => label,
     }
 }

@@ -4,11 +4,12 @@
 //!
 //! * Peak and live at exit: [`super::peak`] (each allocator's own peak; allocators nest, so
 //!   they are never added together).
-//! * Leaked: [`super::leaks`] — framework-pool blocks by msMemScope's step rule, HAL memory
-//!   live at exit. Other allocators (HOST, Python objects, plugins) are not judged: their
-//!   memory live at exit is `live_at_exit`.
-//! * Where: the group (innermost Python frame, else innermost C frame, else owner) holding the
-//!   most bytes of the peak's live set, of the leaked blocks.
+//! * Leaked: [`super::leaks`] — framework-pool blocks by msMemScope's step rule. Other
+//!   allocators (HAL, HOST, Python objects, plugins) are not judged: their memory live at exit
+//!   is `live_at_exit` (HAL's is what `hal_at_exit` limits read).
+//! * Where: the group (the first frame of the user's code and its caller in the Python stack,
+//!   else in the C stack, else the owner; [`super::live_points::By::key`]) holding the most
+//!   bytes of the peak's live set, of the leaked blocks, of the blocks live at exit.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -53,8 +54,9 @@ pub struct AllocatorFigures {
     pub live_at_exit_bytes: u64,
     /// Blocks live at the end.
     pub live_at_exit_blocks: u64,
-    /// Bytes the leak analysis calls leaked (pools: step rule; HAL: live at exit); `None` for
-    /// allocators it does not judge.
+    /// Bytes the leak analysis calls leaked (framework pools: msMemScope's step rule); `None`
+    /// for allocators it does not judge (HAL memory live at exit is
+    /// [`AllocatorFigures::live_at_exit_bytes`], `hal_at_exit` in a limit).
     pub leaked_bytes: Option<u64>,
     /// Blocks leaked.
     pub leaked_blocks: Option<u64>,
@@ -66,6 +68,8 @@ pub struct AllocatorFigures {
     pub peak_site: Option<Site>,
     /// Where most of the leaked memory was allocated.
     pub leak_site: Option<Site>,
+    /// Where most of the memory live at exit was allocated.
+    pub live_at_exit_site: Option<Site>,
 }
 
 impl AllocatorFigures {
@@ -213,23 +217,16 @@ impl FiguresLayer {
             s.0 += l.size;
             s.1 += 1;
         }
-        for h in self.leaks.hal_live() {
-            let e = leaked.entry((h.device, EventType::Hal)).or_default();
-            e.0 += h.size;
-            e.1 += 1;
-        }
         let allocators = r
             .allocators
             .iter()
             .map(|a| {
                 let c = self.per.get(&(a.device, a.pool));
-                let judged = a.pool.is_framework_pool() || a.pool == EventType::Hal;
+                // msMemScope's leak rule judges pool blocks; HAL memory live at exit is its own
+                // figure (`hal_at_exit`), as msMemScope logs it apart from leaks
+                let judged = a.pool.is_framework_pool();
                 let l = leaked.remove(&(a.device, a.pool));
-                let leak_site = match (&l, a.pool) {
-                    (Some(l), EventType::Hal) if l.0 > 0 => live_site(&r, &a.end),
-                    (Some(l), _) => top_site(l.2.clone()),
-                    _ => None,
-                };
+                let leak_site = l.as_ref().and_then(|l| top_site(l.2.clone()));
                 AllocatorFigures {
                     device: a.device.to_text(),
                     allocator: a.pool.as_str().to_owned(),
@@ -246,6 +243,7 @@ impl FiguresLayer {
                     frees: c.map_or(0, |c| c.frees),
                     peak_site: live_site(&r, &a.peak),
                     leak_site,
+                    live_at_exit_site: live_site(&r, &a.end),
                 }
             })
             .collect();
@@ -300,7 +298,7 @@ mod tests {
     }
 
     #[test]
-    fn figures_give_peak_live_at_exit_hal_leaks_counts_and_the_biggest_site() {
+    fn figures_give_peak_live_at_exit_hal_at_exit_counts_and_the_biggest_site() {
         let mut l = FiguresLayer::new();
         let ctx = BusCtx::default();
         let mut out = Vec::new();
@@ -346,8 +344,13 @@ mod tests {
         assert_eq!(pta.leaked_bytes, Some(0)); // no step ended: nothing judged leaked
         assert_eq!(pta.peak_site.as_ref().unwrap().site, "t.py(6): g");
         assert_eq!(pta.device_name(), "npu:0");
+        // HAL live at exit is not a leak (msMemScope logs it apart): its own figure and site
         let hal = f.allocators.iter().find(|a| a.allocator == "HAL").unwrap();
-        assert_eq!(hal.leaked_bytes, Some(1 << 30));
-        assert_eq!(hal.leak_site.as_ref().unwrap().site, "t.py(3): reserve");
+        assert_eq!(hal.leaked_bytes, None);
+        assert_eq!(hal.live_at_exit_bytes, 1 << 30);
+        assert_eq!(
+            hal.live_at_exit_site.as_ref().unwrap().site,
+            "t.py(3): reserve"
+        );
     }
 }

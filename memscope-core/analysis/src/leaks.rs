@@ -14,9 +14,10 @@
 //! **History blocks** (MALLOC rows marked `shadow:true`, written when a window opened for
 //! blocks allocated before it) are not judged, as in msMemScope.
 //!
-//! **HAL.** Every HAL block live at the end is reported too (msMemScope writes these only to
-//! its log; here they reach the console). HAL blocks are keyed by address, because 2025 dumps
-//! write HAL FREEs without a device.
+//! **HAL.** Every HAL block live at the end is reported too, with where it was allocated, in a
+//! section of its own: msMemScope writes these only to its log and does not call them leaks
+//! (`--fail-on leaks` does not read them; `hal_at_exit` does). HAL blocks are keyed by address,
+//! because 2025 dumps write HAL FREEs without a device.
 //!
 //! Memory: one entry per live block; stacks are kept only for blocks that can still become
 //! leaks (*a* ≥ 2).
@@ -55,9 +56,9 @@ pub struct PoolLeak {
     pub size: u64,
     /// Step the block was allocated in.
     pub step: u32,
-    /// The op or kernel it was allocated under, as the report prints it; without one, the
-    /// first frame of the user's code in its stacks ([`crate::attribution`]); else
-    /// [`NOWHERE`].
+    /// The op or kernel it was allocated under, as the report prints it; without one, where in
+    /// the user's code its stacks say it was allocated (`frame ← caller`,
+    /// [`crate::attribution::Site::label`]); else [`NOWHERE`].
     pub under: String,
     /// Where in the user's code it was allocated (`frame ← caller`), when stacks were recorded.
     pub site: Option<String>,
@@ -82,6 +83,8 @@ pub struct HalLive {
     pub addr: u64,
     /// Bytes.
     pub size: u64,
+    /// Where it was allocated (`frame ← caller`), when stacks were recorded.
+    pub site: Option<String>,
 }
 
 struct PoolBlock {
@@ -113,12 +116,24 @@ impl PoolBlock {
             (u, _) => u.to_string(),
         }
     }
+
+    /// [`PoolBlock::where_`] with the caller of a stack's frame (`frame ← caller`): the one
+    /// "where" of every view but the console's leak lines, which print the caller on a line
+    /// of their own.
+    fn where_label(&self, site: Option<&Site>) -> String {
+        match (&self.under, site) {
+            (Under::Nothing, Some(s)) => s.label(),
+            _ => self.where_(site),
+        }
+    }
 }
 
 struct HalBlock {
     pid: Option<u32>,
     device: Device,
     size: u64,
+    /// Where it was allocated (`frame ← caller`), when stacks were recorded.
+    site: Option<String>,
 }
 
 /// `  by role: gradient 8.000000 Mb(s) in 2, temp …` for leaks of which any has a role (issue
@@ -150,6 +165,9 @@ pub struct LeakLayer {
     ops: OpTracker,
     pool: HashMap<(EventType, u64), PoolBlock>,
     hal: HashMap<u64, HalBlock>,
+    /// Whether any framework-pool block was seen: without one, "no leaks" would be a claim
+    /// about memory that was not recorded.
+    pool_seen: bool,
     /// Driver memory (HAL) is not traced in this run: no HAL section (issue 23: "There is no
     /// hal leak memory" would be a claim about memory nobody looked at).
     hal_untraced: bool,
@@ -191,6 +209,7 @@ impl LeakLayer {
             let key = (ev.event_type, addr);
             match ev.kind {
                 EventKind::Malloc => {
+                    self.pool_seen = true;
                     let step = self.steps.current();
                     let keep = step >= 2;
                     self.pool.insert(
@@ -223,6 +242,11 @@ impl LeakLayer {
                             pid: ev.pid,
                             device: ev.device,
                             size: m.size,
+                            site: crate::attribution::site_of(
+                                ev.py_stack.as_deref(),
+                                ev.c_stack.as_deref(),
+                            )
+                            .map(|s| s.label()),
                         },
                     );
                 }
@@ -261,7 +285,7 @@ impl LeakLayer {
                 pool: b.pool,
                 size: b.size,
                 step: b.step,
-                under: b.where_(site.as_ref()),
+                under: b.where_label(site.as_ref()),
                 site: site.as_ref().map(Site::label),
                 site_rule: site.as_ref().map(|s| s.rule.describe()),
                 owner: b.owner.clone(),
@@ -281,10 +305,16 @@ impl LeakLayer {
                 device: b.device,
                 addr: *a,
                 size: b.size,
+                site: b.site.clone(),
             })
             .collect();
         v.sort_by_key(|h| (h.device, h.pid, h.addr));
         v
+    }
+
+    /// Whether any framework-pool block was recorded (without one, no leak was looked for).
+    pub fn pool_recorded(&self) -> bool {
+        self.pool_seen
     }
 
     /// Highest step that has ended.
@@ -296,7 +326,11 @@ impl LeakLayer {
         let s_max = self.steps.closed_max();
         let leaks = self.leaked();
         let (mut shown, mut all) = (Vec::new(), Vec::new());
-        if leaks.is_empty() {
+        if !self.pool_seen {
+            let none = "Not recorded: no framework-pool block (PTA, MindSpore, ATB) was seen, so no leak was looked for.".to_owned();
+            shown.push(none.clone());
+            all.push(none);
+        } else if leaks.is_empty() {
             let none = format!(
                 "No memory pool leaks detected ({} step(s) ended; blocks of step 1 and of the last ended step are not judged).",
                 s_max
@@ -362,24 +396,29 @@ impl LeakLayer {
     fn hal_report(&self, title: String) -> ReportSection {
         let mut live: Vec<(&u64, &HalBlock)> = self.hal.iter().collect();
         live.sort_by_key(|(a, b)| (b.device, b.pid, **a));
-        let line = |(addr, b): &(&u64, &HalBlock)| {
-            format!(
+        // msMemScope's log line, then where the block was allocated
+        let lines = |(addr, b): &(&u64, &HalBlock), out: &mut Vec<String>| {
+            out.push(format!(
                 "[client {}][device: {}]: Leak memory in Malloc operator, addr: 0x{:016x}, size: {} bytes",
                 b.pid.map_or("N/A".to_owned(), |p| p.to_string()),
                 b.device.to_text(),
                 addr,
                 b.size
-            )
+            ));
+            out.push(format!(
+                "    at {}",
+                b.site.as_deref().unwrap_or("(no call stack recorded)")
+            ));
         };
         let more = |rest: &[(&u64, &HalBlock)]| format!("... and {} more", rest.len());
-        let mut shown = top_n(&live, CONSOLE_TOP, |h, out| out.push(line(h)), more);
-        let mut all = top_n(&live, MAX_HAL_LINES, |h, out| out.push(line(h)), more);
+        let mut shown = top_n(&live, CONSOLE_TOP, lines, more);
+        let mut all = top_n(&live, MAX_HAL_LINES, lines, more);
         let tail = if live.is_empty() {
             "There is no hal leak memory".to_owned()
         } else {
             let total: u64 = live.iter().map(|(_, b)| b.size).sum();
             format!(
-                "{} HAL block(s), {:.6} Mb(s), live at exit",
+                "{} HAL block(s), {:.6} Mb(s), live at exit (driver memory: not a leak by msMemScope's rule, which logs it; gate it with --fail-on hal_at_exit>SIZE)",
                 live.len(),
                 mib(total)
             )

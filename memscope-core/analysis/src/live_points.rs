@@ -119,9 +119,11 @@ impl std::fmt::Display for Point {
 /// What live blocks are grouped by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum By {
-    /// The innermost Python frame (`file(line): function`) of the MALLOC row.
+    /// Where the MALLOC row's Python stack says it was allocated: the first frame of the
+    /// user's code and its caller (`file(line): function ← file(line): caller`,
+    /// [`crate::attribution::Site::label`]).
     Python,
-    /// The innermost C frame.
+    /// The same for its C stack.
     C,
     /// The owner chain.
     Owner,
@@ -159,9 +161,17 @@ impl By {
                 .find(|l| !l.is_empty() && *l != "NA")
                 .map(str::to_owned)
         };
+        // one "where" for every view: the first frame of the user's code and its caller
+        let site = |py: Option<&str>, c: Option<&str>| {
+            crate::attribution::site_of(py, c).map(|s| s.label())
+        };
         match self {
-            By::Python => first(py).unwrap_or_else(|| "(no Python stack)".to_owned()),
-            By::C => first(c).unwrap_or_else(|| "(no C stack)".to_owned()),
+            By::Python => first(py)
+                .and_then(|_| site(Some(py), None))
+                .unwrap_or_else(|| "(no Python stack)".to_owned()),
+            By::C => first(c)
+                .and_then(|_| site(None, Some(c)))
+                .unwrap_or_else(|| "(no C stack)".to_owned()),
             By::Owner if owner.is_empty() => "(no owner)".to_owned(),
             By::Owner => owner.to_owned(),
             By::Op if under.is_empty() => "(no op)".to_owned(),
@@ -495,10 +505,11 @@ mod tests {
             By::Python,
             evs,
         );
-        assert_eq!(bytes(&s[0], "a.py(1): f"), (100, 1));
+        // where: the frame and its caller
+        assert_eq!(bytes(&s[0], "a.py(1): f ← main.py(9): main"), (100, 1));
         assert_eq!(bytes(&s[0], "a.py(2): g"), (0, 0));
         assert_eq!(bytes(&s[1], "a.py(2): g"), (120, 2));
-        assert_eq!(bytes(&s[1], "a.py(1): f"), (0, 0));
+        assert_eq!(bytes(&s[1], "a.py(1): f ← main.py(9): main"), (0, 0));
         // ts:35 is after ID 3 (ts 30) and before ID 4 (ts 40)
         assert_eq!(bytes(&s[2], "a.py(2): g"), (50, 1));
         assert_eq!(s[2].at_id, Some(3));
@@ -522,6 +533,9 @@ mod tests {
         assert_eq!(bytes(&s[1], "(no role)"), (10, 1));
         assert_eq!(role_of("PTA@gradient@ops"), Some("gradient"));
         assert_eq!(By::Python.key("", "", "", ""), "(no Python stack)");
-        assert_eq!(By::C.key("", "f at x.c:3\nmain", "", ""), "f at x.c:3");
+        assert_eq!(
+            By::C.key("", "f at x.c:3\nmain at x.c:9", "", ""),
+            "f at x.c:3 ← main at x.c:9"
+        );
     }
 }

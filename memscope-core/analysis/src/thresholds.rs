@@ -6,8 +6,10 @@
 //! * `peak`: the highest peak of any allocator in scope (allocators nest — pool blocks live
 //!   inside driver memory — so they are compared one by one, never added);
 //! * `leaks`: the most bytes any allocator in scope leaked, as the leak analysis judges (pool
-//!   blocks by msMemScope's step rule, HAL memory live at exit);
+//!   blocks by msMemScope's step rule; allocators it does not judge are not looked at);
 //! * `live`: the most bytes any allocator in scope held at exit;
+//! * `hal_at_exit`: driver (HAL) memory live at exit — msMemScope writes it to its log, not as
+//!   a leak (a framework's reservation is often freed only by the driver at exit);
 //! * `dropped`: events the probe could not record (a whole number of events, no scope; needs
 //!   `memscope run`).
 //!
@@ -31,6 +33,8 @@ pub enum Metric {
     Leaks,
     /// Bytes live at exit.
     Live,
+    /// HAL bytes live at exit.
+    HalAtExit,
     /// Events dropped (count).
     Dropped,
 }
@@ -41,17 +45,19 @@ impl Metric {
             "peak" => Metric::Peak,
             "leaks" => Metric::Leaks,
             "live" => Metric::Live,
+            "hal_at_exit" => Metric::HalAtExit,
             "dropped" => Metric::Dropped,
             _ => return None,
         })
     }
 
-    /// `peak`, `leaks`, `live` or `dropped`.
+    /// `peak`, `leaks`, `live`, `hal_at_exit` or `dropped`.
     pub fn as_str(self) -> &'static str {
         match self {
             Metric::Peak => "peak",
             Metric::Leaks => "leaks",
             Metric::Live => "live",
+            Metric::HalAtExit => "hal_at_exit",
             Metric::Dropped => "dropped",
         }
     }
@@ -219,7 +225,7 @@ impl Limit {
             None => (lhs, None),
         };
         let metric = Metric::parse(m).ok_or_else(|| {
-            format!("{text:?}: unknown metric {m:?} (expected peak, leaks, live or dropped)")
+            format!("{text:?}: unknown metric {m:?} (expected peak, leaks, live, hal_at_exit or dropped)")
         })?;
         let scope = match scope {
             Some(_) if metric == Metric::Dropped => {
@@ -277,12 +283,24 @@ impl Limit {
     }
 
     /// Whether this limit looks at any of `allocators` (`dropped` looks at the process):
-    /// a scope that matches nothing in a run is most likely a typo.
+    /// a scope that matches nothing in a run was not recorded there (or is a typo), and is
+    /// said so, never passed as "ok".
     pub fn matches_any<'a>(
         &self,
         mut allocators: impl Iterator<Item = &'a AllocatorFigures>,
     ) -> bool {
-        self.metric == Metric::Dropped || allocators.any(|a| self.scope.covers(a))
+        self.metric == Metric::Dropped || allocators.any(|a| self.looks_at(a))
+    }
+
+    /// Whether allocator `a` is in scope and measured by the metric (`leaks`: judged by the
+    /// leak analysis; `hal_at_exit`: HAL).
+    fn looks_at(&self, a: &AllocatorFigures) -> bool {
+        self.scope.covers(a)
+            && match self.metric {
+                Metric::Leaks => a.leaked_bytes.is_some(),
+                Metric::HalAtExit => a.allocator == "HAL",
+                _ => true,
+            }
     }
 }
 
@@ -368,13 +386,13 @@ pub fn check(
     let value = |a: &AllocatorFigures| match limit.metric {
         Metric::Peak => a.peak_bytes,
         Metric::Leaks => a.leaked_bytes.unwrap_or(0),
-        Metric::Live => a.live_at_exit_bytes,
+        Metric::Live | Metric::HalAtExit => a.live_at_exit_bytes,
         Metric::Dropped => 0,
     };
     let mut over: Vec<&AllocatorFigures> = f
         .allocators
         .iter()
-        .filter(|a| limit.scope.covers(a) && value(a) > limit.max)
+        .filter(|a| limit.looks_at(a) && value(a) > limit.max)
         .collect();
     over.sort_by_key(|a| {
         let t = memscope_event_type(&a.allocator);
@@ -391,7 +409,8 @@ pub fn check(
             site: match limit.metric {
                 Metric::Peak => a.peak_site.clone(),
                 Metric::Leaks => a.leak_site.clone(),
-                _ => None,
+                Metric::Live | Metric::HalAtExit => a.live_at_exit_site.clone(),
+                Metric::Dropped => None,
             },
         })
         .collect()
