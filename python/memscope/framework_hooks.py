@@ -555,12 +555,31 @@ def init_framework_hooks(lib, framework, version, component, hook_type):
     if _lib is None:
         _lib = _bind(lib)
     n = 0
+    missing = set()
     for k in keys:
         entries = versions[k][component][hook_type]
         _manual.extend((hook_type, e) for e in entries)
         _register(_entries(entries, hook_type, "%s %s %s" % (framework, k, component)))
         n += len(entries)
+        missing.update(e[0].split(".")[0] for e in entries if not _importable(e[0]))
+    if missing:
+        # the hooks wait for an import that may never come: say so once (issue 35)
+        print("memscope: %s: %s not installed in this Python (%s); its %d hook(s) wait for "
+              "its import" % (what, ", ".join(sorted(missing)), sys.executable, n),
+              file=sys.stderr)
     return n
+
+
+def _importable(module):
+    """Whether the top-level package of ``module`` is imported or can be."""
+    import importlib.util
+    top = module.split(".")[0]
+    if top in sys.modules:
+        return True
+    try:
+        return importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def cleanup_framework_hooks():

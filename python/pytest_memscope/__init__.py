@@ -303,18 +303,35 @@ class MemscopePlugin:
                       if not a["allocator"].endswith("_ARENA")]
             lims = ", ".join("%s %s" % ("peak" if x.kind == "memory" else "leaks", size(x.max))
                              for x in limits) or "-"
-            status = "FAILED" if nodeid in self.results else ("ok" if limits else "")
+            status = _status(nodeid in self.results, limits, rec or {})
             if rec is None:
                 rows.append((nodeid, "?", "?", "not reported", "", lims, status))
                 continue
             if not allocs:
-                rows.append((nodeid, "-", "-", "0 B", "0 B", lims, status))
+                rows.append((nodeid, "-", "-", "not recorded", "not recorded", lims, status))
             for a in allocs:
                 rows.append((nodeid, device_name(a), a["allocator"], size(a["peak_bytes"]),
-                             size(a["leaked_bytes"]), lims, status))
+                             size(a["leaked_bytes"]) if a.get("leaked_bytes") is not None
+                         else "not judged", lims, status))
         head = ("test", "device", "allocator", "peak", "leaked", "limits", "")
         widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
         for r in [head] + rows:
             tr.write_line("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())
         out = self.config.getoption("memscope_output") or "memscopeDumpResults"
         tr.write_line("dumps: %s (written when this process exits)" % os.path.abspath(out))
+
+
+def _status(failed, limits, rec):
+    """The table's last column: ``FAILED``, ``ok``, or ``not recorded`` for limits whose
+    allocators the test's window did not record (they were not checked)."""
+    if failed:
+        return "FAILED"
+    if not limits:
+        return ""
+    absent = [x for x in limits if not x.recorded(rec)]
+    if not absent:
+        return "ok"
+    if len(absent) == len(limits):
+        return "not recorded"
+    return "ok; not recorded: " + ", ".join(x.describe() for x in absent)
+

@@ -89,13 +89,21 @@ class Limit:
         dev = "" if self.device is None else ", device=%r" % self.device
         return "limit_%s(%r%s)" % (self.kind, self.text, dev)
 
+    def recorded(self, record):
+        """Whether the window recorded any allocator this limit looks at (else it was not
+        checked: the table says "not recorded", never "ok")."""
+        field = "peak_bytes" if self.kind == "memory" else "leaked_bytes"
+        return any(covers(self.device, a) and a.get(field) is not None
+                   for a in record.get("allocators", []))
+
     def check(self, record, test_file=None):
         """``None`` when kept, else the failure message (which allocator, by how much, the
         allocating line, the test's own line — the first frame in ``test_file`` — and the
         stack down to pytest)."""
         field = "peak_bytes" if self.kind == "memory" else "leaked_bytes"
         sites = "peak_sites" if self.kind == "memory" else "leak_sites"
-        allocs = [a for a in record.get("allocators", []) if covers(self.device, a)]
+        allocs = [a for a in record.get("allocators", [])
+                  if covers(self.device, a) and a.get(field) is not None]
         if not allocs:
             return None
         worst = max(allocs, key=lambda a: a[field])

@@ -74,6 +74,9 @@ def main():
     n = msmemscope.cleanup_framework_hooks()
     assert NPUModelRunner.execute_model is not hooked and n == 4, n  # 2 methods x 2 hook types
     assert NPUModelRunner.execute_model.__name__ == "execute_model"
+    # a framework this Python does not have: one line says the hooks wait for its import
+    msmemscope.init_framework_hooks("verl", "0.7.0", "TaskRunner", "snapshot")
+    msmemscope.cleanup_framework_hooks()
     print("hooks_job: ok")
 
 

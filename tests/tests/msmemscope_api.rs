@@ -208,6 +208,10 @@ print("names: ok")
     );
     let text = ok(&o, "framework hooks job");
     assert!(text.contains("hooks_job: ok"), "{text}");
+    assert!(
+        text.contains("init_framework_hooks(verl, 0.7.0, TaskRunner, snapshot): verl not installed in this Python"),
+        "a framework that is not installed is said once: {text}"
+    );
     assert_eq!(
         text.matches("refused: init_framework_hooks(").count(),
         4,

@@ -263,3 +263,28 @@ fn real_torch_cpu_tests_over_their_limits_fail_naming_their_lines_and_a_small_mo
         "{f}"
     );
 }
+
+#[test]
+fn a_limit_on_python_objects_without_pymem_says_not_recorded_not_ok() {
+    // issue 35: the table said "ok" for limits it did not check
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("dumps");
+    let o = sim_pytest(
+        dir.path(),
+        &[
+            "--memscope",
+            "--memscope-output",
+            out.to_str().unwrap(),
+            "-k",
+            "test_python_objects_over_the_limit",
+        ],
+    );
+    let text = out_text(&o);
+    let table = &text[text.find("= memscope =").expect("the memscope section")..];
+    let row = table
+        .lines()
+        .find(|l| l.contains("::test_python_objects_over_the_limit"))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(row.ends_with("not recorded"), "{row}\n{table}");
+    assert!(!row.ends_with(" ok"), "{row}");
+}

@@ -229,10 +229,19 @@ fn events_traceback_and_tracer_start_write_python_trace_files_on_the_dump_clock(
             let (s, e): (u64, u64) = (r[1].parse().unwrap(), r[2].parse().unwrap());
             assert!(s <= e);
         }
-        assert!(
-            rows.iter().any(|r| r[0] == "optimizer"),
-            "RecordFunction row"
-        );
+        // one row per RecordFunction block, spanning it (issue 35: not split in two by the
+        // return of its __enter__), and none of memscope's own frames
+        let blocks: Vec<&Vec<String>> = rows.iter().filter(|r| r[0] == "optimizer").collect();
+        assert_eq!(blocks.len(), 3, "RecordFunction rows: {blocks:?}");
+        for r in &blocks {
+            let (s, e): (u64, u64) = (r[1].parse().unwrap(), r[2].parse().unwrap());
+            assert!(s <= e, "{r:?}");
+        }
+        let own: Vec<&Vec<String>> = rows
+            .iter()
+            .filter(|r| r[0].contains("/memscope/") || r[0].contains("sitecustomize.py"))
+            .collect();
+        assert!(own.is_empty(), "memscope's own frames in the trace: {own:?}");
         assert!(
             rows.iter().any(|r| r[0].starts_with("<built-in ")),
             "C function rows"

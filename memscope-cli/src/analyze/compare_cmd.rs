@@ -53,15 +53,11 @@ pub fn run_compare(args: &CompareArgs) -> Result<()> {
         args.note(&n);
     }
     if res.rows.is_empty() {
-        return Err(anyhow!(
-            "{} and {}: no {} rows on any device; nothing to compare",
-            base.name(),
-            cmp.name(),
-            if level == Level::Op {
-                "ATEN/ATB START/END"
-            } else {
-                "KERNEL_LAUNCH"
-            }
+        return Err(nothing_to_compare(
+            &base.name(),
+            &cmp.name(),
+            level,
+            "on any device",
         ));
     }
     for (f, s) in [(&base, &b), (&cmp, &c)] {
@@ -105,3 +101,24 @@ fn device_map(args: &CompareArgs) -> Result<compare::DeviceMap> {
         (None, false) => compare::DeviceMap::Same,
     })
 }
+
+/// The error of two inputs with nothing to align at `level`, with why and what records it:
+/// msMemScope writes op and kernel launches only with `launch` in `--events`, so its
+/// best-practice recipe (`--events=alloc,free`, then `--compare --level=kernel`) leaves it
+/// nothing to compare either ("Memory comparison failed!").
+pub(crate) fn nothing_to_compare(
+    base: &str,
+    cmp: &str,
+    level: Level,
+    scope: &str,
+) -> anyhow::Error {
+    let (rows, level_flag) = if level == Level::Op {
+        ("ATEN/ATB START/END", "op")
+    } else {
+        ("KERNEL_LAUNCH", "kernel")
+    };
+    anyhow!(
+        "{base} and {cmp}: no {rows} rows {scope}; nothing to compare (launches are written only with `launch` in --events: record both runs with --events=alloc,free,launch --level={level_flag}; msMemScope's recipe with --events=alloc,free writes none either, and its compare fails the same way)"
+    )
+}
+

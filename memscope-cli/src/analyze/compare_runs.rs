@@ -154,15 +154,11 @@ pub fn run(args: &CompareArgs, level: Level, map: &DeviceMap) -> Result<()> {
         ));
     }
     if written == 0 {
-        return Err(anyhow!(
-            "{} and {}: no {} rows in any rank pair; nothing to compare",
-            args.base.display(),
-            args.compare.display(),
-            if level == Level::Op {
-                "ATEN/ATB START/END"
-            } else {
-                "KERNEL_LAUNCH"
-            }
+        return Err(super::compare_cmd::nothing_to_compare(
+            &args.base.display().to_string(),
+            &args.compare.display().to_string(),
+            level,
+            "in any rank pair",
         ));
     }
     Ok(())

@@ -31,7 +31,7 @@ use crate::adapter::TypeCtx;
 use memscope_core::event::{Attrs, Device, Event, EventType};
 use memscope_dump::layout;
 use memscope_wire::{snapshot_known as known, PyCodeKind, PyTraceEvent, Record, SystemCode};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 /// Header of a python_trace file (spec §5.4).
@@ -57,10 +57,38 @@ struct Pool {
     peak_total: u64,
 }
 
+/// Whether a Python file is memscope's own (its packages, its bootstrap, its torch hooks).
+fn memscope_frame(file: &str) -> bool {
+    const PACKAGE: &[&str] = &["/memscope/", "/msmemscope/"];
+    const OWN: &[&str] = &["/pyboot/sitecustomize.py", "memscope_torch_hooks.py"];
+    OWN.iter().any(|o| file.ends_with(o))
+        || PACKAGE.iter().any(|p| {
+            file.rsplit_once(p).is_some_and(|(_, rest)| {
+                rest.starts_with('_')
+                    || rest.starts_with("analyzer/")
+                    || matches!(
+                        rest,
+                        "__init__.py"
+                            | "describe.py"
+                            | "record_function.py"
+                            | "take_snapshot.py"
+                            | "watcher.py"
+                            | "framework.py"
+                            | "framework_hooks.py"
+                    )
+            })
+        })
+}
+
 /// Python-API state of one process.
 #[derive(Default)]
 pub struct PythonState {
     codes: HashMap<(usize, u32), String>,
+    /// `RecordFunction` names (user codes): a block, not a frame — a Python return does not
+    /// close it, its own end does (issue 35: `__enter__` returning split it in two rows).
+    blocks: HashSet<(usize, u32)>,
+    /// memscope's own Python frames (its package, its bootstrap): not the user's trace.
+    hidden: HashSet<(usize, u32)>,
     stacks: HashMap<u32, Vec<(u32, u64)>>,
     files: HashMap<u32, TraceFile>,
     pools: HashMap<u32, Pool>,
@@ -93,6 +121,15 @@ impl PythonState {
             return false;
         };
         let name = String::from_utf8_lossy(name);
+        match kind {
+            PyCodeKind::User => {
+                self.blocks.insert((image, *id));
+            }
+            PyCodeKind::Function if memscope_frame(&String::from_utf8_lossy(file)) => {
+                self.hidden.insert((image, *id));
+            }
+            _ => {}
+        }
         let info = match kind {
             PyCodeKind::Function => {
                 format!("{}({line}): {name}", String::from_utf8_lossy(file))
@@ -137,12 +174,29 @@ impl PythonState {
             Record::PyCall { ts, code } => {
                 self.stacks.entry(tid).or_default().push((code, ts));
             }
+            Record::PyReturn { ts, code } if self.blocks.contains(&(image, code)) => {
+                // a RecordFunction block ends: the frames above it stay open
+                let stack = self.stacks.entry(tid).or_default();
+                match stack.iter().rposition(|(c, _)| *c == code) {
+                    Some(at) => {
+                        let (_, start) = stack.remove(at);
+                        self.row(ctx, project, image, tid, code, "", start, ts);
+                    }
+                    None => self.row(ctx, project, image, tid, code, "", 0, ts),
+                }
+            }
             Record::PyReturn { ts, code } => {
+                let blocks = &self.blocks;
                 let stack = self.stacks.entry(tid).or_default();
                 match stack.iter().rposition(|(c, _)| *c == code) {
                     Some(at) => {
                         let mut closed: Vec<(u32, u64)> = stack.drain(at..).collect();
                         let (c, start) = closed.remove(0);
+                        // RecordFunction blocks opened in the returning frame stay open
+                        let (kept, closed): (Vec<(u32, u64)>, Vec<(u32, u64)>) = closed
+                            .into_iter()
+                            .partition(|(oc, _)| blocks.contains(&(image, *oc)));
+                        stack.extend(kept);
                         // Calls above the matched one lost their return: close them open.
                         for (oc, os) in closed.into_iter().rev() {
                             self.row(ctx, project, image, tid, oc, "", os, 0);
@@ -281,7 +335,7 @@ impl PythonState {
         start: u64,
         end: u64,
     ) {
-        if self.dry {
+        if self.dry || self.hidden.contains(&(image, code)) {
             return;
         }
         let info = match self.codes.get(&(image, code)) {
