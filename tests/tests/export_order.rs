@@ -104,11 +104,19 @@ fn exports_of_a_dump_out_of_id_order_equal_those_of_the_dump_in_id_order() {
     let docs = repo_root().join("docs/export.md");
     let a = py_check(
         "query_parquet.py",
-        &[docs.to_str().unwrap(), out("a").to_str().unwrap()],
+        &[
+            docs.to_str().unwrap(),
+            out("a").to_str().unwrap(),
+            "--engines=duckdb,datafusion",
+        ],
     );
     let b = py_check(
         "query_parquet.py",
-        &[docs.to_str().unwrap(), out("b").to_str().unwrap()],
+        &[
+            docs.to_str().unwrap(),
+            out("b").to_str().unwrap(),
+            "--engines=duckdb,datafusion",
+        ],
     );
     assert_eq!(a["rows"], b["rows"]);
     assert_eq!(a["duckdb"], b["duckdb"]);

@@ -1,6 +1,7 @@
-//! Issue 15: `memscope export --to parquet` — a hive-partitioned dataset of a 16-rank job,
-//! queried with the documented DuckDB and DataFusion queries of `docs/export.md`
-//! (`tests/export/query_parquet.py`), giving the per-rank peaks of memscope's own analysis.
+//! Issue 15: `memscope export --to parquet` — a hive-partitioned dataset of a 64-rank job,
+//! queried with the documented DuckDB, DataFusion and Spark (pyspark in local mode; issue 35)
+//! queries of `docs/export.md` (`tests/export/query_parquet.py`), giving the per-rank peaks and
+//! leaks of memscope's own analysis.
 
 mod export_common;
 
@@ -9,12 +10,13 @@ use memscope_tests::*;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-const RANKS: u32 = 16;
+const RANKS: u32 = 64;
 
 /// Rank `r` of a synthetic job: pid 3000+r on NPU r, steps of PTA blocks with a peak that
 /// grows with the rank, `r % 3` blocks leaked per rank (closed by msMemScope's shadow FREEs),
-/// HAL reservations, and on even ranks a host (device_cpu) file too.
-fn rank(r: u32, root: &Path) -> (u64, u64) {
+/// HAL reservations, and on even ranks a host (device_cpu) file too. Returns the leaked blocks
+/// as (step allocated in, bytes).
+fn rank(r: u32, root: &Path) -> Vec<(u64, u64)> {
     let mut p = Proc::new(3000 + r, 1_767_225_600_000_000_000 + u64::from(r) * 7);
     let dev = r.to_string();
     p.row("SYSTEM", "ACL_INIT", "", "N/A", None, "", "", "");
@@ -61,7 +63,7 @@ fn rank(r: u32, root: &Path) -> (u64, u64) {
             }
         }
         if step <= u64::from(r % 3) {
-            leaked.push(live.pop().unwrap());
+            leaked.push((step, live.pop().unwrap()));
         }
         for (id, a, s) in live {
             p.free("PTA", &dev, id, a, s, Some(256 << 20), false);
@@ -77,15 +79,13 @@ fn rank(r: u32, root: &Path) -> (u64, u64) {
             "",
         );
     }
-    let bytes = leaked.iter().map(|l| l.2).sum();
-    let count = leaked.len() as u64;
-    for (id, a, s) in leaked {
+    for &(_, (id, a, s)) in &leaked {
         p.free("PTA", &dev, id, a, s, Some(256 << 20), true);
     }
     p.free("HAL", &dev, hal, seg, 256 << 20, None, true);
     p.row("SYSTEM", "ACL_FINI", "", "N/A", None, "", "", "");
     p.write_layout(root);
-    (count, bytes)
+    leaked.iter().map(|&(step, (_, _, s))| (step, s)).collect()
 }
 
 /// PTA peak of each rank's dump as `memscope analyze decompose` reports it (sum of the owners'
@@ -123,6 +123,39 @@ fn decompose_peaks(root: &Path, out: &Path) -> BTreeMap<i64, i64> {
     peaks
 }
 
+/// The PTA pool's figures of each rank as `memscope analyze leaks <job> --summary-json` gives
+/// them: (peak bytes, blocks live at exit, their bytes, step-rule leaked blocks, their bytes).
+fn summary_figures(root: &Path, out: &Path) -> BTreeMap<i64, [i64; 5]> {
+    let json = out.join("summary.json");
+    let o = memscope(&[
+        "analyze",
+        "leaks",
+        root.to_str().unwrap(),
+        "--summary-json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let mut figures = BTreeMap::new();
+    for p in v["inputs"][0]["processes"].as_array().unwrap() {
+        for a in p["allocators"].as_array().unwrap() {
+            if a["allocator"] == "PTA" {
+                let f = |k: &str| a[k].as_i64().unwrap_or_else(|| panic!("{k}: {a}"));
+                let figs = [
+                    "peak_bytes",
+                    "live_at_exit_blocks",
+                    "live_at_exit_bytes",
+                    "leaked_blocks",
+                    "leaked_bytes",
+                ]
+                .map(f);
+                figures.insert(p["rank"].as_i64().unwrap(), figs);
+            }
+        }
+    }
+    figures
+}
+
 fn column(rows: &serde_json::Value, key: usize, val: usize) -> BTreeMap<i64, i64> {
     rows.as_array()
         .unwrap()
@@ -132,19 +165,15 @@ fn column(rows: &serde_json::Value, key: usize, val: usize) -> BTreeMap<i64, i64
 }
 
 #[test]
-fn parquet_per_rank_peaks_of_a_16_rank_job_match_memscope_analysis_on_duckdb_and_datafusion() {
+fn parquet_per_rank_peaks_and_leaks_of_a_64_rank_job_match_memscope_analysis_on_duckdb_datafusion_and_spark(
+) {
     let d = tempfile::tempdir().unwrap();
     let root = d.path().join("job");
-    let mut leaks = BTreeMap::new();
-    for r in 0..RANKS {
-        let (n, bytes) = rank(r, &root);
-        if n > 0 {
-            leaks.insert(i64::from(r), (n as i64, bytes as i64));
-        }
-    }
+    let leaked: BTreeMap<i64, Vec<(u64, u64)>> =
+        (0..RANKS).map(|r| (i64::from(r), rank(r, &root))).collect();
     let ds = d.path().join("dataset");
     let stdout = export("parquet", &[&root], &ds);
-    assert!(stdout.contains("16 process(es)"), "{stdout}");
+    assert!(stdout.contains("64 process(es)"), "{stdout}");
     let v = py_check(
         "query_parquet.py",
         &[
@@ -153,24 +182,28 @@ fn parquet_per_rank_peaks_of_a_16_rank_job_match_memscope_analysis_on_duckdb_and
         ],
     );
     let want = decompose_peaks(&root, d.path());
-    assert_eq!(want.len(), 16);
+    assert_eq!(want.len(), 64);
     assert!(
         want.values()
             .collect::<std::collections::BTreeSet<_>>()
             .len()
-            > 8,
+            > 32,
         "peaks differ by rank: {want:?}"
     );
-    let duck = column(&v["duckdb"]["peak_per_rank"], 0, 2);
-    let fusion = column(&v["datafusion"]["peak_per_rank"], 0, 2);
-    assert_eq!(duck, want, "DuckDB's peaks are memscope's");
-    assert_eq!(fusion, want, "DataFusion's peaks are memscope's");
-    // device_id = rank: ranks come from the device directories
-    for row in v["duckdb"]["peak_per_rank"].as_array().unwrap() {
-        assert_eq!(row[0], row[1], "{row}");
+    let figures = summary_figures(&root, d.path());
+    let figure =
+        |i: usize| -> BTreeMap<i64, i64> { figures.iter().map(|(r, f)| (*r, f[i])).collect() };
+    assert_eq!(figure(0), want, "the summary's PTA peaks are decompose's");
+    for engine in ["duckdb", "datafusion", "spark"] {
+        let peaks = column(&v[engine]["peak_per_rank"], 0, 2);
+        assert_eq!(peaks, want, "{engine}'s peaks are memscope's");
+        // device_id = rank: ranks come from the device directories
+        for row in v[engine]["peak_per_rank"].as_array().unwrap() {
+            assert_eq!(row[0], row[1], "{engine}: {row}");
+        }
     }
     let imb = &v["duckdb"]["imbalance"][0];
-    assert_eq!(imb[0], 16, "{imb}");
+    assert_eq!(imb[0], 64, "{imb}");
     let heaviest = want
         .iter()
         .max_by_key(|(_, p)| **p)
@@ -179,11 +212,48 @@ fn parquet_per_rank_peaks_of_a_16_rank_job_match_memscope_analysis_on_duckdb_and
     assert_eq!(imb[5], heaviest, "the rank with the largest peak: {imb}");
     assert_eq!(imb[3], *want.values().max().unwrap(), "{imb}");
     assert_eq!(imb[1], *want.values().min().unwrap(), "{imb}");
-    let want_leaks: BTreeMap<i64, i64> = leaks.iter().map(|(r, (n, _))| (*r, *n)).collect();
-    assert_eq!(column(&v["duckdb"]["leaks_per_rank"], 0, 1), want_leaks);
-    assert_eq!(column(&v["datafusion"]["leaks_per_rank"], 0, 1), want_leaks);
-    let bytes: BTreeMap<i64, i64> = leaks.iter().map(|(r, (_, b))| (*r, *b)).collect();
-    assert_eq!(column(&v["duckdb"]["leaks_per_rank"], 0, 2), bytes);
+    // leaks: the blocks never freed (closed by shadow FREEs at exit), on 2 ranks in 3
+    let sum = |l: &[(u64, u64)]| l.iter().map(|b| b.1 as i64).sum::<i64>();
+    let never_freed = |i: usize| -> BTreeMap<i64, i64> {
+        leaked
+            .iter()
+            .filter(|(_, l)| !l.is_empty())
+            .map(|(r, l)| (*r, if i == 0 { l.len() as i64 } else { sum(l) }))
+            .collect()
+    };
+    assert_eq!(never_freed(0).len(), 42);
+    let nonzero = |m: BTreeMap<i64, i64>| -> BTreeMap<i64, i64> {
+        m.into_iter().filter(|(_, n)| *n > 0).collect()
+    };
+    assert_eq!(
+        nonzero(figure(1)),
+        never_freed(0),
+        "memscope: PTA blocks live at exit"
+    );
+    assert_eq!(nonzero(figure(2)), never_freed(1), "memscope: their bytes");
+    for engine in ["duckdb", "datafusion", "spark"] {
+        let rows = &v[engine]["leaks_per_rank"];
+        assert_eq!(
+            column(rows, 0, 1),
+            never_freed(0),
+            "{engine}'s leaked blocks"
+        );
+        assert_eq!(
+            column(rows, 0, 2),
+            never_freed(1),
+            "{engine}'s leaked bytes"
+        );
+    }
+    // memscope's step rule leaves out the blocks of step 1 (warm-up), so only the step-2 blocks
+    let step_rule: BTreeMap<i64, (i64, i64)> = leaked
+        .iter()
+        .map(|(r, l)| {
+            let late: Vec<_> = l.iter().copied().filter(|b| b.0 >= 2).collect();
+            (*r, (late.len() as i64, sum(&late)))
+        })
+        .collect();
+    let got: BTreeMap<i64, (i64, i64)> = figures.iter().map(|(r, f)| (*r, (f[3], f[4]))).collect();
+    assert_eq!(got, step_rule, "memscope's step-rule leaks");
     let owners = v["duckdb"]["top_owners"].as_array().unwrap();
     let names: Vec<&str> = owners.iter().map(|o| o[0].as_str().unwrap_or("")).collect();
     assert!(
@@ -191,7 +261,7 @@ fn parquet_per_rank_peaks_of_a_16_rank_job_match_memscope_analysis_on_duckdb_and
         "{names:?}"
     );
     assert_eq!(
-        owners[0][1], 16,
+        owners[0][1], 64,
         "the top owner is on every rank: {owners:?}"
     );
     // bytes by role: the tagged blocks are optimizer state, the others temp (issue 25)
@@ -217,12 +287,12 @@ fn parquet_per_rank_peaks_of_a_16_rank_job_match_memscope_analysis_on_duckdb_and
         .collect();
     assert_eq!(
         roles["optimizer_state"],
-        (16, by_owner["PTA@optimizer"]),
+        (64, by_owner["PTA@optimizer"]),
         "{roles:?}"
     );
     assert_eq!(
         roles["temp"],
-        (16, by_owner["PTA@model@layer"]),
+        (64, by_owner["PTA@model@layer"]),
         "{roles:?}"
     );
     // every row of every dump, once (device-less rows copied into each device file once)
@@ -239,7 +309,7 @@ fn parquet_per_rank_peaks_of_a_16_rank_job_match_memscope_analysis_on_duckdb_and
         })
         .sum();
     assert_eq!(v["rows"], rows, "{v}");
-    assert_eq!(v["files"], 16);
+    assert_eq!(v["files"], 64);
 }
 
 #[test]

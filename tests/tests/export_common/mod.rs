@@ -17,7 +17,8 @@ pub fn python() -> String {
 }
 
 /// Runs `tests/export/<script> <args>` and parses its JSON output. Panics with the script's
-/// message on a failed check, and with the install hint when a package is missing.
+/// message on a failed check, and with the install hint when a package (or Java, Spark's) is
+/// missing.
 pub fn py_check(script: &str, args: &[&str]) -> serde_json::Value {
     let path = repo_root().join("tests/export").join(script);
     let o = Command::new(python())
@@ -30,8 +31,9 @@ pub fn py_check(script: &str, args: &[&str]) -> serde_json::Value {
         Some(0) => serde_json::from_slice(&o.stdout)
             .unwrap_or_else(|e| panic!("{script}: bad JSON output ({e}): {err}")),
         Some(3) => panic!(
-            "{script} needs Python packages that {} does not have: {err}\
-             (.ci/run installs them into a venv; point MEMSCOPE_TEST_PYTHON at its python)",
+            "{script} needs what {} or this machine does not have: {err}\
+             (.ci/run installs Java from Debian and the Python packages into a venv; point \
+             MEMSCOPE_TEST_PYTHON at its python)",
             python()
         ),
         _ => panic!("{script} {args:?} failed: {err}"),
