@@ -105,7 +105,9 @@ fn kind(v: &Value) -> String {
 }
 
 fn cell(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
+    s.replace('|', "\\|")
+        .replace('<', "&lt;")
+        .replace('\n', " ")
 }
 
 /// A table of an object schema's properties.
