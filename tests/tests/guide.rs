@@ -168,17 +168,53 @@ const SECOND: &str = "cargo build --workspace && cargo test --workspace";
 fn the_readme_is_short_and_its_first_two_commands_are_the_demo_and_the_tests() {
     let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
     let n = readme.lines().count();
-    assert!(n <= 150, "README.md has {n} lines; at most 150 (the rest belongs in the guide)");
+    assert!(
+        n <= 150,
+        "README.md has {n} lines; at most 150 (the rest belongs in the guide)"
+    );
     let mut blocks = Vec::new();
     let mut lines = readme.lines();
     while let Some(l) = lines.next() {
         if l.starts_with("```") {
-            let body: Vec<&str> = lines.by_ref().take_while(|l| !l.starts_with("```")).collect();
+            let body: Vec<&str> = lines
+                .by_ref()
+                .take_while(|l| !l.starts_with("```"))
+                .collect();
             blocks.push(body.join("\n"));
         }
     }
-    assert_eq!(blocks.first().map(String::as_str), Some(FIRST), "first command");
-    assert_eq!(blocks.get(1).map(String::as_str), Some(SECOND), "second command");
+    assert_eq!(
+        blocks.first().map(String::as_str),
+        Some(FIRST),
+        "first command"
+    );
+    assert_eq!(
+        blocks.get(1).map(String::as_str),
+        Some(SECOND),
+        "second command"
+    );
     let ci = std::fs::read_to_string(repo_root().join(".ci/run")).unwrap();
-    assert!(ci.contains(SECOND), ".ci/run runs the README's second command");
+    assert!(
+        ci.contains(SECOND),
+        ".ci/run runs the README's second command"
+    );
+}
+
+#[test]
+fn the_harness_rejects_unmarked_blocks_and_reports_wrong_output() {
+    let unmarked = harness::parse("x.md", "```sh\nls\n```\n");
+    assert!(
+        unmarked.unwrap_err().contains("x.md:1"),
+        "an unmarked block is an error"
+    );
+    let blocks = harness::parse(
+        "x.md",
+        "```text,file=a.txt\nhello\n```\n\n```console\n$ cat a.txt\nhel[..]\n$ echo one; echo two\nthree\n$ false\n```\n",
+    )
+    .unwrap();
+    let t = harness::Sandbox::new().run("x.md", &blocks);
+    assert_eq!((t.files, t.blocks_run, t.commands), (1, 1, 3));
+    assert_eq!(t.failures.len(), 2, "{:#?}", t.failures);
+    assert!(t.failures[0].contains("echo one"), "{}", t.failures[0]);
+    assert!(t.failures[1].contains("must exit 0"), "{}", t.failures[1]);
 }

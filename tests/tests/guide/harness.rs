@@ -64,10 +64,7 @@ pub fn parse(chapter: &str, text: &str) -> Result<Vec<Block>, String> {
         if !closed {
             return Err(format!("{chapter}:{start}: the block is never closed"));
         }
-        let tokens: Vec<&str> = info
-            .split([',', ' '])
-            .filter(|t| !t.is_empty())
-            .collect();
+        let tokens: Vec<&str> = info.split([',', ' ']).filter(|t| !t.is_empty()).collect();
         let lang = tokens.first().copied().unwrap_or("");
         let file = tokens.iter().find_map(|t| t.strip_prefix("file="));
         if tokens.contains(&"norun") {
@@ -147,8 +144,11 @@ fn python_bin(python: &Path) -> tempfile::TempDir {
     let d = tempfile::tempdir().expect("tempdir");
     for name in ["python3", "python"] {
         let p = d.path().join(name);
-        std::fs::write(&p, format!("#!/bin/sh\nexec '{}' \"$@\"\n", python.display()))
-            .expect("write python wrapper");
+        std::fs::write(
+            &p,
+            format!("#!/bin/sh\nexec '{}' \"$@\"\n", python.display()),
+        )
+        .expect("write python wrapper");
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     }
     d
@@ -279,10 +279,7 @@ impl Sandbox {
         c: &Cmd,
         torch: bool,
     ) -> Option<String> {
-        let out = self
-            .command(&c.command, torch)
-            .output()
-            .expect("run bash");
+        let out = self.command(&c.command, torch).output().expect("run bash");
         let actual = String::from_utf8_lossy(&out.stdout).into_owned();
         let here = format!("{chapter}:{}: `{}`", c.line, c.command);
         if !out.status.success() {
@@ -311,8 +308,8 @@ pub fn run_chapter(rel: &str) -> Tally {
     } else {
         guide_src().join(rel)
     };
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    let text =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     let blocks = parse(rel, &text).unwrap_or_else(|e| panic!("{e}"));
     let t = Sandbox::new().run(rel, &blocks);
     eprintln!(

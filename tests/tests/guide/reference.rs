@@ -66,7 +66,11 @@ pub fn adapters_page() -> String {
          as `memscope adapters list` describes them; `--adapter-path LIB` adds a third-party \
          one to the list.\n\n"
     );
-    console(&mut page, "memscope adapters list", &memscope(&["adapters", "list"]));
+    console(
+        &mut page,
+        "memscope adapters list",
+        &memscope(&["adapters", "list"]),
+    );
     page
 }
 
