@@ -327,7 +327,9 @@ impl LeakLayer {
         let leaks = self.leaked();
         let (mut shown, mut all) = (Vec::new(), Vec::new());
         if !self.pool_seen {
-            let none = "Not recorded: no framework-pool block (PTA, MindSpore, ATB) was seen, so no leak was looked for.".to_owned();
+            let none = format!(
+                "Not recorded: no framework-pool block (PTA, MindSpore, ATB) was seen, so no leak was looked for ({s_max} step(s) ended)."
+            );
             shown.push(none.clone());
             all.push(none);
         } else if leaks.is_empty() {
