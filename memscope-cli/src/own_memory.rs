@@ -298,7 +298,10 @@ mod tests {
             Launch::Run,
         )
         .unwrap();
-        assert!(l.ends_with("--adapters host --call-stack c:16 -- /opt/app"), "{l}");
+        assert!(
+            l.ends_with("--adapters host --call-stack c:16 -- /opt/app"),
+            "{l}"
+        );
     }
 
     #[test]

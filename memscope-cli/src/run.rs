@@ -515,13 +515,9 @@ fn launch_and_collect(
         } else {
             crate::summary::print(&summaries, Some(code), &left_out, &cfg.output_path);
         }
-        if let Some(l) = crate::own_memory::hint(
-            &summaries,
-            &rss,
-            cfg,
-            argv,
-            crate::own_memory::Launch::Run,
-        ) {
+        if let Some(l) =
+            crate::own_memory::hint(&summaries, &rss, cfg, argv, crate::own_memory::Launch::Run)
+        {
             eprintln!("{l}");
         }
         if let Some(sig) = teardown.signal() {

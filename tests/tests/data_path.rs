@@ -518,7 +518,10 @@ fn recover_after_sigkill_sets_aside_the_helpers_that_ended_before_the_kill() {
     assert!(o.status.success(), "{err}");
     let dirs = entries(out.path(), "msmemscope_");
     assert_eq!(dirs.len(), 1, "the job's process only: {dirs:?}\n{err}");
-    assert!(!err.contains("not listed"), "helpers get no console line: {err}");
+    assert!(
+        !err.contains("not listed"),
+        "helpers get no console line: {err}"
+    );
     let index: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(out.path().join("memscope_run.json")).unwrap(),
     )

@@ -77,7 +77,10 @@ fn a_python_leak_run_the_readme_way_names_the_command_that_finds_it_and_that_com
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("\"pool_recorded\":false"), "report data");
-    assert!(page.contains("card(\"Leaks\", \"not recorded\""), "report page");
+    assert!(
+        page.contains("card(\"Leaks\", \"not recorded\""),
+        "report page"
+    );
 
     // the command it names finds the leak, caller and all
     let o = run_in(
@@ -156,8 +159,16 @@ fn hal_memory_live_at_exit_is_its_own_limit_with_where_it_was_allocated_not_a_le
     assert_eq!(run.code(), 23, "{err}");
     let crossed: Vec<&str> = err.lines().filter(|l| l.contains(" crossed by ")).collect();
     assert_eq!(crossed.len(), 1, "only the HAL limit: {crossed:?}\n{err}");
-    assert!(crossed[0].contains("limit hal_at_exit>1MiB"), "{}", crossed[0]);
-    assert!(crossed[0].contains("train.py("), "with where: {}", crossed[0]);
+    assert!(
+        crossed[0].contains("limit hal_at_exit>1MiB"),
+        "{}",
+        crossed[0]
+    );
+    assert!(
+        crossed[0].contains("train.py("),
+        "with where: {}",
+        crossed[0]
+    );
     assert!(
         err.contains("limit \"leaks.cpu>0\": not recorded"),
         "a limit on nothing traced says so:\n{err}"
@@ -176,12 +187,7 @@ fn hal_memory_live_at_exit_is_its_own_limit_with_where_it_was_allocated_not_a_le
         .as_array()
         .unwrap()
         .iter()
-        .map(|l| {
-            (
-                l["limit"].as_str().unwrap(),
-                l["status"].as_str().unwrap(),
-            )
-        })
+        .map(|l| (l["limit"].as_str().unwrap(), l["status"].as_str().unwrap()))
         .collect();
     assert_eq!(
         status,

@@ -241,7 +241,10 @@ fn events_traceback_and_tracer_start_write_python_trace_files_on_the_dump_clock(
             .iter()
             .filter(|r| r[0].contains("/memscope/") || r[0].contains("sitecustomize.py"))
             .collect();
-        assert!(own.is_empty(), "memscope's own frames in the trace: {own:?}");
+        assert!(
+            own.is_empty(),
+            "memscope's own frames in the trace: {own:?}"
+        );
         assert!(
             rows.iter().any(|r| r[0].starts_with("<built-in ")),
             "C function rows"

@@ -121,4 +121,3 @@ pub(crate) fn nothing_to_compare(
         "{base} and {cmp}: no {rows} rows {scope}; nothing to compare (launches are written only with `launch` in --events: record both runs with --events=alloc,free,launch --level={level_flag}; msMemScope's recipe with --events=alloc,free writes none either, and its compare fails the same way)"
     )
 }
-

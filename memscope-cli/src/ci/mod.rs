@@ -140,10 +140,18 @@ pub fn not_recorded(limit: &Limit, procs: &[ProcessRow]) -> bool {
 fn kept_line(limits: &[Limit], procs: &[ProcessRow]) -> String {
     let (absent, kept): (Vec<&Limit>, Vec<&Limit>) =
         limits.iter().partition(|l| not_recorded(l, procs));
-    let names = |v: &[&Limit]| v.iter().map(|l| l.text.as_str()).collect::<Vec<_>>().join(", ");
+    let names = |v: &[&Limit]| {
+        v.iter()
+            .map(|l| l.text.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     match (kept.is_empty(), absent.is_empty()) {
         (false, true) => format!("memscope: limits kept: {}", names(&kept)),
-        (true, false) => format!("memscope: limits not recorded (not checked): {}", names(&absent)),
+        (true, false) => format!(
+            "memscope: limits not recorded (not checked): {}",
+            names(&absent)
+        ),
         _ => format!(
             "memscope: limits kept: {}; not recorded (not checked): {}",
             names(&kept),

@@ -68,11 +68,15 @@ pub fn active() -> bool {
 fn call(code: u32) {
     with_stack(|s| s.push(code));
     if code != 0 {
-        rt::record(&Record::PyCall {
-            ts: rt::now_ns(),
-            code,
-        });
+        emit_call(code);
     }
+}
+
+fn emit_call(code: u32) {
+    rt::record(&Record::PyCall {
+        ts: rt::now_ns(),
+        code,
+    });
 }
 
 fn ret(code: u32) {
@@ -359,15 +363,13 @@ pub fn record_function(name: &[u8], end: bool) -> bool {
     let Some(id) = slow(api, || intern::user_id(api, name)) else {
         return false;
     };
+    // A block, not a frame: it stays off the shadow stack, whose next pop is the return of the
+    // C function that called this (issue 35: that return ended the block early); the collector
+    // pairs the block's start and end by its id.
     if end {
-        with_stack(|s| {
-            if let Some(p) = s.iter().rposition(|&x| x == id) {
-                s.truncate(p);
-            }
-        });
         ret(id);
     } else {
-        call(id);
+        emit_call(id);
     }
     true
 }
