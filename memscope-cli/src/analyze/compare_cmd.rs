@@ -54,8 +54,8 @@ pub fn run_compare(args: &CompareArgs) -> Result<()> {
     }
     if res.rows.is_empty() {
         return Err(nothing_to_compare(
-            &base.name(),
-            &cmp.name(),
+            base.name(),
+            cmp.name(),
             level,
             "on any device",
         ));

@@ -80,6 +80,9 @@ fn memscope_frame(file: &str) -> bool {
         })
 }
 
+/// Calls open on a thread: code and start time.
+type Open = Vec<(u32, u64)>;
+
 /// Python-API state of one process.
 #[derive(Default)]
 pub struct PythonState {
@@ -89,7 +92,7 @@ pub struct PythonState {
     blocks: HashSet<(usize, u32)>,
     /// memscope's own Python frames (its package, its bootstrap): not the user's trace.
     hidden: HashSet<(usize, u32)>,
-    stacks: HashMap<u32, Vec<(u32, u64)>>,
+    stacks: HashMap<u32, Open>,
     files: HashMap<u32, TraceFile>,
     pools: HashMap<u32, Pool>,
     last_npu: Option<u32>,
@@ -190,10 +193,10 @@ impl PythonState {
                 let stack = self.stacks.entry(tid).or_default();
                 match stack.iter().rposition(|(c, _)| *c == code) {
                     Some(at) => {
-                        let mut closed: Vec<(u32, u64)> = stack.drain(at..).collect();
+                        let mut closed: Open = stack.drain(at..).collect();
                         let (c, start) = closed.remove(0);
                         // RecordFunction blocks opened in the returning frame stay open
-                        let (kept, closed): (Vec<(u32, u64)>, Vec<(u32, u64)>) = closed
+                        let (kept, closed): (Open, Open) = closed
                             .into_iter()
                             .partition(|(oc, _)| blocks.contains(&(image, *oc)));
                         stack.extend(kept);
