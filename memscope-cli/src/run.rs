@@ -87,7 +87,8 @@ pub struct RunArgs {
     #[arg(long = "host-rows", help = crate::registry::host_rows_help())]
     host_rows: bool,
     /// Fail the run when a memory limit is crossed: METRIC[.SCOPE]>SIZE, comma-separated
-    /// (leaks>1MiB,peak.npu:0>40GiB,peak.host>2GiB; metrics peak, leaks, live, dropped).
+    /// (leaks>1MiB,peak.npu:0>40GiB,peak.host>2GiB; metrics peak, leaks, live, hal_at_exit,
+    /// dropped; a limit on nothing recorded says "not recorded").
     /// Exit code 23 (--fail-exit-code) unless the job itself failed: its code wins.
     #[arg(long = "fail-on", value_name = "LIMITS")]
     fail_on: Option<String>,

@@ -206,3 +206,66 @@ fn hal_memory_live_at_exit_is_its_own_limit_with_where_it_was_allocated_not_a_le
     assert!(hal["leaked_bytes"].is_null(), "{hal}");
     assert!(hal["live_at_exit_bytes"].as_u64().unwrap() >= 1 << 20);
 }
+
+#[test]
+fn fail_on_leaks_judges_python_objects_and_host_blocks_by_the_step_rule_naming_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    leaky(dir.path());
+    let py = python3();
+    let o = run_in(
+        dir.path(),
+        &[
+            "-o",
+            "out",
+            "--adapters",
+            "host,pymem",
+            "--call-stack",
+            "python:8",
+            "--fail-on",
+            "leaks.pymem>1MiB,leaks.host>1MiB",
+            "--summary-json",
+            "s.json",
+        ],
+        &[py.to_str().unwrap(), "leaky.py"],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(23), "{err}");
+    let crossed: Vec<&str> = err.lines().filter(|l| l.contains(" crossed by ")).collect();
+    let pymem = crossed
+        .iter()
+        .find(|l| l.contains("limit leaks.pymem>1MiB"))
+        .unwrap_or_else(|| panic!("{err}"));
+    // 20 batches of 1 MiB, one per step: those of steps 2..19 (step 1 and the last are not
+    // judged, as msMemScope's pool rule)
+    assert!(pymem.contains("(cpu PYMEM)"), "{pymem}");
+    assert!(
+        pymem.contains("at leaky.py(6): load_batch ← leaky.py(10): train_step")
+            || pymem.contains("/leaky.py(6): load_batch ← leaky.py(10): train_step"),
+        "{pymem}"
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("s.json")).unwrap()).unwrap();
+    let alloc = |t: &str| {
+        doc["inputs"][0]["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|p| p["allocators"].as_array().unwrap().iter())
+            .find(|a| a["allocator"] == t)
+            .cloned()
+            .unwrap_or_else(|| panic!("{t} in {doc}"))
+    };
+    let leaked = alloc("PYMEM")["leaked_bytes"].as_u64().unwrap();
+    assert!(
+        (18 << 20..19 << 20).contains(&leaked),
+        "18 batches of 1 MiB: {leaked}"
+    );
+    // arenas are backing memory, not judged
+    let arenas = doc["inputs"][0]["processes"][0]["allocators"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["allocator"].as_str().unwrap().ends_with("_ARENA"))
+        .all(|a| a["leaked_bytes"].is_null());
+    assert!(arenas, "{doc}");
+}

@@ -112,7 +112,7 @@ pub fn evaluate(limits: &[Limit], procs: &[ProcessRow]) -> Vec<Crossing> {
             seen.sort();
             seen.dedup();
             eprintln!(
-                "memscope: limit {:?}: not recorded — nothing it looks at was traced (this run has: {}); not checked",
+                "memscope: limit {:?}: not recorded — nothing it looks at was traced or judged (this run has: {}; leaks are judged for framework pools, and for host memory once a step ended); not checked",
                 l.text,
                 if seen.is_empty() {
                     "none".to_owned()

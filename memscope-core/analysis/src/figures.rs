@@ -4,8 +4,9 @@
 //!
 //! * Peak and live at exit: [`super::peak`] (each allocator's own peak; allocators nest, so
 //!   they are never added together).
-//! * Leaked: [`super::leaks`] — framework-pool blocks by msMemScope's step rule. Other
-//!   allocators (HAL, HOST, Python objects, plugins) are not judged: their memory live at exit
+//! * Leaked: [`super::leaks`] — framework-pool blocks by msMemScope's step rule, and host
+//!   blocks (HOST, Python objects, other host allocators) by the same rule once a step ended
+//!   ([`super::host_leaks`]). HAL memory and arenas are not judged: their memory live at exit
 //!   is `live_at_exit` (HAL's is what `hal_at_exit` limits read).
 //! * Where: the group (the first frame of the user's code and its caller in the Python stack,
 //!   else in the C stack, else the owner; [`super::live_points::By::key`]) holding the most
@@ -18,6 +19,7 @@ use serde::Serialize;
 use memscope_core::bus::{BusCtx, BusError, Layer};
 use memscope_core::event::{Device, Event, EventKind, EventType};
 
+use super::host_leaks::{self, HostLeaks};
 use super::leaks::LeakLayer;
 use super::live_points::By;
 use super::peak::{Group, LiveSet, PeakLayer, PeakResult};
@@ -109,6 +111,7 @@ struct Counts {
 pub struct FiguresLayer {
     peak: PeakLayer,
     leaks: LeakLayer,
+    host: HostLeaks,
     counts: BTreeMap<&'static str, u64>,
     per: BTreeMap<(Device, EventType), Counts>,
     rows: u64,
@@ -120,7 +123,8 @@ impl Default for FiguresLayer {
     }
 }
 
-/// The site of a block: innermost Python frame, else innermost C frame, else owner.
+/// The site of a block: where its Python stack says it was allocated (the first frame of the
+/// user's code and its caller), else its C stack, else its owner.
 fn site_of(py: &str, c: &str, owner: &str) -> String {
     for (by, text) in [(By::Python, py), (By::C, c)] {
         let k = by.key(py, c, owner, "");
@@ -129,6 +133,14 @@ fn site_of(py: &str, c: &str, owner: &str) -> String {
         }
     }
     By::Owner.key("", "", owner, "")
+}
+
+/// The owner chain of a memory event, as text (empty without one).
+fn owner_text(e: &Event) -> String {
+    e.memory()
+        .and_then(|m| m.owner.as_ref())
+        .map(|o| o.to_string())
+        .unwrap_or_default()
 }
 
 fn top_site(groups: HashMap<String, (u64, u64)>) -> Option<Site> {
@@ -142,8 +154,8 @@ fn top_site(groups: HashMap<String, (u64, u64)>) -> Option<Site> {
         })
 }
 
-/// The biggest group of a live set: by innermost Python frame when the blocks have Python
-/// stacks, else by innermost C frame, else by owner.
+/// The biggest group of a live set: by Python site when the blocks have Python stacks, else by
+/// C site, else by owner ([`site_of`]).
 fn live_site(r: &PeakResult, set: &LiveSet) -> Option<Site> {
     let has = |l: &[(u32, Group)]| l.iter().any(|(i, _)| !r.text(*i).trim().is_empty());
     let (list, by) = if has(&set.by_py) {
@@ -174,6 +186,7 @@ impl FiguresLayer {
         FiguresLayer {
             peak: PeakLayer::new(),
             leaks: LeakLayer::new(),
+            host: HostLeaks::default(),
             counts: BTreeMap::new(),
             per: BTreeMap::new(),
             rows: 0,
@@ -217,15 +230,22 @@ impl FiguresLayer {
             s.0 += l.size;
             s.1 += 1;
         }
+        let mut host = self.host.leaked(self.leaks.steps_ended());
         let allocators = r
             .allocators
             .iter()
             .map(|a| {
                 let c = self.per.get(&(a.device, a.pool));
-                // msMemScope's leak rule judges pool blocks; HAL memory live at exit is its own
-                // figure (`hal_at_exit`), as msMemScope logs it apart from leaks
-                let judged = a.pool.is_framework_pool();
-                let l = leaked.remove(&(a.device, a.pool));
+                // msMemScope's leak rule judges pool blocks, and host blocks by the same step
+                // rule once a step ended; HAL memory live at exit is its own figure
+                // (`hal_at_exit`), as msMemScope logs it apart from leaks
+                let on_host = host_leaks::judged(a.device, a.pool);
+                let judged = a.pool.is_framework_pool() || (on_host && host.is_some());
+                let l = if on_host {
+                    host.as_mut().and_then(|h| h.remove(&a.pool))
+                } else {
+                    leaked.remove(&(a.device, a.pool))
+                };
                 let leak_site = l.as_ref().and_then(|l| top_site(l.2.clone()));
                 AllocatorFigures {
                     device: a.device.to_text(),
@@ -267,6 +287,13 @@ impl Layer for FiguresLayer {
 
     fn on_event(&mut self, ev: Event, ctx: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError> {
         self.observe(&ev);
+        self.host.observe(&ev, self.leaks.current_step(), |e| {
+            site_of(
+                e.py_stack.as_deref().unwrap_or(""),
+                e.c_stack.as_deref().unwrap_or(""),
+                &owner_text(e),
+            )
+        });
         let mut buf = Vec::with_capacity(1);
         self.leaks.on_event(ev, ctx, &mut buf)?;
         for e in buf {

@@ -317,6 +317,11 @@ impl LeakLayer {
         self.pool_seen
     }
 
+    /// The step running now (what a block allocated now is counted in).
+    pub fn current_step(&self) -> u32 {
+        self.steps.current()
+    }
+
     /// Highest step that has ended.
     pub fn steps_ended(&self) -> u32 {
         self.steps.closed_max()

@@ -23,6 +23,7 @@ pub mod diff;
 pub mod figures;
 pub mod fragmentation;
 pub mod gap;
+pub mod host_leaks;
 pub mod inefficient;
 pub mod inefficient_layer;
 pub mod leak_range;

@@ -5,8 +5,9 @@
 //!
 //! * `peak`: the highest peak of any allocator in scope (allocators nest — pool blocks live
 //!   inside driver memory — so they are compared one by one, never added);
-//! * `leaks`: the most bytes any allocator in scope leaked, as the leak analysis judges (pool
-//!   blocks by msMemScope's step rule; allocators it does not judge are not looked at);
+//! * `leaks`: the most bytes any allocator in scope leaked, by msMemScope's step rule (pool
+//!   blocks; host blocks — HOST, Python objects — once a step ended); allocators it does not
+//!   judge are not looked at;
 //! * `live`: the most bytes any allocator in scope held at exit;
 //! * `hal_at_exit`: driver (HAL) memory live at exit — msMemScope writes it to its log, not as
 //!   a leak (a framework's reservation is often freed only by the driver at exit);
