@@ -81,7 +81,11 @@ pub fn helpers(procs: &[ProcessSummary], names: &[String], self_exe: Option<&Pat
 }
 
 /// Whether every image of `p` ran a helper program of `names` (or memscope's own CLI).
-fn helper_program(p: &ProcessSummary, names: &[String], self_exe: Option<&Path>) -> bool {
+pub(crate) fn helper_program(
+    p: &ProcessSummary,
+    names: &[String],
+    self_exe: Option<&Path>,
+) -> bool {
     let exes: Vec<&str> = if p.image_exes.is_empty() {
         vec![p.exe.as_str()]
     } else {

@@ -24,6 +24,10 @@ const EVERY: Duration = Duration::from_millis(200);
 /// about 12 MiB (`python3 -c pass`).
 const GROWTH_KIB: u64 = 16 * 1024;
 
+/// Resident memory worth a line whatever the start (a job that allocates before its first
+/// sample): three times CPython's own under the probe.
+const PEAK_KIB: u64 = 48 * 1024;
+
 /// Resident memory of one process, KiB.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Resident {
@@ -37,6 +41,8 @@ pub struct Resident {
 #[derive(Debug, Default)]
 pub struct RssWatch {
     seen: BTreeMap<u32, Resident>,
+    /// The job's process and its children's `ru_maxrss` at the end ([`RssWatch::job_peak`]).
+    job: Option<(u32, u64)>,
     /// The program each process ran when last sampled: an exec (a pyenv shim's bash becoming
     /// python) starts its figures again, as the kernel does its high-water mark.
     exes: BTreeMap<u32, std::path::PathBuf>,
@@ -86,12 +92,11 @@ impl RssWatch {
         self.seen.get(&pid).copied()
     }
 
-    /// Raises process `pid`'s peak to `kib` (the job's `ru_maxrss`, which covers the time after
-    /// the last sample).
-    pub fn raise_peak(&mut self, pid: u32, kib: u64) {
-        if let Some(r) = self.seen.get_mut(&pid) {
-            r.peak_kib = r.peak_kib.max(kib);
-        }
+    /// The job's process `pid` and its children's `ru_maxrss` (KiB) at the end: it covers the
+    /// time after the last sample, but of whichever descendant was largest, so it is credited
+    /// only to a job of one process, that one.
+    pub fn job_peak(&mut self, pid: u32, kib: u64) {
+        self.job = Some((pid, kib));
     }
 }
 
@@ -152,7 +157,12 @@ fn line(
     command: &[String],
     launch: Launch,
 ) -> Option<String> {
-    let own: Vec<&ProcessSummary> = procs.iter().filter(|p| !p.helper).collect();
+    // the job's own programs: not a launcher's shells (nor a pyenv shim's)
+    let names = crate::helpers::helper_names();
+    let own: Vec<&ProcessSummary> = procs
+        .iter()
+        .filter(|p| !p.helper && !crate::helpers::helper_program(p, &names, None))
+        .collect();
     let allocations: u64 = own
         .iter()
         .map(|p| p.typed.get(&EventKind::Malloc).copied().unwrap_or(0))
@@ -160,13 +170,27 @@ fn line(
     if allocations > 0 {
         return None;
     }
+    let seen = |p: &ProcessSummary| {
+        let mut r = watch.of(p.pid);
+        if let (Some((pid, kib)), [only]) = (watch.job, own.as_slice()) {
+            if pid == only.pid && only.pid == p.pid {
+                // never sampled (a short job): its start is not known, only its peak
+                let e = r.get_or_insert(Resident {
+                    start_kib: kib,
+                    peak_kib: 0,
+                });
+                e.peak_kib = e.peak_kib.max(kib);
+            }
+        }
+        r
+    };
     // the process that grew most
     let (p, r) = own
         .iter()
-        .filter_map(|p| watch.of(p.pid).map(|r| (*p, r)))
-        .max_by_key(|(_, r)| r.peak_kib.saturating_sub(r.start_kib))?;
+        .filter_map(|p| seen(p).map(|r| (*p, r)))
+        .max_by_key(|(_, r)| (r.peak_kib.saturating_sub(r.start_kib), r.peak_kib))?;
     let grew = r.peak_kib.saturating_sub(r.start_kib);
-    if grew < GROWTH_KIB {
+    if grew < GROWTH_KIB && r.peak_kib < PEAK_KIB {
         return None;
     }
     let python = p.exe.rsplit('/').next().unwrap_or("").starts_with("python")
@@ -190,12 +214,16 @@ fn line(
     } else {
         adapters.join(",")
     };
+    let more = if grew > 0 {
+        format!(" ({} more than at its start)", mib(grew))
+    } else {
+        String::new()
+    };
     Some(format!(
-        "memscope: pid {} ({}) held up to {} of host memory ({} more than at its start), and the selected adapters ({selected}: NPU memory) recorded no allocation of it; to see where it went: {how}",
+        "memscope: pid {} ({}) held up to {} of host memory{more}, and the selected adapters ({selected}: NPU memory) recorded no allocation of it; to see where it went: {how}",
         p.pid,
         p.exe.rsplit('/').next().unwrap_or("?"),
         mib(r.peak_kib),
-        mib(grew),
     ))
 }
 
@@ -212,6 +240,21 @@ fn shell_words(argv: &[String]) -> String {
                     .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
             {
                 w.clone()
+            } else if w.chars().any(char::is_control) {
+                // $'…' keeps the suggestion on one line (a newline in an argument)
+                let mut q = String::from("$'");
+                for c in w.chars() {
+                    match c {
+                        '\\' | '\'' => q.extend(['\\', c]),
+                        c if (c as u32) < 0x80 && c.is_control() => {
+                            q.push_str(&format!("\\x{:02x}", c as u32))
+                        }
+                        c if c.is_control() => q.push_str(&format!("\\u{:04x}", c as u32)),
+                        c => q.push(c),
+                    }
+                }
+                q.push('\'');
+                q
             } else {
                 format!("'{}'", w.replace('\'', r"'\''"))
             }
@@ -302,6 +345,34 @@ mod tests {
             l.ends_with("--adapters host --call-stack c:16 -- /opt/app"),
             "{l}"
         );
+    }
+
+    #[test]
+    fn a_short_job_is_judged_by_its_peak_and_a_launcher_shell_is_never_blamed() {
+        let py = argv(&["bash", "-c", "python3 x.py\ntrue"]);
+        // never sampled: the children's ru_maxrss is the one process's peak
+        let mut w = RssWatch::new();
+        w.job_peak(7, 80 * 1024);
+        let l = line(&[proc(7, "/usr/bin/python3", 0)], &w, &[], &py, Launch::Run).unwrap();
+        assert!(l.contains("held up to 80.0 MiB of host memory, and"), "{l}");
+        // a newline in an argument keeps the suggestion on one line
+        assert!(l.ends_with("-- bash -c $'python3 x.py\\x0atrue'"), "{l}");
+        let mut small = RssWatch::new();
+        small.job_peak(7, 20 * 1024);
+        assert!(line(&[proc(7, "python3", 0)], &small, &[], &py, Launch::Run).is_none());
+        // `bash -c 'python3 x.py; true'`: bash is the job's process, python grew
+        let mut w = watch(8, 9 * 1024, 40 * 1024);
+        w.job_peak(7, 40 * 1024);
+        let l = line(
+            &[proc(7, "/usr/bin/bash", 0), proc(8, "/usr/bin/python3", 0)],
+            &w,
+            &[],
+            &py,
+            Launch::Run,
+        )
+        .unwrap();
+        assert!(l.contains("pid 8 (python3)"), "{l}");
+        assert!(l.contains("--adapters host,pymem"), "{l}");
     }
 
     #[test]

@@ -482,7 +482,7 @@ fn launch_and_collect(
     }
     let reaped = collector.ended().clone();
     // the job's process (a pyenv shim execs python in it) after its last sample
-    rss.raise_peak(child.id(), crate::own_memory::children_peak_kib());
+    rss.job_peak(child.id(), crate::own_memory::children_peak_kib());
     let mut summaries = collector.finish();
     // launcher/wrapper helpers: no directory, no console line (issue 23)
     let left_out = crate::helpers::set_aside(&mut summaries);
@@ -527,11 +527,7 @@ fn launch_and_collect(
     }
     if opts.report {
         // the job's exit code stays the run's; a report that cannot be made is said, not fatal
-        let dirs: Vec<PathBuf> = summaries
-            .iter()
-            .filter(|p| !p.counts.is_empty() && !p.helper)
-            .map(|p| p.project_dir.clone())
-            .collect();
+        let dirs = recorded_dirs(&summaries);
         match crate::report_cmd::run_report(&cfg.output_path, &dirs) {
             Ok(p) if !opts.quiet => eprintln!("memscope: report: {}", p.display()),
             Ok(_) => {}
@@ -539,11 +535,7 @@ fn launch_and_collect(
         }
     }
     let code = if opts.gate.active() {
-        let dirs: Vec<PathBuf> = summaries
-            .iter()
-            .filter(|p| !p.counts.is_empty() && p.project_dir.is_dir())
-            .map(|p| p.project_dir.clone())
-            .collect();
+        let dirs = recorded_dirs(&summaries);
         let known: Vec<crate::ci::summary::Known> = summaries
             .iter()
             .map(|p| crate::ci::summary::Known {
@@ -563,4 +555,14 @@ fn launch_and_collect(
         code
     };
     ExitCode::from(code.clamp(0, 255) as u8)
+}
+
+/// The output directories of the processes that recorded events (rows, or only capture
+/// records: HOST and Python objects without --host-rows), helpers left out.
+fn recorded_dirs(summaries: &[memscope_collect::process::ProcessSummary]) -> Vec<PathBuf> {
+    summaries
+        .iter()
+        .filter(|p| crate::helpers::recorded(p) && !p.helper && p.project_dir.is_dir())
+        .map(|p| p.project_dir.clone())
+        .collect()
 }

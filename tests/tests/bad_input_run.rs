@@ -316,3 +316,40 @@ fn contradictory_or_empty_option_lists_are_refused() {
     }
     assert!(!touched.exists());
 }
+
+#[test]
+fn a_summary_json_path_that_is_a_link_a_fifo_or_a_device_is_refused_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("target.json");
+    std::fs::write(&target, "{}").unwrap();
+    let link = dir.path().join("link.json");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let fifo = dir.path().join("fifo.json");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    for p in [&link, &fifo] {
+        let o = memscope(&[
+            "run",
+            "-o",
+            dir.path().join("out").to_str().unwrap(),
+            "--summary-json",
+            p.to_str().unwrap(),
+            "--",
+            "true",
+        ]);
+        assert_usage_error(&o, "not a regular file");
+    }
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "{}");
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::symlink_metadata(&fifo)
+        .unwrap()
+        .file_type()
+        .is_fifo());
+}

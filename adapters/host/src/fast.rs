@@ -60,7 +60,7 @@ impl HostFast {
     /// asked for).
     pub fn for_config(cfg: &memscope_collect::config::RunConfig) -> HostFast {
         HostFast {
-            leaks: HostLeaks::new(crate::leaks::c_stacks_requested(cfg)),
+            leaks: HostLeaks::new(crate::leaks::stacks_requested(cfg)),
             ..HostFast::default()
         }
     }

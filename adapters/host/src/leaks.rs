@@ -16,18 +16,20 @@ use std::collections::HashMap;
 
 /// What the report says of blocks recorded without any call stack.
 const NO_STACK: &str = "run with --call-stack c:N or python:N";
-/// Why a block has no stack when the run asked for C stacks (not a matter of options).
-const NO_STACK_RECORDED: &str = "none was recorded for these blocks";
+/// Why a block has no stack when the run asked for stacks (not a matter of options, issue 35).
+const NO_STACK_RECORDED: &str =
+    "none was recorded for these blocks: made before the stack service started, or with no Python frame running";
 
 /// The leak layer when the HOST adapter is selected.
 pub fn leak_layer(cfg: &RunConfig) -> Option<Box<dyn Layer>> {
     cfg.has_source(crate::SOURCE)
-        .then(|| Box::new(HostLeaks::new(c_stacks_requested(cfg))) as Box<dyn Layer>)
+        .then(|| Box::new(HostLeaks::new(stacks_requested(cfg))) as Box<dyn Layer>)
 }
 
-/// Whether the run asked for C call stacks (`--call-stack c:N`).
-pub fn c_stacks_requested(cfg: &RunConfig) -> bool {
-    cfg.call_stack.c.is_some_and(|d| d > 0)
+/// Whether the run asked for call stacks (`--call-stack c:N` or `python:N`): a block without
+/// one is then not a matter of options.
+pub fn stacks_requested(cfg: &RunConfig) -> bool {
+    cfg.call_stack.c.is_some_and(|d| d > 0) || cfg.call_stack.python.is_some_and(|d| d > 0)
 }
 
 /// Tracks live HOST heap blocks in its live account ([`LiveAccount`]: the one map of each
@@ -303,7 +305,7 @@ mod tests {
             ),
             (
                 true,
-                "1 block(s), 64 bytes with no call stack (none was recorded for these blocks)",
+                "1 block(s), 64 bytes with no call stack (none was recorded for these blocks: made before the stack service started, or with no Python frame running)",
             ),
         ] {
             let mut l = HostLeaks::new(asked);

@@ -52,6 +52,17 @@ pub fn run_compare(args: &CompareArgs) -> Result<()> {
     if let Some(n) = mapped {
         args.note(&n);
     }
+    // one side without rows of the level: every row is the other's only (said, not an error)
+    for (f, s, other) in [(&base, &b, "compare"), (&cmp, &c, "base")] {
+        if s.devices.values().all(Vec::is_empty) && !res.rows.is_empty() {
+            args.warn(&format!(
+                "{} has no {} rows: every row is {other} only ({})",
+                f.name(),
+                level_rows(level),
+                RECORD_HINT
+            ));
+        }
+    }
     if res.rows.is_empty() {
         return Err(nothing_to_compare(
             base.name(),
@@ -112,12 +123,20 @@ pub(crate) fn nothing_to_compare(
     level: Level,
     scope: &str,
 ) -> anyhow::Error {
-    let (rows, level_flag) = if level == Level::Op {
-        ("ATEN/ATB START/END", "op")
-    } else {
-        ("KERNEL_LAUNCH", "kernel")
-    };
     anyhow!(
-        "{base} and {cmp}: no {rows} rows {scope}; nothing to compare (launches are written only with `launch` in --events: record both runs with --events=alloc,free,launch --level={level_flag}; msMemScope's recipe with --events=alloc,free writes none either, and its compare fails the same way)"
+        "{base} and {cmp}: no {} rows {scope}; nothing to compare ({RECORD_HINT}; msMemScope's recipe with --events=alloc,free writes none either, and its compare fails the same way)",
+        level_rows(level)
     )
+}
+
+/// What records the rows a compare aligns.
+const RECORD_HINT: &str = "op and kernel launches are written only with `launch` in --events and the level in --level, e.g. --events=alloc,free,launch --level=op,kernel";
+
+/// The rows a compare at `level` aligns.
+fn level_rows(level: Level) -> &'static str {
+    if level == Level::Op {
+        "ATEN/ATB START/END"
+    } else {
+        "KERNEL_LAUNCH"
+    }
 }

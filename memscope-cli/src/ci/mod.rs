@@ -85,7 +85,19 @@ pub fn check_summary_path(path: &Path) -> Result<(), String> {
     if path.is_dir() {
         return Err(format!("--summary-json {}: is a directory", path.display()));
     }
-    Ok(())
+    regular_or_absent(path)
+}
+
+/// An existing `path` must be a regular file: the summary is written beside it and renamed
+/// over it, which would replace a symbolic link, a FIFO or a device (`/dev/null`) with a file.
+fn regular_or_absent(path: &Path) -> Result<(), String> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if !m.file_type().is_file() => Err(format!(
+            "--summary-json {}: not a regular file (a symbolic link, FIFO or device); give the path of a file",
+            path.display()
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Parses `--fail-on` (or `--fail-over`'s `leaks>SIZE`), for a one-line error before anything
@@ -165,6 +177,7 @@ fn kept_line(limits: &[Limit], procs: &[ProcessRow]) -> String {
 /// # Errors
 /// The file cannot be written (one line naming it).
 pub fn write_json(path: &Path, doc: &serde_json::Value) -> Result<()> {
+    regular_or_absent(path).map_err(|e| anyhow!(e))?;
     let text = serde_json::to_string_pretty(doc).map_err(|e| anyhow!("{e}"))?;
     let dir = path
         .parent()

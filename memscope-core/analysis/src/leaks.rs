@@ -168,6 +168,8 @@ pub struct LeakLayer {
     /// Whether any framework-pool block was seen: without one, "no leaks" would be a claim
     /// about memory that was not recorded.
     pool_seen: bool,
+    /// Whether any HAL row was seen (offline, nothing else says whether HAL was traced).
+    hal_seen: bool,
     /// Driver memory (HAL) is not traced in this run: no HAL section (issue 23: "There is no
     /// hal leak memory" would be a claim about memory nobody looked at).
     hal_untraced: bool,
@@ -197,6 +199,7 @@ impl LeakLayer {
             }
             return;
         }
+        self.hal_seen |= ev.event_type == EventType::Hal;
         if ev.is_history_malloc() {
             return;
         }
@@ -420,7 +423,9 @@ impl LeakLayer {
         let more = |rest: &[(&u64, &HalBlock)]| format!("... and {} more", rest.len());
         let mut shown = top_n(&live, CONSOLE_TOP, lines, more);
         let mut all = top_n(&live, MAX_HAL_LINES, lines, more);
-        let tail = if live.is_empty() {
+        let tail = if !self.hal_seen {
+            "Not recorded: no driver (HAL) row was seen.".to_owned()
+        } else if live.is_empty() {
             "There is no hal leak memory".to_owned()
         } else {
             let total: u64 = live.iter().map(|(_, b)| b.size).sum();

@@ -83,6 +83,11 @@ fn memscope_frame(file: &str) -> bool {
 /// Calls open on a thread: code and start time.
 type Open = Vec<(u32, u64)>;
 
+/// Marks an open C-function call made by one of memscope's own frames (the `isinstance` or
+/// `str.encode` its API calls): not the user's trace either. Code ids are small (the probe
+/// numbers them from 1), so the top bit is free.
+const INSIDE_MEMSCOPE: u32 = 1 << 31;
+
 /// Python-API state of one process.
 #[derive(Default)]
 pub struct PythonState {
@@ -92,6 +97,8 @@ pub struct PythonState {
     blocks: HashSet<(usize, u32)>,
     /// memscope's own Python frames (its package, its bootstrap): not the user's trace.
     hidden: HashSet<(usize, u32)>,
+    /// C functions (builtins): hidden when one of memscope's frames calls them.
+    cfuncs: HashSet<(usize, u32)>,
     stacks: HashMap<u32, Open>,
     files: HashMap<u32, TraceFile>,
     pools: HashMap<u32, Pool>,
@@ -130,6 +137,9 @@ impl PythonState {
             }
             PyCodeKind::Function if memscope_frame(&String::from_utf8_lossy(file)) => {
                 self.hidden.insert((image, *id));
+            }
+            PyCodeKind::CFunction => {
+                self.cfuncs.insert((image, *id));
             }
             _ => {}
         }
@@ -175,7 +185,15 @@ impl PythonState {
     ) -> bool {
         match *rec {
             Record::PyCall { ts, code } => {
-                self.stacks.entry(tid).or_default().push((code, ts));
+                let hidden = &self.hidden;
+                let stack = self.stacks.entry(tid).or_default();
+                // a builtin that memscope's own frame calls (not further down: a frame whose
+                // return was lost must not hide what the user calls after it)
+                let mark = self.cfuncs.contains(&(image, code))
+                    && stack
+                        .last()
+                        .is_some_and(|&(c, _)| hidden.contains(&(image, c)));
+                stack.push((if mark { code | INSIDE_MEMSCOPE } else { code }, ts));
             }
             Record::PyReturn { ts, code } if self.blocks.contains(&(image, code)) => {
                 // a RecordFunction block ends: the frames above it stay open
@@ -191,7 +209,10 @@ impl PythonState {
             Record::PyReturn { ts, code } => {
                 let blocks = &self.blocks;
                 let stack = self.stacks.entry(tid).or_default();
-                match stack.iter().rposition(|(c, _)| *c == code) {
+                match stack
+                    .iter()
+                    .rposition(|(c, _)| *c & !INSIDE_MEMSCOPE == code)
+                {
                     Some(at) => {
                         let mut closed: Open = stack.drain(at..).collect();
                         let (c, start) = closed.remove(0);
@@ -338,7 +359,7 @@ impl PythonState {
         start: u64,
         end: u64,
     ) {
-        if self.dry || self.hidden.contains(&(image, code)) {
+        if self.dry || code & INSIDE_MEMSCOPE != 0 || self.hidden.contains(&(image, code)) {
             return;
         }
         let info = match self.codes.get(&(image, code)) {
