@@ -94,8 +94,9 @@ pub struct LeaksArgs {
     )]
     pub start_index: usize,
     /// Exit 23 (--fail-exit-code) when an allocator of a process leaked more than SIZE (e.g.
-    /// 1MiB): pool blocks by the step rule, HAL memory live at exit; the same check as
-    /// `memscope run --fail-on leaks>SIZE`.
+    /// 1MiB) by msMemScope's step rule: pool blocks, and host blocks once a step ended (HAL
+    /// memory live at exit is not a leak: `memscope run --fail-on hal_at_exit>SIZE`); the same
+    /// check as `memscope run --fail-on leaks>SIZE`.
     #[arg(
         long = "fail-over",
         value_name = "SIZE",

@@ -269,3 +269,34 @@ fn fail_on_leaks_judges_python_objects_and_host_blocks_by_the_step_rule_naming_t
         .all(|a| a["leaked_bytes"].is_null());
     assert!(arenas, "{doc}");
 }
+
+#[test]
+fn a_host_only_run_is_gated_on_what_its_capture_holds_and_analyze_says_not_recorded() {
+    // no dump rows at all: every HOST event is in the capture
+    let py = python3();
+    let run = memscope_run(
+        &["--adapters", "host", "--fail-on", "peak.host>16MiB"],
+        &[
+            py.to_str().unwrap(),
+            "-c",
+            "x = [bytearray(1 << 20) for _ in range(64)]",
+        ],
+        &[],
+    );
+    let err = run.stderr();
+    assert_eq!(run.code(), 23, "{err}");
+    assert!(
+        err.contains("limit peak.host>16MiB crossed by pid"),
+        "{err}"
+    );
+    let o = Command::new(memscope_bin())
+        .args(["analyze", "leaks"])
+        .arg(run.out.path())
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{text}");
+    let row = text.lines().last().unwrap_or("");
+    assert!(row.ends_with("not recorded"), "{text}");
+}

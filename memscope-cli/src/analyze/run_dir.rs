@@ -135,6 +135,13 @@ fn analyse(p: &ProcessInput, which: Which, replay: ReplayArgs, out_dir: &Path) -
         npu
     };
     let mut fig = Figures::default();
+    if files.is_empty() && which == Which::Leaks {
+        // its events are all in its capture (HOST, Python objects): no pool block to judge
+        fig.sections.push(ReportSection::new(
+            "Memory pool leaks".into(),
+            vec!["Not recorded: this process wrote no dump rows (its host and Python-object events are in its capture; `memscope run --fail-on leaks.host>SIZE` or `leaks.pymem>SIZE` judges them, `memscope export --to csv` writes them)".into()],
+        ));
+    }
     let mut decompose = Vec::new();
     for f in files {
         let peaks = Arc::new(Mutex::new((BTreeMap::new(), 0u64)));
@@ -199,9 +206,27 @@ pub fn run(
     };
     let index = RunIndexFiles::load(&[dir.to_path_buf()]).map_err(|e| anyhow!("{e}"))?;
     let index_ref: Option<&dyn RunIndex> = (!index.is_empty()).then_some(&index as _);
-    let (mut procs, notes) =
-        memscope_export::resolve(&inputs, index_ref, &mut memscope_export::progress::Silent)
-            .map_err(|e| anyhow!("{e}"))?;
+    // a process whose events are all in its capture (HOST, Python objects) has no dump: its
+    // capture is read instead (a process with dumps is analysed from them, as before)
+    let mut captures = Vec::new();
+    for input in &inputs {
+        for f in crate::capture_input::find(input).map_err(|e| anyhow!("{e}"))? {
+            if f.dir.as_deref().is_none_or(has_dumps) {
+                continue;
+            }
+            captures.push(memscope_export::Captured {
+                dir: f.dir,
+                events: f.events,
+            });
+        }
+    }
+    let (mut procs, notes) = memscope_export::resolve_with(
+        &inputs,
+        &captures,
+        index_ref,
+        &mut memscope_export::progress::Silent,
+    )
+    .map_err(|e| anyhow!("{e}"))?;
     // With a run index, ranks are what it says: a process it gives no rank has none (two
     // one-process runs are not ranks 0 and 0 of a job).
     let indexed = !index.files.is_empty();
@@ -286,7 +311,16 @@ pub fn run(
         match which {
             Which::Leaks => {
                 let (mb, n) = leak_totals(&f.sections);
-                row.push(if n == 0 {
+                // the leak section says "Not recorded" without framework-pool blocks
+                let unrecorded = f
+                    .sections
+                    .iter()
+                    .filter(|s| s.title.starts_with("Memory pool leaks"))
+                    .flat_map(|s| &s.lines)
+                    .any(|l| l.starts_with("Not recorded"));
+                row.push(if n == 0 && unrecorded {
+                    "not recorded".into()
+                } else if n == 0 {
                     "0".into()
                 } else {
                     format!("{mb:.1} MiB in {n}")
@@ -368,4 +402,20 @@ pub fn run(
         ));
     }
     Ok(())
+}
+
+/// Whether a process directory holds a dump file (`device_*/dump/memscope_dump_*`).
+fn has_dumps(dir: &Path) -> bool {
+    let names = |d: &Path| -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(d)
+            .map(|rd| rd.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default()
+    };
+    names(dir).iter().any(|dev| {
+        names(&dev.join("dump")).iter().any(|f| {
+            f.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("memscope_dump_"))
+        })
+    })
 }

@@ -237,6 +237,17 @@ impl Limit {
             Some(s) => Scope::parse(s).map_err(|e| format!("{text:?}: {e}"))?,
             None => Scope::default(),
         };
+        if metric == Metric::HalAtExit {
+            let npu = scope
+                .device
+                .as_deref()
+                .is_none_or(|d| d == "npu" || d.starts_with("npu:"));
+            if !npu || scope.allocator.as_deref().is_some_and(|a| a != "HAL") {
+                return Err(format!(
+                    "{text:?}: hal_at_exit is driver (HAL) memory on NPUs: its scope is npu or npu:N (e.g. hal_at_exit.npu:0>1GiB)"
+                ));
+            }
+        }
         let max = if metric == Metric::Dropped {
             rhs.parse::<u64>().map_err(|_| {
                 format!("{text:?}: dropped counts events: {rhs:?} is not a whole number")
@@ -470,10 +481,20 @@ mod tests {
             "dropped>1MiB",
             "dropped>1.5",
             "dropped.npu>0",
+            "hal_at_exit.PTA>1",
+            "hal_at_exit.cpu>1",
+            "hal_at_exit.host>1",
         ] {
             assert!(Limit::parse(bad).is_err(), "{bad}");
         }
         assert_eq!(Limit::parse("dropped>10").unwrap().max, 10);
+        for ok in [
+            "hal_at_exit>1GiB",
+            "hal_at_exit.npu:0>0",
+            "hal_at_exit.npu.HAL>1",
+        ] {
+            assert_eq!(Limit::parse(ok).unwrap().metric, Metric::HalAtExit, "{ok}");
+        }
         assert!(Limit::parse_list(" , ").is_err());
         assert!(Limit::parse_list("").is_err());
         let e = Limit::parse_list("leaks>1MiB,,peak>2").unwrap_err();
