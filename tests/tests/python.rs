@@ -230,7 +230,7 @@ fn events_traceback_and_tracer_start_write_python_trace_files_on_the_dump_clock(
         assert_eq!(spans(&fb), 3, "forward_block rows in {}", out.display());
         // one row per RecordFunction block, spanning it (issue 35), and no memscope frame
         assert_eq!(spans("optimizer"), 3, "RecordFunction rows");
-        let own = |r: &&Vec<String>| r[0].contains("/memscope/") || r[0].contains("ecustomize.py");
+        let own = |r: &&Vec<String>| r[0].contains("/memscope/") || r[0].contains("/pyboot/");
         assert_eq!(rows.iter().find(own), None, "memscope frames");
         assert!(
             rows.iter().any(|r| r[0].starts_with("<built-in ")),
