@@ -196,6 +196,7 @@ pub const DEFAULT_TOOL: &[&str] = &[
     "/memscope/take_snapshot.py(",
     "/memscope/analyzer/",
     "/memscope/watcher.py(",
+    "/pytest_memscope/",
     "/pyboot/sitecustomize.py(",
     "memscope_torch_hooks.py(",
     "<frozen ",
@@ -308,15 +309,25 @@ impl Attribution {
                 let Some(i) = at else { continue };
                 let caller = (i + 1..stack.len())
                     .find(|&j| classes[j] == FrameClass::Own)
-                    .map(|j| stack[j].to_owned());
+                    .map(|j| stable(stack[j]));
                 return Some(Site {
-                    frame: stack[i].to_owned(),
+                    frame: stable(stack[i]),
                     caller,
                     rule: Rule { class, lang },
                 });
             }
         }
         None
+    }
+}
+
+/// A frame's text with memscope's per-run bootstrap folder left out
+/// (`…/.memscope_spool_<pid>/pyboot/sitecustomize.py(43): …` →
+/// `<memscope>/pyboot/sitecustomize.py(43): …`), so two runs name it alike (`memscope diff`).
+fn stable(frame: &str) -> String {
+    match frame.find("/.memscope_spool_").zip(frame.find("/pyboot/")) {
+        Some((_, b)) => format!("<memscope>{}", &frame[b..]),
+        None => frame.to_owned(),
     }
 }
 
@@ -402,6 +413,23 @@ mod tests {
             "/home/u/memscope/examples/sim-npu/train.py(285): alloc ← train.py(474): main"
         );
         assert_eq!(s.rule.describe(), "first frame in your code, Python stack");
+    }
+
+    #[test]
+    fn memscope_s_bootstrap_frame_is_named_alike_in_every_run_and_the_pytest_plugin_is_a_tool() {
+        let a = Attribution::default();
+        for pid in [11, 12] {
+            let py = format!(
+                "/w/out/.memscope_spool_{pid}/pyboot/sitecustomize.py(43): _memscope_hooks\n"
+            );
+            let s = a.site(Some(&py), None).unwrap();
+            assert_eq!(
+                s.frame,
+                "<memscope>/pyboot/sitecustomize.py(43): _memscope_hooks"
+            );
+        }
+        let py = "/src/python/pytest_memscope/__init__.py(200): pytest_runtest_call\n";
+        assert_eq!(a.classify(py.trim_end()), FrameClass::Tool);
     }
 
     #[test]
