@@ -57,7 +57,8 @@ fn analyze_over_a_run_dir_prints_one_line_per_rank_sorted_by_peak_with_the_imbal
             "{imb}"
         );
         match what {
-            "leaks" => assert!(lines[head + 1].ends_with("  0"), "{out}"),
+            // HAL-only ranks: no pool block was recorded, so no leak was looked for
+            "leaks" => assert!(lines[head + 1].ends_with("  not recorded"), "{out}"),
             "decompose" => {
                 let csvs = std::fs::read_dir(&dec).unwrap().count();
                 assert_eq!(csvs, RANKS, "one decompose CSV per rank");
