@@ -321,6 +321,30 @@ impl Attribution {
     }
 }
 
+/// Whether a Python file is memscope's own (its packages, its bootstrap, its torch hooks): the
+/// python_trace leaves its frames out.
+pub fn memscope_python_file(file: &str) -> bool {
+    const PACKAGE: &[&str] = &["/memscope/", "/msmemscope/"];
+    const OWN: &[&str] = &["/pyboot/sitecustomize.py", "memscope_torch_hooks.py"];
+    OWN.iter().any(|o| file.ends_with(o))
+        || PACKAGE.iter().any(|p| {
+            file.rsplit_once(p).is_some_and(|(_, rest)| {
+                rest.starts_with('_')
+                    || rest.starts_with("analyzer/")
+                    || matches!(
+                        rest,
+                        "__init__.py"
+                            | "describe.py"
+                            | "record_function.py"
+                            | "take_snapshot.py"
+                            | "watcher.py"
+                            | "framework.py"
+                            | "framework_hooks.py"
+                    )
+            })
+        })
+}
+
 /// A frame's text with memscope's per-run bootstrap folder left out
 /// (`…/.memscope_spool_<pid>/pyboot/sitecustomize.py(43): …` →
 /// `<memscope>/pyboot/sitecustomize.py(43): …`), so two runs name it alike (`memscope diff`).

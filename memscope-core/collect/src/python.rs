@@ -57,29 +57,6 @@ struct Pool {
     peak_total: u64,
 }
 
-/// Whether a Python file is memscope's own (its packages, its bootstrap, its torch hooks).
-fn memscope_frame(file: &str) -> bool {
-    const PACKAGE: &[&str] = &["/memscope/", "/msmemscope/"];
-    const OWN: &[&str] = &["/pyboot/sitecustomize.py", "memscope_torch_hooks.py"];
-    OWN.iter().any(|o| file.ends_with(o))
-        || PACKAGE.iter().any(|p| {
-            file.rsplit_once(p).is_some_and(|(_, rest)| {
-                rest.starts_with('_')
-                    || rest.starts_with("analyzer/")
-                    || matches!(
-                        rest,
-                        "__init__.py"
-                            | "describe.py"
-                            | "record_function.py"
-                            | "take_snapshot.py"
-                            | "watcher.py"
-                            | "framework.py"
-                            | "framework_hooks.py"
-                    )
-            })
-        })
-}
-
 /// Calls open on a thread: code and start time.
 type Open = Vec<(u32, u64)>;
 
@@ -135,7 +112,11 @@ impl PythonState {
             PyCodeKind::User => {
                 self.blocks.insert((image, *id));
             }
-            PyCodeKind::Function if memscope_frame(&String::from_utf8_lossy(file)) => {
+            PyCodeKind::Function
+                if memscope_analysis::attribution::memscope_python_file(
+                    &String::from_utf8_lossy(file),
+                ) =>
+            {
                 self.hidden.insert((image, *id));
             }
             PyCodeKind::CFunction => {
