@@ -30,7 +30,11 @@ from .analyzer import (  # noqa: E402
     list_analyzers,
 )
 from .describe import describer  # noqa: E402
-from .framework import cleanup_framework_hooks, init_framework_hooks  # noqa: E402
+from .framework import (  # noqa: E402
+    cleanup_framework_hooks,
+    enable_npu_sanitizer,
+    init_framework_hooks,
+)
 from .record_function import RecordFunction  # noqa: E402
 from .take_snapshot import TakeSnapshot, take_snapshot  # noqa: E402
 
@@ -53,4 +57,4 @@ if "1" in (_env.get("MEMSCOPE_PY_TRACE"), _env.get("MEMSCOPE_PY_STACK")) \
 __all__ = ["config", "start", "stop", "step", "take_snapshot", "TakeSnapshot", "describer",
            "RecordFunction", "tracer", "analyzer", "analyze", "list_analyzers",
            "get_analyzer_config", "check_leaks", "check_inefficient", "watcher",
-           "init_framework_hooks", "cleanup_framework_hooks"]
+           "init_framework_hooks", "cleanup_framework_hooks", "enable_npu_sanitizer"]

@@ -1,7 +1,7 @@
 """``memscope.framework``: msMemScope's one-click framework hooks (behaviour spec §7),
 ``init_framework_hooks`` / ``cleanup_framework_hooks`` over :mod:`memscope.framework_hooks`
 (which also holds the table and the automatic role hooks of ``analysis="decompose"``), and
-``enable_npu_sanitizer``.
+``enable_npu_sanitizer`` (:mod:`memscope.sanitizer`).
 
 Where memscope differs from msMemScope: vLLM's ``load_model`` and
 ``initialize_kv_cache_tensors`` tag the model's tensors and the KV cache after the call;
@@ -10,6 +10,7 @@ error and returns), a version the table lacks hooks nothing and says so in one l
 
 from . import framework_hooks
 from ._session import session
+from .sanitizer import enable_npu_sanitizer  # noqa: F401
 from .take_snapshot import take_snapshot
 
 
@@ -43,11 +44,3 @@ def cleanup_framework_hooks():
     print("[memscope] Info: %d framework hook(s) removed" % n)
     return n
 
-
-def enable_npu_sanitizer():
-    """msMemScope's bridge from ``sanitizer-op:`` msTX marks to torch_npu's NPU sanitizer:
-    memscope has none, so this raises ``RuntimeError`` (use torch_npu's own
-    ``torch_npu.npu._sanitizer.enable_npu_sanitizer()``)."""
-    raise RuntimeError("enable_npu_sanitizer(): memscope does not forward sanitizer-op: marks "
-                       "to torch_npu's NPU sanitizer; call "
-                       "torch_npu.npu._sanitizer.enable_npu_sanitizer() directly")

@@ -49,12 +49,8 @@ def main():
             print("refused:", e)
         else:
             raise SystemExit("accepted %r" % (bad,))
-    try:
-        msmemscope.enable_npu_sanitizer()
-    except RuntimeError as e:
-        print("sanitizer:", e)
-    else:
-        raise SystemExit("enable_npu_sanitizer() claimed to work")
+    # no torch_npu here: one line says so, and the job goes on
+    assert msmemscope.enable_npu_sanitizer() is False
     write_package(sys.argv[2])
     msmemscope.init_framework_hooks("vllm_ascend", "11.0", "worker", "decompose")
     msmemscope.init_framework_hooks("vllm_ascend", "11.0", "worker", "snapshot")

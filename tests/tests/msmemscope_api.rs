@@ -218,7 +218,7 @@ print("names: ok")
         "{text}"
     );
     assert!(
-        text.contains("sanitizer: enable_npu_sanitizer(): memscope does not"),
+        text.contains("enable_npu_sanitizer(): torch_npu's NPU sanitizer is not importable"),
         "{text}"
     );
     let r = rows(&d.path().join("output"));
@@ -423,3 +423,33 @@ fn blocks_live_when_a_window_opens_are_written_once_so_every_free_has_its_malloc
     };
     assert_eq!(text_of(&rows(&d.path().join("exported"))), text_of(&r));
 }
+
+#[test]
+fn enable_npu_sanitizer_routes_sanitizer_op_marks_to_the_npu_sanitizer_and_refuses_bad_ones() {
+    // issue 36 item 1: a torch_npu-shaped stand-in whose handler records the calls (the job
+    // checks them); every mark, malformed or not, is still in the dump as an msTX mark
+    let d = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(python3());
+    cmd.args([
+        &script("sanitizer_job.py"),
+        &script("fake_torch_npu"),
+        &format!("{}/python", example_dir()),
+    ]);
+    env(&mut cmd, d.path());
+    let text = ok(&cmd.output().unwrap(), "sanitizer job");
+    assert!(text.contains("sanitizer_job: ok"), "{text}");
+    assert_eq!(
+        text.matches("torch_npu's NPU sanitizer is not importable").count(),
+        1,
+        "{text}"
+    );
+    let r = rows(&d.path().join("memscopeDumpResults"));
+    let marks: Vec<&str> = r
+        .iter()
+        .filter(|x| x["Event Type"] == "Mark")
+        .map(|x| x["Name"].as_str())
+        .collect();
+    assert_eq!(marks.len(), 11, "every mark is written: {marks:?}");
+    assert!(marks.contains(&"an ordinary mark"), "{marks:?}");
+}
+
