@@ -439,7 +439,8 @@ fn enable_npu_sanitizer_routes_sanitizer_op_marks_to_the_npu_sanitizer_and_refus
     let text = ok(&cmd.output().unwrap(), "sanitizer job");
     assert!(text.contains("sanitizer_job: ok"), "{text}");
     assert_eq!(
-        text.matches("torch_npu's NPU sanitizer is not importable").count(),
+        text.matches("torch_npu's NPU sanitizer is not importable")
+            .count(),
         1,
         "{text}"
     );
@@ -452,4 +453,3 @@ fn enable_npu_sanitizer_routes_sanitizer_op_marks_to_the_npu_sanitizer_and_refus
     assert_eq!(marks.len(), 11, "every mark is written: {marks:?}");
     assert!(marks.contains(&"an ordinary mark"), "{marks:?}");
 }
-
