@@ -35,6 +35,7 @@ pub mod ops;
 pub mod outfile;
 pub mod peak;
 pub mod role_timeline;
+pub mod sanitizer_op;
 pub mod sites;
 pub mod step_stats;
 pub mod steps;
