@@ -22,11 +22,10 @@ struct Rec {
 #[derive(Default)]
 struct PtrState {
     write: Option<Rec>,
-    /// Reads since the last write, less those already ordered before everything.
+    /// Reads since the last write, less those already ordered before everything. Never
+    /// emptied by thinning (the newest read is ordered before no other stream yet), so
+    /// "empty" still means CSAN's "no reads since the last write".
     reads: Vec<Rec>,
-    /// Whether any read came since the last write (dropped reads included): then a write is
-    /// checked against the reads, not the write.
-    reads_since_write: bool,
     /// Length at which the read list is next thinned.
     thin_at: usize,
 }
@@ -133,7 +132,7 @@ impl RaceChecker {
         let p = self.ptrs.entry(addr).or_default();
         let unordered = |prev: &Rec| !syncs.ordered(Some(cur.stream), prev.seq, prev.stream);
         if cur.write {
-            if p.reads_since_write {
+            if !p.reads.is_empty() {
                 for r in p.reads.iter().filter(|r| unordered(r)) {
                     out.push(finding(RaceKind::WriteAfterRead, addr, &cur, r));
                 }
@@ -141,14 +140,12 @@ impl RaceChecker {
                 out.push(finding(RaceKind::WriteAfterWrite, addr, &cur, w));
             }
             p.reads.clear();
-            p.reads_since_write = false;
             p.thin_at = THIN_MIN;
             p.write = Some(cur);
         } else {
             if let Some(w) = p.write.as_ref().filter(|w| unordered(w)) {
                 out.push(finding(RaceKind::ReadAfterWrite, addr, &cur, w));
             }
-            p.reads_since_write = true;
             p.reads.push(cur);
             if p.reads.len() >= p.thin_at.max(THIN_MIN) {
                 // Reads everyone is ordered after can never conflict again.
