@@ -41,10 +41,12 @@
 
 mod check;
 mod clocks;
+mod layer;
 
 use std::sync::Arc;
 
 pub use check::{check, Checker, RaceChecker};
+pub use layer::{EventMapper, RaceLayer};
 
 /// A stream's id (the runtime's handle value, or any stable number; 0 is the default stream).
 pub type StreamId = u64;

@@ -268,3 +268,38 @@ fn deleted_event_waited_for_orders_nothing() {
     ];
     assert_eq!(verdicts(ops), [(RaceKind::ReadAfterWrite, 2, 1)]);
 }
+
+#[test]
+fn layer_maps_events_checks_them_and_reports_each_race_on_one_line() {
+    use memscope_core::bus::{BusCtx, Layer};
+    use memscope_core::event::{Event, EventType};
+    // Event i stands for op i of the table (the recording's mapping is the caller's).
+    let table = [w(1, 0, 0x100), w(2, 1, 0x100), r(3, 1, 0x200)];
+    let mut layer = RaceLayer::new(Box::new(move |ev: &Event, out: &mut Vec<StreamOp>| {
+        out.extend(
+            usize::try_from(ev.id)
+                .ok()
+                .and_then(|i| table.get(i))
+                .cloned(),
+        );
+    }));
+    let ctx = BusCtx::default();
+    let mut out = Vec::new();
+    for id in 0..4 {
+        let mut ev = Event::new(EventType::Step, 0, 1, 1);
+        ev.id = id;
+        layer.on_event(ev, &ctx, &mut out).unwrap();
+    }
+    assert_eq!(out.len(), 4, "every event passes on");
+    let mut report = Vec::new();
+    layer.finish(&ctx, &mut Vec::new(), &mut report).unwrap();
+    assert_eq!(layer.findings().len(), 1);
+    assert_eq!(report.len(), 1);
+    assert_eq!(report[0].title, "Stream races");
+    assert_eq!(report[0].lines.len(), 1);
+    assert!(
+        report[0].lines[0].starts_with("write-after-write at 0x100"),
+        "{:?}",
+        report[0].lines
+    );
+}
