@@ -161,7 +161,8 @@ impl RaceChecker {
         let Some(p) = self.ptrs.remove(&f.addr) else {
             return;
         };
-        let s = f.stream.map(|id| self.syncs.stream(id));
+        // A stream not seen yet would start from the host's clock: check against that.
+        let s = f.stream.and_then(|id| self.syncs.known(id));
         let cur = OpSide {
             id: f.id,
             seq: 0,

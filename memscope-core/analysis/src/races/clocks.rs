@@ -64,6 +64,11 @@ impl Syncs {
         i
     }
 
+    /// The stream's dense index if it exists (no creation: CSAN's free touches no stream).
+    pub(super) fn known(&self, id: StreamId) -> Option<usize> {
+        self.index.get(&id).copied()
+    }
+
     pub(super) fn create_event(&mut self, ev: EventId) {
         // CSAN: a duplicate creation deletes the old one first; either way the event is empty.
         self.events.insert(ev, Clock::new());

@@ -303,3 +303,15 @@ fn layer_maps_events_checks_them_and_reports_each_race_on_one_line() {
         report[0].lines
     );
 }
+
+#[test]
+fn free_to_a_stream_not_seen_yet_is_checked_against_the_hosts_clock() {
+    let ops = vec![
+        w(1, 1, 0x100),
+        w(2, 2, 0x200),
+        StreamOp::StreamSynchronize { stream: 1 },
+        free(8, 0x100, Some(7)),
+        free(9, 0x200, Some(7)),
+    ];
+    assert_eq!(verdicts(ops), [(RaceKind::FreeWhileInUse, 9, 2)]);
+}
