@@ -34,6 +34,7 @@ pub mod offline;
 pub mod ops;
 pub mod outfile;
 pub mod peak;
+pub mod races;
 pub mod role_timeline;
 pub mod sanitizer_op;
 pub mod sites;
