@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The race check's cost (issue 36): memscope_analysis::races::check over LAUNCHES (default
+# The race check's cost (issue 36): memscope_races::check over LAUNCHES (default
 # 1 000 000) generated launches of a training-like program, offline, streamed (see
 # src/main.rs for the program and the modes gen / synced / racy / frozen). Each mode runs in
 # its own process, REPS times (default 5) interleaved; reported: the median wall time of the

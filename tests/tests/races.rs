@@ -1,4 +1,4 @@
-//! Issue 36 item 3: memscope's race check (`memscope_analysis::races`) against an independent
+//! Issue 36 item 3: memscope's race check (`memscope_races`) against an independent
 //! oracle, PyTorch's CUDA Sanitizer (`torch.cuda._sanitizer.EventHandler`, pure Python, fed
 //! method by method by `tests/python/csan_oracle.py`, no CUDA needed). Named programs and 1 000
 //! seeded random sequences (hundreds of launches over 4 streams) must give the same set of
@@ -13,7 +13,7 @@
 use std::io::Write;
 use std::process::Command;
 
-use memscope_analysis::races::{
+use memscope_races::{
     check, AccessKind, AccessRole, Free, KernelLaunch, RaceKind, StreamOp, TensorAccess,
 };
 use memscope_tests::{repo_root, torch_python};

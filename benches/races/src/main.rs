@@ -1,4 +1,4 @@
-//! The race check's cost (issue 36): `memscope_analysis::races::check` over N generated
+//! The race check's cost (issue 36): `memscope_races::check` over N generated
 //! launches of a training-like program, streamed (the operations are generated as the check
 //! consumes them, as a capture would be read), one mode per process so that the peak
 //! resident memory is the mode's own.
@@ -17,7 +17,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
-use memscope_analysis::races::{check, AccessKind, Free, KernelLaunch, StreamOp, TensorAccess};
+use memscope_races::{check, AccessKind, Free, KernelLaunch, StreamOp, TensorAccess};
 
 /// Layers of the model: a forward and a backward launch each, and one optimiser launch.
 const LAYERS: u64 = 100;

@@ -38,10 +38,12 @@
 //! a read since the last write at some pointer; reads that are ordered before every stream and
 //! the host can never conflict again and are dropped as the list grows.
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod check;
 mod clocks;
 mod layer;
+pub mod sanitizer_op;
 
 use std::sync::Arc;
 
