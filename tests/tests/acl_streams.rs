@@ -237,3 +237,48 @@ fn stream_and_event_rows_are_written_only_when_launches_are() {
         assert!(order_rows(&run.rows()).is_empty(), "{args:?}");
     }
 }
+
+#[test]
+fn the_python_demo_helper_calls_the_stream_and_event_functions_and_each_is_a_row() {
+    let script = repo_root().join("tests/python/npu_streams.py");
+    let (py, sim) = (python3(), sim_npu_dir());
+    let run = memscope_run(
+        &[
+            "--adapters",
+            "acl",
+            "--level",
+            "kernel",
+            "--events",
+            "alloc,free,launch",
+        ],
+        &[
+            py.to_str().unwrap(),
+            script.to_str().unwrap(),
+            sim.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(run.code(), 0, "{}\n{}", run.stdout(), run.stderr());
+    let out = run.stdout();
+    assert!(out.contains("streams ok"), "{out}");
+    let (s, e) = (handle(&out, "s"), handle(&out, "e"));
+    let got: Vec<(String, String)> = order_rows(&run.rows())
+        .into_iter()
+        .map(|r| (r.1, r.4))
+        .collect();
+    let p = |t: &str, a: String| (t.to_owned(), a);
+    assert_eq!(
+        got,
+        [
+            p("STREAM_CREATE", format!("{{stream:{s}}}")),
+            p("EVENT_CREATE", format!("{{event:{e}}}")),
+            p("EVENT_RECORD", format!("{{stream:{s},event:{e}}}")),
+            p("STREAM_WAIT_EVENT", format!("{{stream:0x0,event:{e}}}")),
+            p("STREAM_SYNC", format!("{{stream:{s}}}")),
+            p("EVENT_SYNC", format!("{{event:{e}}}")),
+            p("DEVICE_SYNC", String::new()),
+            p("EVENT_DESTROY", format!("{{event:{e}}}")),
+            p("STREAM_DESTROY", format!("{{stream:{s}}}")),
+        ]
+    );
+}
