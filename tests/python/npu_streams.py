@@ -1,6 +1,8 @@
 """Issue 36: the sim-npu demo's Npu wrapper (examples/sim-npu/train.py) calls the ACL stream
 and event functions: one stream, one event, record / wait on the default stream / the three
-synchronisations, then the destroys. argv[1]: the sim-npu install directory."""
+synchronisations, then the destroys. argv[1]: the sim-npu install directory; argv[2] `watch`:
+then a watch dump of device memory through the probe (memscope_py_watch_dump), whose own
+aclrtSynchronizeDevice is not the job's."""
 import ctypes
 import os
 import sys
@@ -24,4 +26,13 @@ for rc, what in [
 ]:
     if rc != 0:
         sys.exit("%s returned %d" % (what, rc))
+if sys.argv[2:] == ["watch"]:
+    buf = ctypes.c_void_p()
+    if npu.aclrtMalloc(ctypes.byref(buf), 64, 0) != 0:
+        sys.exit("aclrtMalloc failed")
+    dump = ctypes.CDLL(None).memscope_py_watch_dump
+    dump.restype = ctypes.c_int
+    dump.argtypes = [ctypes.c_char_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_uint64,
+                     ctypes.c_int]
+    print("watch %d" % dump(b"probe_watch", 0, buf.value, 64, 0))
 print("s 0x%x\ne 0x%x\nstreams ok" % (s.value, e.value))

@@ -238,10 +238,17 @@ fn stream_and_event_rows_are_written_only_when_launches_are() {
     }
 }
 
-#[test]
-fn the_python_demo_helper_calls_the_stream_and_event_functions_and_each_is_a_row() {
+/// Runs `tests/python/npu_streams.py` (`extra`: its arguments after the sim-npu directory).
+fn python_job(extra: &[&str]) -> Run {
     let script = repo_root().join("tests/python/npu_streams.py");
     let (py, sim) = (python3(), sim_npu_dir());
+    let mut prog = vec![
+        py.to_str().unwrap().to_owned(),
+        script.to_str().unwrap().to_owned(),
+        sim.to_str().unwrap().to_owned(),
+    ];
+    prog.extend(extra.iter().map(|a| a.to_string()));
+    let prog: Vec<&str> = prog.iter().map(String::as_str).collect();
     let run = memscope_run(
         &[
             "--adapters",
@@ -251,14 +258,27 @@ fn the_python_demo_helper_calls_the_stream_and_event_functions_and_each_is_a_row
             "--events",
             "alloc,free,launch",
         ],
-        &[
-            py.to_str().unwrap(),
-            script.to_str().unwrap(),
-            sim.to_str().unwrap(),
-        ],
+        &prog,
         &[],
     );
     assert_eq!(run.code(), 0, "{}\n{}", run.stdout(), run.stderr());
+    run
+}
+
+#[test]
+fn the_probes_own_device_synchronisation_of_a_watch_dump_is_no_row() {
+    let run = python_job(&["watch"]);
+    assert!(run.stdout().contains("watch 0"), "{}", run.stdout());
+    let syncs = order_rows(&run.rows())
+        .into_iter()
+        .filter(|r| r.1 == "DEVICE_SYNC")
+        .count();
+    assert_eq!(syncs, 1, "only the job's own aclrtSynchronizeDevice");
+}
+
+#[test]
+fn the_python_demo_helper_calls_the_stream_and_event_functions_and_each_is_a_row() {
+    let run = python_job(&[]);
     let out = run.stdout();
     assert!(out.contains("streams ok"), "{out}");
     let (s, e) = (handle(&out, "s"), handle(&out, "e"));
