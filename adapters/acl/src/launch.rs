@@ -8,9 +8,11 @@
 //! * Names, stream and task ids come from the runtime's profiling API: the probe registers a
 //!   GET_HASH_ID callback (type 12: kernel name → hash, recorded once per hash as `KernelName`)
 //!   and a COMPACT callback (type 4: the task-track record of level 5000 / type 802, which fills
-//!   the current thread's pending launch). A launch that returns 0 records `KernelLaunch`; one
-//!   without a task-track record gets no name (`N/A`) and no stream/task ids. A task-track
-//!   record that arrives outside any hooked launch is recorded as a launch of its own.
+//!   the current thread's pending launch). A launch that returns 0 records `KernelLaunchOn`,
+//!   with the stream handle the hook was given (issue 36: what a cross-stream check orders);
+//!   one without a task-track record gets no name (`N/A`) and no stream/task ids. A task-track
+//!   record that arrives outside any hooked launch is recorded as a `KernelLaunch` of its own
+//!   (no handle).
 //! * The callbacks are registered at `aclInit` or at the first launch, and only when kernel
 //!   launches are wanted: the `acl` adapter is selected and `MEMSCOPE_KERNEL_LAUNCH` is not `0`
 //!   (the CLI sets `0` unless `--level kernel` and `launch` events are on; msMemScope instead

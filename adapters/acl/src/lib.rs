@@ -82,7 +82,8 @@ pub static DESCRIPTOR: AdapterDescriptor = AdapterDescriptor {
     settings: &[Setting {
         key: "events (launch), analysis (inefficient), level (kernel)",
         env: memscope_wire::probe_env::ENV_KERNEL_LAUNCH,
-        summary: "0: kernel launches are not collected (no launch rows, no profiling callbacks)",
+        summary: "0: kernel launches are not collected (no launch rows, no stream or event rows, \
+                  no profiling callbacks)",
         // issue 5
         value: Some(|cfg| {
             if (cfg.events.launch || cfg.analysis.inefficient) && cfg.level.kernel {
