@@ -556,6 +556,35 @@ def main(argv=None):
     return 0
 
 
+# Streams and events (issue 36), for programs that drive the stand-ins through Npu
+# (tests/python/npu_streams.py); the job above makes none of these calls. Resolved on first use,
+# like the calls in Npu.__init__, and defined after main() so that the line numbers the guide and
+# the tests show stay as they are. aclrtEvent is a handle, like aclrtStream.
+_P, _PP = ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)
+_STREAM_FNS = {
+    "aclrtCreateEvent": (_PP,),
+    "aclrtDestroyEvent": (_P,),
+    "aclrtRecordEvent": (_P, _P),        # (event, stream)
+    "aclrtStreamWaitEvent": (_P, _P),    # (stream, event)
+    "aclrtSynchronizeStream": (_P,),
+    "aclrtSynchronizeEvent": (_P,),
+    "aclrtSynchronizeDevice": (),
+}
+
+
+def _npu_stream_fn(npu, name):
+    if name not in _STREAM_FNS:
+        raise AttributeError(name)
+    f = getattr(ctypes.CDLL(None), name)
+    f.restype = ctypes.c_int
+    f.argtypes = list(_STREAM_FNS[name])
+    setattr(npu, name, f)
+    return f
+
+
+Npu.__getattr__ = _npu_stream_fn
+
+
 if __name__ == "__main__":
     try:
         sys.exit(main())

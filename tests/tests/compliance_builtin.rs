@@ -95,6 +95,33 @@ fn the_acl_adapter_is_compliant() {
 }
 
 #[test]
+fn the_acl_adapter_is_compliant_on_stream_and_event_calls() {
+    let p = prog(
+        "acl_streams.c",
+        &["-lascendcl", "-lascendcl_impl", "-lruntime", "-lascend_hal"],
+    );
+    assert_adapter_compliance(&Case {
+        name: "acl".into(),
+        on: s(&["--adapters", "acl,hal", "--level", "kernel"]),
+        off: s(&["--adapters", "hal", "--level", "kernel"]),
+        program: s(&[&p]),
+        event_types: s(&[
+            "KERNEL_LAUNCH",
+            "STREAM_CREATE",
+            "STREAM_DESTROY",
+            "EVENT_CREATE",
+            "EVENT_DESTROY",
+            "EVENT_RECORD",
+            "STREAM_WAIT_EVENT",
+            "STREAM_SYNC",
+            "EVENT_SYNC",
+            "DEVICE_SYNC",
+        ]),
+        ..Default::default()
+    });
+}
+
+#[test]
 fn the_atb_adapter_is_compliant() {
     let p = prog("pool_atb_ms.c", &["-lascend_hal"]);
     assert_adapter_compliance(&Case {

@@ -8,9 +8,11 @@
 //! * Names, stream and task ids come from the runtime's profiling API: the probe registers a
 //!   GET_HASH_ID callback (type 12: kernel name → hash, recorded once per hash as `KernelName`)
 //!   and a COMPACT callback (type 4: the task-track record of level 5000 / type 802, which fills
-//!   the current thread's pending launch). A launch that returns 0 records `KernelLaunch`; one
-//!   without a task-track record gets no name (`N/A`) and no stream/task ids. A task-track
-//!   record that arrives outside any hooked launch is recorded as a launch of its own.
+//!   the current thread's pending launch). A launch that returns 0 records `KernelLaunchOn`,
+//!   with the stream handle the hook was given (issue 36: what a cross-stream check orders);
+//!   one without a task-track record gets no name (`N/A`) and no stream/task ids. A task-track
+//!   record that arrives outside any hooked launch is recorded as a `KernelLaunch` of its own
+//!   (no handle).
 //! * The callbacks are registered at `aclInit` or at the first launch, and only when kernel
 //!   launches are wanted: the `acl` adapter is selected and `MEMSCOPE_KERNEL_LAUNCH` is not `0`
 //!   (the CLI sets `0` unless `--level kernel` and `launch` events are on; msMemScope instead
@@ -60,8 +62,9 @@ static MODE: AtomicU8 = AtomicU8::new(0);
 const ENV: &CStr = c"MEMSCOPE_KERNEL_LAUNCH";
 
 /// Whether kernel launches should be recorded at all: the `acl` adapter is selected and
-/// `MEMSCOPE_KERNEL_LAUNCH` is not `0` (read once; unset means "record").
-fn wanted() -> bool {
+/// `MEMSCOPE_KERNEL_LAUNCH` is not `0` (read once; unset means "record"). The stream and event
+/// hooks ([`crate::streams`]) follow the same switch: they are what a launch's order needs.
+pub(crate) fn wanted() -> bool {
     let m = match MODE.load(Ordering::Relaxed) {
         0 => {
             // SAFETY: `ENV` is NUL-terminated; getenv does not allocate.
@@ -232,7 +235,7 @@ extern "C" fn compact_callback(_aging: u32, data: *const c_void, length: u32) ->
         })
         .unwrap_or(false);
     if !took {
-        record_launch(rt::now_ns(), Some(track));
+        record_launch(rt::now_ns(), Some(track), None);
     }
     0
 }
@@ -242,7 +245,9 @@ extern "C" fn api_callback(_aging: u32, _data: *const c_void) -> i32 {
     0
 }
 
-fn record_launch(ts: u64, p: Option<Pending>) {
+/// Records one launch: `handle` is the stream the hooked entry point was given (`None` for a
+/// task-track record that arrived outside any hooked launch).
+fn record_launch(ts: u64, p: Option<Pending>, handle: Option<u64>) {
     if !rt::enabled(SOURCE) || !wanted() {
         return;
     }
@@ -254,19 +259,35 @@ fn record_launch(ts: u64, p: Option<Pending>) {
         stream: u32::MAX,
         task: u32::MAX,
     });
-    let rec = AclRecord::KernelLaunch {
-        hash: p.hash,
-        device: OptU32(p.device),
-        stream: OptU32(p.stream),
-        task: OptU32(p.task),
+    let (hash, device, stream, task) = (p.hash, OptU32(p.device), OptU32(p.stream), OptU32(p.task));
+    let rec = match handle {
+        Some(handle) => AclRecord::KernelLaunchOn {
+            hash,
+            device,
+            stream,
+            task,
+            handle,
+        },
+        None => AclRecord::KernelLaunch {
+            hash,
+            device,
+            stream,
+            task,
+        },
     };
     rt::record_source(&mut g, crate::SOURCE, ts, &rec, true);
 }
 
 /// Runs one launch hook: `call` gets the real function's address (from `real`) and calls it.
-/// Records the launch when this is the outermost hooked launch of the thread and it returned 0.
-/// Answers `missing` when the real function cannot be found.
-pub fn launch(real: &Real, missing: c_int, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
+/// Records the launch, with the `stream` handle it was given, when this is the outermost hooked
+/// launch of the thread and it returned 0. Answers `missing` when the real function cannot be
+/// found.
+pub fn launch(
+    real: &Real,
+    missing: c_int,
+    stream: *mut c_void,
+    call: impl FnOnce(*mut c_void) -> c_int,
+) -> c_int {
     rt::safe_point();
     let Some(p) = real.get() else { return missing };
     let outer = TLS
@@ -305,7 +326,7 @@ pub fn launch(real: &Real, missing: c_int, call: impl FnOnce(*mut c_void) -> c_i
         .ok()
         .flatten();
     if track && rc == 0 {
-        record_launch(ts, pending);
+        record_launch(ts, pending, Some(stream as u64));
     }
     rc
 }
@@ -313,7 +334,8 @@ pub fn launch(real: &Real, missing: c_int, call: impl FnOnce(*mut c_void) -> c_i
 /// Defines one launch hook: resolves `$real`, forwards the arguments untouched, and counts the
 /// launch once (see [`launch`]).
 macro_rules! launch_hook {
-    ($(#[$doc:meta])* $hook:ident, $real:ident, $missing:expr, $steps:expr, ($($arg:ident: $ty:ty),*)) => {
+    ($(#[$doc:meta])* $hook:ident, $real:ident, $missing:expr, $steps:expr, $stream:ident,
+     ($($arg:ident: $ty:ty),*)) => {
         static $real: Real = Real::new($steps);
 
         $(#[$doc])*
@@ -321,7 +343,7 @@ macro_rules! launch_hook {
         /// # Safety
         /// The runtime's contract of the hooked function.
         pub unsafe extern "C" fn $hook($($arg: $ty),*) -> c_int {
-            launch(&$real, $missing, |p| {
+            launch(&$real, $missing, $stream, |p| {
                 // SAFETY: `$real` resolves a function of exactly this signature (abi.md §3.5).
                 let f = unsafe {
                     core::mem::transmute::<*mut c_void, unsafe extern "C" fn($($ty),*) -> c_int>(p)
@@ -394,60 +416,60 @@ type CP = *const c_void;
 
 launch_hook!(
     /// `rtKernelLaunch` hook.
-    rt_kernel_launch, RT_KERNEL_LAUNCH, RT_ERROR_RESERVED, rt_steps!(c"rtKernelLaunch"),
+    rt_kernel_launch, RT_KERNEL_LAUNCH, RT_ERROR_RESERVED, rt_steps!(c"rtKernelLaunch"), stream,
     (stub: CP, block_dim: u32, args: P, args_size: u32, sm_desc: P, stream: P)
 );
 launch_hook!(
     /// `rtKernelLaunchWithHandleV2` hook.
     rt_kernel_launch_with_handle_v2, RT_WITH_HANDLE_V2, RT_ERROR_RESERVED,
-    rt_steps!(c"rtKernelLaunchWithHandleV2"),
+    rt_steps!(c"rtKernelLaunchWithHandleV2"), stream,
     (hdl: P, tiling_key: u64, block_dim: u32, args_info: P, sm_desc: P, stream: P, cfg: CP)
 );
 launch_hook!(
     /// `rtKernelLaunchWithFlagV2` hook.
     rt_kernel_launch_with_flag_v2, RT_WITH_FLAG_V2, RT_ERROR_RESERVED,
-    rt_steps!(c"rtKernelLaunchWithFlagV2"),
+    rt_steps!(c"rtKernelLaunchWithFlagV2"), stream,
     (stub: CP, block_dim: u32, args_info: P, sm_desc: P, stream: P, flags: u32, cfg: CP)
 );
 launch_hook!(
     /// `rtAicpuKernelLaunchExWithArgs` hook.
     rt_aicpu_kernel_launch_ex_with_args, RT_AICPU_EX, RT_ERROR_RESERVED,
-    rt_steps!(c"rtAicpuKernelLaunchExWithArgs"),
+    rt_steps!(c"rtAicpuKernelLaunchExWithArgs"), stream,
     (kernel_type: u32, op_name: *const c_char, block_dim: u32, args_info: CP, sm_desc: *mut P, stream: P, flags: u32)
 );
 launch_hook!(
     /// `rtLaunchKernelByFuncHandle` hook.
     rt_launch_kernel_by_func_handle, RT_BY_HANDLE, RT_ERROR_RESERVED,
-    rt_steps!(c"rtLaunchKernelByFuncHandle"),
+    rt_steps!(c"rtLaunchKernelByFuncHandle"), stream,
     (func: P, block_dim: u32, args_handle: P, stream: P)
 );
 launch_hook!(
     /// `rtLaunchKernelByFuncHandleV2` hook.
     rt_launch_kernel_by_func_handle_v2, RT_BY_HANDLE_V2, RT_ERROR_RESERVED,
-    rt_steps!(c"rtLaunchKernelByFuncHandleV2"),
+    rt_steps!(c"rtLaunchKernelByFuncHandleV2"), stream,
     (func: P, block_dim: u32, args_handle: P, stream: P, cfg: CP)
 );
 launch_hook!(
     /// `aclrtLaunchKernelImpl` hook.
-    aclrt_launch_kernel_impl, ACL_IMPL, ACL_ERROR_RT_FAILURE, impl_steps!(c"aclrtLaunchKernelImpl"),
+    aclrt_launch_kernel_impl, ACL_IMPL, ACL_ERROR_RT_FAILURE, impl_steps!(c"aclrtLaunchKernelImpl"), stream,
     (func: P, block_dim: u32, args: CP, args_size: usize, stream: P)
 );
 launch_hook!(
     /// `aclrtLaunchKernelV2Impl` hook.
     aclrt_launch_kernel_v2_impl, ACL_V2_IMPL, ACL_ERROR_RT_FAILURE,
-    impl_steps!(c"aclrtLaunchKernelV2Impl"),
+    impl_steps!(c"aclrtLaunchKernelV2Impl"), stream,
     (func: P, block_dim: u32, args: CP, args_size: usize, cfg: P, stream: P)
 );
 launch_hook!(
     /// `aclrtLaunchKernelWithConfig` hook.
     aclrt_launch_kernel_with_config, ACL_WITH_CONFIG, ACL_ERROR_RT_FAILURE,
-    acl_steps!(c"aclrtLaunchKernelWithConfig"),
+    acl_steps!(c"aclrtLaunchKernelWithConfig"), stream,
     (func: P, block_dim: u32, stream: P, cfg: P, args_handle: P, reserve: P)
 );
 launch_hook!(
     /// `aclrtLaunchKernelWithHostArgs` hook.
     aclrt_launch_kernel_with_host_args, ACL_WITH_HOST_ARGS, ACL_ERROR_RT_FAILURE,
-    acl_steps!(c"aclrtLaunchKernelWithHostArgs"),
+    acl_steps!(c"aclrtLaunchKernelWithHostArgs"), stream,
     (func: P, block_dim: u32, stream: P, cfg: P, host_args: P, args_size: usize, place_holders: P, place_holder_num: usize)
 );
 

@@ -5,9 +5,12 @@
 //!   `aclrtHostRegisterV2`, `aclrtHostUnregister`.
 //! * [`launch`] — in-process: the ten launch entry points of abi.md §3.5 and the profiling
 //!   callbacks that name kernels.
+//! * [`streams`] — in-process: stream and event lifetimes, event record/wait and the three
+//!   synchronisations (issue 36), recorded with launches.
 //! * [`mem_info`] — in-process: the device memory query of the probe's sampler (`--sample`).
 //! * [`typer`] — collector side: `SYSTEM` `ACL_INIT`/`ACL_FINI`, pinned `HOST` blocks,
-//!   `KERNEL_LAUNCH` rows, and the thread's current device for every adapter.
+//!   `KERNEL_LAUNCH` rows with their stream, `SYSTEM` stream and event rows, and the thread's
+//!   current device for every adapter.
 //!
 //! The probe exports the hooks by invoking [`export_hooks!`] once.
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -18,6 +21,9 @@ pub mod wire;
 pub mod launch;
 pub mod mem_info;
 mod real;
+#[cfg(feature = "collector")]
+pub mod stream_rows;
+pub mod streams;
 #[cfg(feature = "collector")]
 pub mod typer;
 
@@ -45,6 +51,15 @@ pub const SYMBOLS: &[&str] = &[
     "aclrtLaunchKernelV2Impl",
     "aclrtLaunchKernelWithConfig",
     "aclrtLaunchKernelWithHostArgs",
+    "aclrtCreateStream",
+    "aclrtDestroyStream",
+    "aclrtCreateEvent",
+    "aclrtDestroyEvent",
+    "aclrtRecordEvent",
+    "aclrtStreamWaitEvent",
+    "aclrtSynchronizeStream",
+    "aclrtSynchronizeEvent",
+    "aclrtSynchronizeDevice",
 ];
 
 #[cfg(feature = "collector")]
@@ -57,7 +72,8 @@ pub static DESCRIPTOR: AdapterDescriptor = AdapterDescriptor {
     summary: "ACL runtime: aclInit/aclFinalize as SYSTEM rows, aclrtSetDevice as the thread's \
               device, pinned aclrtHostRegisterV2 memory as HOST on cpu, kernel launches \
               (named through the profiling callbacks; with --level kernel and --events launch) as \
-              KERNEL_LAUNCH",
+              KERNEL_LAUNCH with their stream, and with them the stream and event calls \
+              (create/destroy, record, wait, synchronize) as SYSTEM rows with their handles",
     symbols: SYMBOLS,
     events: typer::EVENTS,
     config_keys: &[],
@@ -66,7 +82,8 @@ pub static DESCRIPTOR: AdapterDescriptor = AdapterDescriptor {
     settings: &[Setting {
         key: "events (launch), analysis (inefficient), level (kernel)",
         env: memscope_wire::probe_env::ENV_KERNEL_LAUNCH,
-        summary: "0: kernel launches are not collected (no launch rows, no profiling callbacks)",
+        summary: "0: kernel launches are not collected (no launch rows, no stream or event rows, \
+                  no profiling callbacks)",
         // issue 5
         value: Some(|cfg| {
             if (cfg.events.launch || cfg.analysis.inefficient) && cfg.level.kernel {
@@ -97,7 +114,7 @@ macro_rules! __acl_export {
 }
 
 /// Defines this adapter's exported C symbols in the invoking crate (the probe cdylib only),
-/// each forwarding to [`hooks`] or [`launch`].
+/// each forwarding to [`hooks`], [`launch`] or [`streams`].
 #[macro_export]
 macro_rules! export_hooks {
     () => {
@@ -174,5 +191,38 @@ macro_rules! export_hooks {
                 cfg: *mut ::core::ffi::c_void, host_args: *mut ::core::ffi::c_void,
                 args_size: usize, place_holders: *mut ::core::ffi::c_void,
                 place_holder_num: usize));
+        $crate::__acl_export!(
+            /// `aclError aclrtCreateStream(aclrtStream *stream)` (issue 36).
+            aclrtCreateStream => streams::aclrt_create_stream
+                (stream: *mut *mut ::core::ffi::c_void));
+        $crate::__acl_export!(
+            /// `aclError aclrtDestroyStream(aclrtStream stream)`.
+            aclrtDestroyStream => streams::aclrt_destroy_stream (stream: *mut ::core::ffi::c_void));
+        $crate::__acl_export!(
+            /// `aclError aclrtCreateEvent(aclrtEvent *event)`.
+            aclrtCreateEvent => streams::aclrt_create_event
+                (event: *mut *mut ::core::ffi::c_void));
+        $crate::__acl_export!(
+            /// `aclError aclrtDestroyEvent(aclrtEvent event)`.
+            aclrtDestroyEvent => streams::aclrt_destroy_event (event: *mut ::core::ffi::c_void));
+        $crate::__acl_export!(
+            /// `aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream)`.
+            aclrtRecordEvent => streams::aclrt_record_event
+                (event: *mut ::core::ffi::c_void, stream: *mut ::core::ffi::c_void));
+        $crate::__acl_export!(
+            /// `aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event)`.
+            aclrtStreamWaitEvent => streams::aclrt_stream_wait_event
+                (stream: *mut ::core::ffi::c_void, event: *mut ::core::ffi::c_void));
+        $crate::__acl_export!(
+            /// `aclError aclrtSynchronizeStream(aclrtStream stream)`.
+            aclrtSynchronizeStream => streams::aclrt_synchronize_stream
+                (stream: *mut ::core::ffi::c_void));
+        $crate::__acl_export!(
+            /// `aclError aclrtSynchronizeEvent(aclrtEvent event)`.
+            aclrtSynchronizeEvent => streams::aclrt_synchronize_event
+                (event: *mut ::core::ffi::c_void));
+        $crate::__acl_export!(
+            /// `aclError aclrtSynchronizeDevice(void)`.
+            aclrtSynchronizeDevice => streams::aclrt_synchronize_device ());
     };
 }

@@ -11,7 +11,9 @@
 //!   legitimate); a failed unregister is warned about.
 //! * `KERNEL_LAUNCH`: Name = the kernel name the runtime hashed (`N/A` when unknown), Device =
 //!   the task-track device mapped through `ASCEND_RT_VISIBLE_DEVICES`, else the thread's
-//!   current device, else `N/A`; Attr `streamId`, `taskId` when the runtime reported them.
+//!   current device, else `N/A`; Attr `streamId`, `taskId` when the runtime reported them, and
+//!   `stream` (the `aclrtStream` handle, `0x0` the default stream) for a hooked launch.
+//! * Stream and event calls: `SYSTEM` rows of [`crate::stream_rows`].
 
 use crate::wire::AclRecord;
 use memscope_collect::adapter::{TypeCtx, Typer};
@@ -26,6 +28,15 @@ pub const EVENTS: &[&str] = &[
     "MALLOC/HOST",
     "FREE/HOST",
     "KERNEL_LAUNCH/KERNEL_LAUNCH",
+    "SYSTEM/STREAM_CREATE",
+    "SYSTEM/STREAM_DESTROY",
+    "SYSTEM/EVENT_CREATE",
+    "SYSTEM/EVENT_DESTROY",
+    "SYSTEM/EVENT_RECORD",
+    "SYSTEM/STREAM_WAIT_EVENT",
+    "SYSTEM/STREAM_SYNC",
+    "SYSTEM/EVENT_SYNC",
+    "SYSTEM/DEVICE_SYNC",
 ];
 
 /// Builds a fresh typer (for the adapter descriptor).
@@ -108,16 +119,23 @@ impl AclTyper {
         out.push(ev);
     }
 
-    /// The `KERNEL_LAUNCH` row of a `KernelLaunch` record.
+    /// The `KERNEL_LAUNCH` row of a `KernelLaunch` or `KernelLaunchOn` record.
     fn launch(&self, ctx: &TypeCtx, (tid, ts): (u32, u64), rec: AclRecord) -> Option<Event> {
-        let AclRecord::KernelLaunch {
-            hash,
-            device: OptU32(device),
-            stream: OptU32(stream),
-            task: OptU32(task),
-        } = rec
-        else {
-            return None;
+        let (hash, OptU32(device), OptU32(stream), OptU32(task), handle) = match rec {
+            AclRecord::KernelLaunch {
+                hash,
+                device,
+                stream,
+                task,
+            } => (hash, device, stream, task, None),
+            AclRecord::KernelLaunchOn {
+                hash,
+                device,
+                stream,
+                task,
+                handle,
+            } => (hash, device, stream, task, Some(handle)),
+            _ => return None,
         };
         let known = |v: u32| (v != u32::MAX).then_some(i64::from(v));
         let mut ev = Event::new(EventType::KernelLaunch, ts, ctx.pid, tid);
@@ -131,6 +149,7 @@ impl AclTyper {
         ev.attrs = Attrs::Launch(LaunchAttrs {
             stream_id: known(stream),
             task_id: known(task),
+            stream: handle,
             ..LaunchAttrs::default()
         });
         Some(ev)
@@ -164,7 +183,10 @@ impl AclTyper {
                 self.names
                     .insert(hash, String::from_utf8_lossy(name).into_owned());
             }
-            AclRecord::KernelLaunch { .. } => out.extend(self.launch(ctx, at, r)),
+            AclRecord::KernelLaunch { .. } | AclRecord::KernelLaunchOn { .. } => {
+                out.extend(self.launch(ctx, at, r))
+            }
+            r => out.extend(crate::stream_rows::row(ctx, at, r)),
         }
     }
 }

@@ -50,6 +50,67 @@ memscope_wire::records! {
             /// Task id.
             task: OptU32,
         },
+        /// A hooked kernel launch with the `aclrtStream` / `rtStream_t` handle it was given
+        /// (0: the default stream); the hooks write this one, `KernelLaunch` stays for launches
+        /// seen only through a task-track record (and for older captures).
+        KernelLaunchOn = (KERNEL_LAUNCH, 1) {
+            /// Kernel-name hash from the runtime's task-track record (0: none arrived).
+            hash: u64,
+            /// Device id of the task-track record.
+            device: OptU32,
+            /// Stream id.
+            stream: OptU32,
+            /// Task id.
+            task: OptU32,
+            /// The stream handle the caller passed.
+            handle: u64,
+        },
+        /// `aclrtCreateStream(&stream)` succeeded.
+        StreamCreate = (SYSTEM, 0) {
+            /// The stream handle handed out.
+            stream: u64,
+        },
+        /// `aclrtDestroyStream(stream)` succeeded (stamped before the call).
+        StreamDestroy = (SYSTEM, 1) {
+            /// The stream handle.
+            stream: u64,
+        },
+        /// `aclrtCreateEvent(&event)` succeeded.
+        EventCreate = (SYSTEM, 2) {
+            /// The event handle handed out.
+            event: u64,
+        },
+        /// `aclrtDestroyEvent(event)` succeeded (stamped before the call).
+        EventDestroy = (SYSTEM, 3) {
+            /// The event handle.
+            event: u64,
+        },
+        /// `aclrtRecordEvent(event, stream)` succeeded.
+        EventRecord = (SYSTEM, 4) {
+            /// The event handle.
+            event: u64,
+            /// The stream handle (0: the default stream).
+            stream: u64,
+        },
+        /// `aclrtStreamWaitEvent(stream, event)` succeeded.
+        StreamWaitEvent = (SYSTEM, 5) {
+            /// The waiting stream's handle (0: the default stream).
+            stream: u64,
+            /// The event handle.
+            event: u64,
+        },
+        /// `aclrtSynchronizeStream(stream)` returned 0 (stamped after the call).
+        StreamSync = (SYSTEM, 6) {
+            /// The stream handle (0: the default stream).
+            stream: u64,
+        },
+        /// `aclrtSynchronizeEvent(event)` returned 0 (stamped after the call).
+        EventSync = (SYSTEM, 7) {
+            /// The event handle.
+            event: u64,
+        },
+        /// `aclrtSynchronizeDevice()` returned 0 (stamped after the call).
+        DeviceSync = (SYSTEM, 8) {},
     }
 }
 
@@ -99,8 +160,48 @@ mod tests {
             None
         );
         assert_eq!(
-            AclRecord::decode(memscope_wire::source::tag_of(5, 1), &[]),
-            Err(memscope_wire::WireError::BadTag(0x51))
+            AclRecord::decode(memscope_wire::source::tag_of(5, 2), &[]),
+            Err(memscope_wire::WireError::BadTag(0x52))
         );
+    }
+
+    #[test]
+    fn stream_and_event_records_round_trip_with_their_handles() {
+        let all = [
+            AclRecord::KernelLaunchOn {
+                hash: 3,
+                device: OptU32(0),
+                stream: OptU32(1),
+                task: OptU32(2),
+                handle: 0x5500_0010,
+            },
+            AclRecord::StreamCreate {
+                stream: 0x5500_0010,
+            },
+            AclRecord::StreamDestroy {
+                stream: 0x5500_0010,
+            },
+            AclRecord::EventCreate { event: 0x7700_0020 },
+            AclRecord::EventDestroy { event: 0x7700_0020 },
+            AclRecord::EventRecord {
+                event: 0x7700_0020,
+                stream: u64::MAX,
+            },
+            AclRecord::StreamWaitEvent {
+                stream: 0,
+                event: 0x7700_0020,
+            },
+            AclRecord::StreamSync { stream: 0 },
+            AclRecord::EventSync { event: 1 },
+            AclRecord::DeviceSync {},
+        ];
+        for r in all {
+            let owned = rec(42, r);
+            assert_eq!(owned.ts(), Some(42), "{r:?} is an event, not a definition");
+            let Record::Source { tag, body, .. } = &owned else {
+                unreachable!()
+            };
+            assert_eq!(AclRecord::decode(*tag, body), Ok(r));
+        }
     }
 }

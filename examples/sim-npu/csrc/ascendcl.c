@@ -84,6 +84,8 @@ SIM_EXPORT aclError aclrtDestroyStream(aclrtStream stream)
     return aclrtDestroyStreamImpl(stream);
 }
 
+/* Work runs at launch time here, so every synchronisation has nothing to
+ * wait for. */
 SIM_EXPORT aclError aclrtSynchronizeStream(aclrtStream stream)
 {
     (void)stream;
@@ -93,6 +95,102 @@ SIM_EXPORT aclError aclrtSynchronizeStream(aclrtStream stream)
 SIM_EXPORT aclError aclrtSynchronizeDevice(void)
 {
     return ACL_SUCCESS;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Events (acl_rt.h): distinct non-null handles, each a small block that   */
+/* remembers whether it was recorded. Record/wait/sync return 0 for a      */
+/* handle this library gave out and ACL_ERROR_INVALID_PARAM otherwise      */
+/* (NULL or destroyed), as CANN rejects a bad event.                       */
+/* ---------------------------------------------------------------------- */
+
+struct sim_event {
+    uint64_t magic;
+    int recorded;
+};
+#define EVENT_MAGIC 0x53494d4556544e00ULL
+#define MAX_EVENTS 4096
+
+static pthread_mutex_t event_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sim_event *events[MAX_EVENTS];
+
+/* Index of `event` in the table, or -1; the caller holds event_lock. */
+static int event_slot(aclrtEvent event)
+{
+    if (!event)
+        return -1;
+    for (int i = 0; i < MAX_EVENTS; i++)
+        if (events[i] == event)
+            return i;
+    return -1;
+}
+
+SIM_EXPORT aclError aclrtCreateEvent(aclrtEvent *event)
+{
+    if (!event)
+        return ACL_ERROR_INVALID_PARAM;
+    struct sim_event *e = calloc(1, sizeof *e);
+    if (!e)
+        return ACL_ERROR_RT_MEMORY_ALLOCATION;
+    e->magic = EVENT_MAGIC;
+    aclError rc = ACL_ERROR_RT_MEMORY_ALLOCATION;
+    pthread_mutex_lock(&event_lock);
+    for (int i = 0; i < MAX_EVENTS; i++) {
+        if (!events[i]) {
+            events[i] = e;
+            rc = ACL_SUCCESS;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&event_lock);
+    if (rc != ACL_SUCCESS) {
+        free(e);
+        return rc;
+    }
+    *event = e;
+    return ACL_SUCCESS;
+}
+
+SIM_EXPORT aclError aclrtDestroyEvent(aclrtEvent event)
+{
+    pthread_mutex_lock(&event_lock);
+    int i = event_slot(event);
+    if (i >= 0)
+        events[i] = NULL;
+    pthread_mutex_unlock(&event_lock);
+    if (i < 0)
+        return ACL_ERROR_INVALID_PARAM;
+    free(event);
+    return ACL_SUCCESS;
+}
+
+/* Marks a known event recorded when `record`; ACL_ERROR_INVALID_PARAM for
+ * an unknown one. */
+static aclError event_touch(aclrtEvent event, int record)
+{
+    pthread_mutex_lock(&event_lock);
+    int i = event_slot(event);
+    if (i >= 0 && record)
+        events[i]->recorded = 1;
+    pthread_mutex_unlock(&event_lock);
+    return i >= 0 ? ACL_SUCCESS : ACL_ERROR_INVALID_PARAM;
+}
+
+SIM_EXPORT aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream)
+{
+    (void)stream;
+    return event_touch(event, 1);
+}
+
+SIM_EXPORT aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event)
+{
+    (void)stream;
+    return event_touch(event, 0);
+}
+
+SIM_EXPORT aclError aclrtSynchronizeEvent(aclrtEvent event)
+{
+    return event_touch(event, 0);
 }
 
 /* ---------------------------------------------------------------------- */

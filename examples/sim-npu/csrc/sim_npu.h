@@ -96,6 +96,7 @@ typedef int rtError_t;
 typedef void *rtStream_t;
 typedef void *aclrtFuncHandle;
 typedef void *aclrtBinHandle;
+typedef void *aclrtEvent;
 
 #define ACL_SUCCESS 0
 #define ACL_ERROR_INVALID_PARAM 100000

@@ -80,8 +80,8 @@ impl Layer for CollectFilter {
 }
 
 /// Drops what is collected but not *written* (`dumpEventType`): MALLOC needs `alloc`, FREE
-/// needs `free`, launches need `launch`, ACCESS needs `access`; MSTX, SYSTEM and SNAPSHOT rows
-/// are always written. The rows of account-only sources ([`Volume::Account`]: the HOST adapter's,
+/// needs `free`, launches and the SYSTEM rows of the ACL stream and event calls need `launch`,
+/// ACCESS needs `access`; MSTX, other SYSTEM and SNAPSHOT rows are always written. The rows of account-only sources ([`Volume::Account`]: the HOST adapter's,
 /// …) need `host_rows` (they stay in the capture). Also applies
 /// `--steps`: inside a step that is not selected nothing is written; outside steps everything is
 /// (msMemScope's "in range" rule). Runs after the analyses, so they see every collected event.
@@ -139,6 +139,8 @@ impl Layer for WriteFilter {
             EventKind::Free => self.free,
             EventKind::OpLaunch | EventKind::KernelLaunch => self.launch,
             EventKind::Access => self.access,
+            // the ACL stream and event calls order the launches: written with them
+            EventKind::System if ev.event_type.is_stream_order() => self.launch,
             _ => true,
         };
         let in_steps = match (ctx.steps.current, self.steps.is_empty()) {

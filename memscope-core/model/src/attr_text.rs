@@ -155,6 +155,9 @@ pub fn visit_attrs(ev: &Event, f: &mut dyn FnMut(&str, AttrValue<'_>)) {
             if let Some(t) = l.task_id {
                 f("taskId", I(t));
             }
+            if let Some(s) = l.stream {
+                f("stream", Hex(s));
+            }
             for (k, v) in &l.extra {
                 f(k, S(v));
             }
@@ -387,6 +390,7 @@ pub fn launch_attrs(pairs: Vec<(String, String)>) -> Result<LaunchAttrs, String>
             "workspace size" | "workspace_size" => l.workspace_size = Some(unsigned(&k, &v)?),
             "streamId" => l.stream_id = Some(signed(&k, &v)?),
             "taskId" => l.task_id = Some(signed(&k, &v)?),
+            "stream" => l.stream = Some(unsigned(&k, &v)?),
             _ => l.extra.push((k, v)),
         }
     }

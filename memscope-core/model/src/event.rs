@@ -22,6 +22,25 @@ pub enum EventType {
     /// `describer(addr, owner=…)`): SYSTEM row `MEMORY_OWNER`, memscope's own (issue 25), with
     /// the block's `allocation_id`, `addr`, `size`, `pool` and its new `owner`.
     MemoryOwner,
+    /// `aclrtCreateStream` (ACL adapter, issue 36; memscope's own, as are the next eight):
+    /// SYSTEM row with the new `stream` handle, Name the ACL function.
+    StreamCreate,
+    /// `aclrtDestroyStream`: `stream`.
+    StreamDestroy,
+    /// `aclrtCreateEvent`: the new `event` handle.
+    EventCreate,
+    /// `aclrtDestroyEvent`: `event`.
+    EventDestroy,
+    /// `aclrtRecordEvent`: `stream` (where the event is recorded) and `event`.
+    EventRecord,
+    /// `aclrtStreamWaitEvent`: `stream` (which waits) and `event`.
+    StreamWaitEvent,
+    /// `aclrtSynchronizeStream`: `stream`.
+    StreamSync,
+    /// `aclrtSynchronizeEvent`: `event`.
+    EventSync,
+    /// `aclrtSynchronizeDevice`: no handle.
+    DeviceSync,
     Hal,
     Pta,
     MindSpore,
@@ -67,13 +86,30 @@ static CUSTOM_TYPES: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new
 pub const MAX_CUSTOM_TYPES: usize = 4096;
 
 impl EventType {
-    const TABLE: [(EventType, &'static str, EventKind); 34] = [
+    const TABLE: [(EventType, &'static str, EventKind); 43] = [
         (EventType::AclInit, "ACL_INIT", EventKind::System),
         (EventType::AclFini, "ACL_FINI", EventKind::System),
         (EventType::StartTrace, "START_TRACE", EventKind::System),
         (EventType::StopTrace, "STOP_TRACE", EventKind::System),
         (EventType::Step, "STEP", EventKind::System),
         (EventType::MemoryOwner, "MEMORY_OWNER", EventKind::System),
+        (EventType::StreamCreate, "STREAM_CREATE", EventKind::System),
+        (
+            EventType::StreamDestroy,
+            "STREAM_DESTROY",
+            EventKind::System,
+        ),
+        (EventType::EventCreate, "EVENT_CREATE", EventKind::System),
+        (EventType::EventDestroy, "EVENT_DESTROY", EventKind::System),
+        (EventType::EventRecord, "EVENT_RECORD", EventKind::System),
+        (
+            EventType::StreamWaitEvent,
+            "STREAM_WAIT_EVENT",
+            EventKind::System,
+        ),
+        (EventType::StreamSync, "STREAM_SYNC", EventKind::System),
+        (EventType::EventSync, "EVENT_SYNC", EventKind::System),
+        (EventType::DeviceSync, "DEVICE_SYNC", EventKind::System),
         (EventType::Hal, "HAL", EventKind::Malloc),
         (EventType::Pta, "PTA", EventKind::Malloc),
         (EventType::MindSpore, "MindSpore", EventKind::Malloc),
@@ -181,6 +217,23 @@ impl EventType {
         }
         names.push(Box::leak(name.to_owned().into_boxed_str()));
         EventType::Custom((names.len() - 1) as u16)
+    }
+
+    /// Whether this is one of the ACL stream and event calls (SYSTEM `STREAM_CREATE` …
+    /// `DEVICE_SYNC`): rows that order kernel launches, written with them (`--events launch`).
+    pub fn is_stream_order(self) -> bool {
+        matches!(
+            self,
+            EventType::StreamCreate
+                | EventType::StreamDestroy
+                | EventType::EventCreate
+                | EventType::EventDestroy
+                | EventType::EventRecord
+                | EventType::StreamWaitEvent
+                | EventType::StreamSync
+                | EventType::EventSync
+                | EventType::DeviceSync
+        )
     }
 
     /// Whether this is a memory pool or allocator type (MALLOC/FREE rows).
@@ -400,6 +453,9 @@ pub struct LaunchAttrs {
     pub stream_id: Option<i64>,
     /// Runtime task id.
     pub task_id: Option<i64>,
+    /// The `aclrtStream` handle the launch was given (`stream:0x…`, 0 the default stream;
+    /// memscope's own, issue 36).
+    pub stream: Option<u64>,
     /// Unknown keys, in order.
     pub extra: Vec<(String, String)>,
 }
@@ -514,6 +570,15 @@ mod tests {
         assert_eq!(EventType::parse("MINDSPORE"), Some(EventType::MindSpore));
         assert!(EventType::Hal.fits(EventKind::Free));
         assert!(!EventType::Mark.fits(EventKind::Free));
+    }
+
+    #[test]
+    fn stream_and_event_calls_are_system_types_that_parse_back() {
+        let t = EventType::StreamWaitEvent;
+        assert_eq!(t.as_str(), "STREAM_WAIT_EVENT");
+        assert_eq!(t.kind(), EventKind::System);
+        assert_eq!(EventType::parse("DEVICE_SYNC"), Some(EventType::DeviceSync));
+        assert!(t.is_stream_order() && !EventType::AclInit.is_stream_order());
     }
 
     #[test]

@@ -21,7 +21,9 @@
 //! | `path` | STRING | OP_LAUNCH / KERNEL_LAUNCH Attr |
 //! | `workspace_ptr`, `workspace_size`, `stream_id`, `task_id` | INT64 | Attr (`workspace ptr`,
 //! `workspace size`, `streamId`, `taskId`) |
-//! | `attrs` | STRING | every other Attr key, as a JSON object of strings (null when none) |
+//! | `attrs` | STRING | every other Attr key, as a JSON object of strings (null when none): e.g. the
+//! `stream` handle of KERNEL_LAUNCH rows and the `stream`/`event` handles of the SYSTEM stream and
+//! event rows (issue 36) |
 //! | `call_stack_python`, `call_stack_c` | STRING | `Call Stack(Python)`, `Call Stack(C)` |
 //! | `rss`, `anon`, `tracked`, `untracked` | INT64 | SAMPLE rows (`--sample`, issue 25):
 //! HOST_MEMORY: resident, anonymous resident, live in the hooks' blocks (HOST, HOST_MMAP, PYMEM),
@@ -304,7 +306,16 @@ impl Batch {
                 ints[col::WORKSPACE_SIZE] = l.workspace_size.map(as_i64);
                 ints[col::STREAM_ID] = l.stream_id;
                 ints[col::TASK_ID] = l.task_id;
-                has_attrs = json(&l.extra, &mut attrs);
+                // the launch's stream handle (issue 36) is an Attr key like the SYSTEM stream
+                // rows' `stream`, which go to `attrs` too: no column of its own
+                has_attrs = match l.stream {
+                    Some(s) => {
+                        let mut kv = vec![("stream".to_owned(), format!("0x{s:x}"))];
+                        kv.extend(l.extra.iter().cloned());
+                        json(&kv, &mut attrs)
+                    }
+                    None => json(&l.extra, &mut attrs),
+                };
             }
             Attrs::Pairs(p) => {
                 // a memory sample (issue 25): its figures in their columns

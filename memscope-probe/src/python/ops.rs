@@ -106,7 +106,9 @@ const PIECE: usize = 512;
 
 /// Copies `len` bytes at `addr` of `device` to host memory: through the runtime
 /// (`aclrtSynchronizeDevice`, then `aclrtMemcpy` device to host, resolved in the global scope)
-/// for an NPU, a plain copy for a CPU tensor. `None` when the runtime refuses.
+/// for an NPU, a plain copy for a CPU tensor. `None` when the runtime refuses. The
+/// synchronisation is the probe's own (internal): the ACL adapter's hook forwards it without a
+/// `DEVICE_SYNC` row, which would order the job's streams for a race check.
 fn copy_out(device: u32, addr: u64, len: usize) -> Option<Vec<u8>> {
     let mut buf = vec![0u8; len];
     if device == CPU {
@@ -129,7 +131,8 @@ fn copy_out(device: u32, addr: u64, len: usize) -> Option<Vec<u8>> {
     // aclrtMemcpyKind kind)`; `buf` has `len` writable bytes.
     unsafe {
         if !sync.is_null() {
-            core::mem::transmute::<*mut c_void, SyncFn>(sync)();
+            let sync = core::mem::transmute::<*mut c_void, SyncFn>(sync);
+            rt::internal_unmasked(|| sync());
         }
         let f = core::mem::transmute::<*mut c_void, MemcpyFn>(copy);
         let rc = f(
