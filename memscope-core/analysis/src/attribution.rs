@@ -196,6 +196,8 @@ pub const DEFAULT_TOOL: &[&str] = &[
     "/memscope/take_snapshot.py(",
     "/memscope/analyzer/",
     "/memscope/watcher.py(",
+    "/memscope/framework",
+    "/memscope/sanitizer.py(",
     "/pytest_memscope/",
     "/pyboot/sitecustomize.py(",
     "memscope_torch_hooks.py(",
@@ -326,21 +328,22 @@ impl Attribution {
 pub fn memscope_python_file(file: &str) -> bool {
     const PACKAGE: &[&str] = &["/memscope/", "/msmemscope/"];
     const OWN: &[&str] = &["/pyboot/sitecustomize.py", "memscope_torch_hooks.py"];
+    // the packages' modules by name: a checkout named memscope holds the user's scripts too
+    const MODULES: &[&str] = &[
+        "__init__.py",
+        "__main__.py",
+        "describe.py",
+        "record_function.py",
+        "take_snapshot.py",
+        "watcher.py",
+        "framework.py",
+        "framework_hooks.py",
+        "sanitizer.py",
+    ];
     OWN.iter().any(|o| file.ends_with(o))
         || PACKAGE.iter().any(|p| {
             file.rsplit_once(p).is_some_and(|(_, rest)| {
-                rest.starts_with('_')
-                    || rest.starts_with("analyzer/")
-                    || matches!(
-                        rest,
-                        "__init__.py"
-                            | "describe.py"
-                            | "record_function.py"
-                            | "take_snapshot.py"
-                            | "watcher.py"
-                            | "framework.py"
-                            | "framework_hooks.py"
-                    )
+                rest.starts_with('_') || rest.starts_with("analyzer/") || MODULES.contains(&rest)
             })
         })
 }
@@ -451,6 +454,25 @@ mod tests {
                 s.frame,
                 "<memscope>/pyboot/sitecustomize.py(43): _memscope_hooks"
             );
+        }
+        assert!(memscope_python_file(
+            "/v/site-packages/memscope/sanitizer.py"
+        ));
+        assert!(memscope_python_file(
+            "/v/site-packages/msmemscope/__init__.py"
+        ));
+        assert!(
+            !memscope_python_file("/home/u/memscope/leaky.py"),
+            "a script in a checkout"
+        );
+        // every module the package ships is known (a new one must be added to the list)
+        let pkg = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python/memscope");
+        for e in std::fs::read_dir(&pkg).unwrap().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".py") {
+                let f = format!("/v/site-packages/memscope/{name}");
+                assert!(memscope_python_file(&f), "{name} is not in MODULES");
+            }
         }
         let py = "/src/python/pytest_memscope/__init__.py(200): pytest_runtest_call\n";
         assert_eq!(a.classify(py.trim_end()), FrameClass::Tool);
