@@ -131,10 +131,10 @@ pub enum Launch {
     Python,
 }
 
-/// Whether the selected adapters record host memory (HOST, or Python objects).
+/// Whether the selected adapters record host memory (HOST, or Python objects): the
+/// descriptors say so, shipped plugins' included.
 fn host_traced(cfg: &RunConfig) -> bool {
     cfg.selection().adapters.iter().any(|d| d.host_memory)
-        || cfg.adapters.iter().any(|a| a == "pymem")
 }
 
 /// The one line for a job whose processes held memory that no selected adapter recorded, or

@@ -410,6 +410,7 @@ macro_rules! acl_steps {
         ]
     };
 }
+pub(crate) use acl_steps;
 
 type P = *mut c_void;
 type CP = *const c_void;

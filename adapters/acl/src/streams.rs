@@ -12,7 +12,7 @@
 //! encoded on the hook's stack.
 
 use crate::hooks::ACL_ERROR_INTERNAL_ERROR;
-use crate::launch::wanted;
+use crate::launch::{acl_steps, wanted};
 use crate::wire::AclRecord;
 use crate::SOURCE;
 use core::ffi::{c_int, c_void};
@@ -21,33 +21,15 @@ use memscope_runtime::real::{Real, Step};
 
 type P = *mut c_void;
 
-macro_rules! acl {
-    ($sym:literal) => {
-        Real::new(&[
-            Step::Next($sym),
-            Step::Loaded {
-                lib: c"libascendcl.so",
-                sym: $sym,
-            },
-            Step::Load {
-                env: c"ASCEND_HOME_PATH",
-                sub: "lib64",
-                lib: c"libascendcl.so",
-                sym: $sym,
-            },
-        ])
-    };
-}
-
-static CREATE_STREAM: Real = acl!(c"aclrtCreateStream");
-static DESTROY_STREAM: Real = acl!(c"aclrtDestroyStream");
-static CREATE_EVENT: Real = acl!(c"aclrtCreateEvent");
-static DESTROY_EVENT: Real = acl!(c"aclrtDestroyEvent");
-static RECORD_EVENT: Real = acl!(c"aclrtRecordEvent");
-static STREAM_WAIT_EVENT: Real = acl!(c"aclrtStreamWaitEvent");
-static SYNC_STREAM: Real = acl!(c"aclrtSynchronizeStream");
-static SYNC_EVENT: Real = acl!(c"aclrtSynchronizeEvent");
-static SYNC_DEVICE: Real = acl!(c"aclrtSynchronizeDevice");
+static CREATE_STREAM: Real = Real::new(acl_steps!(c"aclrtCreateStream"));
+static DESTROY_STREAM: Real = Real::new(acl_steps!(c"aclrtDestroyStream"));
+static CREATE_EVENT: Real = Real::new(acl_steps!(c"aclrtCreateEvent"));
+static DESTROY_EVENT: Real = Real::new(acl_steps!(c"aclrtDestroyEvent"));
+static RECORD_EVENT: Real = Real::new(acl_steps!(c"aclrtRecordEvent"));
+static STREAM_WAIT_EVENT: Real = Real::new(acl_steps!(c"aclrtStreamWaitEvent"));
+static SYNC_STREAM: Real = Real::new(acl_steps!(c"aclrtSynchronizeStream"));
+static SYNC_EVENT: Real = Real::new(acl_steps!(c"aclrtSynchronizeEvent"));
+static SYNC_DEVICE: Real = Real::new(acl_steps!(c"aclrtSynchronizeDevice"));
 
 /// Whether a stream or event call should be recorded now: one relaxed load when the adapter is
 /// off or no window is open.

@@ -4,7 +4,7 @@
 
 use memscope_core::bus::{BusCtx, BusError, Layer, ReportSection};
 use memscope_core::event::Event;
-use memscope_core::listing::CONSOLE_TOP;
+use memscope_core::listing::{top_n, CONSOLE_TOP};
 
 use super::{RaceChecker, RaceFinding, StreamOp};
 
@@ -63,10 +63,12 @@ impl Layer for RaceLayer {
         } else {
             self.findings.iter().map(ToString::to_string).collect()
         };
-        let mut shown: Vec<String> = all.iter().take(CONSOLE_TOP).cloned().collect();
-        if all.len() > CONSOLE_TOP {
-            shown.push(format!("... and {} more", all.len() - CONSOLE_TOP));
-        }
+        let shown = top_n(
+            &all,
+            CONSOLE_TOP,
+            |l, out| out.push(l.clone()),
+            |rest| format!("... and {} more", rest.len()),
+        );
         let sfx = ctx.pid.map_or(String::new(), |p| format!(" (pid {p})"));
         report.push(ReportSection::bounded(
             format!("Stream races{sfx}"),
