@@ -35,6 +35,8 @@ mod compare_runs;
 pub mod fragmentation;
 #[path = "analyze/progress.rs"]
 mod progress;
+#[path = "analyze/races.rs"]
+pub mod races;
 #[path = "analyze/run_dir.rs"]
 mod run_dir;
 
@@ -225,6 +227,10 @@ pub enum AnalyzeCmd {
     /// Pool extents over time (reserved, allocated, free, largest free extent, fragmentation)
     /// and a verdict at each OOM: fragmentation, held by other processes or true shortage.
     Fragmentation(fragmentation::FragmentationArgs),
+    /// Cross-stream races: a write and another access on different streams with no
+    /// synchronisation between them, or a freed block reused while another stream may still
+    /// use it (happens-before per stream, as PyTorch's CUDA Sanitizer).
+    Races(races::RacesArgs),
 }
 
 fn open(path: &Path) -> Result<DumpFile> {
@@ -322,6 +328,16 @@ pub fn run_analyze(cmd: &AnalyzeCmd) -> Result<()> {
         AnalyzeCmd::Inefficient(a) => (&a.file, &a.summary, Vec::new(), crate::ci::EXIT_LIMIT),
         AnalyzeCmd::Decompose(a) => (&a.file, &a.summary, Vec::new(), crate::ci::EXIT_LIMIT),
         AnalyzeCmd::Gap(a) => (&a.file, &a.summary, Vec::new(), crate::ci::EXIT_LIMIT),
+        AnalyzeCmd::Races(a) => (
+            &a.file,
+            &a.summary,
+            match &a.fail_over {
+                Some(n) => crate::ci::parse_limits("--fail-over", &format!("races>{n}"))
+                    .map_err(|e| anyhow!("{e}"))?,
+                None => Vec::new(),
+            },
+            a.fail_exit_code.unwrap_or(crate::ci::EXIT_LIMIT),
+        ),
     };
     if let Some(p) = &summary.summary_json {
         crate::ci::check_summary_path(p).map_err(|e| anyhow!("{e}"))?;
@@ -334,6 +350,7 @@ pub fn run_analyze(cmd: &AnalyzeCmd) -> Result<()> {
         AnalyzeCmd::Leaks(a) => a.run,
         AnalyzeCmd::Decompose(a) => a.run,
         AnalyzeCmd::Gap(a) => a.run,
+        AnalyzeCmd::Races(a) => a.run,
         AnalyzeCmd::Inefficient(_) | AnalyzeCmd::Fragmentation(_) => None,
     }];
     let processes = crate::ci::compute(std::slice::from_ref(input), &run, &[])?;
@@ -354,6 +371,9 @@ pub fn run_analyze(cmd: &AnalyzeCmd) -> Result<()> {
 }
 
 fn run_analysis(cmd: &AnalyzeCmd) -> Result<()> {
+    if let AnalyzeCmd::Races(a) = cmd {
+        return races::run(a);
+    }
     let here = Path::new(".");
     let dir = match cmd {
         AnalyzeCmd::Leaks(a) if a.file.is_dir() => {
@@ -394,7 +414,9 @@ fn run_analysis(cmd: &AnalyzeCmd) -> Result<()> {
         AnalyzeCmd::Leaks(a) => (a.run.map(|_| &a.file), a.full),
         AnalyzeCmd::Gap(a) => (a.run.map(|_| &a.file), a.full),
         AnalyzeCmd::Decompose(a) => (a.run.map(|_| &a.file), a.full),
-        AnalyzeCmd::Inefficient(_) | AnalyzeCmd::Fragmentation(_) => (None, false),
+        AnalyzeCmd::Inefficient(_) | AnalyzeCmd::Fragmentation(_) | AnalyzeCmd::Races(_) => {
+            (None, false)
+        }
     };
     if let Some(f) = file_run {
         return Err(anyhow!(
@@ -458,6 +480,7 @@ fn run_analysis(cmd: &AnalyzeCmd) -> Result<()> {
             vec![Box::new(GapLayer::new())]
         })?),
         AnalyzeCmd::Fragmentation(a) => fragmentation::run(a)?,
+        AnalyzeCmd::Races(a) => races::run(a)?,
     }
     Ok(())
 }

@@ -114,12 +114,13 @@ pub fn python_env(cmd: &mut Command, cfg: &RunConfig, spool: &Path) -> Result<()
 }
 
 /// Whether the job's torch (if it imports one) gets memscope's dispatch-mode hooks: Aten op
-/// launches (`--level op` with `launch`, or the inefficient analysis), ACCESS rows
-/// (`--events access`, or decompose/inefficient), CPU tensors (`--device cpu`), `--watch`
+/// launches (`--level op` with `launch`, or the inefficient or races analysis), ACCESS rows
+/// (`--events access`, or decompose/inefficient/races), CPU tensors (`--device cpu`), `--watch`
 /// (the conditions of `memscope/_aten.py`'s `wanted`).
 fn torch_hooks_wanted(cfg: &RunConfig) -> bool {
-    let ops = (cfg.events.launch || cfg.analysis.inefficient) && cfg.level.op;
-    let access = cfg.events.access || cfg.analysis.decompose || cfg.analysis.inefficient;
+    let a = cfg.analysis;
+    let ops = ((cfg.events.launch || a.inefficient) && cfg.level.op) || a.races;
+    let access = cfg.events.access || a.decompose || a.inefficient || a.races;
     ops || access || cfg.device.cpu || cfg.watch.is_some()
 }
 

@@ -27,6 +27,7 @@ pub(crate) fn analysis_factory() -> AnalysisFactory {
             (a.gap && device_memory, AnalysisKind::Gap),
             (a.decompose, AnalysisKind::Decompose),
             (a.inefficient, AnalysisKind::Inefficient),
+            (a.races, AnalysisKind::Races),
         ] {
             if on {
                 kinds.push(k);

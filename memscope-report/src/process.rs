@@ -1,6 +1,6 @@
 //! One process: its events (in ID order) pass through memscope-core's analyses — leaks, gap,
 //! decompose (with roles), per-step figures, live set at the peak, fragmentation, inefficient
-//! memory — exactly as
+//! memory, cross-stream races — exactly as
 //! `memscope analyze` runs them, and through the memory levels that are plotted. `finish`
 //! turns their results into the page's [`ProcessData`] (times still absolute here).
 
@@ -83,6 +83,7 @@ pub struct ProcessBuilder {
     steps: StepStatsLayer,
     peak: PeakLayer,
     frag: FragmentationLayer,
+    races: memscope_races::RaceLayer,
     frag_curves: FragCurves,
     ineff: IneffTracker,
     ineff_cfg: IneffConfig,
@@ -127,6 +128,7 @@ impl ProcessBuilder {
             steps: StepStatsLayer::new(),
             peak: PeakLayer::new(),
             frag: FragmentationLayer::new(false),
+            races: memscope_races::RaceLayer::new(),
             frag_curves: FragCurves::default(),
             ineff: IneffTracker::new(ineff_cfg.clone()),
             ineff_cfg,
@@ -165,13 +167,14 @@ impl ProcessBuilder {
         self.observe(&ev);
         let ts = ev.ts_ns;
         let mut cur = ev;
-        let layers: [&mut dyn Layer; 6] = [
+        let layers: [&mut dyn Layer; 7] = [
             &mut self.leaks,
             &mut self.gap,
             &mut self.decompose,
             &mut self.steps,
             &mut self.peak,
             &mut self.frag,
+            &mut self.races,
         ];
         for l in layers {
             self.buf.clear();
@@ -317,13 +320,14 @@ impl ProcessBuilder {
     pub fn finish(mut self) -> Result<ProcessData, BusError> {
         let mut sections: Vec<ReportSection> = Vec::new();
         let mut sink = Vec::new();
-        let layers: [&mut dyn Layer; 6] = [
+        let layers: [&mut dyn Layer; 7] = [
             &mut self.leaks,
             &mut self.gap,
             &mut self.decompose,
             &mut self.steps,
             &mut self.peak,
             &mut self.frag,
+            &mut self.races,
         ];
         for l in layers {
             l.finish(&self.ctx, &mut sink, &mut sections)?;

@@ -243,8 +243,9 @@ def wanted(cfg):
     events = set(cfg.get("events") or [])
     level = set(cfg.get("level") or [])
     analysis = set(cfg.get("analysis") or [])
-    ops = ("launch" in events or "inefficient" in analysis) and "op" in level
-    access = "access" in events or bool(analysis & {"decompose", "inefficient"})
+    ops = ("launch" in events or "inefficient" in analysis) and "op" in level \
+        or "races" in analysis
+    access = "access" in events or bool(analysis & {"decompose", "inefficient", "races"})
     cpu = "cpu" in (cfg.get("device") or [])
     watch = None
     w = cfg.get("watch")

@@ -77,8 +77,9 @@ def python_depth(cfg):
 def _kernel_launches(c):
     """Whether config.json dict ``c`` has the probe hook kernel launches (set at start)."""
     events, level = set(c.get("events") or []), set(c.get("level") or [])
-    return ("launch" in events or "inefficient" in set(c.get("analysis") or [])) \
-        and "kernel" in level
+    analysis = set(c.get("analysis") or [])
+    return ("launch" in events or "inefficient" in analysis) and "kernel" in level \
+        or "races" in analysis
 
 
 def _under_launcher(s, values, cfg):

@@ -19,6 +19,9 @@ use memscope_races::{
 use memscope_tests::{repo_root, torch_python};
 use serde_json::{json, Value};
 
+#[path = "races/recorded.rs"]
+mod recorded;
+
 /// One conflict as both sides report it: (current seq, previous seq, pointer, current R/W,
 /// previous R/W).
 type Verdict = (u64, u64, u64, char, char);
@@ -98,7 +101,7 @@ fn op_json(op: &StreamOp) -> Value {
         StreamOp::EventSynchronize { event } => json!({"op": "event_sync", "event": event}),
         StreamOp::DeviceSynchronize => json!({"op": "device_sync"}),
         StreamOp::Alloc { addr, .. } => json!({"op": "alloc", "ptr": addr}),
-        StreamOp::Free(f) => json!({"op": "free", "ptr": f.addr}),
+        StreamOp::Free(f) | StreamOp::PoolFree(f) => json!({"op": "free", "ptr": f.addr}),
     }
 }
 
@@ -168,8 +171,9 @@ fn oracle(seqs: &[&[StreamOp]]) -> Vec<Vec<Verdict>> {
     got
 }
 
-const A: u64 = 0x1000;
-const B: u64 = 0x2000;
+// Inside race_prog's caching pool (`tests/programs/race_prog.c`), which runs these too.
+const A: u64 = 0x10_1000;
+const B: u64 = 0x10_2000;
 use AccessKind::{Output, ReadOnly as Ro, ReadWrite as Rw};
 
 /// The named programs of issue 36 item 3, each with the verdicts both must give.
@@ -210,8 +214,9 @@ fn scenarios() -> Vec<(&'static str, Prog, Vec<Verdict>)> {
     ));
 
     let mut p = Prog::default();
-    // Written on stream 1, freed back to stream 2's pool and reused there at once.
-    p.launch(1, &[(A, Output)])
+    // Allocated, written on stream 1, freed back to stream 2's pool and reused there at once.
+    p.op(StreamOp::Alloc { addr: A, size: 256 })
+        .launch(1, &[(A, Output)])
         .free(A, Some(2))
         .op(StreamOp::Alloc { addr: A, size: 256 })
         .launch(2, &[(A, Output)]);
@@ -265,7 +270,7 @@ fn free_then_reuse_on_another_stream_is_memscopes_own_finding() {
         (f[0].addr, f[0].current.stream, f[0].previous.stream),
         (A, Some(2), Some(1))
     );
-    assert_eq!(f[0].current.owner.as_deref(), Some("t1000"));
+    assert_eq!(f[0].current.owner.as_deref(), Some("t101000"));
     // Freed back to the stream that used it, or after a wait for that stream: nothing to report.
     let mut p = Prog::default();
     p.launch(1, &[(A, Output)]).free(A, Some(1));

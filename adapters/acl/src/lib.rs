@@ -80,13 +80,14 @@ pub static DESCRIPTOR: AdapterDescriptor = AdapterDescriptor {
     default_on: true,
     new_typer: Some(typer::new_typer),
     settings: &[Setting {
-        key: "events (launch), analysis (inefficient), level (kernel)",
+        key: "events (launch), analysis (inefficient, races), level (kernel)",
         env: memscope_wire::probe_env::ENV_KERNEL_LAUNCH,
         summary: "0: kernel launches are not collected (no launch rows, no stream or event rows, \
                   no profiling callbacks)",
         // issue 5
         value: Some(|cfg| {
-            if (cfg.events.launch || cfg.analysis.inefficient) && cfg.level.kernel {
+            let a = cfg.analysis;
+            if ((cfg.events.launch || a.inefficient) && cfg.level.kernel) || a.races {
                 "1"
             } else {
                 "0"

@@ -99,6 +99,7 @@ impl OomLayer {
             || a.leaks
             || a.decompose
             || a.inefficient
+            || a.races
             || a.oom.is_some();
         OomLayer::with_memory(memory)
     }

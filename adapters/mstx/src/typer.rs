@@ -47,7 +47,8 @@ pub fn display_name(msg: &[u8]) -> String {
 
 /// Per-process typer of msTX records.
 ///
-/// * `Mark` → `MSTX / Mark`, Name = message.
+/// * `Mark` → `MSTX / Mark`, Name = message, Attr `stream:0x…` when made on a stream (not
+///   NULL).
 /// * `RangeStart` → `MSTX / Range_start`, Name = message, Attr `range_id`.
 /// * `RangeEnd` → `MSTX / Range_end`, Name = the message of the range it ends (ids are
 ///   process-wide, so one map per process; the entry is removed at the end), or
@@ -71,6 +72,17 @@ impl MstxTyper {
     }
 }
 
+/// A mark made on a stream says which (`stream:0x…`, memscope's own key: a `sanitizer-op:`
+/// mark's operator runs there, issue 36); msMemScope leaves a mark's Attr empty, and so does
+/// a mark on the default stream (NULL).
+fn mark_attrs(stream: u64) -> Attrs {
+    if stream == 0 {
+        Attrs::None
+    } else {
+        Attrs::Pairs(vec![("stream".to_owned(), format!("{stream:#x}"))])
+    }
+}
+
 fn range_attrs(id: u64) -> Attrs {
     Attrs::Pairs(vec![("range_id".to_owned(), id.to_string())])
 }
@@ -88,7 +100,9 @@ impl Typer for MstxTyper {
                 self.devices.insert(tid, *device);
                 return true;
             }
-            Record::Mark { ts, msg, .. } => (EventType::Mark, *ts, display_name(msg), Attrs::None),
+            Record::Mark {
+                ts, msg, stream, ..
+            } => (EventType::Mark, *ts, display_name(msg), mark_attrs(*stream)),
             Record::RangeStart { ts, id, msg, .. } => {
                 let name = display_name(msg);
                 self.open.insert(*id, name.clone());
@@ -182,6 +196,27 @@ mod tests {
         assert_eq!(ev[2].name.as_deref(), Some("step start"));
         assert_eq!(ev[2].tid, Some(8));
         assert_eq!(ev[2].attrs, range_attrs(1));
+    }
+
+    #[test]
+    fn a_mark_made_on_a_stream_names_it_in_attr() {
+        let mut ctx = TypeCtx::new(42, vec![]);
+        let (ev, _) = run(
+            &[(
+                7,
+                Record::Mark {
+                    ts: 10,
+                    stream: 0xabc0,
+                    msg: b("sanitizer-op: name=x;write=o:0x10:4"),
+                    null: false,
+                },
+            )],
+            &mut ctx,
+        );
+        assert_eq!(
+            ev[0].attrs,
+            Attrs::Pairs(vec![("stream".into(), "0xabc0".into())])
+        );
     }
 
     #[test]

@@ -115,7 +115,12 @@ pub fn parse_limits(flag: &str, text: &str) -> Result<Vec<Limit>, String> {
 pub fn evaluate(limits: &[Limit], procs: &[ProcessRow]) -> Vec<Crossing> {
     let mut v = Vec::new();
     for l in limits {
-        if not_recorded(l, procs) {
+        if l.metric == Metric::Races && not_recorded(l, procs) {
+            eprintln!(
+                "memscope: limit {:?}: not recorded — no kernel launch with its stream, operator access or sanitizer-op: mark was recorded (memscope run --analysis races records them); not checked",
+                l.text
+            );
+        } else if not_recorded(l, procs) {
             let mut seen: Vec<String> = procs
                 .iter()
                 .flat_map(|p| p.figures.allocators.iter())
@@ -135,7 +140,7 @@ pub fn evaluate(limits: &[Limit], procs: &[ProcessRow]) -> Vec<Crossing> {
         }
         for p in procs {
             for c in check(l, &p.label(), &p.figures, p.dropped) {
-                eprintln!("memscope: {}", c.line(l.metric == Metric::Dropped));
+                eprintln!("memscope: {}", c.line(l.metric.is_count()));
                 v.push(c);
             }
         }
@@ -143,8 +148,12 @@ pub fn evaluate(limits: &[Limit], procs: &[ProcessRow]) -> Vec<Crossing> {
     v
 }
 
-/// Whether `limit` looks at nothing recorded in `procs`.
+/// Whether `limit` looks at nothing recorded in `procs` (`races`: no process recorded what the
+/// race check needs).
 pub fn not_recorded(limit: &Limit, procs: &[ProcessRow]) -> bool {
+    if limit.metric == Metric::Races {
+        return procs.iter().all(|p| p.figures.races.is_none());
+    }
     !limit.matches_any(procs.iter().flat_map(|p| p.figures.allocators.iter()))
 }
 

@@ -207,6 +207,7 @@ fn process_json(p: &ProcessRow) -> Value {
         "counts": p.figures.counts,
         "steps_ended": p.figures.steps_ended,
         "allocators": p.figures.allocators,
+        "races": p.figures.races,
     })
 }
 

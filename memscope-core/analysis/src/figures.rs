@@ -95,6 +95,9 @@ pub struct ProcessFigures {
     pub steps_ended: u32,
     /// Allocators, by device then Event Type.
     pub allocators: Vec<AllocatorFigures>,
+    /// Cross-stream races found (`memscope_races`); `None` when nothing the check needs was
+    /// recorded (no launch with its stream, operator accesses or `sanitizer-op:` mark).
+    pub races: Option<u64>,
 }
 
 /// Leaked bytes, blocks and bytes/blocks per site of one allocator.
@@ -115,6 +118,7 @@ pub struct FiguresLayer {
     counts: BTreeMap<&'static str, u64>,
     per: BTreeMap<(Device, EventType), Counts>,
     rows: u64,
+    races: memscope_races::RaceLayer,
 }
 
 impl Default for FiguresLayer {
@@ -190,6 +194,7 @@ impl FiguresLayer {
             counts: BTreeMap::new(),
             per: BTreeMap::new(),
             rows: 0,
+            races: memscope_races::RaceLayer::new(),
         }
     }
 
@@ -276,6 +281,7 @@ impl FiguresLayer {
                 .collect(),
             steps_ended: self.leaks.steps_ended(),
             allocators,
+            races: self.races.count(),
         }
     }
 }
@@ -287,6 +293,7 @@ impl Layer for FiguresLayer {
 
     fn on_event(&mut self, ev: Event, ctx: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError> {
         self.observe(&ev);
+        self.races.observe(&ev);
         self.host.observe(&ev, self.leaks.current_step(), |e| {
             site_of(
                 e.py_stack.as_deref().unwrap_or(""),

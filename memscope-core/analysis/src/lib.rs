@@ -60,16 +60,19 @@ pub enum AnalysisKind {
     Decompose,
     /// Min/max `used` per step.
     Gap,
+    /// Cross-stream races (`memscope-races`).
+    Races,
 }
 
 impl AnalysisKind {
-    /// Parses `leaks`, `inefficient`, `decompose` or `gap` (spaces around are ignored).
+    /// Parses `leaks`, `inefficient`, `decompose`, `gap` or `races` (spaces around are ignored).
     pub fn parse(s: &str) -> Option<AnalysisKind> {
         match s.trim() {
             "leaks" => Some(AnalysisKind::Leaks),
             "inefficient" => Some(AnalysisKind::Inefficient),
             "decompose" => Some(AnalysisKind::Decompose),
             "gap" => Some(AnalysisKind::Gap),
+            "races" => Some(AnalysisKind::Races),
             _ => None,
         }
     }
@@ -113,7 +116,7 @@ impl AnalysisConfig {
             .map(|s| {
                 AnalysisKind::parse(s).ok_or_else(|| {
                     format!(
-                        "unknown analysis \"{}\" (expected leaks, inefficient, decompose or gap)",
+                        "unknown analysis \"{}\" (expected leaks, inefficient, decompose, gap or races)",
                         s.trim()
                     )
                 })
@@ -139,6 +142,9 @@ pub fn online_layers(cfg: &AnalysisConfig) -> Vec<Box<dyn Layer>> {
     }
     if cfg.has(AnalysisKind::Gap) {
         v.push(Box::new(gap::GapLayer::new()));
+    }
+    if cfg.has(AnalysisKind::Races) {
+        v.push(Box::new(memscope_races::RaceLayer::new()));
     }
     if cfg.has(AnalysisKind::Decompose) {
         v.push(Box::new(decompose::DecomposeLayer::new(

@@ -12,7 +12,9 @@
 //! * `hal_at_exit`: driver (HAL) memory live at exit — msMemScope writes it to its log, not as
 //!   a leak (a framework's reservation is often freed only by the driver at exit);
 //! * `dropped`: events the probe could not record (a whole number of events, no scope; needs
-//!   `memscope run`).
+//!   `memscope run`);
+//! * `races`: cross-stream races found (`memscope_races`; a whole number, no scope), not
+//!   recorded where no launch with its stream, operator access or `sanitizer-op:` mark was.
 //!
 //! SCOPE: `npu` (every NPU), `npu:N`, `cpu` (host memory but the blocks of named scopes),
 //! `host` (the HOST allocator), a scope an adapter names ([`NamedScope`], e.g. its Python
@@ -38,6 +40,8 @@ pub enum Metric {
     HalAtExit,
     /// Events dropped (count).
     Dropped,
+    /// Cross-stream races found (count).
+    Races,
 }
 
 impl Metric {
@@ -48,11 +52,17 @@ impl Metric {
             "live" => Metric::Live,
             "hal_at_exit" => Metric::HalAtExit,
             "dropped" => Metric::Dropped,
+            "races" => Metric::Races,
             _ => return None,
         })
     }
 
-    /// `peak`, `leaks`, `live`, `hal_at_exit` or `dropped`.
+    /// Whether the metric counts things (events, races) rather than bytes; it takes no scope.
+    pub fn is_count(self) -> bool {
+        matches!(self, Metric::Dropped | Metric::Races)
+    }
+
+    /// `peak`, `leaks`, `live`, `hal_at_exit`, `dropped` or `races`.
     pub fn as_str(self) -> &'static str {
         match self {
             Metric::Peak => "peak",
@@ -60,6 +70,7 @@ impl Metric {
             Metric::Live => "live",
             Metric::HalAtExit => "hal_at_exit",
             Metric::Dropped => "dropped",
+            Metric::Races => "races",
         }
     }
 }
@@ -226,12 +237,17 @@ impl Limit {
             None => (lhs, None),
         };
         let metric = Metric::parse(m).ok_or_else(|| {
-            format!("{text:?}: unknown metric {m:?} (expected peak, leaks, live, hal_at_exit or dropped)")
+            format!("{text:?}: unknown metric {m:?} (expected peak, leaks, live, hal_at_exit, dropped or races)")
         })?;
         let scope = match scope {
             Some(_) if metric == Metric::Dropped => {
                 return Err(format!(
                     "{text:?}: dropped counts the process's lost events and takes no scope (e.g. dropped>0)"
+                ))
+            }
+            Some(_) if metric == Metric::Races => {
+                return Err(format!(
+                    "{text:?}: races counts the process's cross-stream races and takes no scope (e.g. races>0)"
                 ))
             }
             Some(s) => Scope::parse(s).map_err(|e| format!("{text:?}: {e}"))?,
@@ -248,9 +264,17 @@ impl Limit {
                 ));
             }
         }
-        let max = if metric == Metric::Dropped {
+        let max = if metric.is_count() {
             rhs.parse::<u64>().map_err(|_| {
-                format!("{text:?}: dropped counts events: {rhs:?} is not a whole number")
+                format!(
+                    "{text:?}: {} counts {}: {rhs:?} is not a whole number",
+                    metric.as_str(),
+                    if metric == Metric::Dropped {
+                        "events"
+                    } else {
+                        "races"
+                    }
+                )
             })?
         } else {
             parse_size(rhs).map_err(|e| format!("{text:?}: {e}"))?
@@ -294,14 +318,15 @@ impl Limit {
         Ok(v)
     }
 
-    /// Whether this limit looks at any of `allocators` (`dropped` looks at the process):
+    /// Whether this limit looks at any of `allocators` (`dropped` and `races` look at the
+    /// process; whether races were recorded is the process's [`ProcessFigures::races`]):
     /// a scope that matches nothing in a run was not recorded there (or is a typo), and is
     /// said so, never passed as "ok".
     pub fn matches_any<'a>(
         &self,
         mut allocators: impl Iterator<Item = &'a AllocatorFigures>,
     ) -> bool {
-        self.metric == Metric::Dropped || allocators.any(|a| self.looks_at(a))
+        self.metric.is_count() || allocators.any(|a| self.looks_at(a))
     }
 
     /// Whether allocator `a` is in scope and measured by the metric (`leaks`: judged by the
@@ -371,7 +396,8 @@ impl Crossing {
     }
 }
 
-/// Checks `limit` against one process (`dropped`: its dropped-event count): one crossing per
+/// Checks `limit` against one process (`dropped`: its dropped-event count; `races`: its race
+/// count): one crossing per
 /// allocator in scope over the limit, the blocks the program holds (pools, HOST, Python
 /// objects) before the memory that backs them (HAL, arenas), as `memscope diff` orders them.
 pub fn check(
@@ -395,11 +421,27 @@ pub fn check(
             .into_iter()
             .collect();
     }
+    if limit.metric == Metric::Races {
+        return f
+            .races
+            .filter(|n| *n > limit.max)
+            .map(|n| Crossing {
+                limit: limit.text.clone(),
+                process: label.to_owned(),
+                device: None,
+                allocator: None,
+                value: n,
+                max: limit.max,
+                site: None,
+            })
+            .into_iter()
+            .collect();
+    }
     let value = |a: &AllocatorFigures| match limit.metric {
         Metric::Peak => a.peak_bytes,
         Metric::Leaks => a.leaked_bytes.unwrap_or(0),
         Metric::Live | Metric::HalAtExit => a.live_at_exit_bytes,
-        Metric::Dropped => 0,
+        Metric::Dropped | Metric::Races => 0,
     };
     let mut over: Vec<&AllocatorFigures> = f
         .allocators
@@ -422,7 +464,7 @@ pub fn check(
                 Metric::Peak => a.peak_site.clone(),
                 Metric::Leaks => a.leak_site.clone(),
                 Metric::Live | Metric::HalAtExit => a.live_at_exit_site.clone(),
-                Metric::Dropped => None,
+                Metric::Dropped | Metric::Races => None,
             },
         })
         .collect()
@@ -462,6 +504,23 @@ mod tests {
     }
 
     #[test]
+    fn races_limit_counts_the_process_races_and_is_not_crossed_by_what_was_not_recorded() {
+        let l = Limit::parse("races>0").unwrap();
+        assert!(l.metric.is_count() && l.max == 0);
+        let mut f = ProcessFigures::default();
+        assert!(check(&l, "pid 1", &f, None).is_empty(), "not recorded");
+        f.races = Some(0);
+        assert!(check(&l, "pid 1", &f, None).is_empty());
+        f.races = Some(3);
+        let c = check(&l, "pid 1", &f, None);
+        assert_eq!(c.len(), 1);
+        assert_eq!(
+            c[0].line(true),
+            "limit races>0 crossed by pid 1: 3, 3 over 0"
+        );
+    }
+
+    #[test]
     fn limits_parse_sizes_scopes_and_refuse_nonsense() {
         let v = Limit::parse_list("leaks>1MiB, peak.npu:0>40GiB,peak.host>2GB,live.npu:1.PTA>0")
             .unwrap();
@@ -481,6 +540,8 @@ mod tests {
             "dropped>1MiB",
             "dropped>1.5",
             "dropped.npu>0",
+            "races>1MiB",
+            "races.npu>0",
             "hal_at_exit.PTA>1",
             "hal_at_exit.cpu>1",
             "hal_at_exit.host>1",

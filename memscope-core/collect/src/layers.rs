@@ -28,13 +28,15 @@ impl CollectFilter {
             || a.leaks
             || a.decompose
             || a.inefficient
+            || a.races
             || a.oom.is_some();
-        let launch = e.launch || a.inefficient;
+        let launch = e.launch || a.inefficient || a.races;
         CollectFilter {
             memory,
-            op: launch && cfg.level.op,
-            kernel: launch && cfg.level.kernel,
-            access: e.access || a.decompose || a.inefficient,
+            // the race check needs operators and kernel launches at both levels
+            op: (launch && cfg.level.op) || a.races,
+            kernel: (launch && cfg.level.kernel) || a.races,
+            access: e.access || a.decompose || a.inefficient || a.races,
             cfg_devices: cfg.device.clone(),
             cpu: cfg.device.cpu || cfg.selection().adapters.iter().any(|d| d.host_memory),
         }

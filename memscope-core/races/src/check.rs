@@ -28,6 +28,12 @@ struct PtrState {
     reads: Vec<Rec>,
     /// Length at which the read list is next thinned.
     thin_at: usize,
+    /// Accesses made before the block was returned to a pool whose stream is not recorded
+    /// ([`StreamOp::PoolFree`]): each later access that is not ordered after one of them uses
+    /// memory another stream may still be using. Each is reported once.
+    ghosts: Vec<Rec>,
+    /// The pool free the ghosts come from.
+    freed: Option<Arc<OpSide>>,
 }
 
 const THIN_MIN: usize = 64;
@@ -90,9 +96,15 @@ impl RaceChecker {
             StreamOp::EventSynchronize { event } => self.syncs.sync_event(event),
             StreamOp::DeviceSynchronize => self.syncs.sync_device(),
             StreamOp::Alloc { addr, .. } => {
-                self.ptrs.remove(&addr);
+                // CSAN's forgetting, but what a pool free left is checked by the new user
+                if let Some(p) = self.ptrs.remove(&addr) {
+                    if !p.ghosts.is_empty() {
+                        self.ptrs.insert(addr, ghosts_only(p.ghosts, p.freed));
+                    }
+                }
             }
             StreamOp::Free(f) => self.free(&f, out),
+            StreamOp::PoolFree(f) => self.pool_free(&f),
         }
     }
 
@@ -131,6 +143,23 @@ impl RaceChecker {
         let syncs = &self.syncs;
         let p = self.ptrs.entry(addr).or_default();
         let unordered = |prev: &Rec| !syncs.ordered(Some(cur.stream), prev.seq, prev.stream);
+        if !p.ghosts.is_empty() {
+            let freed = p.freed.clone();
+            p.ghosts.retain(|g| {
+                let hit = (cur.write || g.write) && unordered(g);
+                if hit {
+                    let mut f = finding(RaceKind::FreeWhileInUse, addr, &cur, g);
+                    f.free = freed.as_deref().cloned();
+                    out.push(f);
+                }
+                !hit
+            });
+            if !p.ghosts.is_empty() {
+                let floor = syncs.floor();
+                p.ghosts
+                    .retain(|g| g.seq > floor.get(g.stream).copied().unwrap_or(-1));
+            }
+        }
         if cur.write {
             if !p.reads.is_empty() {
                 for r in p.reads.iter().filter(|r| unordered(r)) {
@@ -191,9 +220,57 @@ impl RaceChecker {
                         ..cur.clone()
                     },
                     previous: prev,
+                    free: None,
                 });
             }
         }
+    }
+}
+
+impl RaceChecker {
+    /// A block returned to a pool whose stream is not recorded: CSAN forgets its accesses;
+    /// those not yet ordered before every stream and the host are kept for the next users.
+    fn pool_free(&mut self, f: &Free) {
+        let Some(p) = self.ptrs.remove(&f.addr) else {
+            return;
+        };
+        let floor = self.syncs.floor();
+        let mut ghosts: Vec<Rec> = p
+            .write
+            .into_iter()
+            .chain(p.reads)
+            .chain(p.ghosts)
+            .filter(|r| r.seq > floor.get(r.stream).copied().unwrap_or(-1))
+            .collect();
+        ghosts.sort_by_key(|r| r.seq);
+        ghosts.dedup_by_key(|r| (r.seq, r.write));
+        if ghosts.is_empty() {
+            return;
+        }
+        let freed = OpSide {
+            id: f.id,
+            seq: 0,
+            name: Arc::from("free"),
+            stream: None,
+            role: AccessRole::Free,
+            is_output: false,
+            aliases: Vec::new(),
+            owner: None,
+            size: f.size,
+            time_ns: f.time_ns,
+            python_stack: f.python_stack.clone(),
+            c_stack: f.c_stack.clone(),
+        };
+        self.ptrs
+            .insert(f.addr, ghosts_only(ghosts, Some(Arc::new(freed))));
+    }
+}
+
+fn ghosts_only(ghosts: Vec<Rec>, freed: Option<Arc<OpSide>>) -> PtrState {
+    PtrState {
+        ghosts,
+        freed,
+        ..PtrState::default()
     }
 }
 
@@ -239,6 +316,7 @@ fn finding(kind: RaceKind, addr: u64, cur: &Rec, prev: &Rec) -> RaceFinding {
         size: current.size,
         current,
         previous: side(prev),
+        free: None,
     }
 }
 /// The race check over `ops` in program order, as an iterator of findings (produced as the

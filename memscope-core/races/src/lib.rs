@@ -43,12 +43,14 @@
 mod check;
 mod clocks;
 mod layer;
+mod mapper;
 pub mod sanitizer_op;
 
 use std::sync::Arc;
 
 pub use check::{check, Checker, RaceChecker};
-pub use layer::{EventMapper, RaceLayer};
+pub use layer::{FindingSink, RaceLayer, KEPT_FINDINGS};
+pub use mapper::{MapStats, RowMapper};
 
 /// A stream's id (the runtime's handle value, or any stable number; 0 is the default stream).
 pub type StreamId = u64;
@@ -174,8 +176,15 @@ pub enum StreamOp {
         /// The block's size.
         size: u64,
     },
-    /// Device memory was freed.
+    /// Device memory was freed to a known stream or to the host ([`Free::stream`]): every
+    /// access not ordered before it is a finding now.
     Free(Free),
+    /// A block went back to a pool that does not record the stream it serves (a caching
+    /// allocator's free as msTX reports it; [`Free::stream`] is not looked at). CSAN forgets
+    /// its accesses; memscope keeps those not yet ordered before everything and reports each
+    /// later access to the address (the block's next user) that is not ordered after one of
+    /// them and conflicts with it: the block was reused while another stream may still use it.
+    PoolFree(Free),
 }
 
 /// What kind of conflict a finding is.
@@ -258,14 +267,18 @@ pub struct RaceFinding {
     pub current: OpSide,
     /// The earlier access it is not ordered after.
     pub previous: OpSide,
+    /// For a reuse after a [`StreamOp::PoolFree`]: that free (`current` is the new user).
+    pub free: Option<OpSide>,
 }
 
 impl std::fmt::Display for RaceFinding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let side = |s: &OpSide| {
-            let stream = s
-                .stream
-                .map_or_else(|| "host".to_owned(), |x| format!("stream {x}"));
+            let stream = match s.stream {
+                None => "host".to_owned(),
+                Some(0) => "the default stream".to_owned(),
+                Some(x) => format!("stream {x:#x}"),
+            };
             let owner = s
                 .owner
                 .as_deref()
@@ -286,7 +299,11 @@ impl std::fmt::Display for RaceFinding {
             self.size,
             side(&self.current),
             side(&self.previous)
-        )
+        )?;
+        if let Some(fr) = &self.free {
+            write!(f, ", reused after free #{}", fr.id)?;
+        }
+        Ok(())
     }
 }
 

@@ -380,6 +380,7 @@ impl RunConfig {
             (a.decompose, "decompose"),
             (a.inefficient, "inefficient"),
             (a.gap, "gap"),
+            (a.races, "races"),
         ]);
         if let Some(k) = a.oom {
             analysis.push(format!("oom:{k}"));

@@ -61,7 +61,7 @@ fn widened(cfg: &RunConfig) -> u32 {
         free = true;
         access = true;
     }
-    if a.inefficient {
+    if a.inefficient || a.races {
         alloc = true;
         free = true;
         access = true;

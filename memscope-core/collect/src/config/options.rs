@@ -186,7 +186,7 @@ impl CallStack {
     }
 }
 
-/// Online analyses (`--analysis leaks,decompose,inefficient,gap,oom[:K],none`).
+/// Online analyses (`--analysis leaks,decompose,inefficient,gap,races,oom[:K],none`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AnalysisSet {
     /// Leak detection (default on).
@@ -201,6 +201,10 @@ pub struct AnalysisSet {
     /// default and accepts `gap` as an `--analysis` token).
     #[serde(default)]
     pub gap: bool,
+    /// Cross-stream races (issue 36): collects launches, accesses and memory like
+    /// `inefficient` and checks them with happens-before per stream.
+    #[serde(default)]
+    pub races: bool,
 }
 
 impl Default for AnalysisSet {
@@ -211,6 +215,7 @@ impl Default for AnalysisSet {
             inefficient: false,
             oom: None,
             gap: true,
+            races: false,
         }
     }
 }
@@ -227,6 +232,7 @@ impl AnalysisSet {
             inefficient: false,
             oom: None,
             gap: false,
+            races: false,
         };
         let mut none = false;
         let mut any = false;
@@ -243,6 +249,7 @@ impl AnalysisSet {
                 "decompose" => a.decompose = true,
                 "inefficient" => a.inefficient = true,
                 "gap" => a.gap = true,
+                "races" => a.races = true,
                 "oom" => a.oom = Some(10),
                 "none" => none = true,
                 _ if t.starts_with("oom:") => {
@@ -252,7 +259,7 @@ impl AnalysisSet {
                     }
                     a.oom = Some(k);
                 }
-                other => return Err(bad("--analysis", format!("unknown analysis {other:?} (expected leaks, decompose, inefficient, gap, oom[:K] or none)"))),
+                other => return Err(bad("--analysis", format!("unknown analysis {other:?} (expected leaks, decompose, inefficient, gap, races, oom[:K] or none)"))),
             }
         }
         if !any {
