@@ -88,7 +88,8 @@ pub struct RunArgs {
     host_rows: bool,
     /// Fail the run when a memory limit is crossed: METRIC[.SCOPE]>SIZE, comma-separated
     /// (leaks>1MiB,peak.npu:0>40GiB,peak.host>2GiB; metrics peak, leaks, live, hal_at_exit,
-    /// dropped; a limit on nothing recorded says "not recorded").
+    /// dropped, races — a count of cross-stream races, which turns --analysis races on; a limit
+    /// on nothing recorded says "not recorded").
     /// Exit code 23 (--fail-exit-code) unless the job itself failed: its code wins.
     #[arg(long = "fail-on", value_name = "LIMITS")]
     fail_on: Option<String>,
@@ -205,6 +206,15 @@ pub fn run(a: RunArgs) -> ExitCode {
         if let Err(e) = crate::ci::check_summary_path(p) {
             return usage_error(e);
         }
+    }
+    // a races limit needs what the race check reads recorded (launches with their streams,
+    // the stream and event calls, accesses): it turns the analysis on
+    if gate
+        .limits
+        .iter()
+        .any(|l| l.metric == memscope_analysis::thresholds::Metric::Races)
+    {
+        cfg.analysis.races = true;
     }
     let Some(program) = a.program.first() else {
         return usage_error(

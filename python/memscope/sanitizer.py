@@ -9,18 +9,26 @@ its reads and writes checked for unsynchronized cross-stream access::
 ``;`` separates fields, ``,`` list items, ``:`` alias, address and bytes; addresses are decimal
 or ``0x`` hex; an address both read and written is an in-place access; an alias is shorter than
 32 bytes and the message at most 1024 bytes. A malformed mark gets one warning naming the field
-and is still written as an ordinary mark. Marks made from C (``mstxMarkA``) are written as
-marks; the Python handler sees the Python ones.
+and is still written as an ordinary mark. Marks made from C (``mstxMarkA``, e.g. by a C++
+extension) reach the handler too, through the probe's listener
+(``memscope_set_sanitizer_callback``), with their ``aclrtStream`` as the stream; a mark made
+through ``torch_npu.npu.mstx.mark`` is handed over once, from Python, with its ``Stream``
+object (the C call below it passes the object's address, not a stream).
 """
 
+import ctypes
 import sys
+import threading
 import warnings
 
 PREFIX = "sanitizer-op:"
 MAX_MESSAGE = 1024
 MAX_ALIAS = 31
 
-_state = {"patched": None}
+_state = {"patched": None, "listener": None}
+# per thread: inside the Python wrapper of mstx.mark (its C call is not routed again), and an
+# error the C route could not raise (ctypes swallows a callback's exception)
+_tls = threading.local()
 
 
 def _number(field, text):
@@ -131,6 +139,35 @@ def _dispatch(san, npu, message, stream):
             print(e, file=sys.stderr)
 
 
+def _listen(san, npu):
+    """Registers the router of C-made marks with the probe, when this process has one."""
+    if _state["listener"] is not None:
+        return
+    try:
+        from ._session import session  # the package's `_session` name is a function
+        lib = session().lib
+        setter = getattr(lib, "memscope_set_sanitizer_callback", None) if lib else None
+    except Exception:  # noqa: BLE001 - no probe: Python marks only
+        setter = None
+    if setter is None:
+        return
+    callback_type = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_void_p)
+
+    def from_c(message, stream):
+        if getattr(_tls, "in_mark", False):
+            return  # torch_npu.npu.mstx.mark: routed by its wrapper
+        try:
+            _dispatch(san, npu, message.decode("utf-8", "replace"), stream or 0)
+        except Exception as e:  # noqa: BLE001 - cannot propagate through C
+            print("memscope: NPU sanitizer: %s" % e, file=sys.stderr)
+
+    listener = callback_type(from_c)
+    setter.argtypes = [callback_type]
+    setter.restype = None
+    setter(listener)
+    _state["listener"] = listener  # kept alive while the probe may call it
+
+
 def enable_npu_sanitizer():
     """msMemScope's ``enable_npu_sanitizer()``: turns torch_npu's NPU sanitizer on and routes
     ``sanitizer-op:`` marks made with ``torch_npu.npu.mstx.mark`` to it. Without torch_npu's
@@ -144,12 +181,17 @@ def enable_npu_sanitizer():
               "(%s); sanitizer-op: marks are recorded as ordinary marks" % e, file=sys.stderr)
         return False
     san.enable_npu_sanitizer()
+    _listen(san, npu)
     mstx = getattr(npu, "mstx", None)
     if _state["patched"] is None and mstx is not None and hasattr(mstx, "mark"):
         original = mstx.mark
 
         def mark(message, stream=None, *args, **kwargs):
-            result = original(message, stream, *args, **kwargs)
+            _tls.in_mark = True
+            try:
+                result = original(message, stream, *args, **kwargs)
+            finally:
+                _tls.in_mark = False
             _dispatch(san, npu, message, stream)
             return result
 

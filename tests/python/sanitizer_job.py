@@ -2,7 +2,8 @@
 and returns False; with the torch_npu-shaped stand-in (tests/python/fake_torch_npu, added to
 sys.path by argv[1]) it enables the sanitizer and hands every well-formed ``sanitizer-op:`` mark
 made through ``torch_npu.npu.mstx.mark`` to its kernel-launch handler; a malformed mark is one
-warning naming the field and is still written. Prints ``sanitizer_job: ok``."""
+warning naming the field and is still written; a mark made from C (``mstxMarkA``) reaches the
+handler with its stream. Prints ``sanitizer_job: ok``."""
 import sys
 import warnings
 
@@ -43,10 +44,20 @@ except san.NPUSanitizerErrors as e:
     assert e.errors == ["unsynchronized access"]
 else:
     raise SystemExit("the handler's errors were not raised")
+# a mark made from C (a C++ extension's mstxMarkA) reaches the handler with its aclrtStream
+san.answer.clear()
+import ctypes  # noqa: E402
+import os  # noqa: E402
+front = ctypes.CDLL(os.path.join(os.environ["SIM_NPU_DIR"], "lib64", "libms_tools_ext.so"))
+front.mstxMarkA.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
+front.mstxMarkA(b"sanitizer-op: name=cxx.ext_op;read=x:0x100:16;write=y:0x200:16", 0x1234)
+front.mstxMarkA(b"an ordinary C mark", None)
 msmemscope.stop()
 assert san.calls[0] == (5, [32516], [0x7f00, 0x7f08], [0x7f08], "my_ext.my_fused_op",
                         {0x7f00: ["input_a"], 0x7f08: ["output"], 32516: ["input_b"]}), san.calls[0]
 assert san.calls[1] == (7, [4096], [8192], [8192], "ext.copy",
                         {4096: ["src"], 8192: ["dst"]}), san.calls[1]
-assert len(san.calls) == 3, san.calls
+assert san.calls[3] == (0x1234, [0x100], [0x200], [0x200], "cxx.ext_op",
+                        {0x100: ["x"], 0x200: ["y"]}), san.calls[3:]
+assert len(san.calls) == 4, san.calls
 print("sanitizer_job: ok")

@@ -19,6 +19,8 @@ use memscope_races::{
 use memscope_tests::{repo_root, torch_python};
 use serde_json::{json, Value};
 
+#[path = "races/gate.rs"]
+mod gate;
 #[path = "races/recorded.rs"]
 mod recorded;
 

@@ -167,17 +167,27 @@ unsafe fn message<'a>(msg: *const c_char) -> (&'a [u8], bool) {
 /// # Safety
 /// `msg` is NULL or a NUL-terminated string.
 pub unsafe extern "C" fn mark_a(msg: *const c_char, stream: *mut c_void) {
+    let raw = msg;
     guarded((), || {
         rt::safe_point();
-        if !rt::enabled(SOURCE) {
+        let (enabled, listening) = (rt::enabled(SOURCE), crate::sanitizer::listening());
+        if !enabled && !listening {
             return;
         }
-        let Some(_g) = rt::enter() else { return };
         // SAFETY: caller contract.
-        let (msg, null) = unsafe { message(msg) };
-        let ts = rt::now_ns();
-        note_device(ts);
-        rt::record_mark(ts, stream as u64, msg, null);
+        let (msg, null) = unsafe { message(raw) };
+        if enabled {
+            if let Some(_g) = rt::enter() {
+                let ts = rt::now_ns();
+                note_device(ts);
+                rt::record_mark(ts, stream as u64, msg, null);
+            }
+        }
+        // after the guard: the listener (Python) may allocate and mark like the job
+        if listening {
+            // SAFETY: `raw` is the caller's message, valid for the call (caller contract).
+            unsafe { crate::sanitizer::route(msg, raw, stream) };
+        }
     })
 }
 

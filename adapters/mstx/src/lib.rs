@@ -20,6 +20,7 @@ pub const SOURCE: memscope_wire::SourceId = memscope_wire::SourceId(0);
 
 pub mod ffi;
 pub mod hooks;
+pub mod sanitizer;
 #[cfg(feature = "collector")]
 pub mod typer;
 
@@ -44,6 +45,15 @@ macro_rules! export_hooks {
         ) -> ::core::ffi::c_int {
             // SAFETY: forwarded caller contract.
             unsafe { $crate::hooks::init_injection(get, &[$($pools),*]) }
+        }
+
+        /// Sets the listener of `sanitizer-op:` marks (`None`/NULL clears it): the Python
+        /// package's router to torch_npu's sanitizer (`enable_npu_sanitizer()`, issue 36).
+        #[no_mangle]
+        pub extern "C" fn memscope_set_sanitizer_callback(
+            cb: ::core::option::Option<$crate::sanitizer::SanitizerCallback>,
+        ) {
+            $crate::sanitizer::set_callback(cb);
         }
     };
 }

@@ -109,10 +109,7 @@ pub fn run(a: &RacesArgs) -> Result<()> {
     if !a.json {
         print_sections(&sections, a.full);
         if procs.len() > 1 {
-            say(&format!(
-                "races: {total} in {} process(es)",
-                procs.len()
-            ));
+            say(&format!("races: {total} in {} process(es)", procs.len()));
         }
     }
     Ok(())

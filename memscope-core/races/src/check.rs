@@ -154,7 +154,11 @@ impl RaceChecker {
                 }
                 !hit
             });
-            if !p.ghosts.is_empty() {
+            if cur.write {
+                // the new owner's write: a ghost ordered before it is ordered before whatever
+                // is ordered after the write, and what is not conflicts with the write itself
+                p.ghosts.clear();
+            } else if !p.ghosts.is_empty() {
                 let floor = syncs.floor();
                 p.ghosts
                     .retain(|g| g.seq > floor.get(g.stream).copied().unwrap_or(-1));

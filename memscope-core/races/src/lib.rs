@@ -271,6 +271,30 @@ pub struct RaceFinding {
     pub free: Option<OpSide>,
 }
 
+/// ` at <frame> ← <caller>` of a side's Python stack, else its C stack (the two innermost
+/// frames, files without their folders), or nothing.
+fn top_frame(s: &OpSide) -> String {
+    let Some(stack) = [&s.python_stack, &s.c_stack]
+        .into_iter()
+        .flatten()
+        .find(|st| !st.trim().is_empty())
+    else {
+        return String::new();
+    };
+    let frames: Vec<String> = stack
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .take(2)
+        .map(|f| {
+            // `/a/b/x.py(12): fn` -> `x.py(12): fn`; C frames keep their form
+            let (path, rest) = f.split_at(f.find(['(', ' ']).unwrap_or(f.len()));
+            format!("{}{rest}", path.rsplit('/').next().unwrap_or(path))
+        })
+        .collect();
+    format!(" at {}", frames.join(" ← "))
+}
+
 impl std::fmt::Display for RaceFinding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let side = |s: &OpSide| {
@@ -289,7 +313,12 @@ impl std::fmt::Display for RaceFinding {
             } else {
                 format!(" ({})", s.aliases.join(", "))
             };
-            format!("{} #{} on {stream}{al}{owner}", s.name, s.id)
+            format!(
+                "{} #{} on {stream}{al}{owner}{}",
+                s.name,
+                s.id,
+                top_frame(s)
+            )
         };
         write!(
             f,

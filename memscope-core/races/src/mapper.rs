@@ -251,9 +251,7 @@ impl RowMapper {
                 let kind = match (read, written.contains(&a.addr)) {
                     (true, false) => AccessKind::ReadOnly,
                     (true, true) => continue, // listed again as a write
-                    (false, _) if op.read.iter().any(|r| r.addr == a.addr) => {
-                        AccessKind::ReadWrite
-                    }
+                    (false, _) if op.read.iter().any(|r| r.addr == a.addr) => AccessKind::ReadWrite,
                     (false, _) => AccessKind::Output,
                 };
                 l.accesses.push(TensorAccess {
@@ -271,7 +269,10 @@ impl RowMapper {
     fn memory(&mut self, ev: &Event, out: &mut Vec<StreamOp>) {
         let Device::Npu(_) = ev.device else { return };
         let Some(m) = ev.memory() else { return };
-        if ev.is_history_malloc() || m.account_only || m.cpu_tensor || ev.event_type == EventType::Host
+        if ev.is_history_malloc()
+            || m.account_only
+            || m.cpu_tensor
+            || ev.event_type == EventType::Host
         {
             return;
         }

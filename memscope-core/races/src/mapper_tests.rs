@@ -88,8 +88,16 @@ fn stream_and_event_rows_become_their_operations() {
     let (ops, st) = ops_of(&[
         sys(1, EventType::StreamCreate, &[("stream", "0x10")]),
         sys(2, EventType::EventCreate, &[("event", "0x20")]),
-        sys(3, EventType::EventRecord, &[("stream", "0x10"), ("event", "0x20")]),
-        sys(4, EventType::StreamWaitEvent, &[("stream", "0x0"), ("event", "0x20")]),
+        sys(
+            3,
+            EventType::EventRecord,
+            &[("stream", "0x10"), ("event", "0x20")],
+        ),
+        sys(
+            4,
+            EventType::StreamWaitEvent,
+            &[("stream", "0x0"), ("event", "0x20")],
+        ),
         sys(5, EventType::StreamSync, &[("stream", "0x10")]),
         sys(6, EventType::EventSync, &[("event", "0x20")]),
         sys(7, EventType::DeviceSync, &[]),
@@ -141,18 +149,27 @@ fn an_operators_accesses_are_one_launch_on_the_stream_of_its_kernels() {
     let StreamOp::KernelLaunch(l) = &ops[1] else {
         panic!("{:?}", ops[1])
     };
-    assert_eq!((l.id, l.stream, l.operator.as_str()), (2, 0x10, "aten::add_"));
+    assert_eq!(
+        (l.id, l.stream, l.operator.as_str()),
+        (2, 0x10, "aten::add_")
+    );
     let kinds: Vec<_> = l.accesses.iter().map(|a| (a.addr, a.kind)).collect();
     assert_eq!(
         kinds,
-        [(0x1000, AccessKind::ReadOnly), (0x1040, AccessKind::ReadWrite)]
+        [
+            (0x1000, AccessKind::ReadOnly),
+            (0x1040, AccessKind::ReadWrite)
+        ]
     );
     assert_eq!(l.accesses[0].owner.as_deref(), Some("PTA@model@w"));
     assert_eq!(l.accesses[1].owner.as_deref(), Some("PTA@model@w"));
     let StreamOp::KernelLaunch(lone) = &ops[2] else {
         panic!()
     };
-    assert_eq!((lone.stream, lone.accesses[0].kind), (0x10, AccessKind::ReadWrite));
+    assert_eq!(
+        (lone.stream, lone.accesses[0].kind),
+        (0x10, AccessKind::ReadWrite)
+    );
     assert_eq!(lone.accesses[0].owner, None, "outside every live block");
     assert_eq!((st.launches, st.stream_launches), (2, 1));
 }
@@ -213,7 +230,10 @@ fn layer_checks_rows_reports_each_race_and_says_when_nothing_was_recorded() {
     let mut report = Vec::new();
     layer.finish(&ctx, &mut Vec::new(), &mut report).unwrap();
     assert_eq!(layer.count(), None);
-    assert!(report[0].lines[0].starts_with("Not recorded:"), "{report:?}");
+    assert!(
+        report[0].lines[0].starts_with("Not recorded:"),
+        "{report:?}"
+    );
 
     let rows = [
         sys(1, EventType::StreamCreate, &[("stream", "0x10")]),
@@ -232,7 +252,8 @@ fn layer_checks_rows_reports_each_race_and_says_when_nothing_was_recorded() {
     assert_eq!(report[0].title, "Stream races");
     assert_eq!(report[0].lines[0], "1 race(s) in 2 checked launch(es):");
     assert!(
-        report[0].lines[1].starts_with("write-after-write at 0x100 (64 B): w1 #3 on stream 0x10 (t)"),
+        report[0].lines[1]
+            .starts_with("write-after-write at 0x100 (64 B): w1 #3 on stream 0x10 (t)"),
         "{:?}",
         report[0].lines
     );

@@ -315,11 +315,20 @@ fn pool_free_keeps_unordered_accesses_for_the_blocks_next_user() {
         ]
     );
     assert_eq!(f[0].free.as_ref().map(|s| s.id), Some(9));
-    assert!(f[0].to_string().ends_with(", reused after free #9"), "{}", f[0]);
+    assert!(
+        f[0].to_string().ends_with(", reused after free #9"),
+        "{}",
+        f[0]
+    );
     // Reused on the stream that used it, or after a sync: clean.
-    assert!(check(vec![w(1, 1, 0x100), pool_free(9, 0x100), alloc.clone(), w(2, 1, 0x100)])
-        .next()
-        .is_none());
+    assert!(check(vec![
+        w(1, 1, 0x100),
+        pool_free(9, 0x100),
+        alloc.clone(),
+        w(2, 1, 0x100)
+    ])
+    .next()
+    .is_none());
     let synced = vec![
         w(1, 1, 0x100),
         pool_free(9, 0x100),
@@ -329,7 +338,9 @@ fn pool_free_keeps_unordered_accesses_for_the_blocks_next_user() {
     ];
     assert!(check(synced).next().is_none());
     // Read on stream 1 and read again by the next user on stream 2: no conflict.
-    assert!(check(vec![r(1, 1, 0x100), pool_free(9, 0x100), r(2, 2, 0x100)])
-        .next()
-        .is_none());
+    assert!(
+        check(vec![r(1, 1, 0x100), pool_free(9, 0x100), r(2, 2, 0x100)])
+            .next()
+            .is_none()
+    );
 }

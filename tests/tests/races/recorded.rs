@@ -82,7 +82,8 @@ fn parse_finding(v: &Value) -> (usize, String, Verdict) {
     let (p, cur) = name("current");
     let (p2, prev) = name("previous");
     assert_eq!(p, p2, "a finding across programs: {v}");
-    let addr = u64::from_str_radix(v["addr"].as_str().unwrap().trim_start_matches("0x"), 16).unwrap();
+    let addr =
+        u64::from_str_radix(v["addr"].as_str().unwrap().trim_start_matches("0x"), 16).unwrap();
     (
         p,
         v["kind"].as_str().unwrap().to_owned(),
@@ -155,7 +156,11 @@ fn named_programs_on_sim_npu_under_memscope_run_agree_with_csan() {
     // The free on one stream and reuse on another: memscope's own finding, at the reuse (the
     // pool does not say which stream the block serves).
     let reuse = sc.iter().position(|s| s.0.starts_with("free on")).unwrap();
-    assert_eq!(frees.keys().copied().collect::<Vec<_>>(), [reuse], "{frees:?}");
+    assert_eq!(
+        frees.keys().copied().collect::<Vec<_>>(),
+        [reuse],
+        "{frees:?}"
+    );
     assert_eq!(frees[&reuse], [(2, 1, A, 'W', 'W')]);
     let total: usize = ours.iter().map(Vec::len).sum::<usize>() + 1;
     assert_eq!(online_count(&console), total as u64, "{console}");

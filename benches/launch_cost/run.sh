@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# What the race check (issue 36) costs the job: per operation on the job's thread, and the
+# whole `memscope run` against the bare job, for the three things it records —
+#   launch: aclrtLaunchKernel on a stream (KERNEL_LAUNCH with its stream),
+#   mark:   a sanitizer-op: mark with three tensors on a stream (a custom operator's accesses),
+#   sync:   aclrtRecordEvent + aclrtStreamWaitEvent (two SYSTEM rows; ns are per pair).
+# Each is run REPEATS times three ways, interleaved:
+#   bare    - no memscope;
+#   off     - memscope run --adapters mstx,pta: the ACL hooks are there and only forward
+#             (launches are not collected; the mark is still recorded in the mark mode);
+#   races   - memscope run --adapters acl,mstx,pta --analysis races: every launch, stream
+#             call and mark recorded, and checked online by the collector.
+# Prints medians: ns per op (wall and the loop thread's CPU) and the whole run's wall time
+# as a ratio to bare. The sim-npu calls do no device work, so the ratios are the worst case.
+#
+# usage: benches/launch_cost/run.sh [ops] [repeats]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+N=${1:-1000000}
+REPEATS=${2:-5}
+cargo build --profile dist -q -p memscope-cli -p memscope-probe -p sim-npu
+ROOT=$PWD
+MS=$ROOT/target/dist/memscope
+LIB=$ROOT/target/dist/sim-npu/lib64
+BUILD=$(mktemp -d)
+trap 'rm -rf "$BUILD"' EXIT
+cc -O2 -g -Wall -I examples/sim-npu/csrc -o "$BUILD/launch_loop" benches/launch_cost/launch_loop.c \
+    -L"$LIB" -Wl,-rpath,"$LIB" -lascendcl -lascendcl_impl -lruntime -lascend_hal -lms_tools_ext
+
+median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# one run: prints "<ns wall> <ns cpu> <whole-run seconds>"
+one() {
+    local how=$1 mode=$2 out t0 t1
+    rm -rf "$BUILD/out"
+    t0=$(date +%s.%N)
+    case $how in
+    bare) out=$("$BUILD/launch_loop" "$N" "$mode") ;;
+    off) out=$("$MS" run -q -o "$BUILD/out" --adapters mstx,pta -- "$BUILD/launch_loop" "$N" "$mode") ;;
+    races) out=$("$MS" run -q -o "$BUILD/out" --adapters acl,mstx,pta --analysis races \
+        -- "$BUILD/launch_loop" "$N" "$mode") ;;
+    esac
+    t1=$(date +%s.%N)
+    echo "$(sed -n 's/^ns_per_op //p' <<<"$out") $(echo "$t1 - $t0" | bc -l)"
+}
+
+echo "ops per run: $N, $REPEATS runs each way, interleaved (medians)"
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPU(s)"
+printf '%-7s %-6s %12s %12s %10s %8s\n' mode how "ns/op wall" "ns/op cpu" "run s" "x bare"
+for mode in launch mark sync; do
+    declare -A W C S
+    for how in bare off races; do W[$how]="" C[$how]="" S[$how]=""; done
+    for ((r = 0; r < REPEATS; r++)); do
+        for how in bare off races; do
+            read -r w c s < <(one "$how" "$mode")
+            W[$how]+="$w "; C[$how]+="$c "; S[$how]+="$s "
+        done
+    done
+    base=$(tr ' ' '\n' <<<"${S[bare]}" | grep . | median)
+    for how in bare off races; do
+        w=$(tr ' ' '\n' <<<"${W[$how]}" | grep . | median)
+        c=$(tr ' ' '\n' <<<"${C[$how]}" | grep . | median)
+        s=$(tr ' ' '\n' <<<"${S[$how]}" | grep . | median)
+        printf '%-7s %-6s %12.1f %12.1f %10.3f %8.2f\n' "$mode" "$how" "$w" "$c" "$s" \
+            "$(echo "$s / $base" | bc -l)"
+    done
+done
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
