@@ -16,6 +16,8 @@ struct Rec {
     /// Index into the launch's `accesses`.
     idx: u32,
     launch: Arc<KernelLaunch>,
+    /// The launch's operator name, shared by its findings (made once per launch).
+    name: Arc<str>,
 }
 
 /// What is known about one data pointer (CSAN's `TensorInfo`).
@@ -124,6 +126,7 @@ impl RaceChecker {
         self.scratch.sort_by_key(|&(addr, i, w)| (addr, !w, i));
         self.scratch.dedup_by_key(|e| e.0);
         self.scratch.sort_by_key(|&(addr, _, w)| (w, addr));
+        let name: Arc<str> = Arc::from(l.operator.as_str());
         let launch = Arc::new(l);
         let scratch = std::mem::take(&mut self.scratch);
         for &(addr, idx, write) in &scratch {
@@ -133,6 +136,7 @@ impl RaceChecker {
                 write,
                 idx,
                 launch: Arc::clone(&launch),
+                name: Arc::clone(&name),
             };
             self.access(addr, cur, out);
         }
@@ -295,7 +299,7 @@ fn side(r: &Rec) -> OpSide {
     OpSide {
         id: l.id,
         seq: u64::try_from(r.seq).unwrap_or(0),
-        name: Arc::from(l.operator.as_str()),
+        name: Arc::clone(&r.name),
         stream: Some(l.stream),
         role: if r.write {
             AccessRole::Write

@@ -9,8 +9,9 @@ use memscope_core::listing::{top_n, CONSOLE_TOP};
 
 use super::{MapStats, RaceChecker, RaceFinding, RowMapper, StreamOp};
 
-/// Findings kept for the report; more are counted.
-pub const KEPT_FINDINGS: usize = 100_000;
+/// Findings kept for the report (the collector's memory stays bounded on a racy job); more
+/// are counted.
+pub const KEPT_FINDINGS: usize = 10_000;
 
 /// Where a streaming layer hands each finding as it is found.
 pub type FindingSink = Box<dyn FnMut(RaceFinding) + Send>;
@@ -116,13 +117,15 @@ impl RaceLayer {
             v.extend(self.findings.iter().map(ToString::to_string));
             if self.total > self.findings.len() as u64 {
                 v.push(format!(
-                    "... {} more not kept",
+                    "... {} more not kept (memscope analyze races --json lists every one)",
                     self.total - self.findings.len() as u64
                 ));
             }
             v
         };
-        if st.launches > 0 && st.on_streams == 0 && st.stream_calls == 0 {
+        if st.on_streams > 0 && st.stream_calls == 0 {
+            all.push("No stream or event call was recorded (stream creation, aclrtRecordEvent, aclrtStreamWaitEvent, the synchronisations): the launches were checked as if nothing ordered them; record them with memscope run --analysis races (or --events launch --level kernel).".to_owned());
+        } else if st.launches > 0 && st.on_streams == 0 && st.stream_calls == 0 {
             all.push("Every launch was taken as on the default stream: no KERNEL_LAUNCH row named its stream (record them with --events launch and the acl adapter).".to_owned());
         }
         if st.malformed_marks > 0 {

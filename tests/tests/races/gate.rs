@@ -134,6 +134,21 @@ fn analyze_races_gives_the_same_races_from_the_run_dir_its_dump_and_its_capture(
         .unwrap();
     assert!(reuse["free"]["id"].as_u64().is_some(), "{reuse}");
 
+    // the HTML report carries the same section
+    let page = tempfile::tempdir().unwrap();
+    let html = page.path().join("r.html");
+    let o = Command::new(memscope_bin())
+        .arg("report")
+        .arg(dir)
+        .arg("-o")
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let body = std::fs::read_to_string(&html).unwrap();
+    assert!(body.contains("Stream races (pid "), "no races section in the report");
+    assert_eq!(body.matches("read-after-write at 0x").count(), 3);
+
     let o = analyze(&["--fail-over", "4"], dir);
     assert_eq!(o.status.code(), Some(23), "{}", text(&o));
     assert!(text(&o).contains("limit races>4 crossed"), "{}", text(&o));
