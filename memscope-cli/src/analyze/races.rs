@@ -5,14 +5,14 @@
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{anyhow, Result};
 use clap::Args;
 use serde_json::{json, Value};
 
 use memscope_core::bus::{BusCtx, Layer, ReportSection};
 use memscope_races::{AccessRole, OpSide, RaceFinding, RaceLayer};
 
-use super::{print_sections, say};
+use super::{print_sections, say, sections_of, ReplayArgs};
 
 /// `memscope analyze races FILE|RUN_DIR [--json] [--fail-over N]`.
 #[derive(Clone, Debug, Args)]
@@ -77,11 +77,35 @@ pub fn finding_json(pid: Option<u32>, f: &RaceFinding) -> Value {
     })
 }
 
-/// Runs the check and prints its result.
+/// Runs the check and prints its result: a dump or capture file in one pass (as the other
+/// analyses read it), an output directory process by process.
 ///
 /// # Errors
 /// An input that cannot be resolved or read (one line naming it).
 pub fn run(a: &RacesArgs) -> Result<()> {
+    let json = |pid: Option<u32>, f: RaceFinding| say(&finding_json(pid, &f).to_string());
+    if !a.file.is_dir() {
+        if a.run.is_some() {
+            return Err(anyhow!(
+                "{}: --run goes with an output directory that holds several runs",
+                a.file.display()
+            ));
+        }
+        let replay = ReplayArgs {
+            order: super::OrderArg::Id,
+        };
+        let sections = sections_of(&a.file, replay, &mut || -> Vec<Box<dyn Layer>> {
+            if a.json {
+                vec![Box::new(RaceLayer::streaming(Box::new(json)))]
+            } else {
+                vec![Box::new(RaceLayer::new())]
+            }
+        })?;
+        if !a.json {
+            print_sections(&sections, a.full);
+        }
+        return Ok(());
+    }
     let procs = crate::run_select::resolve_paths(
         std::slice::from_ref(&a.file),
         &[a.run],
@@ -91,10 +115,8 @@ pub fn run(a: &RacesArgs) -> Result<()> {
     let mut total = 0u64;
     for p in &procs {
         if a.json {
-            let pid = p.pid;
-            let layer = crate::ci::summary::replay_through(p, &|| {
-                RaceLayer::streaming(Box::new(move |f| say(&finding_json(pid, &f).to_string())))
-            })?;
+            let layer =
+                crate::ci::summary::replay_through(p, &|| RaceLayer::streaming(Box::new(json)))?;
             total += layer.total();
             continue;
         }

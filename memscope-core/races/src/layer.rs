@@ -13,8 +13,9 @@ use super::{MapStats, RaceChecker, RaceFinding, RowMapper, StreamOp};
 /// are counted.
 pub const KEPT_FINDINGS: usize = 10_000;
 
-/// Where a streaming layer hands each finding as it is found.
-pub type FindingSink = Box<dyn FnMut(RaceFinding) + Send>;
+/// Where a streaming layer hands each finding as it is found, with the process id of the row
+/// that revealed it.
+pub type FindingSink = Box<dyn FnMut(Option<u32>, RaceFinding) + Send>;
 
 /// Watches the bus for stream operations and reports cross-stream races at the end.
 pub struct RaceLayer {
@@ -91,7 +92,7 @@ impl RaceLayer {
         for f in self.found.drain(..) {
             self.total += 1;
             if let Some(sink) = &mut self.sink {
-                sink(f);
+                sink(ev.pid, f);
             } else if self.findings.len() < KEPT_FINDINGS {
                 self.findings.push(f);
             }

@@ -40,13 +40,14 @@ pub struct SanitizerOp {
     pub write: Vec<OpAccess>,
 }
 
-fn number(field: &str, text: &str) -> Result<u64, String> {
+/// `text` as a decimal or `0x` number; `field` names it in the error (made only then).
+fn number(field: impl FnOnce() -> String, text: &str) -> Result<u64, String> {
     let t = text.trim();
     let v = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
         Some(h) => u64::from_str_radix(h, 16),
         None => t.parse::<u64>(),
     };
-    v.map_err(|_| format!("{field}: {text:?} is not a number (decimal or 0x hex)"))
+    v.map_err(|_| format!("{}: {text:?} is not a number (decimal or 0x hex)", field()))
 }
 
 fn accesses(field: &str, text: &str) -> Result<Vec<OpAccess>, String> {
@@ -54,8 +55,10 @@ fn accesses(field: &str, text: &str) -> Result<Vec<OpAccess>, String> {
         .enumerate()
         .map(|(i, item)| {
             let n = i + 1;
-            let parts: Vec<&str> = item.split(':').collect();
-            let [alias, addr, size] = parts[..] else {
+            let mut parts = item.split(':');
+            let (Some(alias), Some(addr), Some(size), None) =
+                (parts.next(), parts.next(), parts.next(), parts.next())
+            else {
                 return Err(format!(
                     "{field} item {n}: {item:?} is not alias:address:bytes"
                 ));
@@ -68,8 +71,8 @@ fn accesses(field: &str, text: &str) -> Result<Vec<OpAccess>, String> {
             }
             Ok(OpAccess {
                 alias: alias.to_owned(),
-                addr: number(&format!("{field} item {n} address"), addr)?,
-                size: number(&format!("{field} item {n} bytes"), size)?,
+                addr: number(|| format!("{field} item {n} address"), addr)?,
+                size: number(|| format!("{field} item {n} bytes"), size)?,
             })
         })
         .collect()

@@ -146,7 +146,10 @@ fn analyze_races_gives_the_same_races_from_the_run_dir_its_dump_and_its_capture(
         .unwrap();
     assert!(o.status.success(), "{}", text(&o));
     let body = std::fs::read_to_string(&html).unwrap();
-    assert!(body.contains("Stream races (pid "), "no races section in the report");
+    assert!(
+        body.contains("Stream races (pid "),
+        "no races section in the report"
+    );
     assert_eq!(body.matches("read-after-write at 0x").count(), 3);
 
     let o = analyze(&["--fail-over", "4"], dir);
