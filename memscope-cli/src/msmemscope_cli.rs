@@ -395,7 +395,7 @@ give the program's own options after `--`. Long options may be abbreviated.
       --level LIST           op,kernel (default op)
       --events LIST          alloc,free,launch,access,traceback,none (default alloc,free,launch)
       --call-stack LIST      c[:N],python[:N] (N <= 1000, default 50)
-      --analysis LIST        leaks,gap,decompose,inefficient,oom[:K],none (default leaks,gap)
+      --analysis LIST        leaks,gap,decompose,inefficient,races,oom[:K],none (default leaks,gap)
       --steps LIST           up to 5 step numbers
       --device LIST          npu,npu:N,cpu (default npu)
       --collect-mode MODE    immediate|deferred (default immediate)

@@ -29,7 +29,7 @@ pub struct RunArgs {
     /// Call stacks: c[:N],python[:N] (N ≤ 1000, default 50) [default: none].
     #[arg(long = "call-stack")]
     call_stack: Option<String>,
-    /// Online analyses: leaks,gap,decompose,inefficient,oom[:K],none [default: leaks,gap].
+    /// Online analyses: leaks,gap,decompose,inefficient,races,oom[:K],none [default: leaks,gap].
     #[arg(long)]
     analysis: Option<String>,
     /// Keep only these steps (≤ 5 numbers ≥ 1; a step is an msTX range named "step start").

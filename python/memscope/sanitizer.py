@@ -75,6 +75,8 @@ def parse(message):
         if not sep:
             raise ValueError("%r: expected key=value" % field.strip())
         if key == "name":
+            if op["name"] is not None:
+                raise ValueError("name: given twice")
             if not value.strip():
                 raise ValueError("name: empty")
             op["name"] = value.strip()

@@ -29,6 +29,7 @@ bad = [
     ("sanitizer-op: name=x;read=" + "a" * 40 + ":1:2", "alias"),
     ("sanitizer-op: name=x;size=3", "unknown field"),
     ("sanitizer-op: name=x", "accesses nothing"),
+    ("sanitizer-op: name=x;name=y;read=a:1:2", "name: given twice"),
     ("sanitizer-op: name=x;read=a:1:2;" + "x" * 1100, "message"),
 ]
 for msg, field in bad:

@@ -450,6 +450,6 @@ fn enable_npu_sanitizer_routes_sanitizer_op_marks_to_the_npu_sanitizer_and_refus
         .filter(|x| x["Event Type"] == "Mark")
         .map(|x| x["Name"].as_str())
         .collect();
-    assert_eq!(marks.len(), 13, "every mark is written: {marks:?}");
+    assert_eq!(marks.len(), 14, "every mark is written: {marks:?}");
     assert!(marks.contains(&"an ordinary mark"), "{marks:?}");
 }

@@ -77,6 +77,21 @@ pub fn finding_json(pid: Option<u32>, f: &RaceFinding) -> Value {
     })
 }
 
+/// With `--json`, what is not a finding (the count, "not recorded", notes on what was not
+/// checked) goes to stderr, so that stdout holds only findings and a clean run is told apart
+/// from one that recorded nothing.
+fn to_stderr(sections: &[ReportSection]) {
+    for s in sections {
+        for l in s.all_lines() {
+            eprintln!(
+                "memscope: {}: {}",
+                memscope_core::sanitize::escape_controls(&s.title),
+                memscope_core::sanitize::escape_controls(l)
+            );
+        }
+    }
+}
+
 /// Runs the check and prints its result: a dump or capture file in one pass (as the other
 /// analyses read it), an output directory process by process.
 ///
@@ -101,7 +116,9 @@ pub fn run(a: &RacesArgs) -> Result<()> {
                 vec![Box::new(RaceLayer::new())]
             }
         })?;
-        if !a.json {
+        if a.json {
+            to_stderr(&sections);
+        } else {
             print_sections(&sections, a.full);
         }
         return Ok(());
@@ -114,13 +131,11 @@ pub fn run(a: &RacesArgs) -> Result<()> {
     let mut sections: Vec<ReportSection> = Vec::new();
     let mut total = 0u64;
     for p in &procs {
-        if a.json {
-            let layer =
-                crate::ci::summary::replay_through(p, &|| RaceLayer::streaming(Box::new(json)))?;
-            total += layer.total();
-            continue;
-        }
-        let mut layer = crate::ci::summary::replay_through(p, &RaceLayer::new)?;
+        let mut layer = if a.json {
+            crate::ci::summary::replay_through(p, &|| RaceLayer::streaming(Box::new(json)))?
+        } else {
+            crate::ci::summary::replay_through(p, &RaceLayer::new)?
+        };
         total += layer.total();
         let ctx = BusCtx {
             pid: p.pid,
@@ -128,7 +143,9 @@ pub fn run(a: &RacesArgs) -> Result<()> {
         };
         layer.finish(&ctx, &mut Vec::new(), &mut sections)?;
     }
-    if !a.json {
+    if a.json {
+        to_stderr(&sections);
+    } else {
         print_sections(&sections, a.full);
         if procs.len() > 1 {
             say(&format!("races: {total} in {} process(es)", procs.len()));

@@ -90,14 +90,35 @@ pub fn check_summary_path(path: &Path) -> Result<(), String> {
 
 /// An existing `path` must be a regular file: the summary is written beside it and renamed
 /// over it, which would replace a symbolic link, a FIFO or a device (`/dev/null`) with a file.
+/// And it must be empty or an earlier summary: anything else there (an input dump or capture,
+/// a run index, a file of the user's) is not replaced.
 fn regular_or_absent(path: &Path) -> Result<(), String> {
     match std::fs::symlink_metadata(path) {
         Ok(m) if !m.file_type().is_file() => Err(format!(
             "--summary-json {}: not a regular file (a symbolic link, FIFO or device); give the path of a file",
             path.display()
         )),
+        Ok(m) if m.len() > 0 && !is_summary(path) => Err(format!(
+            "--summary-json {}: exists and is not a memscope summary (a dump, capture, run index or other file); not replaced — give a new path",
+            path.display()
+        )),
         _ => Ok(()),
     }
+}
+
+/// Whether the file at `path` is a `--summary-json` document (`"format": "memscope-summary"`),
+/// read up to 256 MiB.
+fn is_summary(path: &Path) -> bool {
+    use std::io::Read;
+    let Ok(f) = std::fs::File::open(path) else {
+        return false;
+    };
+    let mut text = String::new();
+    if f.take(256 << 20).read_to_string(&mut text).is_err() {
+        return false;
+    }
+    serde_json::from_str::<serde_json::Value>(&text)
+        .is_ok_and(|v| v["format"] == "memscope-summary")
 }
 
 /// Parses `--fail-on` (or `--fail-over`'s `leaks>SIZE`), for a one-line error before anything

@@ -208,6 +208,7 @@ fn process_json(p: &ProcessRow) -> Value {
         "steps_ended": p.figures.steps_ended,
         "allocators": p.figures.allocators,
         "races": p.figures.races,
+        "races_unchecked": p.figures.races_unchecked,
     })
 }
 

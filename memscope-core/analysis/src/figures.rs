@@ -98,6 +98,8 @@ pub struct ProcessFigures {
     /// Cross-stream races found (`memscope_races`); `None` when nothing the check needs was
     /// recorded (no launch with its stream, operator accesses or `sanitizer-op:` mark).
     pub races: Option<u64>,
+    /// `sanitizer-op:` marks that could not be checked (malformed, or cut by the recorder).
+    pub races_unchecked: u64,
 }
 
 /// Leaked bytes, blocks and bytes/blocks per site of one allocator.
@@ -282,6 +284,7 @@ impl FiguresLayer {
             steps_ended: self.leaks.steps_ended(),
             allocators,
             races: self.races.count(),
+            races_unchecked: self.races.unchecked(),
         }
     }
 }

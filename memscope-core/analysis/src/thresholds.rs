@@ -422,20 +422,30 @@ pub fn check(
             .collect();
     }
     if limit.metric == Metric::Races {
-        return f
+        let crossing = |value, what: Option<(&str, &str)>, max| Crossing {
+            limit: limit.text.clone(),
+            process: label.to_owned(),
+            device: what.map(|w| w.0.to_owned()),
+            allocator: what.map(|w| w.1.to_owned()),
+            value,
+            max,
+            site: None,
+        };
+        let mut v: Vec<Crossing> = f
             .races
             .filter(|n| *n > limit.max)
-            .map(|n| Crossing {
-                limit: limit.text.clone(),
-                process: label.to_owned(),
-                device: None,
-                allocator: None,
-                value: n,
-                max: limit.max,
-                site: None,
-            })
+            .map(|n| crossing(n, None, limit.max))
             .into_iter()
             .collect();
+        // marks that could not be checked are not passed as clean
+        if f.races_unchecked > 0 {
+            v.push(crossing(
+                f.races_unchecked,
+                Some(("sanitizer-op", "marks not checked")),
+                0,
+            ));
+        }
+        return v;
     }
     let value = |a: &AllocatorFigures| match limit.metric {
         Metric::Peak => a.peak_bytes,

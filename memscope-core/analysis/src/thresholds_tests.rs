@@ -39,6 +39,14 @@ fn races_limit_counts_the_process_races_and_is_not_crossed_by_what_was_not_recor
         c[0].line(true),
         "limit races>0 crossed by pid 1: 3, 3 over 0"
     );
+    // marks that could not be checked are never passed as clean
+    f.races = Some(0);
+    f.races_unchecked = 2;
+    let c = check(&l, "pid 1", &f, None);
+    assert_eq!(
+        c[0].line(true),
+        "limit races>0 crossed by pid 1: 2 (sanitizer-op marks not checked), 2 over 0"
+    );
 }
 
 #[test]

@@ -83,6 +83,13 @@ impl RaceLayer {
         self.stats().recorded().then_some(self.total)
     }
 
+    /// `sanitizer-op:` marks that could not be checked (malformed, or cut by the recorder): a
+    /// gate must not pass them as clean.
+    #[must_use]
+    pub fn unchecked(&self) -> u64 {
+        self.stats().malformed_marks
+    }
+
     /// Maps and checks one row.
     pub fn observe(&mut self, ev: &Event) {
         self.map.map(ev, &mut self.ops);
@@ -116,7 +123,7 @@ impl RaceLayer {
                 self.total, st.launches
             )];
             v.extend(self.findings.iter().map(ToString::to_string));
-            if self.total > self.findings.len() as u64 {
+            if self.sink.is_none() && self.total > self.findings.len() as u64 {
                 v.push(format!(
                     "... {} more not kept (memscope analyze races --json lists every one)",
                     self.total - self.findings.len() as u64

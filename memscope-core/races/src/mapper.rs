@@ -58,11 +58,11 @@ pub struct MapStats {
 }
 
 impl MapStats {
-    /// Whether anything the check needs was recorded: launches with accesses, or launches
-    /// with their streams.
+    /// Whether anything the check needs was recorded: launches with accesses, launches with
+    /// their streams, or `sanitizer-op:` marks (checked or not).
     #[must_use]
     pub fn recorded(&self) -> bool {
-        self.launches > 0 || self.stream_launches > 0
+        self.launches > 0 || self.stream_launches > 0 || self.malformed_marks > 0
     }
 }
 
@@ -85,6 +85,19 @@ fn hex_pair(ev: &Event, key: &str) -> Option<u64> {
     match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
         Some(h) => u64::from_str_radix(h, 16).ok(),
         None => v.parse().ok(),
+    }
+}
+
+/// The stream of a mark: its `stream` Attr (0, the default stream, without one); an Attr that
+/// is not a handle is an error, never taken as the default stream.
+fn stream_attr(ev: &Event) -> Result<StreamId, String> {
+    let Attrs::Pairs(p) = &ev.attrs else {
+        return Ok(0);
+    };
+    match p.iter().find(|(k, _)| k == "stream") {
+        None => Ok(0),
+        Some((_, v)) => hex_pair(ev, "stream")
+            .ok_or_else(|| format!("stream: {v:?} in Attr is not a stream handle; not checked")),
     }
 }
 
@@ -234,16 +247,28 @@ impl RowMapper {
         let Some(msg) = ev.name.as_deref() else {
             return;
         };
-        let op = match sanitizer_op::parse(msg) {
-            Ok(Some(op)) => op,
+        let parsed = match sanitizer_op::parse(msg) {
             Ok(None) => return,
+            // the recorder keeps MAX_MESSAGE bytes of a text: a mark that long may have been
+            // cut, and a cut list would be checked as if whole
+            Ok(Some(_)) if msg.len() >= sanitizer_op::MAX_MESSAGE => Err(format!(
+                "message: {} bytes, the recorder's limit: it may have been cut; not checked",
+                msg.len()
+            )),
+            Ok(Some(op)) => match stream_attr(ev) {
+                Ok(s) => Ok((op, s)),
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(e),
+        };
+        let (op, stream) = match parsed {
+            Ok(x) => x,
             Err(e) => {
                 self.stats.malformed_marks += 1;
                 self.first_malformed.get_or_insert(e);
                 return;
             }
         };
-        let stream = hex_pair(ev, "stream").unwrap_or(0);
         let mut l = launch_of(ev, op.name, stream);
         let written: Vec<u64> = op.write.iter().map(|a| a.addr).collect();
         for (list, read) in [(&op.read, true), (&op.write, false)] {

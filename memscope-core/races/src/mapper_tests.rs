@@ -280,3 +280,23 @@ fn launches_on_streams_without_any_stream_call_recorded_are_said_to_be_unordered
         "{lines:?}"
     );
 }
+
+#[test]
+fn a_mark_at_the_recorders_length_limit_or_with_a_bad_stream_is_not_checked() {
+    let pad = "x".repeat(1024 - "sanitizer-op: name=;write=o:0x10:4".len());
+    let cut = format!("sanitizer-op: name={pad};write=o:0x10:4");
+    assert_eq!(cut.len(), 1024);
+    let mut bad_stream = mark(2, "sanitizer-op: name=y;write=o:0x10:4", None);
+    bad_stream.attrs = Attrs::Pairs(vec![("stream".into(), "zz".into())]);
+    let mut m = RowMapper::new();
+    let mut out = Vec::new();
+    m.map(&mark(1, &cut, None), &mut out);
+    assert!(m.first_malformed().unwrap().contains("may have been cut"));
+    m.map(&bad_stream, &mut out);
+    assert!(out.is_empty(), "neither is checked: {out:?}");
+    assert_eq!(m.stats().malformed_marks, 2);
+    assert!(
+        m.stats().recorded(),
+        "marks meant to be checked were recorded"
+    );
+}

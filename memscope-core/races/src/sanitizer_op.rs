@@ -100,6 +100,7 @@ pub fn parse(message: &str) -> Result<Option<SanitizerOp>, String> {
         };
         let slot = match key.trim() {
             "name" if value.trim().is_empty() => return Err("name: empty".into()),
+            "name" if name.is_some() => return Err("name: given twice".into()),
             "name" => {
                 name = Some(value.trim().to_owned());
                 continue;
@@ -151,6 +152,10 @@ mod tests {
             ("sanitizer-op: name=x;size=3", "unknown field"),
             ("sanitizer-op: name=x", "accesses nothing"),
             ("sanitizer-op: name=x;read=a:1:2;read=b:3:4", "given twice"),
+            (
+                "sanitizer-op: name=x;name=y;read=a:1:2",
+                "name: given twice",
+            ),
             (long.as_str(), "message"),
         ] {
             let e = parse(msg).unwrap_err();

@@ -70,6 +70,27 @@ fn fail_on_races_fails_the_racy_job_passes_the_fixed_one_and_the_summary_counts_
 }
 
 #[test]
+fn json_keeps_stdout_to_findings_and_says_on_stderr_what_was_checked() {
+    let fixed = two_streams(&["--analysis", "races"], &["--fixed"]);
+    let o = analyze(&["--json"], fixed.out.path());
+    assert!(o.status.success());
+    assert!(o.stdout.is_empty(), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("No unsynchronized cross-stream accesses in 9"),
+        "{err}"
+    );
+    let none = two_streams(&["--adapters", "hal"], &[]);
+    let o = analyze(&["--json"], none.out.path());
+    assert!(o.stdout.is_empty());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("Not recorded"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
 fn a_races_limit_on_a_run_that_recorded_no_launch_is_not_recorded_not_passed() {
     let run = two_streams(&["--adapters", "hal", "--fail-on", "races>0"], &[]);
     let all = run.stdout() + &run.stderr();
@@ -151,6 +172,27 @@ fn analyze_races_gives_the_same_races_from_the_run_dir_its_dump_and_its_capture(
         "no races section in the report"
     );
     assert_eq!(body.matches("read-after-write at 0x").count(), 3);
+
+    // --summary-json never replaces an input or any file that is not an earlier summary
+    let copy = page.path().join("copy.mscap");
+    std::fs::copy(&cap, &copy).unwrap();
+    let o = analyze(&["--summary-json", copy.to_str().unwrap()], &copy);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("is not a memscope summary"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(std::fs::read(&copy).unwrap(), std::fs::read(&cap).unwrap());
+    let s = page.path().join("s.json");
+    for _ in 0..2 {
+        let o = analyze(&["--summary-json", s.to_str().unwrap()], dir);
+        assert!(
+            o.status.success(),
+            "an earlier summary is replaced: {}",
+            text(&o)
+        );
+    }
 
     let o = analyze(&["--fail-over", "4"], dir);
     assert_eq!(o.status.code(), Some(23), "{}", text(&o));
