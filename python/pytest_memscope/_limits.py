@@ -1,14 +1,17 @@
 """Sizes, device scopes and the checks of the markers (no pytest, no memscope imports)."""
 
+import math
 import re
 
+# memscope's one size grammar (memscope_analysis::thresholds::parse_size; both are checked
+# against tests/fixtures/size_grammar.json): units are case-sensitive, as written here.
 _UNITS = {
     "": 1, "B": 1,
-    "K": 1 << 10, "KIB": 1 << 10, "M": 1 << 20, "MIB": 1 << 20,
-    "G": 1 << 30, "GIB": 1 << 30, "T": 1 << 40, "TIB": 1 << 40,
-    "KB": 10 ** 3, "MB": 10 ** 6, "GB": 10 ** 9, "TB": 10 ** 12,
+    "K": 1 << 10, "KiB": 1 << 10, "k": 1 << 10, "M": 1 << 20, "MiB": 1 << 20,
+    "G": 1 << 30, "GiB": 1 << 30, "T": 1 << 40, "TiB": 1 << 40,
+    "KB": 10 ** 3, "kB": 10 ** 3, "MB": 10 ** 6, "GB": 10 ** 9, "TB": 10 ** 12,
 }
-_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*$")
+_SIZE = re.compile(r"^\s*([0-9.]+)\s*([A-Za-z]*)\s*$")
 DEVICES = "None, 'npu', 'npu:N', 'cpu' or 'pymem'"
 
 
@@ -23,11 +26,23 @@ def parse_size(text, what="limit"):
             raise ValueError("%s: %r is negative" % (what, text))
         return text
     m = _SIZE.match(str(text))
-    unit = m.group(2).upper() if m else None
-    if not m or unit not in _UNITS:
+    unit = m.group(2) if m else None
+    try:
+        number = float(m.group(1)) if m else None
+    except ValueError:
+        number = None
+    if number is None or unit not in _UNITS:
         raise ValueError("%s: %r is not a size (e.g. 512, '64 KiB', '1.5 GiB', '2 GB')"
                          % (what, text))
-    return int(round(float(m.group(1)) * _UNITS[unit]))
+    if _UNITS[unit] == 1 and "." in m.group(1):
+        # a byte count is whole: `1.5` is a typo for a unit, never rounded
+        raise ValueError("%s: %r is not a whole number of bytes (e.g. 512, '1.5 KiB')"
+                         % (what, text))
+    b = math.floor(number * _UNITS[unit] + 0.5)  # half away from zero, as Rust's round()
+    if b >= 1.8e19:
+        raise ValueError("%s: %r is not a size (e.g. 512, '64 KiB', '1.5 GiB', '2 GB')"
+                         % (what, text))
+    return int(b)
 
 
 def size(n):

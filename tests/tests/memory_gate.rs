@@ -554,3 +554,39 @@ fn diff_and_export_of_a_folder_of_two_runs_take_one_run_each_not_two_ranks() {
         );
     }
 }
+
+#[test]
+fn one_size_grammar_in_rust_and_in_the_pytest_plugin_on_the_same_table() {
+    // issue 39: `--fail-on`'s sizes and the pytest plugin's markers read sizes alike
+    let path = memscope_tests::repo_root().join("tests/fixtures/size_grammar.json");
+    let table: Vec<(String, Option<u64>)> =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    for (text, want) in &table {
+        let got = memscope_analysis::thresholds::parse_size(text).ok();
+        assert_eq!(got, *want, "Rust parse_size({text:?})");
+    }
+    let code = "import json, sys\n\
+                from pytest_memscope._limits import parse_size\n\
+                for t, _ in json.load(open(sys.argv[1])):\n\
+                \x20   try:\n\
+                \x20       v = parse_size(t)\n\
+                \x20   except ValueError:\n\
+                \x20       v = None\n\
+                \x20   print(json.dumps(v))\n";
+    let o = std::process::Command::new(memscope_tests::python3())
+        .args(["-c", code])
+        .arg(&path)
+        .env("PYTHONPATH", memscope_tests::repo_root().join("python"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let py: Vec<Option<u64>> = String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for ((text, want), got) in table.iter().zip(&py) {
+        assert_eq!(got, want, "Python parse_size({text:?})");
+    }
+    assert_eq!(py.len(), table.len());
+}

@@ -39,7 +39,9 @@ pub struct TorchState {
     /// Labels given to live CPU tensor storages after their MALLOC (role tags, `describer`).
     cpu_tags: HashMap<u64, String>,
     /// Checksum files per device directory.
-    sums: HashMap<String, (std::io::BufWriter<std::fs::File>, PathBuf)>,
+    /// Checksum files per directory: a CSV writer, so a watch name with `,`, `"` or a line
+    /// break is quoted (RFC 4180, as the dumps are) instead of breaking its row.
+    sums: HashMap<String, (csv::Writer<std::fs::File>, PathBuf)>,
     /// Full-content dump being written per thread.
     bins: HashMap<u32, std::fs::File>,
     errors: Vec<String>,
@@ -268,12 +270,16 @@ impl TorchState {
                 layout::timestamp_name(layout::now_ns())
             );
             let (f, p) = layout::create_new_0600(&dir.join(name))?;
-            let mut w = std::io::BufWriter::new(f);
-            writeln!(w, "{WATCH_SUM_HEADER}")?;
+            let mut w = csv::Writer::from_writer(f);
+            w.write_record(WATCH_SUM_HEADER.split(','))?;
             self.sums.insert(key.clone(), (w, p));
         }
         let (w, _) = self.sums.get_mut(&key).expect("inserted");
-        writeln!(w, "{label}.bin,{}", memscope_wire::watch::crc64_hex(value))
+        w.write_record([
+            format!("{label}.bin"),
+            memscope_wire::watch::crc64_hex(value),
+        ])?;
+        Ok(())
     }
 
     /// Writes no watch files (typing only, for the replay API).
@@ -389,6 +395,7 @@ mod tests {
             rec(0xab, false, b"add_0-w_0_before", b""),
             rec(0, true, b"add_0-w_0_after", b"abc"),
             rec(3, true, b"", b"de"),
+            rec(0xcd, false, b"op,\"x\"\n1", b""),
         ] {
             assert!(s.on_record(&mut ctx, dir.path(), 9, &r, &mut out));
         }
@@ -408,7 +415,8 @@ mod tests {
         assert_eq!(std::fs::read(wd.join(&names[0])).unwrap(), b"abcde");
         assert_eq!(
             std::fs::read_to_string(wd.join(&names[1])).unwrap(),
-            "Tensor info,Check data sum\n0_9/add_0-w_0_before.bin,00000000000000ab\n"
+            "Tensor info,Check data sum\n0_9/add_0-w_0_before.bin,00000000000000ab\n\
+             \"0_9/op,\"\"x\"\"\n1.bin\",00000000000000cd\n"
         );
         assert!(out.is_empty());
     }
