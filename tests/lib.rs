@@ -103,6 +103,9 @@ pub fn sim_npu_dir() -> PathBuf {
     d
 }
 
+/// The sim-npu libraries a program calling the ACL runtime links (`compile`'s `extra`).
+pub const ACL_LIBS: &[&str] = &["-lascendcl", "-lascendcl_impl", "-lruntime", "-lascend_hal"];
+
 /// Compiles C (or C++, by extension) sources into an executable or shared object under a
 /// per-test-binary cache directory, linking the msTX front end. `shared` builds a `.so`.
 /// Returns the output path. Panics with the compiler's output on failure.

@@ -7,12 +7,7 @@ use std::path::{Path, PathBuf};
 
 fn acl_program(name: &str) -> PathBuf {
     let src = repo_root().join("tests/programs").join(format!("{name}.c"));
-    compile(
-        &[&src],
-        name,
-        &["-lascendcl", "-lascendcl_impl", "-lruntime", "-lascend_hal"],
-        false,
-    )
+    compile(&[&src], name, ACL_LIBS, false)
 }
 
 fn run_ok(args: &[&str], prog: &Path) -> Run {

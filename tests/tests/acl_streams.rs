@@ -8,12 +8,7 @@ use std::path::{Path, PathBuf};
 
 fn streams_program() -> PathBuf {
     let src = repo_root().join("tests/programs/acl_streams.c");
-    compile(
-        &[&src],
-        "acl_streams",
-        &["-lascendcl", "-lascendcl_impl", "-lruntime", "-lascend_hal"],
-        false,
-    )
+    compile(&[&src], "acl_streams", ACL_LIBS, false)
 }
 
 fn run_ok(args: &[&str], prog: &Path) -> Run {

@@ -80,10 +80,7 @@ fn the_host_adapter_is_compliant() {
 
 #[test]
 fn the_acl_adapter_is_compliant() {
-    let p = prog(
-        "acl_launch.c",
-        &["-lascendcl", "-lascendcl_impl", "-lruntime", "-lascend_hal"],
-    );
+    let p = prog("acl_launch.c", ACL_LIBS);
     assert_adapter_compliance(&Case {
         name: "acl".into(),
         on: s(&["--adapters", "acl,hal", "--level", "kernel"]),
@@ -96,10 +93,7 @@ fn the_acl_adapter_is_compliant() {
 
 #[test]
 fn the_acl_adapter_is_compliant_on_stream_and_event_calls() {
-    let p = prog(
-        "acl_streams.c",
-        &["-lascendcl", "-lascendcl_impl", "-lruntime", "-lascend_hal"],
-    );
+    let p = prog("acl_streams.c", ACL_LIBS);
     assert_adapter_compliance(&Case {
         name: "acl".into(),
         on: s(&["--adapters", "acl,hal", "--level", "kernel"]),

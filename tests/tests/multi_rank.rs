@@ -20,12 +20,7 @@ const RANKS: usize = 8;
 
 fn worker() -> PathBuf {
     let src = repo_root().join("tests/programs/rank_worker.c");
-    compile(
-        &[&src],
-        "rank_worker",
-        &["-lascendcl", "-lascendcl_impl", "-lruntime", "-lascend_hal"],
-        false,
-    )
+    compile(&[&src], "rank_worker", ACL_LIBS, false)
 }
 
 fn launcher() -> PathBuf {
@@ -168,12 +163,7 @@ fn visible_devices_set_inside_the_job_are_the_processs_own() {
 #[test]
 fn c_api_only_program_dump_holds_start_trace_step_and_stop_trace_rows() {
     let src = repo_root().join("tests/programs/capi_steps.c");
-    let prog = compile(
-        &[&src],
-        "capi_steps",
-        &["-lascendcl", "-lascendcl_impl", "-lruntime", "-lascend_hal"],
-        false,
-    );
+    let prog = compile(&[&src], "capi_steps", ACL_LIBS, false);
     let run = memscope_run(
         &["--collect-mode", "deferred", "--adapters", "acl,hal,mstx"],
         &[prog.to_str().unwrap()],

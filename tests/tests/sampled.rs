@@ -178,12 +178,7 @@ fn a_job_mapping_256_mib_outside_every_hook_shows_256_mib_untracked_and_points_w
 fn a_device_job_has_device_samples_whose_untracked_bytes_are_the_other_processes() {
     const OTHER: i64 = 200 << 20;
     let src = repo_root().join("tests/programs/sample_device.c");
-    let prog = compile(
-        &[&src],
-        "sample_device",
-        &["-lascendcl", "-lascendcl_impl", "-lruntime", "-lascend_hal"],
-        false,
-    );
+    let prog = compile(&[&src], "sample_device", ACL_LIBS, false);
     let run = memscope_run(
         &["--sample", "500ms"],
         &[prog.to_str().unwrap()],

@@ -233,9 +233,7 @@ impl RaceChecker {
             }
         }
     }
-}
 
-impl RaceChecker {
     /// A block returned to a pool whose stream is not recorded: CSAN forgets its accesses;
     /// those not yet ordered before every stream and the host are kept for the next users.
     fn pool_free(&mut self, f: &Free) {

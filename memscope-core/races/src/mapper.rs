@@ -24,6 +24,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use memscope_core::attr_text::values::unsigned;
 use memscope_core::event::{Attrs, Device, Event, EventKind, EventType};
 
 use super::sanitizer_op;
@@ -77,27 +78,26 @@ pub struct RowMapper {
     first_malformed: Option<String>,
 }
 
-fn hex_pair(ev: &Event, key: &str) -> Option<u64> {
+/// The value of `key` in a row's Attr pairs: `None` without the key, else the number (a
+/// handle, `0x…`) or the Attr reader's error.
+fn attr_number(ev: &Event, key: &str) -> Option<Result<u64, String>> {
     let Attrs::Pairs(p) = &ev.attrs else {
         return None;
     };
-    let v = p.iter().find(|(k, _)| k == key)?.1.trim();
-    match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
-        Some(h) => u64::from_str_radix(h, 16).ok(),
-        None => v.parse().ok(),
-    }
+    let (k, v) = p.iter().find(|(k, _)| k == key)?;
+    Some(unsigned(k, v))
+}
+
+fn hex_pair(ev: &Event, key: &str) -> Option<u64> {
+    attr_number(ev, key)?.ok()
 }
 
 /// The stream of a mark: its `stream` Attr (0, the default stream, without one); an Attr that
 /// is not a handle is an error, never taken as the default stream.
 fn stream_attr(ev: &Event) -> Result<StreamId, String> {
-    let Attrs::Pairs(p) = &ev.attrs else {
-        return Ok(0);
-    };
-    match p.iter().find(|(k, _)| k == "stream") {
+    match attr_number(ev, "stream") {
         None => Ok(0),
-        Some((_, v)) => hex_pair(ev, "stream")
-            .ok_or_else(|| format!("stream: {v:?} in Attr is not a stream handle; not checked")),
+        Some(r) => r.map_err(|e| format!("stream: {e}; not checked")),
     }
 }
 

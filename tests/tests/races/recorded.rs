@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use memscope_races::{AccessKind, StreamOp};
-use memscope_tests::{compile, memscope_bin, memscope_run, repo_root};
+use memscope_tests::{compile, memscope_bin, memscope_run, repo_root, ACL_LIBS};
 use serde_json::Value;
 
 use super::{oracle, random_program, scenarios, Verdict, A};
@@ -20,7 +20,7 @@ fn race_prog() -> PathBuf {
     compile(
         &[&repo_root().join("tests/programs/race_prog.c")],
         "race_prog",
-        &["-lascendcl", "-lascendcl_impl", "-lruntime", "-lascend_hal"],
+        ACL_LIBS,
         false,
     )
 }

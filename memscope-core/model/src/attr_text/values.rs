@@ -75,8 +75,9 @@ fn bad(k: &str, v: &str, why: &str) -> String {
     format!("bad Attr {k} {}: {why}", crate::sanitize::quoted(v))
 }
 
-/// An unsigned Attr number: decimal, or hex with `0x` (spaces around allowed).
-pub(crate) fn unsigned(k: &str, v: &str) -> Result<u64, String> {
+/// An unsigned Attr number: decimal, or hex with `0x` (spaces around allowed); the error names
+/// the key and the value.
+pub fn unsigned(k: &str, v: &str) -> Result<u64, String> {
     if let Ok(x) = v.parse::<u64>() {
         return Ok(x);
     }
