@@ -111,7 +111,7 @@ impl RaceLayer {
     pub fn lines(&self) -> Vec<String> {
         let st = self.stats();
         let mut all: Vec<String> = if !st.recorded() {
-            vec!["Not recorded: no kernel launch with its stream, operator accesses or sanitizer-op: mark was seen (record them with --events launch,access and the acl adapter, or mark custom operators with sanitizer-op: marks).".to_owned()]
+            vec!["Not recorded: no kernel launch with its stream, operator accesses or sanitizer-op: mark was seen (memscope run --analysis races records them; custom operators report theirs with sanitizer-op: marks).".to_owned()]
         } else if self.total == 0 {
             vec![format!(
                 "No unsynchronized cross-stream accesses in {} checked launch(es) ({} stream/event call(s)).",
@@ -134,7 +134,7 @@ impl RaceLayer {
         if st.on_streams > 0 && st.stream_calls == 0 {
             all.push("No stream or event call was recorded (stream creation, aclrtRecordEvent, aclrtStreamWaitEvent, the synchronisations): the launches were checked as if nothing ordered them; record them with memscope run --analysis races (or --events launch --level kernel).".to_owned());
         } else if st.launches > 0 && st.on_streams == 0 && st.stream_calls == 0 {
-            all.push("Every launch was taken as on the default stream: no KERNEL_LAUNCH row named its stream (record them with --events launch and the acl adapter).".to_owned());
+            all.push("Every launch was taken as on the default stream: no KERNEL_LAUNCH row named its stream (memscope run --analysis races records them).".to_owned());
         }
         if st.malformed_marks > 0 {
             all.push(format!(
