@@ -54,6 +54,10 @@ int memscope_py_defer(void);
 /* At exit, wait at most ms milliseconds for the collector to end (plain-python mode: the
  * summary, with the exit status, is printed before the process is gone). 0. */
 int memscope_py_wait_at_exit(int ms);
+/* Asks the collector to write everything this process recorded so far (stop()): returns the
+ * request's number N > 0, answered by <spool>/barrier.<pid>.done holding N or more; 0 when
+ * nothing was recorded (passive, or the stream is full). */
+int memscope_py_barrier(void);
 /* Why the last memscope_py_* call returned -1 (static buffer; empty when no reason). */
 const char *memscope_py_last_error(void);
 /* Python tracer (python_trace files): start on every thread (0; 1 already running; -1 error),

@@ -6,10 +6,10 @@
 //!   holds `<spool>/collector.lock` (`flock(LOCK_EX)`, mode 0600, TEAM contract 1) for its whole
 //!   life, prints `ready` on stdout once it does, ends when the Python process (`--pid`) is gone
 //!   and its streams are read, prints the run summary (stderr), appends the run to the output
-//!   folder's run index (`memscope_run.json`, as `memscope run` does) and removes the spool. When
-//!   the job creates `<spool>/barrier` (its `atexit`), everything committed until then is written
-//!   and flushed, then `<spool>/barrier.done` is created, so the dump is on disk when
-//!   `python train.py` returns (the summary follows when the process is gone).
+//!   folder's run index (`memscope_run.json`, as `memscope run` does) and removes the spool. A flush
+//!   request of the job (`stop()`, its `atexit`: a `Barrier` record in its stream) is answered
+//!   once everything before it is written, so the dump is on disk when `python train.py`
+//!   returns (the summary follows when the process is gone).
 //! * `memscope config check`: validates option values exactly as `memscope run` parses them and
 //!   prints the configuration as memscope's config.json (the package's `config()` uses it).
 //! * `memscope probe-path` (hidden): where the probe library is (`find_probe`).
@@ -184,28 +184,12 @@ pub fn collect(a: &CollectArgs) -> ExitCode {
     }
     let mut last_flush = Instant::now();
     let mut gone_at: Option<Instant> = None;
-    let barrier = a.spool.join("barrier");
-    let mut barrier_since: Option<Instant> = None;
     let mut rss = crate::own_memory::RssWatch::new();
     loop {
-        // The job (its `atexit`, an analyzer it calls) asks for everything it committed so far
-        // to be in the files: records wait one reorder window before they are emitted, and a
-        // collector with a backlog emits it over several rounds, so the barrier is met by the
-        // first round that starts a window after it was seen and catches up.
-        let window = Duration::from_nanos(memscope_collect::REORDER_WINDOW_NS);
-        let barrier_due =
-            barrier_since.is_some_and(|t| t.elapsed() > window + Duration::from_millis(20));
+        // the job's flush requests (its stop(), atexit, an analyzer) travel in its stream and
+        // are answered inside poll() (`memscope_collect::Collector::poll`)
         let progressed = collector.poll();
         rss.sample(&collector.traced_pids());
-        if barrier_since.is_none() && barrier.exists() {
-            barrier_since = Some(Instant::now());
-        }
-        if barrier_due && !collector.behind() {
-            collector.flush();
-            let _ = std::fs::remove_file(&barrier);
-            let _ = std::fs::write(a.spool.join("barrier.done"), b"");
-            barrier_since = None;
-        }
         // The job passed exit(): its probe waits there (bounded) for this collector, so the
         // summary with its exit status comes before the process is gone (issue 23).
         let exited = collector.exited(a.pid) && pid_alive(a.pid);

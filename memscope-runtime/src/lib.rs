@@ -94,8 +94,8 @@ pub use scratch::{on_stack, Scratch, ALT_STACK, MAX_FRAMES};
 pub use source::{record_source, record_source_bare};
 pub use stack::{record_call_stack, record_with_stack, Skip};
 pub use state::{
-    active, adapters_mask, c_stack_depth, defer, enabled, ensure_init, host_mmap, init_state,
-    owner_pop, owner_push, plugins_enabled, plugins_tracking, recording, selected,
+    active, adapters_mask, barrier, c_stack_depth, defer, enabled, ensure_init, host_mmap,
+    init_state, owner_pop, owner_push, plugins_enabled, plugins_tracking, recording, selected,
     set_c_stack_depth, shadow_active, shadowing, start, step, stop, tracking, wake, warn,
     InitState, PLUGIN_BIT,
 };

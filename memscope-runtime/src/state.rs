@@ -388,6 +388,29 @@ pub fn step() -> bool {
     ensure_init() && recording() && system(SystemCode::Step)
 }
 
+/// Barrier requests made so far by this process (a fork child keeps counting from its
+/// parent's number: the collector answers with the highest number it saw per pid).
+static BARRIERS: AtomicU32 = AtomicU32::new(0);
+
+/// Records `System{Barrier}` (a flush request of the Python API's `stop()`), inside or outside
+/// a window. Returns the request's number, 0 when nothing was recorded (passive or dropped).
+pub fn barrier() -> u32 {
+    if !ensure_init() {
+        return 0;
+    }
+    let n = BARRIERS.fetch_add(1, Ordering::Relaxed) + 1;
+    let ok = crate::record(&Record::System {
+        ts: clock::now_ns(),
+        code: SystemCode::Barrier,
+        device: n,
+    });
+    if ok {
+        n
+    } else {
+        0
+    }
+}
+
 /// Records `OwnerPush{label}` for the calling thread. Owner records are written whenever the
 /// runtime is READY, inside or outside windows, so attribution stays right across windows.
 /// Labels longer than `wire::MAX_TEXT` are cut. `false` when passive or dropped.

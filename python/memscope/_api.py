@@ -4,6 +4,9 @@ import warnings
 
 from ._session import session
 
+#: Longest wait of ``stop()`` for the collector to write what was recorded before it, seconds.
+STOP_WAIT_S = 10
+
 
 def start():
     """Opens a collection window (msMemScope ``start``): records ``SYSTEM/START_TRACE`` and
@@ -50,6 +53,8 @@ def stop():
         lib = s.require()
         lib.memscope_stop()
         s.window = False
+        # what was recorded before stop() is in the files when it returns (issue 39)
+        s.settle("memscope.stop()", STOP_WAIT_S, stacklevel=2)
         print("[memscope] Info: Stop tracing.")
 
 

@@ -68,6 +68,7 @@ _FUNCS = {
     "memscope_py_status": ([], ctypes.c_int),
     "memscope_py_defer": ([], ctypes.c_int),
     "memscope_py_wait_at_exit": ([ctypes.c_int], ctypes.c_int),
+    "memscope_py_barrier": ([], ctypes.c_int),
     "memscope_py_attach": ([], ctypes.c_int),
     "memscope_py_set_c_stack": ([ctypes.c_int], ctypes.c_int),
     "memscope_py_set_sample": ([ctypes.c_uint64], ctypes.c_int),
@@ -126,6 +127,7 @@ class Session:
             preloaded = False
         if spool and preloaded:
             self.mode = "launcher"
+            self.spool = spool  # `memscope run`'s: its collector answers barriers too
             self._bind(glob)
             return
         if preloaded and not spool:
@@ -207,22 +209,40 @@ class Session:
                 "this process has ended" % (self.collector.returncode, self.spool, self.spool))
 
     def _barrier(self, timeout=10.0):
-        """Waits until the collector has written everything committed so far; returns whether
-        it said so in time. Callable any number of times (the pytest plugin calls it after
-        each test with a limit)."""
-        done = os.path.join(self.spool, "barrier.done")
-        try:
-            if os.path.exists(done):
-                os.unlink(done)
-            open(os.path.join(self.spool, "barrier"), "w").close()
-        except OSError:
+        """Waits until the collector (this process's own, or ``memscope run``'s) has written
+        everything this process recorded so far; returns whether it said so in time. The
+        request travels in this process's stream behind what it recorded
+        (``memscope_py_barrier``), and the collector answers in ``barrier.<pid>.done`` once it
+        has emitted and flushed it. Callable any number of times (``stop()``, an analyzer, the
+        pytest plugin after each test with a limit)."""
+        if not self.spool or self.lib is None:
             return False
+        n = self.lib.memscope_py_barrier()
+        if n <= 0:
+            return False
+        done = os.path.join(self.spool, "barrier.%d.done" % os.getpid())
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self.collector.poll() is None:
-            if os.path.exists(done):
-                return True
+        while time.monotonic() < deadline and (self.collector is None
+                                               or self.collector.poll() is None):
+            try:
+                with open(done) as f:
+                    if int(f.read() or 0) >= n:
+                        return True
+            except (OSError, ValueError):
+                pass
             time.sleep(0.005)
         return False
+
+    def settle(self, who, timeout, stacklevel):
+        """Has the collector write everything recorded so far before ``who`` returns or reads
+        the files; a ``RuntimeWarning`` when it cannot (it is gone, or ``timeout`` s passed).
+        Nothing to do without a collector (a passive process)."""
+        if self.collector is not None and self.collector.poll() is not None:
+            warnings.warn(self.lost_collector_line(), RuntimeWarning, stacklevel=stacklevel + 1)
+        elif (self.collector is not None or self.mode == "launcher") and not self._barrier(timeout):
+            warnings.warn("%s: the collector had not written everything recorded so far within "
+                          "%d s; the files may miss the last records" % (who, timeout),
+                          RuntimeWarning, stacklevel=stacklevel + 1)
 
     # ---- helpers ----------------------------------------------------------------------
     def require(self):

@@ -453,3 +453,42 @@ fn enable_npu_sanitizer_routes_sanitizer_op_marks_to_the_npu_sanitizer_and_refus
     assert_eq!(marks.len(), 14, "every mark is written: {marks:?}");
     assert!(marks.contains(&"an ordinary mark"), "{marks:?}");
 }
+
+#[test]
+fn rows_recorded_before_stop_are_in_the_csv_and_db_when_it_returns_plain_preloaded_and_under_run() {
+    // issue 39: a script that reads its own dump right after stop() finds every row
+    for fmt in ["csv", "db"] {
+        let d = tempfile::tempdir().unwrap();
+        let mut cmd = Command::new(python3());
+        cmd.args([&script("stop_flush_job.py"), fmt, &example_dir()]);
+        env(&mut cmd, d.path());
+        let text = ok(&cmd.output().unwrap(), "plain-python stop_flush_job.py");
+        assert!(
+            text.contains("stop_flush: ok 10000 1000"),
+            "{fmt}, plain: {text}"
+        );
+
+        let d = tempfile::tempdir().unwrap();
+        let mut cmd = Command::new(memscope_bin());
+        cmd.args(["run", "--format", fmt, "--"])
+            .arg(python3())
+            .args([&script("stop_flush_job.py"), fmt, &example_dir()]);
+        env(&mut cmd, d.path());
+        let text = ok(&cmd.output().unwrap(), "memscope run stop_flush_job.py");
+        assert!(
+            text.contains("stop_flush: ok 10000 1000"),
+            "{fmt}, run: {text}"
+        );
+
+        let d = tempfile::tempdir().unwrap();
+        let o = api_env(
+            d.path(),
+            &[&script("stop_flush_job.py"), fmt, &example_dir()],
+        );
+        let text = ok(&o, "stop_flush_job.py after --load-api-env");
+        assert!(
+            text.contains("stop_flush: ok 10000 1000"),
+            "{fmt}, api env: {text}"
+        );
+    }
+}

@@ -60,6 +60,16 @@ fn monotonic_ns() -> u64 {
         .unwrap_or(0)
 }
 
+/// Answers flush request `n` of process `pid` (`memscope_py_barrier`): `<spool>/barrier.<pid>.done`
+/// holds `n`, replaced whole (written aside, then renamed) so a reader never sees part of it.
+fn answer_barrier(spool: &Path, pid: u32, n: u32) {
+    let done = spool.join(format!("barrier.{pid}.done"));
+    let part = spool.join(format!("barrier.{pid}.done.part"));
+    if std::fs::write(&part, n.to_string()).is_ok() {
+        let _ = std::fs::rename(&part, &done);
+    }
+}
+
 /// How a process ended, as its parent's `wait` saw it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ended {
@@ -298,6 +308,10 @@ impl Collector {
             progressed |= p.poll();
             let watermark = (now as i64 + *offset) as u64;
             let n = p.release(watermark.saturating_sub(REORDER_WINDOW_NS), ROUND_BUDGET);
+            if let Some(req) = p.pipeline_mut().take_barrier() {
+                p.flush();
+                answer_barrier(&self.spool, *pid, req);
+            }
             // A full budget means more is waiting: come back at once.
             self.behind |= n == ROUND_BUDGET;
             progressed |= n == ROUND_BUDGET;

@@ -171,6 +171,8 @@ pub struct Pipeline {
     history: crate::history::History,
     /// Tracked host bytes and the memory samples' figures (issue 25).
     sampled: crate::sampled::SampledMemory,
+    /// Highest flush request seen (`SystemCode::Barrier`) and the highest answered.
+    barrier: (u32, u32),
 }
 
 impl Pipeline {
@@ -207,6 +209,7 @@ impl Pipeline {
             torch: Default::default(),
             history: Default::default(),
             sampled: Default::default(),
+            barrier: (0, 0),
         }
     }
 
@@ -276,6 +279,16 @@ impl Pipeline {
 
     /// Handles one record of image `image`, thread `tid`, in emission order.
     pub fn record(&mut self, image: usize, tid: u32, rec: &Record<Box<[u8]>>) {
+        // a flush request is not a row: the collector answers it (`take_barrier`)
+        if let Record::System {
+            code: SystemCode::Barrier,
+            device: n,
+            ..
+        } = rec
+        {
+            self.barrier.0 = self.barrier.0.max(*n);
+            return;
+        }
         if let Some(c) = &mut self.capture {
             if let Some(w) = &mut c.writer {
                 if let Err(e) = w.record(image, tid, rec) {

@@ -5,6 +5,16 @@
 use super::*;
 
 impl Pipeline {
+    /// The number of the newest flush request handled since the last call, if any: everything
+    /// emitted before it has gone to the sinks, which the caller flushes before answering.
+    pub fn take_barrier(&mut self) -> Option<u32> {
+        let (seen, answered) = &mut self.barrier;
+        (*seen > *answered).then(|| {
+            *answered = *seen;
+            *seen
+        })
+    }
+
     /// Periodic flush of the sinks and the capture's open block.
     pub fn flush(&mut self) {
         self.python.flush();

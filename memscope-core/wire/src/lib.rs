@@ -219,6 +219,10 @@ pub enum SystemCode {
     StopTrace = 4,
     /// Python-API `step()`.
     Step = 5,
+    /// A flush request (`memscope_py_barrier`, the Python API's `stop()`): not a row. Its
+    /// `device` field carries the request's number in the process (1, 2, …); the collector
+    /// answers once it has written everything emitted before it (`<spool>/barrier.<pid>.done`).
+    Barrier = 6,
 }
 
 impl SystemCode {
@@ -230,6 +234,7 @@ impl SystemCode {
             SystemCode::StartTrace,
             SystemCode::StopTrace,
             SystemCode::Step,
+            SystemCode::Barrier,
         ]
         .into_iter()
         .find(|c| *c as u8 == v)

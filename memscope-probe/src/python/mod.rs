@@ -86,6 +86,21 @@ pub unsafe extern "C" fn memscope_py_wait_at_exit(ms: c_int) -> c_int {
     })
 }
 
+/// `int memscope_py_barrier(void)`: asks the collector to write everything this process
+/// recorded so far (the Python API's `stop()`): records a barrier request and returns its
+/// number N (> 0); the collector creates `<spool>/barrier.<pid>.done` holding N (or a higher
+/// number) once it has. 0 when nothing was recorded (passive, or the stream is full).
+///
+/// # Safety
+/// None.
+#[no_mangle]
+pub unsafe extern "C" fn memscope_py_barrier() -> c_int {
+    guard(0, || {
+        rt::safe_point();
+        rt::barrier() as c_int
+    })
+}
+
 /// `int memscope_py_set_c_stack(int depth)`: C stacks of `depth` frames (capped at 1000; 0:
 /// none) on the rows from now on — `config(call_stack="c:N")` of a probe preloaded with
 /// `source msmemscope --load-api-env`. 0, or -1 when passive.

@@ -18,7 +18,6 @@ right after ``memscope.stop()`` holds the whole window.
 import inspect
 import os
 import sys
-import warnings
 
 from .. import _locate
 from .. import _session
@@ -111,17 +110,12 @@ class InefficientConfig(AnalysisConfig):
 
 
 def _settle():
-    """This process's own collector (plain and preloaded modes) writes everything recorded so
+    """The collector (this process's own, or ``memscope run``'s) writes everything recorded so
     far before an analyzer reads its files: records wait a reorder window in the collector."""
     s = _session.SESSION
-    if s is not None and s.collector is not None and s.collector.poll() is not None:
-        warnings.warn(s.lost_collector_line(), RuntimeWarning, stacklevel=3)
-    elif s is not None and s.collector is not None:
+    if s is not None:
         with s.lock:
-            if not s._barrier(timeout=SETTLE_S):
-                warnings.warn("memscope: this process's collector had not written everything "
-                              "recorded so far within %d s; the files read may miss the last "
-                              "records" % SETTLE_S, RuntimeWarning, stacklevel=3)
+            s.settle("memscope.analyzer", SETTLE_S, stacklevel=3)
 
 
 def _run(args):
