@@ -1,12 +1,15 @@
 //! The rank of a traced process, for per-rank outputs (Parquet's `rank=R` directories,
 //! Perfetto's process names and order, memory_viz file names).
 //!
-//! The rank comes from the first of these that answers:
+//! One rule for every view (analyze, diff, `--fail-on`, `--summary-json`, the report, the
+//! exports; issue 39):
 //!
-//! 1. a [`RunIndex`]: the collector's record of each process's rank identity (`RANK`,
-//!    `LOCAL_RANK`, … as each process's probe recorded them): [`RunIndexFiles`] reads the
-//!    `memscope_run.json` that `memscope run` writes at the output root (issue 18).
-//! 2. the process's NPU device, msMemScope's layout: the `device_<n>` directories of its
+//! 1. inputs with a [`RunIndex`] (the collector's record of each process's rank identity:
+//!    `RANK`, `LOCAL_RANK`, … as each process's probe recorded them; [`RunIndexFiles`] reads
+//!    the `memscope_run.json` that `memscope run` writes at the output root, issue 18) take
+//!    their ranks from it alone: a process it gives no rank has none (a one-process run is
+//!    not rank 0 of a job because its NPU is device 0).
+//! 2. without an index (msMemScope's own dumps), the process's NPU device, msMemScope's layout: the `device_<n>` directories of its
 //!    `msmemscope_<pid>_<ts>_ascend/` directory, else the `Device Id` of its rows. With one
 //!    process per NPU and the device set from `LOCAL_RANK` (torchrun's layout) this is the
 //!    local rank. A process on several NPUs takes the lowest.
@@ -93,12 +96,18 @@ fn lowest_npu(devices: &[Device]) -> Option<u32> {
         .min()
 }
 
-/// Resolves the rank of one process in the order of the module documentation.
+/// Resolves the rank of one process by the rule of the module documentation.
 pub fn resolve(q: &RankQuery<'_>, index: Option<&dyn RunIndex>) -> RankInfo {
-    if let Some(r) = index.and_then(|i| i.rank_of(q.node, q.dir, q.pid)) {
-        return RankInfo {
-            rank: Some(r),
-            source: RankSource::RunIndex,
+    if let Some(i) = index {
+        return match i.rank_of(q.node, q.dir, q.pid) {
+            Some(r) => RankInfo {
+                rank: Some(r),
+                source: RankSource::RunIndex,
+            },
+            None => RankInfo {
+                rank: None,
+                source: RankSource::Unknown,
+            },
         };
     }
     if let Some(r) = lowest_npu(q.device_dirs) {
@@ -216,9 +225,10 @@ impl RunIndexFiles {
         Ok(idx)
     }
 
-    /// Whether no process with a rank was found.
+    /// Whether no index file was read: the inputs have no run index, and ranks come from
+    /// devices. An index that gives no process a rank is not empty (its processes have none).
     pub fn is_empty(&self) -> bool {
-        self.by_dir.is_empty() && self.by_pid.is_empty()
+        self.files.is_empty()
     }
 }
 
@@ -246,7 +256,7 @@ mod tests {
     }
 
     #[test]
-    fn rank_comes_from_the_index_then_the_device_dir_then_the_rows() {
+    fn rank_comes_from_the_index_alone_else_the_device_dir_then_the_rows() {
         let dirs = [Device::Cpu, Device::Npu(5), Device::Npu(3)];
         let rows = [Device::Npu(1)];
         let q = RankQuery {
@@ -259,8 +269,16 @@ mod tests {
         assert_eq!(resolve(&q, Some(&Fixed(42))).rank, Some(42));
         assert_eq!(resolve(&q, Some(&Fixed(42))).source, RankSource::RunIndex);
         let other = RankQuery { pid: Some(8), ..q };
+        // an indexed run's process without a rank has none, whatever its device
         assert_eq!(
             resolve(&other, Some(&Fixed(42))),
+            RankInfo {
+                rank: None,
+                source: RankSource::Unknown
+            }
+        );
+        assert_eq!(
+            resolve(&other, None),
             RankInfo {
                 rank: Some(3),
                 source: RankSource::DeviceDir

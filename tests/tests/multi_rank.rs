@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 mod analyze;
 #[path = "multi_rank/compare.rs"]
 mod compare;
+#[path = "multi_rank/labels.rs"]
+mod labels;
 #[path = "multi_rank/signals.rs"]
 mod signals;
 

@@ -20,7 +20,7 @@ use memscope_analysis::gap::GapLayer;
 use memscope_analysis::leaks::LeakLayer;
 use memscope_core::bus::{BusCtx, BusError, Layer, ReportSection};
 use memscope_core::event::{Device, Event, EventKind};
-use memscope_export::rank::{RankInfo, RankSource, RunIndex, RunIndexFiles};
+use memscope_export::rank::{RunIndex, RunIndexFiles};
 use memscope_export::ProcessInput;
 
 use super::{print_sections, run_offline, say, ReplayArgs};
@@ -220,30 +220,16 @@ pub fn run(
             });
         }
     }
-    let (mut procs, notes) = memscope_export::resolve_with(
+    let (procs, notes) = memscope_export::resolve_with(
         &inputs,
         &captures,
         index_ref,
         &mut memscope_export::progress::Silent,
     )
     .map_err(|e| anyhow!("{e}"))?;
-    // With a run index, ranks are what it says: a process it gives no rank has none (two
-    // one-process runs are not ranks 0 and 0 of a job).
-    let indexed = !index.files.is_empty();
-    if indexed {
-        for p in &mut procs {
-            if p.rank.source != RankSource::RunIndex {
-                p.rank = RankInfo {
-                    rank: None,
-                    source: RankSource::Unknown,
-                };
-            }
-        }
-    }
+    // with a run index, ranks are what it says (`memscope_export::rank`)
     for n in notes {
-        if !(indexed && n.contains("ranks come from")) {
-            eprintln!("memscope: note: {n}");
-        }
+        eprintln!("memscope: note: {n}");
     }
     let mut results = Vec::new();
     for p in &procs {
