@@ -3,7 +3,8 @@
 //! table as fallback, module+offset as the last resort.
 //!
 //! Debug information is looked for in the object itself, then by build id under
-//! `/usr/lib/debug/.build-id/`, then through `.gnu_debuglink`. An object whose build id on disk
+//! `/usr/lib/debug/.build-id/`, then through `.gnu_debuglink` (a debug file is taken only when
+//! its build id and the link's CRC-32 match the object). An object whose build id on disk
 //! differs from the recorded one (rebuilt or upgraded since the run) is not symbolised, so no
 //! wrong names are printed. Every address is looked up once (return address − 1, inside the
 //! call); results are cached per address.
@@ -296,31 +297,62 @@ fn has_dwarf(file: &object::File) -> bool {
         .is_some_and(|s| s.size() > 0)
 }
 
+/// The object's separate debug file: by build id, then through `.gnu_debuglink`. A candidate is
+/// taken only when it belongs to this object (issue 39): its build id, when both have one,
+/// equals the object's, and a debuglink candidate's CRC-32 equals the one the link records —
+/// a stale debug file (the library rebuilt, its `.debug` not) would give wrong file:line.
 fn debug_file(path: &str, build_id: &[u8], file: &object::File) -> Option<Arc<[u8]>> {
-    let mut candidates: Vec<PathBuf> = Vec::new();
-    if build_id.len() >= 2 {
-        let h = hex(build_id);
-        candidates.push(PathBuf::from(format!(
-            "{DEBUG_ROOT}/.build-id/{}/{}.debug",
-            &h[..2],
-            &h[2..]
-        )));
+    // (candidate, CRC-32 it must have)
+    let mut candidates: Vec<(PathBuf, Option<u32>)> = Vec::new();
+    // the object's own build id (a module recorded without one is read from the file)
+    let own_id = match file.build_id() {
+        Ok(Some(id)) => id.to_vec(),
+        _ => build_id.to_vec(),
+    };
+    if own_id.len() >= 2 {
+        let h = hex(&own_id);
+        candidates.push((
+            PathBuf::from(format!(
+                "{DEBUG_ROOT}/.build-id/{}/{}.debug",
+                &h[..2],
+                &h[2..]
+            )),
+            None,
+        ));
     }
-    if let Ok(Some((name, _crc))) = file.gnu_debuglink() {
+    if let Ok(Some((name, crc))) = file.gnu_debuglink() {
         let name = String::from_utf8_lossy(name).into_owned();
         let dir = Path::new(path).parent().unwrap_or(Path::new("/"));
-        candidates.push(dir.join(&name));
-        candidates.push(dir.join(".debug").join(&name));
-        candidates.push(
+        for c in [
+            dir.join(&name),
+            dir.join(".debug").join(&name),
             Path::new(DEBUG_ROOT)
                 .join(dir.strip_prefix("/").unwrap_or(dir))
                 .join(&name),
-        );
+        ] {
+            candidates.push((c, Some(crc)));
+        }
     }
     candidates
         .iter()
-        .filter(|c| c.as_path() != Path::new(path))
-        .find_map(|c| file_bytes(c))
+        .filter(|(c, _)| c.as_path() != Path::new(path))
+        .filter_map(|(c, crc)| Some((file_bytes(c)?, *crc)))
+        .find(|(data, crc)| debug_file_matches(data, &own_id, *crc))
+        .map(|(data, _)| data)
+}
+
+/// Whether `data` is the debug file of an object with build id `build_id` (empty: unknown)
+/// whose `.gnu_debuglink` records `crc` (`None`: found by build id).
+fn debug_file_matches(data: &[u8], build_id: &[u8], crc: Option<u32>) -> bool {
+    let Ok(f) = object::File::parse(data) else {
+        return false;
+    };
+    if let (false, Ok(Some(id))) = (build_id.is_empty(), f.build_id()) {
+        if id != build_id {
+            return false;
+        }
+    }
+    crc.is_none_or(|c| crc32fast::hash(data) == c)
 }
 
 fn context(file: &object::File) -> Option<Context<Reader>> {
@@ -408,5 +440,84 @@ mod tests {
             b"\x01\x02",
         );
         assert_eq!(&*s.lines(0x10100), &["0x10100 in libx.so+0x100".to_owned()]);
+    }
+
+    /// Builds `lib.so` from `src` with DWARF, moves the DWARF to `lib.so.debug` and links it
+    /// (`objcopy --add-gnu-debuglink`); `None` when cc or objcopy is missing.
+    fn split_debug_lib(dir: &Path, src: &str) -> Option<PathBuf> {
+        use std::process::Command;
+        let c = dir.join("lib.c");
+        std::fs::write(&c, src).unwrap();
+        let so = dir.join("lib.so");
+        let dbg = dir.join("lib.so.debug");
+        let ok = |cmd: &mut Command| cmd.status().is_ok_and(|s| s.success());
+        let built = ok(Command::new("cc")
+            .args(["-g", "-O0", "-fPIC", "-shared", "-Wl,--build-id", "-o"])
+            .arg(&so)
+            .arg(&c))
+            && ok(Command::new("objcopy")
+                .arg("--only-keep-debug")
+                .arg(&so)
+                .arg(&dbg))
+            && ok(Command::new("objcopy")
+                .arg("--strip-debug")
+                .arg(format!("--add-gnu-debuglink={}", dbg.display()))
+                .arg(&so));
+        built.then_some(so)
+    }
+
+    /// The lines of `func`'s first instructions in `so`, as a module mapped at 1 MiB.
+    fn lines_of(so: &Path, func: &str) -> Vec<String> {
+        let data = std::fs::read(so).unwrap();
+        let f = object::File::parse(&*data).unwrap();
+        let id = f.build_id().unwrap().unwrap_or_default().to_vec();
+        let at = f
+            .symbols()
+            .find(|s| s.name() == Ok(func))
+            .expect("symbol")
+            .address();
+        let mut s = Symbolizer::new();
+        let base = 0x10_0000;
+        s.add_module(base, base, 0x10_0000, so.to_str().unwrap().as_bytes(), &id);
+        s.lines(base + at + 5).to_vec()
+    }
+
+    #[test]
+    fn a_gnu_debuglink_file_is_used_only_when_its_crc_and_build_id_match() {
+        let d = tempfile::tempdir().unwrap();
+        let src = "int twice(int x)\n{\n    return 2 * x;\n}\n";
+        let Some(so) = split_debug_lib(d.path(), src) else {
+            eprintln!("skipped: cc or objcopy is missing");
+            return;
+        };
+        let lines = lines_of(&so, "twice");
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("twice") && l.contains("lib.c:")),
+            "the matching debug file gives file:line: {lines:?}"
+        );
+        // the source changed and the library was rebuilt elsewhere: its debug file, beside
+        // a copy of this library (another path: loaded objects are cached by path), has other
+        // lines, another build id and another CRC
+        let other = tempfile::tempdir().unwrap();
+        let moved = format!("\n\n\n\n\n\n/* moved */\n{src}");
+        split_debug_lib(other.path(), &moved).unwrap();
+        let stale = tempfile::tempdir().unwrap();
+        std::fs::copy(&so, stale.path().join("lib.so")).unwrap();
+        std::fs::copy(
+            other.path().join("lib.so.debug"),
+            stale.path().join("lib.so.debug"),
+        )
+        .unwrap();
+        let lines = lines_of(&stale.path().join("lib.so"), "twice");
+        assert!(
+            lines.iter().all(|l| !l.contains("lib.c:")),
+            "a stale debug file gives no file:line: {lines:?}"
+        );
+        assert!(
+            lines.iter().any(|l| l.contains("twice")),
+            "the symbol table still names the function: {lines:?}"
+        );
     }
 }
