@@ -15,6 +15,8 @@ mod analyze;
 mod compare;
 #[path = "multi_rank/labels.rs"]
 mod labels;
+#[path = "multi_rank/short_lived.rs"]
+mod short_lived;
 #[path = "multi_rank/signals.rs"]
 mod signals;
 

@@ -210,6 +210,22 @@ impl Collector {
         }
         let mut still = Vec::new();
         for mut r in std::mem::take(&mut self.unready) {
+            // Liveness first, then the header (issue 39): the probe creates the file, then
+            // locks it, then writes the header, so a free lock alone does not mean the writer
+            // is gone; and a short-lived process may write its header, record everything and
+            // be reaped between a header read and a liveness check made after it — its whole
+            // stream was dropped (1 rank in ~270 runs of 32 on a loaded machine). A writer seen
+            // gone with its process dead (pid from the file name `<pid>-<ns>.stream`) before
+            // the read cannot write after it: a header still missing then means nothing was
+            // recorded.
+            let dead = r.writer_gone()
+                && !r
+                    .path()
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .and_then(|n| n.split('-').next())
+                    .and_then(|p| p.parse::<u32>().ok())
+                    .is_some_and(pid_alive);
             match r.header() {
                 Ok(Some(h)) => {
                     let h = h.clone();
@@ -221,21 +237,8 @@ impl Collector {
                         }
                     }
                 }
-                Ok(None) => {
-                    // The probe creates the file, then locks it, then writes the header: a free
-                    // lock alone does not mean the writer is gone. Only a dead process (pid from
-                    // the file name `<pid>-<ns>.stream`) that never wrote a header has nothing.
-                    let pid = r
-                        .path()
-                        .file_name()
-                        .and_then(|n| n.to_str())
-                        .and_then(|n| n.split('-').next())
-                        .and_then(|p| p.parse::<u32>().ok());
-                    if r.writer_gone() && !pid.is_some_and(pid_alive) {
-                        continue;
-                    }
-                    still.push(r);
-                }
+                Ok(None) if dead => {}
+                Ok(None) => still.push(r),
                 Err(e) => eprintln!("memscope: {e}"),
             }
         }
