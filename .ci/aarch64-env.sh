@@ -5,6 +5,8 @@
 # `ziglang` + `cargo-zigbuild`, .ci/zig-env.sh) to link against an old glibc. The host gets only
 # debootstrap, qemu-user-static and binfmt-support (fork+exec of aarch64 children); arm64 is
 # added inside the chroot alone. zig is the host's (.ci/zig-env.sh), mounted at /opt/zig.
+# An aarch64 CPython 3.11 (Debian's, run by qemu) is at $MEMSCOPE_A64_PYTHON (/opt/py-arm64/bin/
+# python3), with pip (`-m venv` works), pytest and maturin in its base (py_setup below).
 #
 #   .ci/aarch64-env.sh setup          create or update the chroot (kept in the cache, reused)
 #   .ci/aarch64-env.sh run CMD...     run CMD in the repository (mounted at its own path),
@@ -19,7 +21,10 @@ CACHE=${MEMSCOPE_CI_CACHE:-$HOME/.cache/memscope-ci}
 ROOT=${MEMSCOPE_A64_ROOT:-$CACHE/a64-bookworm}
 BUILD=${MEMSCOPE_A64_BUILD:-$CACHE/a64-build}
 # Bump when the package list below changes: an older chroot is then upgraded in place.
-STAMP_VERSION=4
+STAMP_VERSION=5
+# The aarch64 Python's prefix inside the chroot; bump PY_STAMP_VERSION when py_setup changes.
+PY_A64=/opt/py-arm64
+PY_STAMP_VERSION=2
 
 host_setup() {
     local need=()
@@ -69,8 +74,47 @@ chroot_setup() {
     chroot "$ROOT" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
         rustc-web cargo-web libstd-rust-web-dev:arm64 gcc g++ libc6-dev make binutils \
         gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross binutils-aarch64-linux-gnu \
-        libstdc++6:arm64 qemu-user-static python3 python3-venv file procps >/dev/null
+        libstdc++6:arm64 qemu-user-static python3 python3-venv file procps \
+        libpython3.11-stdlib:arm64 libexpat1:arm64 zlib1g:arm64 >/dev/null
     chroot "$ROOT" apt-get clean
+    touch "$stamp"
+}
+
+# The aarch64 Python. Its standard library (with the aarch64 extension modules) and every
+# library it links are Multi-Arch: same, so apt installs them beside the x86_64 ones
+# (libpython3.11-stdlib:arm64 above, in lockstep with the x86_64 python3's version). Only the
+# interpreter, python3.11-minimal:arm64, cannot be: installing it would replace the x86_64
+# python3 the builds run. So its binary alone is unpacked (dpkg-deb -x), into a prefix of its
+# own whose lib/python3.11 is the shared /usr/lib/python3.11: sys.prefix is $PY_A64, pip installs
+# into $PY_A64/local, never among the x86_64 python3's packages. Rebuilt whenever apt moved the
+# arm64 standard library to another version (its version is in the stamp). Run under the mounts
+# (qemu and pip want /proc and /dev).
+py_setup() {
+    local ver stamp tmp pip
+    ver=$(chroot "$ROOT" dpkg-query -W -f '${Version}' libpython3.11-minimal:arm64)
+    stamp="$ROOT$PY_A64/.memscope-py-$PY_STAMP_VERSION-$ver"
+    [ -f "$stamp" ] && return 0
+    tmp=$ROOT/tmp/memscope-py-arm64
+    rm -rf "$ROOT$PY_A64" "$tmp"
+    mkdir -p "$tmp"
+    chroot "$ROOT" env -C "${tmp#"$ROOT"}" apt-get download -qq -o APT::Sandbox::User=root \
+        "python3.11-minimal:arm64=$ver"
+    dpkg-deb -x "$tmp"/python3.11-minimal_*_arm64.deb "$tmp/x"
+    mkdir -p "$ROOT$PY_A64/bin" "$ROOT$PY_A64/lib"
+    cp "$tmp/x/usr/bin/python3.11" "$ROOT$PY_A64/bin/"
+    ln -s python3.11 "$ROOT$PY_A64/bin/python3"
+    ln -s /usr/lib/python3.11 "$ROOT$PY_A64/lib/python3.11"
+    rm -rf "$tmp"
+    # pip, pytest and maturin (the sdist test builds its sdist with this Python) into the base
+    # (venvs made with --system-site-packages see pytest), by the
+    # pip wheel Debian ships for ensurepip (Debian's ensurepip refuses a system Python; the
+    # stdlib's EXTERNALLY-MANAGED marker is Debian's, meant for /usr).
+    pip=$(echo "$ROOT"/usr/share/python-wheels/pip-*.whl)
+    pip=${pip#"$ROOT"}
+    chroot "$ROOT" env -u PIP_FIND_LINKS HOME=/root "$PY_A64/bin/python3" "$pip/pip" install -q \
+        --no-cache-dir --break-system-packages --root-user-action=ignore --no-warn-script-location \
+        "$pip" pytest maturin
+    chroot "$ROOT" "$PY_A64/bin/python3" -c 'import platform, pytest; assert platform.machine() == "aarch64"'
     touch "$stamp"
 }
 
@@ -99,6 +143,12 @@ mounts() {
     mount --bind "$BUILD" "$ROOT/build"
     mount --bind "$reg" "$ROOT/root/.cargo/registry"
     mount --bind "$ZIG" "$ROOT/opt/zig"
+    # The host's CA bundle (read-only): pip in the chroot trusts what the host's pip does (a
+    # TLS-intercepting proxy's CA, say; PIP_CERT and SSL_CERT_FILE come from the host too).
+    local ca=/etc/ssl/certs/ca-certificates.crt
+    if [ -f "$ca" ] && [ -f "$ROOT$ca" ]; then
+        mount --bind -o ro "$ca" "$ROOT$ca"
+    fi
 }
 
 case "${1:-}" in
@@ -106,6 +156,8 @@ setup)
     host_setup
     chroot_setup
     ZIG=$(.ci/zig-env.sh)
+    mounts
+    py_setup
     ;;
 run)
     shift
@@ -113,6 +165,7 @@ run)
     chroot_setup
     ZIG=$(.ci/zig-env.sh)
     mounts
+    py_setup
     chroot "$ROOT" env -C "$PWD" \
         PATH=/opt/zig/bin:/opt/zig/ziglang:/usr/local/bin:/usr/bin:/bin \
         CARGO_ZIGBUILD_ZIG_PATH=/opt/zig/ziglang/zig \
@@ -123,6 +176,7 @@ run)
         CXX_aarch64_unknown_linux_gnu=aarch64-linux-gnu-g++ \
         AR_aarch64_unknown_linux_gnu=aarch64-linux-gnu-ar \
         MEMSCOPE_TEST_CC=aarch64-linux-gnu-gcc \
+        MEMSCOPE_A64_PYTHON=$PY_A64/bin/python3 \
         "$@"
     ;;
 *)

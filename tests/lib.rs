@@ -9,7 +9,10 @@
 //! `MEMSCOPE_TEST_JOB_DIR` — the `target/<triple>/<profile>` directory whose probe and sim-npu
 //! stand-ins the jobs use (their test programs are built there too),
 //! `MEMSCOPE_TEST_CC`/`MEMSCOPE_TEST_CXX` — the compilers of the test programs, and
-//! `MEMSCOPE_TEST_MEMSCOPE` — the collector to run (default: this build's).
+//! `MEMSCOPE_TEST_MEMSCOPE` — the collector to run (default: this build's),
+//! `MEMSCOPE_TEST_JOB_PYTHON` — the CPython of the Python jobs and of their venvs (default:
+//! `python3`'s), and `MEMSCOPE_TEST_WHEEL` — a wheel built for it, installed instead of one
+//! built here.
 #![forbid(unsafe_code)]
 
 pub mod compliance;
@@ -407,11 +410,12 @@ pub fn build_adapter_example(dir: &str, lib_name: &str) -> PathBuf {
 }
 
 /// The real CPython interpreter behind `python3` (`sys.executable`; a version-manager shim
-/// would run, and be traced as, extra processes).
+/// would run, and be traced as, extra processes), or `$MEMSCOPE_TEST_JOB_PYTHON`'s.
 pub fn python3() -> PathBuf {
     static EXE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     EXE.get_or_init(|| {
-        let o = Command::new("python3")
+        let py = std::env::var_os("MEMSCOPE_TEST_JOB_PYTHON").unwrap_or_else(|| "python3".into());
+        let o = Command::new(py)
             .args(["-c", "import sys; print(sys.executable)"])
             .output()
             .expect("python3 must be installed for the Python tests");

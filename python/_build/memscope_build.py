@@ -74,6 +74,9 @@ def stage(profile="release", target=None, glibc=None):
     in `profile` for `target` (default: the host), stripped, and copies them into the wheel
     data folder. Returns the folder."""
     root = workspace_root()
+    # pip's PEP 517 build names no target: Cargo's own variable does (a cross build, e.g. an
+    # aarch64 pip under qemu driving the host's cargo)
+    target = target or os.environ.get("CARGO_BUILD_TARGET") or None
     cmd = ["cargo", "zigbuild"] if glibc else ["cargo", "build"]
     cmd += ["--manifest-path", os.path.join(root, "Cargo.toml"), "--message-format=json-render-diagnostics"]
     if profile == "release":
@@ -118,7 +121,8 @@ def _strip(path, target):
     build's own file keeps its symbols. binutils' `strip`, or `<arch>-linux-gnu-strip` for
     another architecture."""
     tool = "strip"
-    if target and not target.startswith(os.uname().machine):
+    # against the toolchain's host, not uname (an emulated pip's uname is the target's)
+    if target and target.split("-")[0] != _host_triple().split("-")[0]:
         tool = target.split("-")[0] + "-linux-gnu-strip"
     try:
         subprocess.run([tool, "--strip-all", path], check=True)

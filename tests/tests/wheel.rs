@@ -182,7 +182,7 @@ fn the_wheel_is_manylinux2014_stripped_ships_every_library_and_needs_glibc_2_17_
 /// A fresh venv at `dir`.
 fn fresh_venv(dir: &Path) -> PathBuf {
     check(
-        &Command::new("python3")
+        &Command::new(memscope_tests::python3())
             .args(["-m", "venv"])
             .arg(dir)
             .output()
@@ -195,10 +195,17 @@ fn fresh_venv(dir: &Path) -> PathBuf {
 /// `pip install SRC` into `bin`'s venv: a PEP 517 build (maturin from the package index, in
 /// pip's isolated build environment) in the dev profile, reusing this build's target folder.
 fn pip_install_source(bin: &Path, src: &Path) {
-    let target = memscope_tests::profile_dir()
-        .parent()
-        .unwrap()
-        .to_path_buf();
+    // a cross build (`CARGO_BUILD_TARGET`: an aarch64 pip under qemu, .ci/aarch64-tests.sh)
+    // keeps the target folder its environment names
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .filter(|_| std::env::var_os("CARGO_BUILD_TARGET").is_some())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            memscope_tests::profile_dir()
+                .parent()
+                .unwrap()
+                .to_path_buf()
+        });
     let o = Command::new(bin.join("python"))
         .args(["-m", "pip", "install", "-q", "--no-cache-dir"])
         .arg(src)
@@ -239,14 +246,15 @@ fn installed_memscope_traces(bin: &Path) {
 fn pip_installs_the_source_tree_and_an_sdist_into_fresh_venvs() {
     let _g = STAGING.lock().unwrap_or_else(|e| e.into_inner());
     let base = tempfile::tempdir().unwrap();
-    // From the source tree.
+    // From the source tree — first: maturin dates an sdist's files 2006, so in a shared target
+    // folder cargo takes the artifacts this tree build leaves as up to date for them.
     let bin = fresh_venv(&base.path().join("tree"));
     pip_install_source(&bin, &repo_root().join("python"));
     installed_memscope_traces(&bin);
     // From an sdist (the backend's own, as `python -m build --sdist` calls it).
     let sd = base.path().join("sdist");
     std::fs::create_dir_all(&sd).unwrap();
-    let o = Command::new("python3")
+    let o = Command::new(memscope_tests::python3())
         .current_dir(repo_root().join("python"))
         .args([
             "-c",

@@ -8,7 +8,7 @@ fn wheel_installs_with_pip_user_and_finds_its_cli_and_probe() {
     let _ = venv(); // builds the wheel
     let base = tempfile::tempdir().unwrap();
     let install = |extra: &[&str]| {
-        Command::new("python3")
+        Command::new(memscope_tests::python3())
             .args([
                 "-m",
                 "pip",
@@ -31,7 +31,7 @@ fn wheel_installs_with_pip_user_and_finds_its_cli_and_probe() {
     }
     check(&out, "pip install --user the wheel");
     let d = tempfile::tempdir().unwrap();
-    let mut cmd = Command::new("python3");
+    let mut cmd = Command::new(memscope_tests::python3());
     cmd.args([
         "-c",
         "import memscope, memscope._locate as l; print(l.cli()); print(l.probe()); \

@@ -56,10 +56,14 @@ pub fn build_wheel(extra: &[&str]) -> PathBuf {
 }
 
 /// Builds the wheel (dev or release profile, as this test binary; the host's glibc), once per
-/// test binary.
+/// test binary; `$MEMSCOPE_TEST_WHEEL` instead when set (one built for another architecture's
+/// `$MEMSCOPE_TEST_JOB_PYTHON`, `.ci/aarch64-tests.sh`).
 pub fn wheel() -> &'static PathBuf {
     static W: OnceLock<PathBuf> = OnceLock::new();
     W.get_or_init(|| {
+        if let Some(w) = std::env::var_os("MEMSCOPE_TEST_WHEEL") {
+            return PathBuf::from(w);
+        }
         let maturin = Command::new("python3")
             .args(["-m", "maturin", "--version"])
             .output();
@@ -77,7 +81,7 @@ fn make_venv(name: &str, system_site: bool) -> Venv {
     let wheel = wheel();
     let dir = memscope_tests::profile_dir().join(name);
     let _ = std::fs::remove_dir_all(&dir);
-    let mut cmd = Command::new("python3");
+    let mut cmd = Command::new(memscope_tests::python3());
     cmd.args(["-m", "venv"]);
     if system_site {
         cmd.arg("--system-site-packages");
