@@ -1,8 +1,9 @@
 //! `memscope compare RUN_A RUN_B` (issue 18): two output directories, their processes paired
 //! by rank id (from each run's `memscope_run.json`, else the NPU of each process), one
 //! `memory_compare_<ts>_rank<R>.csv` per pair, each pair aligned like two dump files (with the
-//! same `--level` and device alignment). Processes without a rank, or whose rank the other
-//! run lacks, are listed and left out.
+//! same `--level` and device alignment). Two one-process runs without ranks (the usual step
+//! runs) are one pair, written without a rank suffix. Otherwise processes without a rank, or
+//! whose rank the other run lacks, are listed and left out.
 
 use std::collections::BTreeMap;
 
@@ -16,13 +17,11 @@ use memscope_export::ProcessInput;
 use super::compare_args::CompareArgs;
 use super::say;
 
-/// The processes of run directory `dir` (its run `run`, or its newest, when it holds several)
-/// by rank.
-fn by_rank(
-    args: &CompareArgs,
-    dir: &std::path::Path,
-    run: Option<usize>,
-) -> Result<(BTreeMap<u32, ProcessInput>, Vec<String>)> {
+/// The processes of run directory `dir` (its run `run`, or its newest, when it holds several):
+/// by rank, those without one, and lines naming the processes left out.
+type Sides = (BTreeMap<u32, ProcessInput>, Vec<ProcessInput>, Vec<String>);
+
+fn by_rank(args: &CompareArgs, dir: &std::path::Path, run: Option<usize>) -> Result<Sides> {
     let inputs = match crate::run_select::choose(dir, run)? {
         Some(dirs) => dirs,
         None => vec![dir.to_path_buf()],
@@ -37,6 +36,7 @@ fn by_rank(
     }
     let mut m = BTreeMap::new();
     let mut left = Vec::new();
+    let mut rankless = Vec::new();
     for p in procs {
         let who = format!(
             "{}: pid {}",
@@ -48,10 +48,13 @@ fn by_rank(
                 m.insert(r, p);
             }
             Some(r) => left.push(format!("{who} (rank {r} again)")),
-            None => left.push(format!("{who} (no rank)")),
+            None => {
+                left.push(format!("{who} (no rank)"));
+                rankless.push(p);
+            }
         }
     }
-    Ok((m, left))
+    Ok((m, rankless, left))
 }
 
 /// One side of a pair: every dump file of the process, in file order each.
@@ -81,12 +84,23 @@ pub fn run(args: &CompareArgs, level: Level, map: &DeviceMap) -> Result<()> {
     if runs.len() > 2 {
         return Err(anyhow!("--run: two run numbers at most (base, compare)"));
     }
-    let (a, left_a) = by_rank(args, &args.base, runs.first().copied().flatten())?;
-    let (b, left_b) = by_rank(args, &args.compare, runs.get(1).copied().flatten())?;
-    for l in left_a.iter().chain(&left_b) {
-        args.note(&format!("{l}: not compared"));
+    let (a, free_a, left_a) = by_rank(args, &args.base, runs.first().copied().flatten())?;
+    let (b, free_b, left_b) = by_rank(args, &args.compare, runs.get(1).copied().flatten())?;
+    // two one-process runs without ranks: their processes are the pair
+    let single = a.is_empty() && b.is_empty() && free_a.len() == 1 && free_b.len() == 1;
+    if !single {
+        for l in left_a.iter().chain(&left_b) {
+            args.note(&format!("{l}: not compared"));
+        }
     }
-    let pairs: Vec<u32> = a.keys().filter(|r| b.contains_key(r)).copied().collect();
+    // (label, file suffix, base, compare)
+    let pairs: Vec<(String, String, &ProcessInput, &ProcessInput)> = if single {
+        vec![("process".into(), String::new(), &free_a[0], &free_b[0])]
+    } else {
+        a.iter()
+            .filter_map(|(r, p)| Some((format!("rank {r}"), format!("_rank{r}"), p, b.get(r)?)))
+            .collect()
+    };
     for (r, dir) in a
         .keys()
         .filter(|r| !b.contains_key(r))
@@ -110,34 +124,29 @@ pub fn run(args: &CompareArgs, level: Level, map: &DeviceMap) -> Result<()> {
         ));
     }
     let mut written = 0;
-    for r in pairs {
-        let base = side(&a[&r], level)?;
-        let mut cmp = side(&b[&r], level)?;
-        let mapped =
-            compare::map_devices(&base, &mut cmp, map).map_err(|e| anyhow!("rank {r}: {e}"))?;
+    for (r, suffix, pa, pb) in pairs {
+        let base = side(pa, level)?;
+        let mut cmp = side(pb, level)?;
+        let mapped = compare::map_devices(&base, &mut cmp, map).map_err(|e| anyhow!("{r}: {e}"))?;
         let res = compare::compare(&base, &cmp, level);
         if let Some(n) = mapped {
-            args.note(&format!("rank {r}: {n}"));
+            args.note(&format!("{r}: {n}"));
         }
         for n in &res.notes {
-            args.note(&format!("rank {r}: {n}"));
+            args.note(&format!("{r}: {n}"));
         }
         if res.rows.is_empty() {
-            say(&format!("rank {r}: no rows to compare at this level"));
+            say(&format!("{r}: no rows to compare at this level"));
             continue;
         }
-        let path = compare::write_compare_csv_as(
-            &args.output,
-            &format!("_rank{r}"),
-            &res.rows,
-            args.step_column,
-        )
-        .map_err(|e| {
-            anyhow!(
-                "cannot write {}: {e}",
-                args.output.join("compare").display()
-            )
-        })?;
+        let path =
+            compare::write_compare_csv_as(&args.output, &suffix, &res.rows, args.step_column)
+                .map_err(|e| {
+                    anyhow!(
+                        "cannot write {}: {e}",
+                        args.output.join("compare").display()
+                    )
+                })?;
         written += 1;
         let matched = res
             .rows
@@ -146,7 +155,7 @@ pub fn run(args: &CompareArgs, level: Level, map: &DeviceMap) -> Result<()> {
             .count();
         let diff: i64 = res.rows.iter().map(|x| x.diff()).sum();
         say(&format!(
-            "rank {r}: {} row(s) ({matched} matched, {} base only, {} compare only), diff {diff} bytes, written to {}",
+            "{r}: {} row(s) ({matched} matched, {} base only, {} compare only), diff {diff} bytes, written to {}",
             res.rows.len(),
             res.rows.iter().filter(|x| x.compare.is_none()).count(),
             res.rows.iter().filter(|x| x.base.is_none()).count(),
