@@ -86,6 +86,12 @@ pub struct RunArgs {
     // Write the account-only sources' rows into the dumps too.
     #[arg(long = "host-rows", help = crate::registry::host_rows_help())]
     host_rows: bool,
+    /// Per allocator, call site and owner totals instead of per-event rows: allocations, bytes,
+    /// frees, what was live at each allocator's peak and at the end, in
+    /// memscope_aggregate_<ts>.csv of each process; no dump rows and no capture, so the output
+    /// grows with the number of sites, not of events (the console analyses run as usual)
+    #[arg(long)]
+    aggregate: bool,
     /// Fail the run when a memory limit is crossed: METRIC[.SCOPE]>SIZE, comma-separated
     /// (leaks>1MiB,peak.npu:0>40GiB,peak.host>2GiB; metrics peak, leaks, live, hal_at_exit,
     /// dropped, races — a count of cross-stream races, which turns --analysis races on; a limit
@@ -151,6 +157,7 @@ fn configure(a: &RunArgs) -> Result<(RunConfig, String), String> {
         host_rows: a.host_rows.then_some(true),
         watch: a.watch.clone(),
         sample: a.sample.clone(),
+        aggregate: a.aggregate.then_some(true),
     };
     let cwd = std::env::current_dir().map_err(|e| format!("current directory: {e}"))?;
     let raw = match &a.config {
@@ -205,6 +212,29 @@ pub fn run(a: RunArgs) -> ExitCode {
     if let Some(p) = &gate.summary_json {
         if let Err(e) = crate::ci::check_summary_path(p) {
             return usage_error(e);
+        }
+    }
+    // aggregate mode keeps per-site totals, not the rows these read after the job (issue 38)
+    if cfg.aggregate {
+        let mut needs = Vec::new();
+        if !gate.limits.is_empty() {
+            needs.push("--fail-on");
+        }
+        if gate.summary_json.is_some() {
+            needs.push("--summary-json");
+        }
+        if a.report {
+            needs.push("--report");
+        }
+        if cfg.host_rows {
+            needs.push("--host-rows");
+        }
+        if !needs.is_empty() {
+            return usage_error(format!(
+                "--aggregate writes no rows and no capture, which {} read{}: leave one out",
+                needs.join(", "),
+                if needs.len() == 1 { "s" } else { "" }
+            ));
         }
     }
     // a races limit needs what the race check reads recorded (launches with their streams,

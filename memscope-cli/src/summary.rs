@@ -109,17 +109,24 @@ pub fn write_sections(
     detail: Detail,
 ) -> std::io::Result<()> {
     for p in procs.iter().filter(|p| crate::helpers::recorded(p)) {
-        let total: u64 = p.counts.values().sum();
-        let kinds: Vec<String> = p
-            .counts
+        // aggregate mode (issue 38) writes no row: say what was summed instead
+        let aggregate = p.aggregate;
+        let shown = if aggregate { &p.typed } else { &p.counts };
+        let total: u64 = shown.values().sum();
+        let kinds: Vec<String> = shown
             .iter()
             .map(|(k, n)| format!("{} {n}", k.as_str()))
             .collect();
         writeln!(
             w,
-            "memscope: pid {} ({}): {total} rows{}{}",
+            "memscope: pid {} ({}): {total} {}{}{}",
             p.pid,
             if p.exe.is_empty() { "?" } else { &p.exe },
+            if aggregate {
+                "events, no rows (--aggregate)"
+            } else {
+                "rows"
+            },
             if kinds.is_empty() {
                 String::new()
             } else {

@@ -16,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 pub use memscope_core::cann_modules as cann;
+pub mod aggregate;
 pub mod attribution;
 pub mod compare;
 pub mod decompose;

@@ -417,6 +417,7 @@ impl PipelineFactory<'_> {
         // summaries.
         let selection = cfg.selection();
         let fast = !cfg.host_rows
+            && !cfg.aggregate
             && !self.account_events
             && collect.keeps_memory()
             && !cfg.analysis.decompose
@@ -452,9 +453,18 @@ impl PipelineFactory<'_> {
         // OOM (issue 5)
         layers.extend(slot(LayerSlot::AfterExtents));
         layers.extend((self.analyses)(cfg, &project));
-        layers.push(Box::new(layers::WriteFilter::new(cfg)));
-        let (sink, sink_stats) = sink(cfg, &project, &ts);
-        layers.push(sink);
+        let sink_stats = if cfg.aggregate {
+            // per-site totals instead of rows (issue 38): the aggregate ends the chain
+            layers.push(Box::new(memscope_analysis::aggregate::AggregateLayer::new(
+                project.join(format!("memscope_aggregate_{ts}.csv")),
+            )));
+            SharedStats::default()
+        } else {
+            layers.push(Box::new(layers::WriteFilter::new(cfg)));
+            let (sink, sink_stats) = sink(cfg, &project, &ts);
+            layers.push(sink);
+            sink_stats
+        };
         let mut typers = if self.selected_typers_only {
             self.registry.typers_of(&selection)
         } else {
@@ -469,7 +479,8 @@ impl PipelineFactory<'_> {
         let ctx = TypeCtx::new(h.pid, visible.clone());
         // msMemScope's config.json key set (issue 12); `memscopeOptions` keeps memscope's own
         let config_json = crate::config::msmemscope::to_text(cfg);
-        let capture = capture_dir.and_then(|dir| {
+        // no capture in aggregate mode: its size would grow with the events
+        let capture = capture_dir.filter(|_| !cfg.aggregate).and_then(|dir| {
             let info = CaptureInfo {
                 pid: h.pid,
                 ppid: h.ppid,
@@ -520,7 +531,9 @@ impl PipelineFactory<'_> {
             // a selected built-in account-only adapter's rows (HOST's) left out of the dumps
             host_rows_off: selection.adapters.iter().any(|d| {
                 d.built_in() && matches!(d.volume, crate::adapter::Volume::Account { .. })
-            }) && !cfg.host_rows,
+            }) && !cfg.host_rows
+                && !cfg.aggregate,
+            aggregate: cfg.aggregate,
             host_fast: fast_paths.first().map(|(_, f)| f(cfg)),
             account_rows: !fast,
             py_depth: cfg.call_stack.python,

@@ -119,6 +119,11 @@ pub struct RunConfig {
     /// `--sample`: interval of the probe's memory sampler, ns (`None`: off; issue 25).
     #[serde(default)]
     pub sample_ns: Option<u64>,
+    /// `--aggregate` / `"aggregate"`: per allocator, site and owner totals
+    /// (`memscope_aggregate_<ts>.csv`) instead of per-event rows: no dump rows and no capture
+    /// (issue 38); the online analyses run as usual.
+    #[serde(default)]
+    pub aggregate: bool,
 }
 
 /// `--watch [start[:outid]],end[,full-content]` (behaviour spec §2, §9.9): from the end of
@@ -235,6 +240,7 @@ impl Default for RunConfig {
             host_rows: false,
             watch: None,
             sample_ns: None,
+            aggregate: false,
         }
     }
 }

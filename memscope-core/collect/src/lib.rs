@@ -35,6 +35,7 @@ pub mod pipeline;
 pub mod plugin_typer;
 pub mod pool;
 pub mod process;
+pub mod process_summary;
 pub mod pystacks;
 pub mod python;
 pub mod registry;

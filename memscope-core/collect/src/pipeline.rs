@@ -7,12 +7,12 @@
 use crate::adapter::TypeCtx;
 use crate::fast_path::FastPath;
 use crate::logfile::LogFile;
-use memscope_core::bus::{Bus, ReportSection};
+use memscope_core::bus::Bus;
 use memscope_core::event::{Event, EventKind};
 use memscope_dump::sink::SharedStats;
 use memscope_stream::capture::{CaptureEnd, CaptureStats, CaptureWriter, ImageHeader, ImageInfo};
 use memscope_wire::{Record, StackFrames, SystemCode};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::PathBuf;
 
 #[path = "pipeline_compact.rs"]
@@ -48,49 +48,7 @@ const fn kind_slot(k: EventKind) -> usize {
 /// File in a process's output directory while its outputs are being written.
 pub const INCOMPLETE_MARKER: &str = ".memscope_incomplete";
 
-/// What a finished process leaves behind for the summary.
-#[derive(Clone, Debug, Default)]
-pub struct ProcessSummary {
-    /// Process id.
-    pub pid: u32,
-    /// Its output directory.
-    pub project_dir: PathBuf,
-    /// Rows written, per kind (each event once, however many files it was copied into).
-    pub counts: BTreeMap<EventKind, u64>,
-    /// Events typed, per kind (written or not).
-    pub typed: BTreeMap<EventKind, u64>,
-    /// Device-less rows, each copied into every device file.
-    pub device_less: u64,
-    /// Dump files and their rows.
-    pub files: Vec<(PathBuf, u64)>,
-    /// Events the probe dropped.
-    pub dropped: u64,
-    /// Report sections of the layers (dump files, analyses).
-    pub report: Vec<ReportSection>,
-    /// Executable of the first image.
-    pub exe: String,
-    /// The kept capture and its figures.
-    pub capture: Option<(PathBuf, CaptureStats)>,
-    /// Whether HOST rows were left out of the dumps (`host_rows` off).
-    pub host_rows_off: bool,
-    /// The process's rank environment as its probe recorded it (`RANK`, `LOCAL_RANK`,
-    /// `WORLD_SIZE`, `ASCEND_RT_VISIBLE_DEVICES`, …; the latest image's; issue 18).
-    pub rank_env: Vec<(String, String)>,
-    /// The device mapping used for its rows (logical index → physical id).
-    pub visible_devices: Vec<u32>,
-    /// The status its last image passed to `exit`, if it exited through `exit`.
-    pub exit_status: Option<i32>,
-    /// Parent process id (of its first image).
-    pub ppid: u32,
-    /// Executable of each image, in exec order.
-    pub image_exes: Vec<String>,
-    /// A launcher or wrapper helper of the job (`memscope-cli/src/helpers.rs`): no directory, no console
-    /// line.
-    pub helper: bool,
-    /// Peak `used` bytes per device-memory pool (`Event Type`: PTA, HAL, …; the highest of its
-    /// devices), over every MALLOC typed (the per-rank table, issue 18).
-    pub peaks: BTreeMap<String, u64>,
-}
+pub use crate::process_summary::ProcessSummary;
 
 /// The capture of a process while it is written.
 pub struct CaptureOut {
@@ -124,6 +82,8 @@ pub struct PipelineSetup {
     pub capture: Option<CaptureOut>,
     /// HOST rows are not written (summary note).
     pub host_rows_off: bool,
+    /// Aggregate mode: the summary says so.
+    pub aggregate: bool,
     /// When HOST rows are neither written nor analysed: the HOST fast path, which types and
     /// accounts HOST records without events (they would only be dropped by the bus), and
     /// takes the leak/peak summaries of the other host blocks.
@@ -192,6 +152,7 @@ impl Pipeline {
                 project_dir: p.project_dir,
                 exe: p.exe,
                 host_rows_off: p.host_rows_off,
+                aggregate: p.aggregate,
                 ..ProcessSummary::default()
             },
             failed: None,

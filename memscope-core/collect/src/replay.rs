@@ -187,6 +187,7 @@ pub fn replay_capture(
         config_json: String::new(),
         capture: None,
         host_rows_off: false,
+        aggregate: false,
         host_fast: None,
         account_rows: true,
         py_depth: capture_config(info, Path::new("."))

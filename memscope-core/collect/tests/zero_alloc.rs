@@ -133,6 +133,7 @@ fn pipeline(dir: &std::path::Path, py_depth: Option<u32>, capture: bool) -> Pipe
             final_path: path,
         }),
         host_rows_off: true,
+        aggregate: false,
         host_fast: None,
         account_rows: false,
         py_depth,

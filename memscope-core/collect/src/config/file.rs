@@ -45,6 +45,9 @@ pub struct ConfigFile {
     /// `--sample`: interval of the memory sampler (`100ms`, `1s`, `250us`; default off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sample: Option<String>,
+    /// `--aggregate`: per-site totals instead of per-event rows (default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aggregate: Option<bool>,
 }
 
 /// A list given as `"a,b"` or `["a","b"]`.
@@ -130,6 +133,8 @@ pub struct RawOptions {
     pub watch: Option<String>,
     /// `--sample`.
     pub sample: Option<String>,
+    /// `--aggregate`.
+    pub aggregate: Option<bool>,
 }
 
 impl RawOptions {
@@ -215,6 +220,7 @@ impl RawOptions {
             host_rows: f.host_rows,
             watch: f.watch,
             sample: f.sample,
+            aggregate: f.aggregate,
         }
     }
 
@@ -239,7 +245,8 @@ impl RawOptions {
             inefficient_rule,
             host_rows,
             watch,
-            sample
+            sample,
+            aggregate
         );
         self.adapter_paths.extend(flags.adapter_paths);
         self
@@ -346,6 +353,9 @@ impl RawOptions {
         if let Some(h) = self.host_rows {
             c.host_rows = h;
         }
+        if let Some(a) = self.aggregate {
+            c.aggregate = a;
+        }
         Ok(c)
     }
 }
@@ -445,6 +455,7 @@ impl RunConfig {
             host_rows: Some(self.host_rows),
             watch: self.watch.as_ref().map(WatchConfig::to_text),
             sample: self.sample_ns.map(crate::config::interval::interval_text),
+            aggregate: self.aggregate.then_some(true),
         }
     }
 }

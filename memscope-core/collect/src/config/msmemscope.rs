@@ -146,6 +146,9 @@ pub fn to_value(cfg: &RunConfig) -> Value {
     if let Some(ns) = cfg.sample_ns {
         options["sample"] = json!(crate::config::interval::interval_text(ns));
     }
+    if cfg.aggregate {
+        options["aggregate"] = json!(true);
+    }
     put("memscopeOptions", options);
     put("npuSlots", json!(npu_slots));
     put("oomTopK", json!(a.oom.unwrap_or(10)));
@@ -394,6 +397,11 @@ pub fn raw_options(v: &Value) -> Result<RawOptions, ConfigError> {
                 "hostRows" => {
                     r.host_rows = Some(v.as_bool().ok_or_else(|| {
                         err("memscopeOptions.hostRows", "expected true or false")
+                    })?);
+                }
+                "aggregate" => {
+                    r.aggregate = Some(v.as_bool().ok_or_else(|| {
+                        err("memscopeOptions.aggregate", "expected true or false")
                     })?);
                 }
                 "sample" => {
