@@ -216,25 +216,8 @@ pub fn run(a: RunArgs) -> ExitCode {
     }
     // aggregate mode keeps per-site totals, not the rows these read after the job (issue 38)
     if cfg.aggregate {
-        let mut needs = Vec::new();
-        if !gate.limits.is_empty() {
-            needs.push("--fail-on");
-        }
-        if gate.summary_json.is_some() {
-            needs.push("--summary-json");
-        }
-        if a.report {
-            needs.push("--report");
-        }
-        if cfg.host_rows {
-            needs.push("--host-rows");
-        }
-        if !needs.is_empty() {
-            return usage_error(format!(
-                "--aggregate writes no rows and no capture, which {} read{}: leave one out",
-                needs.join(", "),
-                if needs.len() == 1 { "s" } else { "" }
-            ));
+        if let Some(e) = gate.aggregate_conflict(a.report, cfg.host_rows) {
+            return usage_error(e);
         }
     }
     // a races limit needs what the race check reads recorded (launches with their streams,

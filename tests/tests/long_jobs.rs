@@ -257,3 +257,26 @@ fn aggregate_host_job_keeps_the_host_summaries_and_its_file_follows_sites_not_ev
         "10x the events, the same file size: {ratio}"
     );
 }
+
+#[test]
+fn aggregate_with_options_that_read_rows_is_refused_in_one_line_naming_them() {
+    let d = tempfile::tempdir().unwrap();
+    let summary = d.path().join("s.json");
+    let o = std::process::Command::new(memscope_bin())
+        .args(["run", "--aggregate", "--fail-on", "peak>1GiB", "--report"])
+        .arg("--summary-json")
+        .arg(&summary)
+        .args(["--", "true"])
+        .current_dir(d.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("--aggregate writes no rows")
+            && err.contains("--fail-on, --summary-json, --report read:"),
+        "{err}"
+    );
+    assert!(!summary.exists() && !d.path().join("memscopeDumpResults").exists());
+}

@@ -242,6 +242,27 @@ pub struct RunGate {
 }
 
 impl RunGate {
+    /// With `--aggregate` (no rows, no capture): the options given that read rows after the
+    /// job, in one line, or `None` (issue 38).
+    pub fn aggregate_conflict(&self, report: bool, host_rows: bool) -> Option<String> {
+        let needs: Vec<&str> = [
+            (!self.limits.is_empty(), "--fail-on"),
+            (self.summary_json.is_some(), "--summary-json"),
+            (report, "--report"),
+            (host_rows, "--host-rows"),
+        ]
+        .into_iter()
+        .filter_map(|(on, name)| on.then_some(name))
+        .collect();
+        (!needs.is_empty()).then(|| {
+            format!(
+                "--aggregate writes no rows and no capture, which {} read{}: leave one out",
+                needs.join(", "),
+                if needs.len() == 1 { "s" } else { "" }
+            )
+        })
+    }
+
     /// Whether the run needs its figures.
     pub fn active(&self) -> bool {
         !self.limits.is_empty() || self.summary_json.is_some()
