@@ -123,7 +123,7 @@ py_set() { # collector label, set, extra env...
     if $env_sh run sh -c 'exec env MEMSCOPE_TEST_JOB_PYTHON="$MEMSCOPE_A64_PYTHON" "$@"' sh \
         env MEMSCOPE_TEST_JOB_DIR=$job_dir MEMSCOPE_PROBE_PATH=$job_dir/libmemscope_probe.so \
         MEMSCOPE_TEST_CC=aarch64-linux-gnu-gcc MEMSCOPE_TEST_CXX=aarch64-linux-gnu-g++ \
-        "$@" "$exe" --test-threads=1 $names --exact >"$log" 2>&1; then
+        "$@" "$exe" --test-threads=2 $names --exact >"$log" 2>&1; then
         passed=$((passed + 1))
         grep -E '^test result' "$log" | sed "s/^/aarch64 Python, $label, $bin: /"
     else

@@ -89,6 +89,9 @@ def main():
         'memscope': lambda o: [ms, 'run', '-q', '--adapters', 'host', '-o', o, '--'],
         'memscope-c32': lambda o: [ms, 'run', '-q', '--adapters', 'host', '--call-stack', 'c:32', '-o', o, '--'],
         'memscope-csv': lambda o: [ms, 'run', '-q', '--adapters', 'host', '--host-rows', '-o', o, '--'],
+        # aggregate mode (issue 38): per-site totals, no rows, no capture
+        'memscope-agg': lambda o: [ms, 'run', '-q', '--adapters', 'host', '--aggregate', '-o', o, '--'],
+        'memscope-c32-agg': lambda o: [ms, 'run', '-q', '--adapters', 'host', '--call-stack', 'c:32', '--aggregate', '-o', o, '--'],
         'heaptrack': lambda o: ['heaptrack', '-o', os.path.join(o, 'ht'), '--'],
     }
     if a.memscope_base:

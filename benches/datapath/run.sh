@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end data-path benchmark (issue 9): whole `memscope run --adapters host` against the
 # uninstrumented job and heaptrack, paired runs. Usage: benches/datapath/run.sh [-n PAIRS]
-# [--workloads churn,threads4] [--tools memscope,memscope-c32,memscope-csv,heaptrack]
+# [--workloads churn,threads4] [--tools memscope,memscope-c32,memscope-csv,memscope-agg,
+# memscope-c32-agg,heaptrack] (the -agg tools: --aggregate, issue 38)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
