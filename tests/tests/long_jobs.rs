@@ -275,7 +275,7 @@ fn aggregate_with_options_that_read_rows_is_refused_in_one_line_naming_them() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
         err.contains("--aggregate writes no rows")
-            && err.contains("--fail-on, --summary-json, --report read:"),
+            && err.contains("--fail-on, --summary-json, --report need:"),
         "{err}"
     );
     assert!(!summary.exists() && !d.path().join("memscopeDumpResults").exists());

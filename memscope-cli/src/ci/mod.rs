@@ -242,8 +242,8 @@ pub struct RunGate {
 }
 
 impl RunGate {
-    /// With `--aggregate` (no rows, no capture): the options given that read rows after the
-    /// job, in one line, or `None` (issue 38).
+    /// With `--aggregate` (no rows, no capture): the options given that need rows (written,
+    /// or read after the job), in one line, or `None` (issue 38).
     pub fn aggregate_conflict(&self, report: bool, host_rows: bool) -> Option<String> {
         let needs: Vec<&str> = [
             (!self.limits.is_empty(), "--fail-on"),
@@ -256,7 +256,7 @@ impl RunGate {
         .collect();
         (!needs.is_empty()).then(|| {
             format!(
-                "--aggregate writes no rows and no capture, which {} read{}: leave one out",
+                "--aggregate writes no rows and no capture, which {} need{}: leave one out",
                 needs.join(", "),
                 if needs.len() == 1 { "s" } else { "" }
             )

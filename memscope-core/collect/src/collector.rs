@@ -312,7 +312,7 @@ impl Collector {
             let watermark = (now as i64 + *offset) as u64;
             let n = p.release(watermark.saturating_sub(REORDER_WINDOW_NS), ROUND_BUDGET);
             if let Some(req) = p.pipeline_mut().take_barrier() {
-                p.flush();
+                p.pipeline_mut().flush_for_readers();
                 answer_barrier(&self.spool, *pid, req);
             }
             // A full budget means more is waiting: come back at once.

@@ -15,6 +15,18 @@ impl Pipeline {
         })
     }
 
+    /// A flush for a reader of the files (a barrier, `stop()`): as [`Pipeline::flush`], and
+    /// rows parked in a staging file go where a reader looks ([`memscope_core::bus::Layer::flush_for_readers`]).
+    pub fn flush_for_readers(&mut self) {
+        if self.failed.is_none() {
+            if let Err(e) = self.bus.flush_for_readers() {
+                self.log.error(&e.to_string());
+                self.failed = Some(e.to_string());
+            }
+        }
+        self.flush();
+    }
+
     /// Periodic flush of the sinks and the capture's open block.
     pub fn flush(&mut self) {
         self.python.flush();

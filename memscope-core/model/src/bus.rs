@@ -156,6 +156,16 @@ pub trait Layer: Send {
         Ok(())
     }
 
+    /// As [`Layer::flush`], for a reader of the output files (a job's `stop()`, issue 39):
+    /// what is written so far must also be where a reader looks (a sink that parks rows in a
+    /// staging file puts them in the dump).
+    ///
+    /// # Errors
+    /// As [`Layer::on_event`].
+    fn flush_for_readers(&mut self) -> Result<(), BusError> {
+        self.flush()
+    }
+
     /// The stream ended: push held-back events, flush files, add report sections.
     ///
     /// # Errors
@@ -224,6 +234,16 @@ impl Bus {
     /// The first layer error.
     pub fn flush(&mut self) -> Result<(), BusError> {
         self.layers.iter_mut().try_for_each(|l| l.flush())
+    }
+
+    /// Flushes every layer for a reader of the files ([`Layer::flush_for_readers`]).
+    ///
+    /// # Errors
+    /// The first layer error.
+    pub fn flush_for_readers(&mut self) -> Result<(), BusError> {
+        self.layers
+            .iter_mut()
+            .try_for_each(|l| l.flush_for_readers())
     }
 
     /// Ends the stream: each layer flushes (its held-back events pass through the later layers)

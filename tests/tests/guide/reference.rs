@@ -196,6 +196,19 @@ pub fn formats_page() -> String {
     );
     let _ = writeln!(
         page,
+        "## Aggregate\n\n`memscope_aggregate_<ts>.csv` of a process directory (`memscope run \
+         --aggregate`, issue 38): one row per allocator (`Device Id`, `Event Type`), call site \
+         (the first frame of the user's code `← its caller`, or `(no stack)`) and owner (a \
+         later `MEMORY_OWNER` row moves a block, with its allocation, to its new owner). \
+         `Blocks At Peak` and `Bytes At Peak` are what the row held when its allocator's live \
+         bytes were first highest (summed over an allocator's rows: its peak; the `Aggregate` \
+         section of the run's end names the ID of the event after which it was reached, as a \
+         full run numbers it); the stacks are the first seen for the row. Rows by allocator, \
+         then bytes at the peak, largest first. Header:\n\n```text,norun\n{}\n```\n",
+        memscope_analysis::aggregate::HEADER.join(",")
+    );
+    let _ = writeln!(
+        page,
         "## Compare\n\n`compare/memory_compare_<ts>.csv` starts with msMemScope's two header \
          lines:\n\n```text,norun\n{COMPARE_HEADER_1}\n{COMPARE_HEADER_2}\n```\n\nWith \
          `--step-column` the second is\n\n```text,norun\n{COMPARE_HEADER_2_STEP}\n```\n\n\

@@ -277,6 +277,10 @@ impl<W: DeviceWriter> Layer for DumpSink<W> {
         self.take_router_warnings();
         Ok(())
     }
+    fn flush_for_readers(&mut self) -> Result<(), BusError> {
+        self.router.publish_backlog();
+        self.flush()
+    }
     fn finish(
         &mut self,
         _: &BusCtx,
@@ -461,6 +465,20 @@ impl<W: DeviceWriter> DeviceRouter<W> {
         }
     }
 
+    /// A process with device-less rows only (SYSTEM, marks) keeps them in the hidden backlog
+    /// until its end: a reader asking now (a job's `stop()`, issue 39) gets the `device_cpu`
+    /// file it would get at the end, opened now as a copy of the backlog. Later device-less rows
+    /// go on into it; a device file opened later still starts from the backlog.
+    pub fn publish_backlog(&mut self) {
+        if self.device_less_fallback
+            && self.files.is_empty()
+            && self.closed.is_empty()
+            && self.backlog.is_some()
+        {
+            self.ensure(Device::Cpu);
+        }
+    }
+
     /// Flushes every file (a file that fails is closed with a warning).
     pub fn flush(&mut self) {
         let mut bad = Vec::new();
@@ -486,13 +504,7 @@ impl<W: DeviceWriter> DeviceRouter<W> {
     /// rows) of every file and the distinct events they hold per kind (a device-less event
     /// copied into several files counts once).
     pub fn finish(&mut self) -> (Vec<(PathBuf, u64)>, BTreeMap<EventKind, u64>, u64) {
-        if self.device_less_fallback
-            && self.files.is_empty()
-            && self.closed.is_empty()
-            && self.backlog.is_some()
-        {
-            self.ensure(Device::Cpu);
-        }
+        self.publish_backlog();
         self.flush();
         let mut bad = Vec::new();
         for (d, w) in self.files.iter_mut() {
