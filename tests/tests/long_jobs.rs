@@ -280,3 +280,35 @@ fn aggregate_with_options_that_read_rows_is_refused_in_one_line_naming_them() {
     );
     assert!(!summary.exists() && !d.path().join("memscopeDumpResults").exists());
 }
+
+#[test]
+fn aggregate_sums_what_would_be_written_so_events_and_steps_apply() {
+    let py = python3();
+    let train = repo_root().join("examples/sim-npu/train.py");
+    let job = [
+        py.to_str().unwrap(),
+        train.to_str().unwrap(),
+        "--steps",
+        "4",
+    ];
+    let sim = sim_npu_dir();
+    let env = [("SIM_NPU_DIR", sim.to_str().unwrap())];
+    let pta_allocations = |extra: &[&str]| -> u64 {
+        let mut args = vec!["--aggregate", "--adapters", "pta,mstx"];
+        args.extend(extra);
+        let r = memscope_run(&args, &job, &env);
+        assert_eq!(r.code(), 0, "{}", r.stderr());
+        aggregates(r.out.path())
+            .iter()
+            .flat_map(|(_, rows)| rows)
+            .filter(|l| l["Event Type"] == "PTA")
+            .map(|l| num(l, "Allocations"))
+            .sum()
+    };
+    let all = pta_allocations(&[]);
+    assert!(all > 0);
+    // no MALLOC written, none summed; a selected step keeps fewer than all
+    assert_eq!(pta_allocations(&["--events", "free,launch"]), 0);
+    let step = pta_allocations(&["--steps", "2"]);
+    assert!(step > 0 && step < all, "--steps 2: {step} of {all}");
+}

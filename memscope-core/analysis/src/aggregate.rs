@@ -5,8 +5,11 @@
 //!
 //! * Blocks, owners and the peak follow [`crate::peak`]: a block is keyed by allocator and
 //!   address; its owner is [`owner_label`], or the chain of a later `MEMORY_OWNER` row, which
-//!   moves the block (with its allocation) to that owner's line; a `shadow:true` FREE does not
-//!   end it; the peak is the first moment the allocator's live bytes were highest.
+//!   moves the block (with its allocation) to that owner's line; the peak is the first moment
+//!   the allocator's live bytes were highest. As in the leak analyses, a block from before the
+//!   collection window (`shadow:true` MALLOC) is no allocation of the window, and a
+//!   `shadow:true` FREE (outside a window, or the collector's own at an exec) ends a block
+//!   without counting as one of its frees.
 //! * The site is [`crate::attribution`]'s: the first frame of the user's own code and its
 //!   caller, from the Python stack, else the C stack; `(no stack)` without either.
 //! * What each line held at the peak is kept without copying anything at a new peak: a line
@@ -167,7 +170,7 @@ impl Aggregate {
         let Some(m) = ev.memory() else { return };
         let addr = ev.ptr.unwrap_or(m.addr);
         match ev.kind {
-            EventKind::Malloc if ev.device != Device::NotApplicable => {
+            EventKind::Malloc if ev.device != Device::NotApplicable && !ev.is_history_malloc() => {
                 self.free(ev.event_type, addr, false);
                 let site = site_of(ev.py_stack.as_deref(), ev.c_stack.as_deref())
                     .map_or_else(|| "(no stack)".to_owned(), |s| s.label());
@@ -200,7 +203,7 @@ impl Aggregate {
                     a.epoch += 1;
                 }
             }
-            EventKind::Free if !m.shadow => self.free(ev.event_type, addr, true),
+            EventKind::Free => self.free(ev.event_type, addr, !m.shadow),
             _ => {}
         }
     }

@@ -186,3 +186,45 @@ fn the_csv_has_the_header_and_one_row_per_line() {
     assert!(row.starts_with("0,PTA,a.py(1): f,"), "{row}");
     assert!(rows.next().is_none());
 }
+
+#[test]
+fn blocks_from_before_the_window_are_no_allocations_and_shadow_frees_end_blocks_uncounted() {
+    let mut a = Aggregate::new();
+    let mut hist = mem(
+        1,
+        EventKind::Malloc,
+        EventType::Host,
+        0x1000,
+        100,
+        "a.py(1): f",
+    );
+    if let Attrs::Memory(m) = &mut hist.attrs {
+        m.shadow = true;
+    }
+    a.observe(&hist);
+    a.observe(&mem(
+        2,
+        EventKind::Malloc,
+        EventType::Host,
+        0x2000,
+        50,
+        "a.py(1): f",
+    ));
+    // the collector's own FREE at an exec ends the block, not counted as a free
+    let mut exec_free = mem(3, EventKind::Free, EventType::Host, 0x2000, 50, "");
+    if let Attrs::Memory(m) = &mut exec_free.attrs {
+        m.shadow = true;
+    }
+    a.observe(&exec_free);
+    let lines = a.lines();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(
+        (
+            lines[0].allocations,
+            lines[0].frees,
+            lines[0].live_blocks,
+            lines[0].peak_bytes
+        ),
+        (1, 0, 0, 50)
+    );
+}

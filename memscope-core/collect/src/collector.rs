@@ -454,7 +454,9 @@ impl PipelineFactory<'_> {
         layers.extend(slot(LayerSlot::AfterExtents));
         layers.extend((self.analyses)(cfg, &project));
         let sink_stats = if cfg.aggregate {
-            // per-site totals instead of rows (issue 38): the aggregate ends the chain
+            // per-site totals instead of rows (issue 38): of what would be written
+            // (`--events`, `--steps`), HOST's too; the aggregate ends the chain
+            layers.push(Box::new(layers::WriteFilter::for_aggregate(cfg)));
             layers.push(Box::new(memscope_analysis::aggregate::AggregateLayer::new(
                 project.join(format!("memscope_aggregate_{ts}.csv")),
             )));

@@ -131,6 +131,17 @@ impl WriteFilter {
     }
 }
 
+impl WriteFilter {
+    /// The written set of `cfg` for `--aggregate` (issue 38): `--events` and `--steps` apply
+    /// as to rows, and the account-only sources' rows (HOST's) are summed too.
+    pub fn for_aggregate(cfg: &RunConfig) -> WriteFilter {
+        WriteFilter {
+            host_rows: true,
+            ..WriteFilter::new(cfg)
+        }
+    }
+}
+
 impl Layer for WriteFilter {
     fn name(&self) -> &'static str {
         "write-filter"

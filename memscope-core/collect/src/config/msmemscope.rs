@@ -434,7 +434,7 @@ pub fn raw_options(v: &Value) -> Result<RawOptions, ConfigError> {
                 other => {
                     return Err(err(
                         &format!("memscopeOptions.{other}"),
-                        "unknown key (adapters, adapterPaths, gap, hostRows, idleThreshold, inefficientRule, sample, traceback)",
+                        "unknown key (adapters, adapterPaths, aggregate, gap, hostRows, idleThreshold, inefficientRule, sample, traceback)",
                     ))
                 }
             }
