@@ -78,6 +78,33 @@ fn from_rows(rows: &[Row]) -> BTreeMap<(String, String), (u64, u64, u64)> {
     m
 }
 
+/// Every CSV dump row under a run's output.
+fn dump_rows(out: &Path) -> Vec<Row> {
+    let mut rows = Vec::new();
+    walk(out, &mut |p| {
+        let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if n.starts_with("memscope_dump_") && n.ends_with(".csv") {
+            rows.extend(read_csv(p));
+        }
+    });
+    rows
+}
+
+/// An aggregate's lines summed per `(Device Id, Event Type)`: allocations, bytes at the peak,
+/// live bytes at exit (what [`from_rows`] gives for a full run).
+fn totals(lines: &[BTreeMap<String, String>]) -> BTreeMap<(String, String), (u64, u64, u64)> {
+    let mut got: BTreeMap<(String, String), (u64, u64, u64)> = BTreeMap::new();
+    for l in lines {
+        let e = got
+            .entry((l["Device Id"].clone(), l["Event Type"].clone()))
+            .or_default();
+        e.0 += num(l, "Allocations");
+        e.1 += num(l, "Bytes At Peak");
+        e.2 += num(l, "Live Bytes At Exit");
+    }
+    got
+}
+
 /// `line` with every run of digits (addresses, pids, timestamps) as `#`: two runs of one job
 /// differ there only.
 fn masked(line: &str) -> String {
@@ -146,24 +173,11 @@ fn aggregate_demo_gives_the_full_runs_leaks_and_peaks_with_no_rows_and_no_captur
     let lines = &files[0].1;
 
     // its lines add up to the full run's allocations, peaks and live bytes, per allocator
-    let mut dump_rows = Vec::new();
-    walk(full.out.path(), &mut |p| {
-        let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if n.starts_with("memscope_dump_") && n.ends_with(".csv") {
-            dump_rows.extend(read_csv(p));
-        }
-    });
-    let want = from_rows(&dump_rows);
-    let mut got: BTreeMap<(String, String), (u64, u64, u64)> = BTreeMap::new();
-    for l in lines {
-        let e = got
-            .entry((l["Device Id"].clone(), l["Event Type"].clone()))
-            .or_default();
-        e.0 += num(l, "Allocations");
-        e.1 += num(l, "Bytes At Peak");
-        e.2 += num(l, "Live Bytes At Exit");
-    }
-    assert_eq!(got, want, "per allocator: allocations, peak, live at exit");
+    assert_eq!(
+        totals(lines),
+        from_rows(&dump_rows(full.out.path())),
+        "per allocator: allocations, peak, live at exit"
+    );
     // the leaking site is the line with the blocks live at exit: train.py's leaking line
     let leak_line = script_line(
         "../../examples/sim-npu/train.py",
@@ -221,26 +235,9 @@ fn aggregate_host_job_keeps_the_host_summaries_and_its_file_follows_sites_not_ev
     assert!(!want.is_empty(), "{}", full.stderr());
     assert_eq!(section(&agg.stderr()), want);
     // allocations, peak and live bytes add up to the full run's HOST rows
-    let mut rows = Vec::new();
-    walk(full.out.path(), &mut |p| {
-        let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if n.starts_with("memscope_dump_") && n.ends_with(".csv") {
-            rows.extend(read_csv(p));
-        }
-    });
-    let want = from_rows(&rows);
     let files = aggregates(agg.out.path());
     assert_eq!(files.len(), 1);
-    let mut got: BTreeMap<(String, String), (u64, u64, u64)> = BTreeMap::new();
-    for l in &files[0].1 {
-        let e = got
-            .entry((l["Device Id"].clone(), l["Event Type"].clone()))
-            .or_default();
-        e.0 += num(l, "Allocations");
-        e.1 += num(l, "Bytes At Peak");
-        e.2 += num(l, "Live Bytes At Exit");
-    }
-    assert_eq!(got, want);
+    assert_eq!(totals(&files[0].1), from_rows(&dump_rows(full.out.path())));
     // one line per allocation site (the four of the loop, and stdio's buffer), however many
     // events: ten times the events, the same lines and the same file size
     let sites = |rows: &[BTreeMap<String, String>]| -> std::collections::BTreeSet<String> {
