@@ -247,8 +247,15 @@ pub fn collect(a: &CollectArgs) -> ExitCode {
             eprintln!("{l}");
         }
     }
+    // outputs cut short (a full disk): the spool stays for `memscope recover`
+    let code = crate::spool_guard::keep_after_write_failures(
+        &mut spool_guard,
+        &summaries,
+        &cfg_used.output_path,
+        0,
+    );
     drop(spool_guard);
-    ExitCode::SUCCESS
+    ExitCode::from(code as u8)
 }
 
 /// The command line of process `pid` (`/proc/<pid>/cmdline`), empty when it cannot be read.

@@ -144,6 +144,18 @@ pub fn count_line(left_out: &BTreeMap<String, usize>) -> Option<String> {
     ))
 }
 
+/// The output directories of the processes that recorded events (rows, or only capture
+/// records: HOST and Python objects without --host-rows), helpers left out.
+pub(crate) fn recorded_dirs(
+    summaries: &[memscope_collect::process::ProcessSummary],
+) -> Vec<std::path::PathBuf> {
+    summaries
+        .iter()
+        .filter(|p| recorded(p) && !p.helper && p.project_dir.is_dir())
+        .map(|p| p.project_dir.clone())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -184,9 +184,10 @@ pub fn print(
     }
     let name = |p: &ProcessSummary| {
         let e = by_pid.get(&p.pid);
+        // a process without a rank (the table's `-`) is named by its pid alone
         let rank = e
             .and_then(|e| e.rank)
-            .map_or("rank ?".to_owned(), |r| format!("rank {r}"));
+            .map_or("no rank".to_owned(), |r| format!("rank {r}"));
         let dev = e.map(|e| e.devices.join(",")).unwrap_or_default();
         format!(
             "{rank} (pid {}, device {})",

@@ -5,6 +5,7 @@
 use crate::session::RunInfo;
 use memscope_collect::config::{RawOptions, RunConfig};
 use memscope_collect::pipeline::INCOMPLETE_MARKER;
+use memscope_collect::process::ProcessSummary;
 use memscope_collect::Collector;
 use memscope_stream::spool::{self, StreamFile};
 use std::collections::HashSet;
@@ -89,48 +90,61 @@ fn load_config(spool_dir: &Path) -> Result<(RunConfig, RunInfo), String> {
     Ok((cfg, info))
 }
 
-/// Processes whose outputs were complete before the recover: header and output directory.
 /// Processes whose outputs were complete before the recover: header, output directory and the
 /// executables of all their images (a helper is known by all of them).
 type Complete = Vec<(memscope_stream::spool::StreamHeader, PathBuf, Vec<String>)>;
 
-/// Checks that nobody follows or writes the spool any more; returns the pids whose outputs
-/// are complete already (skipped), with their headers and directories, after removing
-/// incomplete outputs and stale captures.
-fn prepare(spool_dir: &Path, cfg: &RunConfig) -> Result<(HashSet<u32>, Complete), String> {
-    let lock = spool_dir.join(spool::COLLECTOR_LOCK);
-    if let Ok(f) = std::fs::File::open(&lock) {
-        // A probe checking the lock holds it shared for an instant: retry before concluding.
-        let held = (0..5).all(|_| {
-            let busy = matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock));
-            if !busy {
-                let _ = f.unlock();
-            } else {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            busy
-        });
-        if held {
-            return Err(format!(
-                "{}: a collector (memscope run) still follows this spool",
-                spool_dir.display()
-            ));
+/// What `prepare` found: pids complete already (skipped), with their headers and directories,
+/// and one line per stream nothing could be read from.
+struct Prepared {
+    skip: HashSet<u32>,
+    complete: Complete,
+    unreadable: Vec<String>,
+}
+
+/// Takes the spool's collector lock, so neither a collector nor a second `memscope recover`
+/// follows it while this one does. A probe checking the lock holds it shared for an instant:
+/// retried before concluding.
+fn lock_spool(spool_dir: &Path) -> Result<std::fs::File, String> {
+    let mut last = String::new();
+    for _ in 0..5 {
+        match crate::run::hold_collector_lock(spool_dir) {
+            Ok(f) => return Ok(f),
+            Err(e) => last = e,
         }
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    if last.starts_with("cannot lock") {
+        return Err(format!(
+            "{}: a collector (memscope run) or another memscope recover still follows this spool",
+            spool_dir.display()
+        ));
+    }
+    Err(last)
+}
+
+/// Checks that no process writes the spool any more; returns the pids whose outputs are
+/// complete already, after setting incomplete outputs aside (into the spool's `replaced/`,
+/// kept until the recover has succeeded) and removing stale captures.
+fn prepare(spool_dir: &Path, cfg: &RunConfig) -> Result<Prepared, String> {
     let mut skip = HashSet::new();
     let mut complete = Complete::new();
+    let mut unreadable = Vec::new();
     let mut image_exes: std::collections::BTreeMap<u32, Vec<String>> = Default::default();
     let rd = std::fs::read_dir(spool_dir).map_err(|e| format!("{}: {e}", spool_dir.display()))?;
+    let mut streams = Vec::new();
     for e in rd.flatten() {
         let p = e.path();
         let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
         if name.ends_with(&format!(".{}", memscope_stream::capture::EXTENSION)) {
             let _ = std::fs::remove_file(&p);
-            continue;
+        } else if name.ends_with(".stream") {
+            streams.push(p);
         }
-        if !name.ends_with(".stream") {
-            continue;
-        }
+    }
+    streams.sort();
+    for p in streams {
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
         let mut s = StreamFile::open(&p).map_err(|e| format!("{}: {e}", p.display()))?;
         if !s.writer_gone() {
             return Err(format!(
@@ -139,21 +153,90 @@ fn prepare(spool_dir: &Path, cfg: &RunConfig) -> Result<(HashSet<u32>, Complete)
                 spool::pid_of_stream_name(name).unwrap_or(0)
             ));
         }
-        let Ok(Some(h)) = s.header() else { continue };
+        let h = match s.header() {
+            Ok(Some(h)) => h.clone(),
+            Ok(None) => {
+                unreadable.push(format!(
+                    "{}: no stream header (empty or cut short): nothing of it can be recovered",
+                    p.display()
+                ));
+                continue;
+            }
+            Err(e) => {
+                unreadable.push(format!("{e}: nothing of it can be recovered"));
+                continue;
+            }
+        };
+        if let Ok(n @ 1..) = s.partial_chunk_bytes() {
+            unreadable.push(format!(
+                "{}: cut short inside a chunk ({n} bytes past the last whole one were not read)",
+                p.display()
+            ));
+        }
         image_exes.entry(h.pid).or_default().push(h.exe.clone());
         let ts = memscope_dump::layout::timestamp_name(h.start_ns);
         let dir = memscope_dump::layout::project_dir(&cfg.output_path, h.pid, &ts);
         if dir.join(INCOMPLETE_MARKER).exists() {
-            std::fs::remove_dir_all(&dir)
-                .map_err(|e| format!("cannot remove the incomplete {}: {e}", dir.display()))?;
+            set_aside(spool_dir, &dir)?;
         } else if dir.exists() && skip.insert(h.pid) {
-            complete.push((h.clone(), dir, Vec::new()));
+            complete.push((h, dir, Vec::new()));
         }
     }
     for (h, _, exes) in &mut complete {
         *exes = image_exes.remove(&h.pid).unwrap_or_default();
     }
-    Ok((skip, complete))
+    Ok(Prepared {
+        skip,
+        complete,
+        unreadable,
+    })
+}
+
+/// Moves an incomplete output directory into `<spool>/replaced/`: the recover writes it anew,
+/// and what it held stays until the recover has succeeded (nothing written is lost).
+fn set_aside(spool_dir: &Path, dir: &Path) -> Result<(), String> {
+    let aside = spool_dir.join("replaced");
+    std::fs::create_dir_all(&aside)
+        .map_err(|e| format!("cannot create {}: {e}", aside.display()))?;
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let dest = (0..1000)
+        .map(|k| match k {
+            0 => aside.join(&name),
+            k => aside.join(format!("{name}.{k}")),
+        })
+        .find(|p| !p.exists())
+        .unwrap_or_else(|| aside.join(&name));
+    std::fs::rename(dir, &dest).map_err(|e| {
+        format!(
+            "cannot set the incomplete {} aside into {}: {e}",
+            dir.display(),
+            dest.display()
+        )
+    })
+}
+
+/// The lines that keep the spool: streams nothing could be read from, processes with
+/// damaged chunks or outputs that could not be written.
+fn problems(unreadable: Vec<String>, summaries: &[ProcessSummary]) -> Vec<String> {
+    let mut v = unreadable;
+    for p in summaries {
+        if p.corrupt_chunks > 0 {
+            v.push(format!(
+                "pid {}: {} damaged stream chunk(s); their rest could not be read",
+                p.pid, p.corrupt_chunks
+            ));
+        }
+        if p.write_failures > 0 {
+            v.push(format!(
+                "pid {}: {} output(s) could not be written (said above)",
+                p.pid, p.write_failures
+            ));
+        }
+    }
+    v
 }
 
 /// Runs `memscope recover`.
@@ -166,17 +249,22 @@ pub fn run(a: &RecoverArgs) -> ExitCode {
         Ok(v) => v,
         Err(e) => return fail(e),
     };
+    let mut failed = false;
     for spool_dir in list {
         let (cfg, info) = match load_config(&spool_dir) {
             Ok(c) => c,
             Err(e) => return fail(e),
         };
-        let (skip, complete) = match prepare(&spool_dir, &cfg) {
-            Ok(s) => s,
+        let lock = match lock_spool(&spool_dir) {
+            Ok(l) => l,
             Err(e) => return fail(e),
         };
-        let lock = match crate::run::hold_collector_lock(&spool_dir) {
-            Ok(l) => l,
+        let Prepared {
+            skip,
+            complete,
+            unreadable,
+        } = match prepare(&spool_dir, &cfg) {
+            Ok(s) => s,
             Err(e) => return fail(e),
         };
         let cfg_used = cfg.clone();
@@ -221,8 +309,11 @@ pub fn run(a: &RecoverArgs) -> ExitCode {
             };
             crate::recover_index::write(&cfg_used.output_path, &killed, &summaries);
         }
-        if !a.quiet {
+        let problems = problems(unreadable, &summaries[..recovered]);
+        if !a.quiet && problems.is_empty() {
             eprintln!("memscope: recovered {}", spool_dir.display());
+        }
+        if !a.quiet {
             let kept: Vec<u32> = skip
                 .into_iter()
                 .filter(|p| !helpers_before.contains(p))
@@ -245,9 +336,31 @@ pub fn run(a: &RecoverArgs) -> ExitCode {
             crate::summary::print_processes(&listed);
         }
         drop(lock);
+        if !problems.is_empty() {
+            // what could be read is written; the spool stays for a look or a later recover
+            for l in &problems {
+                eprintln!("memscope: recover: {l}");
+            }
+            let aside = spool_dir.join("replaced");
+            eprintln!(
+                "memscope: recover: {} only partly recovered; the spool is kept as it is{}",
+                spool_dir.display(),
+                if aside.is_dir() {
+                    format!(" (the outputs it replaced are in {})", aside.display())
+                } else {
+                    String::new()
+                }
+            );
+            failed = true;
+            continue;
+        }
         if let Err(e) = std::fs::remove_dir_all(&spool_dir) {
             eprintln!("memscope: cannot remove spool {}: {e}", spool_dir.display());
         }
     }
-    ExitCode::SUCCESS
+    if failed {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    }
 }

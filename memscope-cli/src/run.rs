@@ -299,6 +299,7 @@ pub fn run(a: RunArgs) -> ExitCode {
         &a.program,
         opts,
         crate::session::analysis_factory(),
+        &mut spool_guard,
     )
 }
 
@@ -410,6 +411,7 @@ fn launch_and_collect(
     argv: &[String],
     opts: Finish,
     analyses: AnalysisFactory,
+    spool_guard: &mut SpoolGuard,
 ) -> ExitCode {
     // Signals for the job (issue 18, B2): read with their origin, so a terminal's Ctrl-C
     // (sent by the kernel to the whole foreground group) is not delivered a second time.
@@ -550,7 +552,7 @@ fn launch_and_collect(
     }
     if opts.report {
         // the job's exit code stays the run's; a report that cannot be made is said, not fatal
-        let dirs = recorded_dirs(&summaries);
+        let dirs = crate::helpers::recorded_dirs(&summaries);
         match crate::report_cmd::run_report(&cfg.output_path, &dirs) {
             Ok(p) if !opts.quiet => eprintln!("memscope: report: {}", p.display()),
             Ok(_) => {}
@@ -558,7 +560,7 @@ fn launch_and_collect(
         }
     }
     let code = if opts.gate.active() {
-        let dirs = recorded_dirs(&summaries);
+        let dirs = crate::helpers::recorded_dirs(&summaries);
         let known: Vec<crate::ci::summary::Known> = summaries
             .iter()
             .map(|p| crate::ci::summary::Known {
@@ -577,15 +579,12 @@ fn launch_and_collect(
     } else {
         code
     };
+    // outputs cut short (a full disk): the spool stays for `memscope recover`
+    let code = crate::spool_guard::keep_after_write_failures(
+        spool_guard,
+        &summaries,
+        &cfg.output_path,
+        code,
+    );
     ExitCode::from(code.clamp(0, 255) as u8)
-}
-
-/// The output directories of the processes that recorded events (rows, or only capture
-/// records: HOST and Python objects without --host-rows), helpers left out.
-fn recorded_dirs(summaries: &[memscope_collect::process::ProcessSummary]) -> Vec<PathBuf> {
-    summaries
-        .iter()
-        .filter(|p| crate::helpers::recorded(p) && !p.helper && p.project_dir.is_dir())
-        .map(|p| p.project_dir.clone())
-        .collect()
 }

@@ -112,8 +112,14 @@ pub fn write(root: &Path, processes: Vec<ProcessEntry>, facts: &RunFacts<'_>) {
         interrupted_by: facts.interrupted_by.clone(),
         processes,
     };
-    if let Err(e) = run_index::append(root, entry) {
-        eprintln!("memscope: run index: {e}");
+    match run_index::append(root, entry) {
+        Ok(Some(aside)) => eprintln!(
+            "memscope: run index: {} was no run index this memscope reads; kept as {}, a new one started",
+            root.join(run_index::FILE_NAME).display(),
+            aside.display()
+        ),
+        Ok(None) => {}
+        Err(e) => eprintln!("memscope: run index: {e}"),
     }
 }
 

@@ -17,6 +17,8 @@ pub(crate) struct SpoolGuard {
     /// Processes whose stream is still locked but that passed `exit()` and wait for this
     /// collector to end: their spool is removed all the same.
     ignored: Vec<u32>,
+    /// [`SpoolGuard::keep`] was called.
+    kept: bool,
 }
 
 impl SpoolGuard {
@@ -27,6 +29,7 @@ impl SpoolGuard {
             who,
             lock: None,
             ignored: Vec::new(),
+            kept: false,
         }
     }
 
@@ -34,6 +37,12 @@ impl SpoolGuard {
     /// and waits for this collector, plain-python mode).
     pub(crate) fn ignore_writer(&mut self, pid: u32) {
         self.ignored.push(pid);
+    }
+
+    /// Keeps the spool: outputs could not be written, and `memscope recover` redoes them from
+    /// it once the cause (a full disk) is gone.
+    pub(crate) fn keep(&mut self) {
+        self.kept = true;
     }
 
     /// Keeps the locked `collector.lock` ([`hold_collector_lock`]) until the spool is removed.
@@ -65,6 +74,10 @@ pub(crate) fn live_writers(spool: &Path) -> Vec<u32> {
 
 impl Drop for SpoolGuard {
     fn drop(&mut self) {
+        if self.kept {
+            drop(self.lock.take());
+            return;
+        }
         // Never delete a spool a live process still writes (issue 18, B2): its stream would go
         // on into a deleted file. It stays for `memscope recover`; the probes see the collector
         // gone once the lock below is released and stop after a bounded number of chunks.
@@ -116,4 +129,35 @@ pub fn hold_collector_lock(spool: &Path) -> Result<std::fs::File, String> {
     f.try_lock()
         .map_err(|e| format!("cannot lock {}: {e}", path.display()))?;
     Ok(f)
+}
+
+/// After the collector's end: when outputs could not be written (a full disk), keeps the
+/// spool so `memscope recover OUTPUT` redoes them once the cause is gone, and says so in one
+/// line. Returns the exit code: the job's, or 2 where the job succeeded.
+pub(crate) fn keep_after_write_failures(
+    guard: &mut SpoolGuard,
+    summaries: &[memscope_collect::process::ProcessSummary],
+    output: &Path,
+    code: i32,
+) -> i32 {
+    let failed: Vec<u32> = summaries
+        .iter()
+        .filter(|p| p.write_failures > 0)
+        .map(|p| p.pid)
+        .collect();
+    if failed.is_empty() {
+        return code;
+    }
+    guard.keep();
+    eprintln!(
+        "{}: outputs of pid(s) {failed:?} could not all be written (said above); spool {} kept: `memscope recover {}` writes them again once there is room",
+        guard.who,
+        guard.path.display(),
+        output.display()
+    );
+    if code == 0 {
+        2
+    } else {
+        code
+    }
 }

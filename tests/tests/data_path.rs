@@ -8,6 +8,9 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+#[path = "data_path/recover.rs"]
+mod recover;
+
 /// `(rows, per-kind)` of the summary line `memscope: pid N (...): R rows (K n, ...)`.
 fn summary_rows(stderr: &str) -> Vec<(u64, BTreeMap<String, u64>)> {
     stderr
@@ -406,55 +409,6 @@ fn sigkill_of_memscope_then_recover_writes_every_recorded_event_and_counts_the_r
         text.lines().any(|l| l.trim_start().starts_with("3 ")),
         "rank 3 in the per-rank table: {text}"
     );
-}
-
-#[test]
-fn recover_of_a_directory_that_is_not_a_spool_fails_with_one_line() {
-    let d = tempfile::tempdir().unwrap();
-    let o = Command::new(memscope_bin())
-        .arg("recover")
-        .arg(d.path())
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
-    assert!(err.contains("not a memscope spool"), "{err}");
-    let spool = d.path().join(".memscope_spool_1");
-    std::fs::create_dir(&spool).unwrap();
-    let o = Command::new(memscope_bin())
-        .arg("recover")
-        .arg(d.path())
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
-    assert!(err.contains("no run.json"), "{err}");
-}
-
-#[test]
-fn a_file_size_limit_stops_one_file_with_a_warning_and_the_job_keeps_its_exit_code() {
-    let prog = program("mstx_many");
-    let out = tempfile::tempdir().unwrap();
-    let o = Command::new("bash")
-        .arg("-c")
-        .arg(format!(
-            "ulimit -f 1024; exec {} run --adapters mstx -o {} -- {} 30000 unique",
-            memscope_bin().display(),
-            out.path().display(),
-            prog.display()
-        ))
-        .output()
-        .unwrap();
-    let run = Run { output: o, out };
-    let err = run.stderr();
-    assert_eq!(run.code(), 0, "{err}");
-    assert!(err.contains("file-size limit"), "{err}");
-    let rows = run.rows();
-    assert!(rows.len() > 1000 && rows.len() < 30_000, "{}", rows.len());
-    let s = summary_rows(&err);
-    assert_eq!(s[0].0, rows.len() as u64, "{err}");
 }
 
 /// A shim's helper processes (`readlink`, `basename` in a shell script that then execs the

@@ -454,6 +454,7 @@ impl Pipeline {
             Ok(mut s) => std::mem::take(&mut s.warnings),
             Err(_) => Vec::new(),
         };
+        self.summary.write_failures += lines.len() as u64;
         for l in lines {
             eprintln!("memscope: pid {}: {l}", self.summary.pid);
             self.log.warn(&l);

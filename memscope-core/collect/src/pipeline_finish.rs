@@ -70,6 +70,7 @@ impl Pipeline {
                     img.stream
                 ));
             }
+            self.summary.corrupt_chunks += img.corrupt_chunks;
             if img.corrupt_chunks > 0 {
                 self.log.warn(&format!(
                     "{}: {} corrupt chunk(s) skipped",
@@ -107,6 +108,7 @@ impl Pipeline {
                 self.summary.report = side_report;
             }
             Err(e) => {
+                self.summary.write_failures += 1;
                 self.log.error(&e.to_string());
                 eprintln!("memscope: pid {}: {e}", self.summary.pid);
             }
@@ -130,7 +132,8 @@ impl Pipeline {
                 .collect();
             self.log.info_lines(lines.iter().map(String::as_str));
         }
-        if !self.dry {
+        // an output cut short keeps the marker: `memscope recover` redoes the process
+        if !self.dry && self.summary.write_failures == 0 {
             let _ = std::fs::remove_file(self.summary.project_dir.join(INCOMPLETE_MARKER));
         }
         self.summary
@@ -159,6 +162,7 @@ impl Pipeline {
                 );
                 eprintln!("memscope: pid {}: {line}", self.summary.pid);
                 self.log.warn(&line);
+                self.summary.write_failures += 1;
                 CaptureStats {
                     records,
                     ..CaptureStats::default()
@@ -174,6 +178,7 @@ impl Pipeline {
         if self.next_id == 0 {
             if let Err(e) = self.materialize() {
                 eprintln!("memscope: pid {}: {e}", self.summary.pid);
+                self.summary.write_failures += 1;
                 return;
             }
         }
@@ -195,6 +200,7 @@ impl Pipeline {
                 );
                 eprintln!("memscope: pid {}: {line}", self.summary.pid);
                 self.log.warn(&line);
+                self.summary.write_failures += 1;
             }
         }
     }

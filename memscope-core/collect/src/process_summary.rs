@@ -50,4 +50,10 @@ pub struct ProcessSummary {
     pub peaks: BTreeMap<String, u64>,
     /// Aggregate mode (`--aggregate`, issue 38): per-site totals, no rows.
     pub aggregate: bool,
+    /// Outputs that could not be written (a dump file cut short by a full disk or an I/O
+    /// error, a layer that failed at its end): the process's directory keeps its
+    /// incomplete marker, so `memscope recover` redoes it from the spool.
+    pub write_failures: u64,
+    /// Stream chunks that did not decode (their rest skipped): a damaged spool.
+    pub corrupt_chunks: u64,
 }

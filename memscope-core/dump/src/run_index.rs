@@ -11,7 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// File name of the run index at the output root.
 pub const FILE_NAME: &str = "memscope_run.json";
@@ -212,16 +212,39 @@ pub fn read(root: &Path) -> Result<Option<RunIndexFile>, RunIndexError> {
 /// Adds `run` to `<root>/memscope_run.json` (created mode 0600 if absent; earlier runs kept),
 /// through a temporary file renamed over it, so a reader never sees half a file.
 ///
+/// An existing file that is no run index this memscope reads (garbage, another version) is
+/// renamed aside, never overwritten, and a new index started: returns that name, for the
+/// caller to say.
+///
 /// # Errors
-/// The existing file cannot be read (it is left as it is) or the new one written.
-pub fn append(root: &Path, run: RunEntry) -> Result<(), RunIndexError> {
-    let mut idx = read(root)?.unwrap_or_else(|| RunIndexFile {
+/// The existing file cannot be read or set aside (it is left as it is), or the new one
+/// cannot be written.
+pub fn append(root: &Path, run: RunEntry) -> Result<Option<PathBuf>, RunIndexError> {
+    let path = root.join(FILE_NAME);
+    let (existing, aside) = match read(root) {
+        Ok(idx) => (idx, None),
+        Err(RunIndexError::Format { .. }) => {
+            let aside = (0..1000)
+                .map(|k| match k {
+                    0 => root.join(format!("{FILE_NAME}.unreadable")),
+                    k => root.join(format!("{FILE_NAME}.unreadable.{k}")),
+                })
+                .find(|p| !p.exists())
+                .unwrap_or_else(|| root.join(format!("{FILE_NAME}.unreadable")));
+            std::fs::rename(&path, &aside).map_err(|source| RunIndexError::Io {
+                path: path.display().to_string(),
+                source,
+            })?;
+            (None, Some(aside))
+        }
+        Err(e) => return Err(e),
+    };
+    let mut idx = existing.unwrap_or_else(|| RunIndexFile {
         format: FORMAT.to_owned(),
         version: VERSION,
         runs: Vec::new(),
     });
     idx.runs.push(run);
-    let path = root.join(FILE_NAME);
     let io = |source| RunIndexError::Io {
         path: path.display().to_string(),
         source,
@@ -234,7 +257,7 @@ pub fn append(root: &Path, run: RunEntry) -> Result<(), RunIndexError> {
     std::io::Write::write_all(&mut tmp, &text).map_err(io)?;
     tmp.as_file().sync_all().map_err(io)?;
     tmp.persist(&path).map_err(|e| io(e.error))?;
-    Ok(())
+    Ok(aside)
 }
 
 #[cfg(test)]
@@ -286,7 +309,26 @@ mod tests {
         let idx = read(d.path()).unwrap().unwrap();
         let pids: Vec<u32> = idx.runs.iter().map(|r| r.memscope_pid).collect();
         assert_eq!(pids, [1, 2]);
-        std::fs::write(d.path().join(FILE_NAME), b"{\"format\":\"x\"}").unwrap();
-        assert!(append(d.path(), RunEntry::default()).is_err());
+    }
+
+    #[test]
+    fn append_over_a_file_that_is_no_run_index_sets_it_aside_and_starts_a_new_one() {
+        let d = tempfile::tempdir().unwrap();
+        let garbage = b"{\"format\":\"x\"}";
+        std::fs::write(d.path().join(FILE_NAME), garbage).unwrap();
+        let run = RunEntry {
+            memscope_pid: 7,
+            ..RunEntry::default()
+        };
+        let aside = append(d.path(), run.clone()).unwrap().expect("set aside");
+        assert_eq!(std::fs::read(&aside).unwrap(), garbage);
+        let idx = read(d.path()).unwrap().unwrap();
+        assert_eq!(idx.runs.len(), 1);
+        // a second planted file gets its own name: the first one kept is not overwritten
+        std::fs::write(d.path().join(FILE_NAME), b"not json").unwrap();
+        let second = append(d.path(), run).unwrap().expect("set aside");
+        assert_ne!(second, aside);
+        assert_eq!(std::fs::read(&aside).unwrap(), garbage);
+        assert_eq!(read(d.path()).unwrap().unwrap().runs.len(), 1);
     }
 }

@@ -225,6 +225,18 @@ impl StreamFile {
         }
     }
 
+    /// Bytes past the last whole chunk. The probe grows its stream a whole chunk at a time, so
+    /// anything but 0 means the file was cut short inside a chunk (a truncated copy), whose
+    /// part is never read.
+    ///
+    /// # Errors
+    /// `stat` failure.
+    pub fn partial_chunk_bytes(&self) -> std::io::Result<u64> {
+        let len = self.file.metadata()?.len();
+        let body = len.saturating_sub(wire::FILE_HEADER_SIZE as u64);
+        Ok(body % wire::CHUNK_SIZE as u64)
+    }
+
     /// Chunks that did not decode (the rest of each was skipped).
     pub fn corrupt_chunks(&self) -> u64 {
         self.chunks.iter().filter(|c| c.corrupt).count() as u64

@@ -1,0 +1,161 @@
+//! `memscope recover` and outputs that cannot be written: a spool is removed only once
+//! everything in it is written; a damaged one is kept, with what could be read written.
+
+use super::summary_rows;
+use memscope_tests::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+#[test]
+fn recover_of_a_directory_that_is_not_a_spool_fails_with_one_line() {
+    let d = tempfile::tempdir().unwrap();
+    let o = Command::new(memscope_bin())
+        .arg("recover")
+        .arg(d.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("not a memscope spool"), "{err}");
+    let spool = d.path().join(".memscope_spool_1");
+    std::fs::create_dir(&spool).unwrap();
+    let o = Command::new(memscope_bin())
+        .arg("recover")
+        .arg(d.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("no run.json"), "{err}");
+}
+
+/// A run whose memscope (not its job) has a 1 MiB file-size limit: its dump stops early.
+fn limited_run() -> Run {
+    let prog = program("mstx_many");
+    let out = tempfile::tempdir().unwrap();
+    // the soft limit only, lifted again for the job: its stream in the spool stays whole
+    let o = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -S -f 1024; exec {} run --adapters mstx -o {} -- sh -c 'ulimit -S -f unlimited; exec {} 30000 unique'",
+            memscope_bin().display(),
+            out.path().display(),
+            prog.display()
+        ))
+        .output()
+        .unwrap();
+    Run { output: o, out }
+}
+
+/// The run's spool and the stream of the job's marks (its largest: `sh` wrote the other).
+fn spool_and_stream(out: &Path) -> (PathBuf, PathBuf) {
+    let spools = entries(out, ".memscope_spool_");
+    assert_eq!(spools.len(), 1, "{spools:?}");
+    let stream = std::fs::read_dir(&spools[0])
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "stream"))
+        .max_by_key(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
+        .expect("a stream");
+    (spools[0].clone(), stream)
+}
+
+/// Rows of the CSV dumps of the process directories directly under `out`.
+fn top_level_rows(out: &Path) -> usize {
+    let mut n = 0;
+    for d in entries(out, "msmemscope_") {
+        walk(&d, &mut |p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if name.starts_with("memscope_dump_") && name.ends_with(".csv") {
+                n += read_csv(p).len();
+            }
+        });
+    }
+    n
+}
+
+fn recover(out: &Path) -> (i32, String) {
+    let o = Command::new(memscope_bin())
+        .arg("recover")
+        .arg(out)
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_file_size_limit_stops_one_file_keeps_the_spool_and_exits_2_and_recover_then_writes_every_row()
+{
+    let run = limited_run();
+    let err = run.stderr();
+    assert_eq!(run.code(), 2, "{err}");
+    assert!(err.contains("file-size limit"), "{err}");
+    assert!(err.contains("memscope recover"), "{err}");
+    let rows = top_level_rows(run.out.path());
+    assert!(rows > 1000 && rows < 30_000, "{rows}");
+    let s = summary_rows(&err);
+    assert_eq!(s[0].0, rows as u64, "{err}");
+    let (spool, _) = spool_and_stream(run.out.path());
+    let dirs = entries(run.out.path(), "msmemscope_");
+    assert!(dirs[0].join(".memscope_incomplete").exists(), "{dirs:?}");
+    // room again: recover writes the process anew, whole, and removes the spool
+    let (code, err) = recover(run.out.path());
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("recovered"), "{err}");
+    assert!(!spool.exists(), "{err}");
+    assert_eq!(top_level_rows(run.out.path()), 30_000, "{err}");
+    let dirs = entries(run.out.path(), "msmemscope_");
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    assert!(!dirs[0].join(".memscope_incomplete").exists());
+}
+
+#[test]
+fn recover_of_a_cut_stream_writes_what_it_can_keeps_the_spool_and_exits_2() {
+    let run = limited_run();
+    assert_eq!(run.code(), 2, "{}", run.stderr());
+    let out = run.out.path();
+    let (spool, stream) = spool_and_stream(out);
+    let incomplete = entries(out, "msmemscope_");
+    assert_eq!(incomplete.len(), 1);
+    let len = std::fs::metadata(&stream).unwrap().len();
+    let (header, chunk) = (4096u64, 256 * 1024u64);
+    assert!(len > header + 2 * chunk, "{len}");
+    // cut inside the second chunk: the first is read, the rest cannot be
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&stream)
+        .unwrap()
+        .set_len(header + chunk + chunk / 2)
+        .unwrap();
+    let (code, err) = recover(out);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cut short inside a chunk"), "{err}");
+    assert!(err.contains("only partly recovered"), "{err}");
+    assert!(!err.contains("memscope: recovered"), "{err}");
+    let rows = top_level_rows(out);
+    assert!(rows > 0 && rows < 30_000, "{rows}\n{err}");
+    // the spool stays, with the incomplete outputs the recover replaced
+    assert!(stream.exists(), "{err}");
+    let name = incomplete[0].file_name().unwrap();
+    assert!(spool.join("replaced").join(name).is_dir(), "{err}");
+    // a stream cut before its header: nothing of it, said, spool kept
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&stream)
+        .unwrap()
+        .set_len(100)
+        .unwrap();
+    let (code, err) = recover(out);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no stream header"), "{err}");
+    assert!(
+        stream.exists() && spool.join("replaced").join(name).is_dir(),
+        "{err}"
+    );
+}
