@@ -53,6 +53,7 @@ mod run_select;
 mod session;
 mod spool_guard;
 mod summary;
+mod top;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -102,6 +103,10 @@ enum Cmd {
     Export(export::ExportArgs),
     /// Turn the spool a killed `memscope run` left behind into the run's outputs.
     Recover(recover_cmd::RecoverArgs),
+    /// Live memory of a running `memscope run`: per device and pool, the owners and sites
+    /// holding most and their growth, steps per second, per-rank peaks (refreshed every
+    /// second; q quits).
+    Top(top::TopArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -249,6 +254,7 @@ fn dispatch(parsed: Result<Cli, clap::Error>, args: &[String]) -> ExitCode {
         Cmd::Analyze { cmd } => analyze_cmd::run_analyze(&cmd),
         Cmd::Report(args) => report_cmd::run(&args),
         Cmd::Diff(args) => diff_cmd::run(&args),
+        Cmd::Top(args) => top::run(&args),
         Cmd::Config {
             cmd: ConfigCmd::Schema,
         } => {

@@ -131,8 +131,9 @@ pub fn hold_collector_lock(spool: &Path) -> Result<std::fs::File, String> {
     Ok(f)
 }
 
-/// After the collector's end: when outputs could not be written (a full disk), keeps the
-/// spool so `memscope recover OUTPUT` redoes them once the cause is gone, and says so in one
+/// After the collector's end: when outputs could not be written (a full disk, a file-size
+/// limit, a planted link), keeps the spool so `memscope recover OUTPUT` redoes them once the
+/// cause is gone, and says so in one
 /// line. Returns the exit code: the job's, or 2 where the job succeeded.
 pub(crate) fn keep_after_write_failures(
     guard: &mut SpoolGuard,
@@ -150,7 +151,7 @@ pub(crate) fn keep_after_write_failures(
     }
     guard.keep();
     eprintln!(
-        "{}: outputs of pid(s) {failed:?} could not all be written (said above); spool {} kept: `memscope recover {}` writes them again once there is room",
+        "{}: outputs of pid(s) {failed:?} could not all be written (said above); spool {} kept: `memscope recover {}` writes them again once that is fixed",
         guard.who,
         guard.path.display(),
         output.display()

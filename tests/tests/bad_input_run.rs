@@ -203,8 +203,10 @@ fn a_symlink_planted_as_a_process_directory_is_not_followed() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(0), "{err}");
+    // the job succeeded, its outputs could not be written: 2, the spool kept for recover
+    assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("is a symbolic link"), "{err}");
+    assert!(err.contains("spool") && err.contains("kept"), "{err}");
     assert_eq!(
         std::fs::read_dir(&victim).unwrap().count(),
         0,

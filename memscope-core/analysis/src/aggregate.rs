@@ -286,6 +286,29 @@ impl Aggregate {
         v
     }
 
+    /// The lines holding blocks now (live figures; the live view, [`crate::live`]).
+    pub fn live_lines(&self) -> impl Iterator<Item = &Line> {
+        self.lines.iter().filter(|l| l.live_blocks > 0)
+    }
+
+    /// Per allocator now: device, Event Type, live bytes, live blocks and peak bytes.
+    pub fn allocators_now(&self) -> Vec<(Device, EventType, u64, u64, u64)> {
+        let mut blocks: HashMap<(Device, EventType), u64> = HashMap::new();
+        for l in self.live_lines() {
+            *blocks.entry((l.device, l.pool)).or_default() += l.live_blocks;
+        }
+        let mut v: Vec<_> = self
+            .allocators
+            .iter()
+            .map(|((d, p), a)| {
+                let n = blocks.get(&(*d, *p)).copied().unwrap_or(0);
+                (*d, *p, a.live, n, a.peak)
+            })
+            .collect();
+        v.sort_by(|a, b| (a.0, a.1.as_str()).cmp(&(b.0, b.1.as_str())));
+        v
+    }
+
     /// Per allocator: its peak bytes and the event ID after which it was reached.
     pub fn peaks(&self) -> Vec<(Device, EventType, u64, u64)> {
         let mut v: Vec<_> = self

@@ -9,11 +9,12 @@ use crate::pipeline::{CaptureOut, Pipeline, PipelineSetup};
 use crate::process::{ProcessState, ProcessSummary, ROUND_BUDGET};
 use crate::registry::Registry;
 use crate::{api_config, layers, plugin_typer};
+use memscope_analysis::live::LiveHandle;
 use memscope_core::bus::{Bus, BusError, Layer};
-use memscope_dump::layout;
 use memscope_dump::sink::csv::CsvSink;
 use memscope_dump::sink::sqlite::DbSink;
 use memscope_dump::sink::{Place, SharedStats};
+use memscope_dump::{layout, run_index};
 use memscope_stream::capture::{CaptureInfo, CaptureWriter};
 use memscope_stream::spool::{StreamFile, StreamHeader};
 use std::collections::{BTreeMap, HashSet};
@@ -52,22 +53,14 @@ pub struct Collector {
     /// Whether the last round left records old enough to emit unread (a process hit its
     /// budget): a barrier is not met until a round catches up.
     behind: bool,
+    /// Frames for `memscope top`.
+    live: crate::live_view::LiveViews,
 }
 
 fn monotonic_ns() -> u64 {
     nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
         .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
         .unwrap_or(0)
-}
-
-/// Answers flush request `n` of process `pid` (`memscope_py_barrier`): `<spool>/barrier.<pid>.done`
-/// holds `n`, replaced whole (written aside, then renamed) so a reader never sees part of it.
-fn answer_barrier(spool: &Path, pid: u32, n: u32) {
-    let done = spool.join(format!("barrier.{pid}.done"));
-    let part = spool.join(format!("barrier.{pid}.done.part"));
-    if std::fs::write(&part, n.to_string()).is_ok() {
-        let _ = std::fs::rename(&part, &done);
-    }
 }
 
 /// How a process ended, as its parent's `wait` saw it.
@@ -118,6 +111,7 @@ impl Collector {
             ended: BTreeMap::new(),
             api: api_config::ApiConfigs::default(),
             behind: false,
+            live: Default::default(),
         }
     }
 
@@ -313,7 +307,7 @@ impl Collector {
             let n = p.release(watermark.saturating_sub(REORDER_WINDOW_NS), ROUND_BUDGET);
             if let Some(req) = p.pipeline_mut().take_barrier() {
                 p.pipeline_mut().flush_for_readers();
-                answer_barrier(&self.spool, *pid, req);
+                crate::pipeline::answer_barrier(&self.spool, *pid, req);
             }
             // A full budget means more is waiting: come back at once.
             self.behind |= n == ROUND_BUDGET;
@@ -337,6 +331,7 @@ impl Collector {
                 }
             }
         }
+        self.live.tick(&self.spool, &mut self.procs);
         progressed
     }
 
@@ -453,6 +448,12 @@ impl PipelineFactory<'_> {
         // OOM (issue 5)
         layers.extend(slot(LayerSlot::AfterExtents));
         layers.extend((self.analyses)(cfg, &project));
+        // what is live now, for `memscope top` (issue 38)
+        let rank_env = h.rank_env.iter().cloned().collect();
+        let live = LiveHandle::new(h.pid, &h.exe, run_index::rank_identity(&rank_env).0);
+        layers.push(Box::new(memscope_analysis::live::LiveLayer::new(
+            live.clone(),
+        )));
         let sink_stats = if cfg.aggregate {
             // per-site totals instead of rows (issue 38): of what would be written
             // (`--events`, `--steps`), HOST's too; the aggregate ends the chain
@@ -539,6 +540,7 @@ impl PipelineFactory<'_> {
             host_fast: fast_paths.first().map(|(_, f)| f(cfg)),
             account_rows: !fast,
             py_depth: cfg.call_stack.python,
+            live,
         }
     }
 }

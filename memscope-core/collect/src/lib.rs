@@ -30,6 +30,7 @@ pub mod fast_path;
 pub mod history;
 pub mod layers;
 pub mod live_account;
+pub mod live_view;
 pub mod logfile;
 pub mod pipeline;
 pub mod plugin_typer;

@@ -19,6 +19,7 @@ use std::path::PathBuf;
 mod compact_records;
 #[path = "pipeline_finish.rs"]
 mod finish;
+pub(crate) use finish::answer_barrier;
 #[path = "pipeline_host.rs"]
 mod host;
 #[path = "reconfigure.rs"]
@@ -93,6 +94,8 @@ pub struct PipelineSetup {
     pub account_rows: bool,
     /// Python stack frames per row (`--call-stack python:N`; `None`: off).
     pub py_depth: Option<u32>,
+    /// The frame its live-view layer publishes (`memscope top`).
+    pub live: memscope_analysis::live::LiveHandle,
 }
 
 /// Typing, IDs and the bus of one process.
@@ -133,6 +136,8 @@ pub struct Pipeline {
     sampled: crate::sampled::SampledMemory,
     /// Highest flush request seen (`SystemCode::Barrier`) and the highest answered.
     barrier: (u32, u32),
+    /// Its live-view frame (`memscope top`).
+    live: memscope_analysis::live::LiveHandle,
 }
 
 impl Pipeline {
@@ -171,7 +176,13 @@ impl Pipeline {
             history: Default::default(),
             sampled: Default::default(),
             barrier: (0, 0),
+            live: p.live,
         }
+    }
+
+    /// Its live-view frame (`memscope top`, [`crate::live_view`]).
+    pub fn live(&self) -> &memscope_analysis::live::LiveHandle {
+        &self.live
     }
 
     #[allow(dead_code)] // used by the replay API (TEAM contract 3)

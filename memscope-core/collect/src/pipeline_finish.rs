@@ -218,3 +218,13 @@ fn unused_name(path: &std::path::Path) -> PathBuf {
         .find(|p| !p.exists())
         .unwrap_or_else(|| path.to_path_buf())
 }
+
+/// Answers flush request `n` of process `pid` (`memscope_py_barrier`): `<spool>/barrier.<pid>.done`
+/// holds `n`, replaced whole (written aside, then renamed) so a reader never sees part of it.
+pub(crate) fn answer_barrier(spool: &std::path::Path, pid: u32, n: u32) {
+    let done = spool.join(format!("barrier.{pid}.done"));
+    let part = spool.join(format!("barrier.{pid}.done.part"));
+    if std::fs::write(&part, n.to_string()).is_ok() {
+        let _ = std::fs::rename(&part, &done);
+    }
+}

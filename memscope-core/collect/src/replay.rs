@@ -193,6 +193,7 @@ pub fn replay_capture(
         py_depth: capture_config(info, Path::new("."))
             .ok()
             .and_then(|c| c.call_stack.python),
+        live: Default::default(),
     });
     p.set_dry();
     p.observe(Box::new(move |ev| sink.borrow_mut().push(ev.clone())));

@@ -137,6 +137,7 @@ fn pipeline(dir: &std::path::Path, py_depth: Option<u32>, capture: bool) -> Pipe
         host_fast: None,
         account_rows: false,
         py_depth,
+        live: Default::default(),
     });
     for r in preamble() {
         p.record(0, 1, &r.to_owned());

@@ -1,0 +1,260 @@
+//! One frame of `memscope top` as text: the processes, their allocators, the owners and sites
+//! holding most (summed over processes) with their growth, and per-rank peaks.
+
+use memscope_analysis::live::{HolderFrame, ProcessFrame};
+use memscope_collect::live_view::TopFile;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// `1.5 GiB`, `300.0 KiB`, `12 B`.
+pub fn size(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    format!("{v:.1} {}", UNITS[u])
+}
+
+fn signed(n: i64) -> String {
+    match n {
+        0 => "0".to_owned(),
+        n if n > 0 => format!("+{}", size(n as u64)),
+        n => format!("-{}", size(n.unsigned_abs())),
+    }
+}
+
+fn who(p: &ProcessFrame) -> String {
+    match p.rank {
+        Some(r) => format!("rank {r}"),
+        None => format!("pid {}", p.pid),
+    }
+}
+
+fn exe_name(exe: &str) -> &str {
+    exe.rsplit('/').next().unwrap_or(exe)
+}
+
+/// Cuts `s` to `w` characters (an ellipsis marks the cut).
+fn fit(s: &str, w: usize) -> String {
+    if s.chars().count() <= w {
+        return s.to_owned();
+    }
+    let mut t: String = s.chars().take(w.saturating_sub(1)).collect();
+    t.push('…');
+    t
+}
+
+/// Holders with the same name summed over processes, largest first.
+fn merged(frames: &[ProcessFrame], pick: fn(&ProcessFrame) -> &[HolderFrame]) -> Vec<HolderFrame> {
+    let mut m: BTreeMap<&str, HolderFrame> = BTreeMap::new();
+    for f in frames {
+        for h in pick(f) {
+            let e = m.entry(&h.name).or_insert_with(|| HolderFrame {
+                name: h.name.clone(),
+                ..HolderFrame::default()
+            });
+            e.bytes += h.bytes;
+            e.blocks += h.blocks;
+            e.growth += h.growth;
+        }
+    }
+    let mut v: Vec<HolderFrame> = m.into_values().collect();
+    v.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.name.cmp(&b.name)));
+    v.truncate(memscope_analysis::live::TOP_N);
+    v
+}
+
+/// The frame as lines of at most `width` characters. `title`: what is watched.
+pub fn frame(file: &TopFile, title: &str, width: usize) -> String {
+    let width = width.max(60);
+    let mut o = String::new();
+    let procs = &file.processes;
+    let running = procs.iter().filter(|p| p.alive).count();
+    let _ = writeln!(
+        o,
+        "{}",
+        fit(
+            &format!(
+                "memscope top · {title} · {} process(es), {running} running",
+                procs.len()
+            ),
+            width
+        )
+    );
+    let window = procs
+        .iter()
+        .filter(|p| p.alive)
+        .map(|p| p.growth_window_s)
+        .fold(0.0f64, f64::max);
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "{:<10} {:>8} {:>7} {:>8} {:>10}  PROGRAM",
+        "PROCESS", "PID", "STEPS", "STEPS/S", "EVENTS"
+    );
+    for p in procs {
+        let line = format!(
+            "{:<10} {:>8} {:>7} {:>8.2} {:>10}  {}{}",
+            who(p),
+            p.pid,
+            p.steps,
+            p.steps_per_s,
+            p.events,
+            exe_name(&p.exe),
+            if p.alive { "" } else { " (ended)" }
+        );
+        let _ = writeln!(o, "{}", fit(&line, width));
+    }
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "{:<10} {:>6} {:<13} {:>11} {:>11} {:>11} {:>8}",
+        "PROCESS", "DEVICE", "POOL", "ALLOCATED", "RESERVED", "PEAK", "BLOCKS"
+    );
+    let mut any = false;
+    for p in procs {
+        for pool in &p.pools {
+            any = true;
+            let _ = writeln!(
+                o,
+                "{:<10} {:>6} {:<13} {:>11} {:>11} {:>11} {:>8}",
+                who(p),
+                pool.device,
+                fit(&pool.pool, 13),
+                size(pool.allocated),
+                pool.reserved.map_or("-".to_owned(), size),
+                size(pool.peak),
+                pool.blocks
+            );
+        }
+    }
+    if !any {
+        let _ = writeln!(o, "  (no device memory allocated yet)");
+    }
+    for (heading, pick) in [
+        (
+            "OWNERS",
+            (|f: &ProcessFrame| f.owners.as_slice()) as fn(&ProcessFrame) -> &[HolderFrame],
+        ),
+        ("SITES", |f: &ProcessFrame| f.sites.as_slice()),
+    ] {
+        let _ = writeln!(o);
+        let _ = writeln!(
+            o,
+            "{heading} BY LIVE BYTES (growth over the last {:.0} s)",
+            window
+        );
+        let _ = writeln!(o, "{:>11} {:>12} {:>8}  NAME", "LIVE", "GROWTH", "BLOCKS");
+        let v = merged(procs, pick);
+        if v.is_empty() {
+            let _ = writeln!(o, "  (none)");
+        }
+        for h in v {
+            let head = format!(
+                "{:>11} {:>12} {:>8}  ",
+                size(h.bytes),
+                signed(h.growth),
+                h.blocks
+            );
+            // a site is two frames on two lines: one line here
+            let name = h.name.replace('\n', " ← ");
+            let _ = writeln!(o, "{}", fit(&format!("{head}{name}"), width));
+        }
+    }
+    let ranked: Vec<&ProcessFrame> = procs.iter().filter(|p| !p.pools.is_empty()).collect();
+    if ranked.len() > 1 {
+        let _ = writeln!(o);
+        let _ = writeln!(
+            o,
+            "{:<10} {:>8} {:>11} {:>11}",
+            "PER RANK", "PID", "PEAK", "NOW"
+        );
+        for p in ranked {
+            let peak: u64 = p.pools.iter().map(|x| x.peak).max().unwrap_or(0);
+            let now: u64 = p.pools.iter().map(|x| x.allocated).sum();
+            let _ = writeln!(
+                o,
+                "{:<10} {:>8} {:>11} {:>11}",
+                who(p),
+                p.pid,
+                size(peak),
+                size(now)
+            );
+        }
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memscope_analysis::live::PoolFrame;
+
+    fn proc(pid: u32, rank: u32, alloc: u64, owner: &str) -> ProcessFrame {
+        ProcessFrame {
+            pid,
+            exe: "/usr/bin/python3".into(),
+            rank: Some(rank),
+            alive: true,
+            steps: 10,
+            steps_per_s: 2.5,
+            growth_window_s: 60.0,
+            events: 100,
+            pools: vec![PoolFrame {
+                device: rank.to_string(),
+                pool: "PTA".into(),
+                allocated: alloc,
+                blocks: 3,
+                reserved: Some(alloc * 2),
+                peak: alloc + 1024,
+            }],
+            owners: vec![HolderFrame {
+                name: owner.into(),
+                bytes: alloc,
+                blocks: 3,
+                growth: 1 << 20,
+            }],
+            ..ProcessFrame::default()
+        }
+    }
+
+    #[test]
+    fn sizes_read_in_binary_units_with_one_decimal() {
+        assert_eq!(size(12), "12 B");
+        assert_eq!(size(1536), "1.5 KiB");
+        assert_eq!(size(3 << 30), "3.0 GiB");
+        assert_eq!(signed(-(1 << 20)), "-1.0 MiB");
+    }
+
+    #[test]
+    fn a_frame_lists_each_rank_its_pools_the_owners_summed_and_the_per_rank_peaks() {
+        let file = TopFile {
+            processes: vec![
+                proc(10, 0, 1 << 30, "PTA@model"),
+                proc(11, 1, 2 << 30, "PTA@model"),
+            ],
+            ..TopFile::default()
+        };
+        let text = frame(&file, "test", 100);
+        assert!(text.contains("2 process(es), 2 running"), "{text}");
+        assert!(
+            text.contains("rank 1") && text.contains("2.0 GiB"),
+            "{text}"
+        );
+        // one owner line, summed over the ranks: 3 GiB, grown by 2 MiB
+        let owner: Vec<&str> = text.lines().filter(|l| l.contains("PTA@model")).collect();
+        assert_eq!(owner.len(), 1, "{text}");
+        assert!(
+            owner[0].contains("3.0 GiB") && owner[0].contains("+2.0 MiB"),
+            "{text}"
+        );
+        assert!(text.contains("PER RANK"), "{text}");
+        assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+    }
+}
