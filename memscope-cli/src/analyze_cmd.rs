@@ -342,6 +342,7 @@ pub fn run_analyze(cmd: &AnalyzeCmd) -> Result<()> {
     if let Some(p) = &summary.summary_json {
         crate::ci::check_summary_path(p).map_err(|e| anyhow!("{e}"))?;
     }
+    crate::window_note::say(input);
     run_analysis(cmd)?;
     if limits.is_empty() && summary.summary_json.is_none() {
         return Ok(());

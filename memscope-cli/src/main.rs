@@ -48,12 +48,14 @@ mod recover_index;
 mod registry;
 mod report_cmd;
 mod run;
+mod run_args;
 mod run_index;
 mod run_select;
 mod session;
 mod spool_guard;
 mod summary;
 mod top;
+mod window_note;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

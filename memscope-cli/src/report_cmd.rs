@@ -114,6 +114,13 @@ pub fn run(a: &ReportArgs) -> Result<()> {
             },
         )
         .collect::<Result<Vec<_>>>()?;
+    // a flight-recorder window says so in the report's title (issue 38)
+    let mut inputs = inputs;
+    for (run, p) in inputs.iter_mut().zip(&a.inputs) {
+        if let Some(note) = crate::window_note::label_suffix(p) {
+            run.label.push_str(&note);
+        }
+    }
     let (path, size) = write(&inputs, &out, a.force)?;
     let files: usize = inputs.iter().map(|i| i.files().count()).sum();
     let captures: usize = inputs.iter().map(|i| i.captures().count()).sum();
@@ -165,6 +172,10 @@ pub fn run_report(output: &Path, process_dirs: &[PathBuf]) -> Result<PathBuf> {
             output.display()
         )
     })?;
+    let mut run = run;
+    if let Some(note) = crate::window_note::label_suffix(output) {
+        run.label.push_str(&note);
+    }
     let (path, _) = write(&[run], &default_output(output), false)?;
     Ok(path)
 }

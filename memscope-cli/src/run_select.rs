@@ -125,6 +125,8 @@ fn describe(n: usize, r: &RunEntry, dirs: usize) -> String {
 /// # Errors
 /// A run index that cannot be read; `choice` names no run of `root`, or `root` has no index.
 pub fn choose(root: &Path, choice: Option<usize>) -> Result<Option<Vec<PathBuf>>> {
+    // a flight-recorder window says so in every view (issue 38)
+    crate::window_note::say(root);
     if !root.is_dir() {
         return match choice {
             Some(_) => Err(anyhow!(

@@ -146,7 +146,8 @@ pub(crate) fn keep_after_write_failures(
         .filter(|p| p.write_failures > 0)
         .map(|p| p.pid)
         .collect();
-    if failed.is_empty() {
+    // a spool removed under the run (by hand) leaves nothing to redo them from: said above
+    if failed.is_empty() || !guard.path.is_dir() {
         return code;
     }
     guard.keep();

@@ -1,12 +1,14 @@
 //! Issue 38: long jobs. Aggregate mode (`memscope run --aggregate`): per allocator, site and
 //! owner totals instead of per-event rows — the same leak, peak and site answers as a full
-//! run of the same job, and an output whose size follows the sites, not the events. The live
-//! view (`memscope top`): `long_jobs/top.rs`.
+//! run of the same job, and an output whose size follows the sites, not the events. The flight
+//! recorder (`--keep`): `long_jobs/keep.rs`; the live view (`memscope top`): `long_jobs/top.rs`.
 
 use memscope_tests::*;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+#[path = "long_jobs/keep.rs"]
+mod keep;
 #[path = "long_jobs/top.rs"]
 mod top;
 

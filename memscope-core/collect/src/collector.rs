@@ -3,17 +3,15 @@
 
 use crate::adapter::LayerSlot;
 use crate::adapter::TypeCtx;
-use crate::config::{Format, RunConfig};
+use crate::config::RunConfig;
 use crate::logfile::LogFile;
 use crate::pipeline::{CaptureOut, Pipeline, PipelineSetup};
 use crate::process::{ProcessState, ProcessSummary, ROUND_BUDGET};
 use crate::registry::Registry;
 use crate::{api_config, layers, plugin_typer};
 use memscope_analysis::live::LiveHandle;
-use memscope_core::bus::{Bus, BusError, Layer};
-use memscope_dump::sink::csv::CsvSink;
-use memscope_dump::sink::sqlite::DbSink;
-use memscope_dump::sink::{Place, SharedStats};
+use memscope_core::bus::{Bus, Layer};
+use memscope_dump::sink::SharedStats;
 use memscope_dump::{layout, run_index};
 use memscope_stream::capture::{CaptureInfo, CaptureWriter};
 use memscope_stream::spool::{StreamFile, StreamHeader};
@@ -198,7 +196,13 @@ impl Collector {
             }
             self.seen.insert(p.clone());
             match StreamFile::open(&p) {
-                Ok(r) => self.unready.push(r),
+                Ok(mut r) => {
+                    // --keep: what is read leaves the disk, so the spool stays bounded too
+                    if self.cfg.keep.is_some() {
+                        let _ = r.punch_consumed();
+                    }
+                    self.unready.push(r)
+                }
                 Err(e) => eprintln!("memscope: cannot read {}: {e}", p.display()),
             }
         }
@@ -462,9 +466,28 @@ impl PipelineFactory<'_> {
                 project.join(format!("memscope_aggregate_{ts}.csv")),
             )));
             SharedStats::default()
+        } else if let Some(bound) = cfg.keep {
+            // the flight recorder in the sink's place: segments in the spool (issue 38)
+            layers.push(Box::new(layers::WriteFilter::new(cfg)));
+            let (sink, sink_stats) = crate::dump_sink::sink(cfg, &project, &ts);
+            let seg_dir = capture_dir.map_or_else(
+                || project.join(".memscope_window"),
+                |d| d.join(format!("window-{}-{}", h.pid, h.start_ns)),
+            );
+            let (c, t) = (cfg.clone(), ts.clone());
+            let windows: crate::flight_recorder::SinkFactory =
+                Box::new(move |dir: &Path| crate::dump_sink::sink(&c, dir, &t).0);
+            layers.push(Box::new(crate::flight_recorder::FlightRecorder::new(
+                bound,
+                seg_dir,
+                project.clone(),
+                sink,
+                windows,
+            )));
+            sink_stats
         } else {
             layers.push(Box::new(layers::WriteFilter::new(cfg)));
-            let (sink, sink_stats) = sink(cfg, &project, &ts);
+            let (sink, sink_stats) = crate::dump_sink::sink(cfg, &project, &ts);
             layers.push(sink);
             sink_stats
         };
@@ -482,44 +505,46 @@ impl PipelineFactory<'_> {
         let ctx = TypeCtx::new(h.pid, visible.clone());
         // msMemScope's config.json key set (issue 12); `memscopeOptions` keeps memscope's own
         let config_json = crate::config::msmemscope::to_text(cfg);
-        // no capture in aggregate mode: its size would grow with the events
-        let capture = capture_dir.filter(|_| !cfg.aggregate).and_then(|dir| {
-            let info = CaptureInfo {
-                pid: h.pid,
-                ppid: h.ppid,
-                exe: h.exe.clone(),
-                start_ns: h.start_ns,
-                memscope: env!("CARGO_PKG_VERSION").to_owned(),
-                config: serde_json::to_value(cfg.to_config_file()).unwrap_or_default(),
-                visible_devices: visible.clone(),
-                rank_env: h.rank_env.clone(),
-            };
-            let tmp = dir.join(format!(
-                "{}-{}.{}",
-                h.pid,
-                h.start_ns,
-                memscope_stream::capture::EXTENSION
-            ));
-            let made =
-                layout::create_new_0600(&tmp).and_then(|(f, p)| CaptureWriter::new(f, p, &info));
-            match made {
-                Ok(w) => Some(CaptureOut {
-                    writer: Some(w),
-                    final_path: project.join(format!(
-                        "memscope_capture_{ts}.{}",
-                        memscope_stream::capture::EXTENSION
-                    )),
-                }),
-                Err(e) => {
-                    eprintln!(
-                        "memscope: pid {}: cannot create the capture {}: {e}",
-                        h.pid,
-                        tmp.display()
-                    );
-                    None
+        // no capture in aggregate mode nor with --keep: its size would grow with the events
+        let capture = capture_dir
+            .filter(|_| !cfg.aggregate && cfg.keep.is_none())
+            .and_then(|dir| {
+                let info = CaptureInfo {
+                    pid: h.pid,
+                    ppid: h.ppid,
+                    exe: h.exe.clone(),
+                    start_ns: h.start_ns,
+                    memscope: env!("CARGO_PKG_VERSION").to_owned(),
+                    config: serde_json::to_value(cfg.to_config_file()).unwrap_or_default(),
+                    visible_devices: visible.clone(),
+                    rank_env: h.rank_env.clone(),
+                };
+                let tmp = dir.join(format!(
+                    "{}-{}.{}",
+                    h.pid,
+                    h.start_ns,
+                    memscope_stream::capture::EXTENSION
+                ));
+                let made = layout::create_new_0600(&tmp)
+                    .and_then(|(f, p)| CaptureWriter::new(f, p, &info));
+                match made {
+                    Ok(w) => Some(CaptureOut {
+                        writer: Some(w),
+                        final_path: project.join(format!(
+                            "memscope_capture_{ts}.{}",
+                            memscope_stream::capture::EXTENSION
+                        )),
+                    }),
+                    Err(e) => {
+                        eprintln!(
+                            "memscope: pid {}: cannot create the capture {}: {e}",
+                            h.pid,
+                            tmp.display()
+                        );
+                        None
+                    }
                 }
-            }
-        });
+            });
         PipelineSetup {
             pid: h.pid,
             project_dir: project,
@@ -541,50 +566,6 @@ impl PipelineFactory<'_> {
             account_rows: !fast,
             py_depth: cfg.call_stack.python,
             live,
-        }
-    }
-}
-
-fn sink(cfg: &RunConfig, project: &Path, ts: &str) -> (Box<dyn Layer>, SharedStats) {
-    let (project, ts) = (project.to_path_buf(), ts.to_owned());
-    let ext = match cfg.format {
-        Format::Csv => "csv",
-        Format::Db => "db",
-    };
-    let open = Box::new(
-        move |place: Place| -> Result<(std::fs::File, PathBuf), BusError> {
-            let path = match place {
-                Place::Device(d) => {
-                    let dir = d.dir_name().unwrap_or_else(|| "device_cpu".into());
-                    layout::dump_path(&project, &dir, &ts, ext)
-                }
-                Place::Backlog => project.join(format!(".memscope_backlog_{ts}.{ext}")),
-            };
-            let io = |e| BusError::Io {
-                path: path.display().to_string(),
-                source: e,
-            };
-            layout::create_dir_0750(path.parent().expect("dump dir")).map_err(io)?;
-            layout::create_new_0600(&path).map_err(|e| BusError::Io {
-                path: path.display().to_string(),
-                source: e,
-            })
-        },
-    );
-    // `--device npu:<n>` without `cpu` (issue 18, B8): no device_cpu file of device-less rows
-    let fallback = cfg.device.cpu || cfg.device.all_npu;
-    match cfg.format {
-        Format::Csv => {
-            let mut s = CsvSink::new(open);
-            s.set_device_less_fallback(fallback);
-            let st = s.stats();
-            (Box::new(s), st)
-        }
-        Format::Db => {
-            let mut s = DbSink::new(open);
-            s.set_device_less_fallback(fallback);
-            let st = s.stats();
-            (Box::new(s), st)
         }
     }
 }

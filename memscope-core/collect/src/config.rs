@@ -124,6 +124,11 @@ pub struct RunConfig {
     /// (issue 38); the online analyses run as usual.
     #[serde(default)]
     pub aggregate: bool,
+    /// `--keep last:…` / `"keep"`: the flight recorder (issue 38) — only the last stretch of
+    /// rows is kept on disk, written as the run's dumps at exit (and as a window run at an
+    /// OOM or on SIGUSR2); `None`: every row.
+    #[serde(skip)]
+    pub keep: Option<keep::KeepBound>,
 }
 
 /// `--watch [start[:outid]],end[,full-content]` (behaviour spec §2, §9.9): from the end of
@@ -241,6 +246,7 @@ impl Default for RunConfig {
             watch: None,
             sample_ns: None,
             aggregate: false,
+            keep: None,
         }
     }
 }
@@ -361,6 +367,7 @@ impl RunConfig {
 
 mod file;
 pub mod interval;
+pub mod keep;
 pub mod msmemscope;
 mod msmemscope_types;
 mod options;

@@ -48,6 +48,10 @@ pub struct ConfigFile {
     /// `--aggregate`: per-site totals instead of per-event rows (default false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aggregate: Option<bool>,
+    /// `--keep`: the flight recorder's bound (`last:5m`, `last:2GiB`, `last:1000000`; default
+    /// every row).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep: Option<String>,
 }
 
 /// A list given as `"a,b"` or `["a","b"]`.
@@ -135,6 +139,8 @@ pub struct RawOptions {
     pub sample: Option<String>,
     /// `--aggregate`.
     pub aggregate: Option<bool>,
+    /// `--keep`.
+    pub keep: Option<String>,
 }
 
 impl RawOptions {
@@ -221,6 +227,7 @@ impl RawOptions {
             watch: f.watch,
             sample: f.sample,
             aggregate: f.aggregate,
+            keep: f.keep,
         }
     }
 
@@ -246,7 +253,8 @@ impl RawOptions {
             host_rows,
             watch,
             sample,
-            aggregate
+            aggregate,
+            keep
         );
         self.adapter_paths.extend(flags.adapter_paths);
         self
@@ -356,6 +364,15 @@ impl RawOptions {
         if let Some(a) = self.aggregate {
             c.aggregate = a;
         }
+        if let Some(k) = &self.keep {
+            c.keep = Some(crate::config::keep::KeepBound::parse(k).map_err(|e| bad("--keep", e))?);
+            if c.aggregate {
+                return Err(bad(
+                    "--keep",
+                    format!("{k:?}: --aggregate keeps no rows to bound; leave one out"),
+                ));
+            }
+        }
         Ok(c)
     }
 }
@@ -456,6 +473,7 @@ impl RunConfig {
             watch: self.watch.as_ref().map(WatchConfig::to_text),
             sample: self.sample_ns.map(crate::config::interval::interval_text),
             aggregate: self.aggregate.then_some(true),
+            keep: self.keep.map(|k| k.to_text()),
         }
     }
 }

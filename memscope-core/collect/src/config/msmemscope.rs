@@ -149,6 +149,9 @@ pub fn to_value(cfg: &RunConfig) -> Value {
     if cfg.aggregate {
         options["aggregate"] = json!(true);
     }
+    if let Some(k) = cfg.keep {
+        options["keep"] = json!(k.to_text());
+    }
     put("memscopeOptions", options);
     put("npuSlots", json!(npu_slots));
     put("oomTopK", json!(a.oom.unwrap_or(10)));
@@ -404,6 +407,10 @@ pub fn raw_options(v: &Value) -> Result<RawOptions, ConfigError> {
                         err("memscopeOptions.aggregate", "expected true or false")
                     })?);
                 }
+                "keep" => {
+                    let k = v.as_str().ok_or_else(|| err("memscopeOptions.keep", "expected a string"))?;
+                    r.keep = Some(k.to_owned());
+                }
                 "sample" => {
                     r.sample = Some(
                         v.as_str()
@@ -434,7 +441,7 @@ pub fn raw_options(v: &Value) -> Result<RawOptions, ConfigError> {
                 other => {
                     return Err(err(
                         &format!("memscopeOptions.{other}"),
-                        "unknown key (adapters, adapterPaths, aggregate, gap, hostRows, idleThreshold, inefficientRule, sample, traceback)",
+                        "unknown key (adapters, adapterPaths, aggregate, gap, hostRows, idleThreshold, inefficientRule, keep, sample, traceback)",
                     ))
                 }
             }

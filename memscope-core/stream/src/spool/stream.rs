@@ -132,6 +132,8 @@ pub struct StreamFile {
     file: File,
     header: Option<StreamHeader>,
     pub(crate) chunks: Vec<Cursor>,
+    /// Consumed chunks are punched out ([`StreamFile::punch_consumed`]).
+    punch: bool,
 }
 
 impl StreamFile {
@@ -145,7 +147,41 @@ impl StreamFile {
             file: File::open(path)?,
             header: None,
             chunks: Vec::new(),
+            punch: false,
         })
+    }
+
+    /// Frees the disk blocks of each chunk once it is sealed and read (`--keep`, issue 38:
+    /// a job of any length then keeps only its unread chunks on disk). The file keeps its
+    /// size; a punched chunk reads as zeros, so a later reader (`memscope recover`) finds it
+    /// empty.
+    ///
+    /// # Errors
+    /// The file cannot be opened for writing.
+    pub fn punch_consumed(&mut self) -> std::io::Result<()> {
+        self.file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&self.path)?;
+        self.punch = true;
+        Ok(())
+    }
+
+    /// Punches chunk `idx` out of the file, if asked and done with.
+    fn punch(&self, idx: usize) {
+        use std::os::fd::AsRawFd;
+        if !self.punch {
+            return;
+        }
+        let flags = nix::fcntl::FallocateFlags::FALLOC_FL_PUNCH_HOLE
+            | nix::fcntl::FallocateFlags::FALLOC_FL_KEEP_SIZE;
+        // a file system without hole punching keeps the chunk: nothing lost, only room
+        let _ = nix::fcntl::fallocate(
+            self.file.as_raw_fd(),
+            flags,
+            Self::chunk_base(idx) as i64,
+            wire::CHUNK_SIZE as i64,
+        );
     }
 
     /// Path of the stream file.
@@ -299,8 +335,12 @@ impl StreamFile {
                 let c = &mut self.chunks[idx];
                 if c.consumed() >= c.committed {
                     if (c.live && c.sealed) || writer_gone {
+                        let sealed = c.live && c.sealed;
                         c.done = true;
                         c.buf = Vec::new();
+                        if sealed {
+                            self.punch(idx);
+                        }
                     }
                     return Ok(false);
                 }
