@@ -92,6 +92,8 @@ def main():
         # aggregate mode (issue 38): per-site totals, no rows, no capture
         'memscope-agg': lambda o: [ms, 'run', '-q', '--adapters', 'host', '--aggregate', '-o', o, '--'],
         'memscope-c32-agg': lambda o: [ms, 'run', '-q', '--adapters', 'host', '--call-stack', 'c:32', '--aggregate', '-o', o, '--'],
+        # flight recorder (issue 38): the last 64 MiB of rows, no capture
+        'memscope-keep': lambda o: [ms, 'run', '-q', '--adapters', 'host', '--keep', 'last:64MiB', '-o', o, '--'],
         'heaptrack': lambda o: ['heaptrack', '-o', os.path.join(o, 'ht'), '--'],
     }
     if a.memscope_base:

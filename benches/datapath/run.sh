@@ -2,7 +2,8 @@
 # End-to-end data-path benchmark (issue 9): whole `memscope run --adapters host` against the
 # uninstrumented job and heaptrack, paired runs. Usage: benches/datapath/run.sh [-n PAIRS]
 # [--workloads churn,threads4] [--tools memscope,memscope-c32,memscope-csv,memscope-agg,
-# memscope-c32-agg,heaptrack] (the -agg tools: --aggregate, issue 38)
+# memscope-c32-agg,memscope-keep,heaptrack] (the -agg tools: --aggregate; -keep: --keep last:64MiB;
+# issue 38)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"

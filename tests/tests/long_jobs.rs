@@ -282,6 +282,27 @@ fn aggregate_with_options_that_read_rows_is_refused_in_one_line_naming_them() {
         "{err}"
     );
     assert!(!summary.exists() && !d.path().join("memscopeDumpResults").exists());
+    // options that only shape dump rows
+    let o = std::process::Command::new(memscope_bin())
+        .args([
+            "run",
+            "--aggregate",
+            "--format",
+            "db",
+            "--analysis",
+            "leaks,inefficient",
+        ])
+        .args(["--", "true"])
+        .current_dir(d.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("--aggregate") && err.contains("--format db and --analysis inefficient"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -122,12 +122,23 @@ fn one_frame(spool: &Path) -> anyhow::Result<TopFile> {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    last.ok_or_else(|| {
+    let f = last.ok_or_else(|| {
         anyhow::anyhow!(
             "{}: the collector wrote no frame in 5 s (a memscope older than `top`, or the run ended)",
             spool.display()
         )
-    })
+    })?;
+    // an older frame rather than none, said as such
+    let age = now_ns().saturating_sub(f.at_ns) as f64 / 1e9;
+    eprintln!(
+        "memscope top: {}; the last frame, from {age:.1} s ago, follows",
+        if spool.is_dir() {
+            "no fresh frame in 5 s"
+        } else {
+            "the run has ended"
+        }
+    );
+    Ok(f)
 }
 
 /// Writes terminal control sequences as they are (the crate's `print!` escapes them);

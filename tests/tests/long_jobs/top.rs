@@ -45,12 +45,9 @@ fn top(args: &[&str]) -> std::process::Output {
 
 fn frame(out: &Path) -> serde_json::Value {
     let o = top(&[out.to_str().unwrap(), "--once", "--json"]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.is_empty(), "a fresh frame: {err}");
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
@@ -71,7 +68,8 @@ fn rows_by_event(out: &Path) -> std::collections::BTreeMap<String, usize> {
 #[test]
 fn top_once_json_shows_a_running_jobs_pools_owners_and_steps_and_the_job_loses_no_row() {
     let watched = tempfile::tempdir().unwrap();
-    let mut job = start_demo(watched.path(), 30, 150);
+    // 60 steps of 150 ms: still running at the second frame on a loaded machine
+    let mut job = start_demo(watched.path(), 60, 150);
     wait_for_spool(watched.path());
     std::thread::sleep(Duration::from_millis(1500));
     let first = frame(watched.path());
@@ -116,7 +114,7 @@ fn top_once_json_shows_a_running_jobs_pools_owners_and_steps_and_the_job_loses_n
     assert!(spool.is_empty() || !spool[0].join("top.request").exists());
     // the same rows as the same job with nobody watching
     let alone = tempfile::tempdir().unwrap();
-    let mut job = start_demo(alone.path(), 30, 0);
+    let mut job = start_demo(alone.path(), 60, 0);
     assert!(job.wait().unwrap().success());
     let (w, a) = (rows_by_event(watched.path()), rows_by_event(alone.path()));
     assert!(w.get("MALLOC").is_some_and(|n| *n > 100), "{w:?}");

@@ -364,6 +364,26 @@ impl RawOptions {
         if let Some(a) = self.aggregate {
             c.aggregate = a;
         }
+        if c.aggregate {
+            // per-site totals, no dump: options that only shape the dump rows would do nothing
+            let needs: Vec<&str> = [
+                (c.format == crate::config::Format::Db, "--format db"),
+                (c.analysis.inefficient, "--analysis inefficient"),
+            ]
+            .into_iter()
+            .filter_map(|(on, n)| on.then_some(n))
+            .collect();
+            if !needs.is_empty() {
+                return Err(bad(
+                    "--aggregate",
+                    format!(
+                        "writes no dump rows, which {} shape{}: leave one out",
+                        needs.join(" and "),
+                        if needs.len() == 1 { "s" } else { "" }
+                    ),
+                ));
+            }
+        }
         if let Some(k) = &self.keep {
             c.keep = Some(crate::config::keep::KeepBound::parse(k).map_err(|e| bad("--keep", e))?);
             if c.aggregate {
