@@ -8,7 +8,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 n="${1:-3}"
 steps="${2:-3000}"
-cargo build --profile dist -p memscope-cli -p memscope-probe -p sim-npu --manifest-path "$root/Cargo.toml" >/dev/null 2>&1
+cargo build --profile dist --features parquet -p memscope-cli -p memscope-probe -p sim-npu --manifest-path "$root/Cargo.toml" >/dev/null 2>&1
 ms="$root/target/dist/memscope"
 job=(python3 "$root/examples/sim-npu/train.py" --steps "$steps")
 export SIM_NPU_DIR="$root/target/dist/sim-npu"

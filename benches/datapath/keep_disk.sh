@@ -11,7 +11,7 @@ root="$(cd "$here/../.." && pwd)"
 secs="${1:-1800}"
 us="${2:-50}"
 bound="${3:-64MiB}"
-cargo build --profile dist -p memscope-cli -p memscope-probe -p sim-npu --manifest-path "$root/Cargo.toml" >/dev/null 2>&1
+cargo build --profile dist --features parquet -p memscope-cli -p memscope-probe -p sim-npu --manifest-path "$root/Cargo.toml" >/dev/null 2>&1
 ms="$root/target/dist/memscope"
 lib="$root/target/dist/sim-npu/lib64"
 build="$(mktemp -d /tmp/memscope-keep-disk.XXXXXX)"
