@@ -164,7 +164,7 @@ impl FlightRecorder {
     fn segment_full(&self, s: &Segment, ts: u64) -> bool {
         match self.bound {
             KeepBound::Events(n) => s.rows >= (n / 8).max(1),
-            KeepBound::Bytes(b) => s.bytes >= (b / 8).max(1),
+            KeepBound::Bytes(b) => s.bytes >= (rows_budget(b) / 8).max(1),
             KeepBound::Time(t) => {
                 ts.saturating_sub(s.first_ts) >= (t / 8).max(1) || s.bytes >= 64 << 20
             }
@@ -178,7 +178,7 @@ impl FlightRecorder {
             let first = &self.segs[0];
             let drop = match self.bound {
                 KeepBound::Events(n) => rows - first.rows >= n,
-                KeepBound::Bytes(b) => self.bytes > b,
+                KeepBound::Bytes(b) => self.bytes > rows_budget(b),
                 KeepBound::Time(t) => ts.saturating_sub(first.last_ts) > t,
             };
             if !drop {
@@ -280,7 +280,7 @@ impl FlightRecorder {
         seg.last_ts = seg.last_ts.max(ts);
         self.scratch = scratch;
         self.bytes += n;
-        if matches!(self.bound, KeepBound::Bytes(b) if self.bytes > b) {
+        if matches!(self.bound, KeepBound::Bytes(b) if self.bytes > rows_budget(b)) {
             self.enforce(ts);
         }
         self.track(ev, k);
@@ -369,6 +369,14 @@ impl FlightRecorder {
         write_facts(&dir, &facts).map_err(|e| self.io(&dir.join(WINDOW_FILE), e))?;
         Ok(root)
     }
+}
+
+/// The rows' share of a byte bound: the rest (an eighth, from 1 to 8 MiB, at most half) is
+/// for what else the run keeps on disk meanwhile — the spool's unread chunks (256 KiB per
+/// writing thread), the log, config.json — so the whole stays within the bound.
+fn rows_budget(bound: u64) -> u64 {
+    let reserve = (bound / 8).clamp(1 << 20, 8 << 20).min(bound / 2);
+    bound - reserve
 }
 
 /// Writes `memscope_window.json` into `dir` (a new file).

@@ -159,8 +159,13 @@ fn a_byte_bound_keeps_the_segments_on_disk_within_it() {
             worst = worst.max(on_disk);
         }
     }
-    assert!(worst > bound / 2, "{worst}");
-    assert!(worst <= bound, "{worst} > {bound}");
+    // the rows take the bound less a reserve for the spool and the run's small files
+    assert!(worst > bound / 4, "{worst}");
+    assert!(
+        worst <= rows_budget(bound),
+        "{worst} > {}",
+        rows_budget(bound)
+    );
 }
 
 #[test]

@@ -154,10 +154,12 @@ fn a_byte_bound_keeps_disk_within_it_while_a_long_job_runs_and_the_views_say_win
     let o = ms.wait_with_output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(samples > 10, "{samples}");
-    let slack = 3 << 20;
+    // rows, spool and small files within the bound; a debug build on a loaded CI machine may
+    // lag a few 256 KiB chunks behind the job: 1 MiB of grace for those
+    let grace = 1 << 20;
     assert!(
-        worst <= bound + slack,
-        "disk {worst} > {bound} + {slack} while the job ran"
+        worst <= bound + grace,
+        "disk {worst} > {bound} + {grace} while the job ran"
     );
     // the job wrote ~240 000 rows (~30 MB as CSV): the window holds the last 2 MiB of them
     let w = rows(out.path());
