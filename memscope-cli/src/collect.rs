@@ -182,6 +182,9 @@ pub fn collect(a: &CollectArgs) -> ExitCode {
         // the per-window figures read every event, Python objects' and HOST blocks' too
         collector.account_events();
     }
+    // SIGUSR2: a window of the flight recorder (--keep), as under `memscope run`
+    let usr2 = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let _ = signal_hook::flag::register(signal_hook::consts::SIGUSR2, usr2.clone());
     let mut last_flush = Instant::now();
     let mut gone_at: Option<Instant> = None;
     let mut rss = crate::own_memory::RssWatch::new();
@@ -190,6 +193,9 @@ pub fn collect(a: &CollectArgs) -> ExitCode {
         // are answered inside poll() (`memscope_collect::Collector::poll`)
         let progressed = collector.poll();
         rss.sample(&collector.traced_pids());
+        if usr2.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            memscope_collect::flight_recorder::request_window();
+        }
         // The job passed exit(): its probe waits there (bounded) for this collector, so the
         // summary with its exit status comes before the process is gone (issue 23).
         let exited = collector.exited(a.pid) && pid_alive(a.pid);

@@ -21,7 +21,7 @@ use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use memscope_core::bus::{BusCtx, BusError, Layer, ReportSection};
 use memscope_core::event::{Event, EventKind, EventType};
@@ -35,9 +35,19 @@ use crate::config::keep::KeepBound;
 
 /// Windows asked for (SIGUSR2 to the collector); each recorder writes one per new request.
 static WINDOW_REQUESTS: AtomicU32 = AtomicU32::new(0);
+/// When the latest was asked for (ns since the epoch): every process's window of one request
+/// goes to the same `window_<ts>_signal/`.
+static REQUESTED_AT: AtomicU64 = AtomicU64::new(0);
+
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
 
 /// Asks every flight recorder of this collector for a window run (the collector's SIGUSR2).
 pub fn request_window() {
+    REQUESTED_AT.store(now_ns(), Ordering::Relaxed);
     WINDOW_REQUESTS.fetch_add(1, Ordering::Relaxed);
 }
 
@@ -350,9 +360,10 @@ impl FlightRecorder {
 
     /// A window run at `<output>/window_<ts>_<why>/`, its process directory and facts.
     fn window_run(&mut self, ctx: &BusCtx, reason: &'static str) -> Result<PathBuf, BusError> {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
+        let now = match reason {
+            "signal" => REQUESTED_AT.load(Ordering::Relaxed),
+            _ => now_ns(),
+        };
         let root = self
             .output
             .join(format!("window_{}_{reason}", layout::timestamp_name(now)));
@@ -420,7 +431,9 @@ impl Layer for FlightRecorder {
         } else {
             self.pending.take()
         };
-        if let Some(reason) = reason {
+        // a process with nothing kept (a launcher, a shell) writes no window
+        let empty = self.segs.iter().all(|s| s.rows == 0) && self.live.is_empty();
+        if let Some(reason) = reason.filter(|_| !empty) {
             let ctx = BusCtx::default();
             match self.window_run(&ctx, reason) {
                 Ok(root) => eprintln!("memscope: window ({reason}) written: {}", root.display()),
