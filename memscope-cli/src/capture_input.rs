@@ -123,7 +123,7 @@ fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
         // DirEntry::file_type does not follow symbolic links
         let Ok(ft) = e.file_type() else { continue };
         let p = e.path();
-        if ft.is_dir() && depth < MAX_DEPTH {
+        if ft.is_dir() && depth < MAX_DEPTH && !memscope_dump::layout::is_window_run(&p) {
             walk(&p, depth + 1, out);
         } else if ft.is_file() && is_capture(&p) {
             out.push(p);

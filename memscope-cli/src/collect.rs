@@ -81,6 +81,18 @@ pub struct CheckArgs {
     /// As `memscope run --sample`.
     #[arg(long)]
     sample: Option<String>,
+    /// As `memscope run --steps`.
+    #[arg(long)]
+    steps: Option<String>,
+    /// As `memscope run --keep`.
+    #[arg(long)]
+    keep: Option<String>,
+    /// As `memscope run --aggregate`.
+    #[arg(long)]
+    aggregate: bool,
+    /// As `memscope run --host-rows`.
+    #[arg(long = "host-rows")]
+    host_rows: bool,
 }
 
 /// Runs `memscope config check`: prints the validated configuration (memscope's config.json
@@ -101,6 +113,10 @@ pub fn check(a: &CheckArgs) -> anyhow::Result<()> {
         adapters: a.adapters.clone(),
         watch: a.watch.clone(),
         sample: a.sample.clone(),
+        steps: a.steps.clone(),
+        keep: a.keep.clone(),
+        aggregate: a.aggregate.then_some(true),
+        host_rows: a.host_rows.then_some(true),
         ..RawOptions::default()
     };
     let cwd = std::env::current_dir()?;

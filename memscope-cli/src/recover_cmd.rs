@@ -157,7 +157,7 @@ fn prepare(spool_dir: &Path, cfg: &RunConfig) -> Result<Prepared, String> {
             Ok(Some(h)) => h.clone(),
             Ok(None) => {
                 unreadable.push(format!(
-                    "{}: no stream header (empty or cut short): nothing of it can be recovered",
+                    "{}: no readable stream header (empty, cut short or not a stream): nothing of it can be recovered",
                     p.display()
                 ));
                 continue;
@@ -216,6 +216,39 @@ fn set_aside(spool_dir: &Path, dir: &Path) -> Result<(), String> {
             dest.display()
         )
     })
+}
+
+/// Before the spool (and the incomplete outputs set aside in it) goes: each replaced
+/// process's log is kept beside the new one as `<name>.before_recover.log` — what the run
+/// said before it was cut short (a full disk, a kill) stays readable.
+fn keep_old_logs(spool_dir: &Path, output: &Path) {
+    let Ok(rd) = std::fs::read_dir(spool_dir.join("replaced")) else {
+        return;
+    };
+    for old in rd.flatten().map(|e| e.path()) {
+        let Some(name) = old.file_name() else {
+            continue;
+        };
+        let logs = output.join(name).join("msmemscope_logs");
+        let Ok(files) = std::fs::read_dir(old.join("msmemscope_logs")) else {
+            continue;
+        };
+        for f in files.flatten().map(|e| e.path()) {
+            let stem = f.file_stem().and_then(|s| s.to_str()).unwrap_or("log");
+            let kept = memscope_dump::layout::create_dir_0750(&logs).and_then(|_| {
+                let (mut to, _) = memscope_dump::layout::create_new_0600(
+                    &logs.join(format!("{stem}.before_recover.log")),
+                )?;
+                std::io::copy(&mut std::fs::File::open(&f)?, &mut to)
+            });
+            if let Err(e) = kept {
+                eprintln!(
+                    "memscope: recover: cannot keep the log {}: {e}",
+                    f.display()
+                );
+            }
+        }
+    }
 }
 
 /// The lines that keep the spool: streams nothing could be read from, processes with
@@ -354,6 +387,7 @@ pub fn run(a: &RecoverArgs) -> ExitCode {
             failed = true;
             continue;
         }
+        keep_old_logs(&spool_dir, &cfg_used.output_path);
         if let Err(e) = std::fs::remove_dir_all(&spool_dir) {
             eprintln!("memscope: cannot remove spool {}: {e}", spool_dir.display());
         }

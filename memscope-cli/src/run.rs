@@ -293,8 +293,12 @@ fn launch_and_collect(
         rss.sample(&collector.traced_pids());
         for origin in signals.pending() {
             if origin.signal == signal_hook::consts::SIGUSR2 {
-                // --keep: a window run of every process now (issue 38); else nothing
-                memscope_collect::flight_recorder::request_window();
+                // --keep: a window run of every process now (issue 38)
+                if cfg.keep.is_some() {
+                    memscope_collect::flight_recorder::request_window();
+                } else {
+                    eprintln!("memscope: SIGUSR2 asks for a flight-recorder window; this run keeps every row (no --keep), so there is none to write");
+                }
                 continue;
             }
             teardown.on_signal(&origin, &collector);

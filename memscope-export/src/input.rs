@@ -97,7 +97,8 @@ fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<(), ExportEr
             continue;
         }
         if ft.is_dir() {
-            if depth < MAX_DEPTH {
+            // a flight-recorder window run under the output path is a run of its own
+            if depth < MAX_DEPTH && !memscope_dump::layout::is_window_run(&p) {
                 walk(&p, depth + 1, out)?;
             }
         } else if ft.is_file() && e.file_name().to_str().is_some_and(is_dump_name) {

@@ -71,7 +71,8 @@ fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<(), ReportEr
         // DirEntry::file_type does not follow symbolic links
         let Ok(ft) = e.file_type() else { continue };
         let p = e.path();
-        if ft.is_dir() && depth < MAX_DEPTH {
+        // a flight-recorder window run under the output path is a run of its own
+        if ft.is_dir() && depth < MAX_DEPTH && !memscope_dump::layout::is_window_run(&p) {
             walk(&p, depth + 1, out)?;
         } else if ft.is_file() && e.file_name().to_str().is_some_and(is_dump_name) {
             if out.len() >= MAX_FILES {

@@ -74,7 +74,7 @@ pub struct WindowFacts {
 }
 
 /// The name of [`WindowFacts`]' file in a process directory.
-pub const WINDOW_FILE: &str = "memscope_window.json";
+pub use memscope_dump::layout::WINDOW_FILE;
 
 /// A segment file, counting the bytes that reach it.
 struct Counted {
@@ -127,6 +127,8 @@ pub struct FlightRecorder {
     windows: SinkFactory,
     pending: Option<&'static str>,
     requests_seen: u32,
+    ooms: u32,
+    pid: Option<u32>,
     scratch: String,
     failed: Option<String>,
 }
@@ -158,6 +160,8 @@ impl FlightRecorder {
             windows,
             pending: None,
             requests_seen: WINDOW_REQUESTS.load(Ordering::Relaxed),
+            ooms: 0,
+            pid: None,
             scratch: String::with_capacity(256),
             failed: None,
         }
@@ -360,13 +364,22 @@ impl FlightRecorder {
 
     /// A window run at `<output>/window_<ts>_<why>/`, its process directory and facts.
     fn window_run(&mut self, ctx: &BusCtx, reason: &'static str) -> Result<PathBuf, BusError> {
-        let now = match reason {
-            "signal" => REQUESTED_AT.load(Ordering::Relaxed),
-            _ => now_ns(),
+        // one folder per request, shared by every process of the run (the request's number);
+        // an OOM's is the process's own
+        let (at, tag) = match reason {
+            "signal" => (
+                REQUESTED_AT.load(Ordering::Relaxed),
+                format!("signal{}", self.requests_seen),
+            ),
+            _ => {
+                self.ooms += 1;
+                let pid = ctx.pid.unwrap_or(0);
+                (now_ns(), format!("oom{}_pid{pid}", self.ooms))
+            }
         };
         let root = self
             .output
-            .join(format!("window_{}_{reason}", layout::timestamp_name(now)));
+            .join(format!("window_{}_{tag}", layout::timestamp_name(at)));
         let name = self
             .project
             .file_name()
@@ -408,12 +421,8 @@ impl Layer for FlightRecorder {
         "flight recorder"
     }
 
-    fn on_event(
-        &mut self,
-        ev: Event,
-        _ctx: &BusCtx,
-        _out: &mut Vec<Event>,
-    ) -> Result<(), BusError> {
+    fn on_event(&mut self, ev: Event, ctx: &BusCtx, _out: &mut Vec<Event>) -> Result<(), BusError> {
+        self.pid = ctx.pid;
         if self.failed.is_none() {
             if let Err(e) = self.record(&ev) {
                 self.failed = Some(e.to_string());
@@ -434,7 +443,10 @@ impl Layer for FlightRecorder {
         // a process with nothing kept (a launcher, a shell) writes no window
         let empty = self.segs.iter().all(|s| s.rows == 0) && self.live.is_empty();
         if let Some(reason) = reason.filter(|_| !empty) {
-            let ctx = BusCtx::default();
+            let ctx = BusCtx {
+                pid: self.pid,
+                ..BusCtx::default()
+            };
             match self.window_run(&ctx, reason) {
                 Ok(root) => eprintln!("memscope: window ({reason}) written: {}", root.display()),
                 Err(e) => eprintln!("memscope: window ({reason}) not written: {e}"),
@@ -457,11 +469,19 @@ impl Layer for FlightRecorder {
         let Some(mut sink) = self.sink.take() else {
             return Ok(());
         };
+        // an OOM just before the end (the usual case: the job dies of it) gets its window too
+        if let Some(reason) = self.pending.take() {
+            match self.window_run(ctx, reason) {
+                Ok(root) => eprintln!("memscope: window ({reason}) written: {}", root.display()),
+                Err(e) => eprintln!("memscope: window ({reason}) not written: {e}"),
+            }
+        }
         let facts = self.write_window(sink.as_mut(), ctx, "exit");
         let _ = std::fs::remove_dir_all(&self.seg_dir);
         let facts = facts?;
         sink.finish(ctx, out, report)?;
-        if facts.rows + facts.history_rows > 0 {
+        // a job shorter than the bound: its dumps are the whole run, not a window
+        if facts.earlier_rows > 0 {
             layout::create_dir_0750(&self.project).map_err(|e| self.io(&self.project, e))?;
             write_facts(&self.project, &facts)
                 .map_err(|e| self.io(&self.project.join(WINDOW_FILE), e))?;

@@ -39,6 +39,20 @@ pub fn now_ns() -> u64 {
         .unwrap_or(0)
 }
 
+/// The file a flight-recorder window (`memscope run --keep`) leaves in its process directory.
+pub const WINDOW_FILE: &str = "memscope_window.json";
+
+/// Whether `dir` is a window run of the flight recorder (`<output>/window_<ts>_<why>/`, its
+/// process directories holding [`WINDOW_FILE`]): a run of its own, which a walk of the output
+/// path leaves out (it would read the window's processes as more processes of the run).
+pub fn is_window_run(dir: &Path) -> bool {
+    dir.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("window_"))
+        && std::fs::read_dir(dir)
+            .is_ok_and(|rd| rd.flatten().any(|e| e.path().join(WINDOW_FILE).is_file()))
+}
+
 /// Creates `path` and its parents with mode 0750 (existing directories are left alone),
 /// refusing a symbolic link in any component ([`crate::safe_fs`]).
 ///

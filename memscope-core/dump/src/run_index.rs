@@ -244,7 +244,14 @@ pub fn append(root: &Path, run: RunEntry) -> Result<Option<PathBuf>, RunIndexErr
         version: VERSION,
         runs: Vec::new(),
     });
-    idx.runs.push(run);
+    // the same run written again (`memscope recover` after a run that kept its spool):
+    // its entry replaced, not a second one
+    match idx.runs.iter_mut().find(|r| {
+        r.memscope_pid == run.memscope_pid && r.command == run.command && run.memscope_pid != 0
+    }) {
+        Some(r) => *r = run,
+        None => idx.runs.push(run),
+    }
     let io = |source| RunIndexError::Io {
         path: path.display().to_string(),
         source,
@@ -309,6 +316,20 @@ mod tests {
         let idx = read(d.path()).unwrap().unwrap();
         let pids: Vec<u32> = idx.runs.iter().map(|r| r.memscope_pid).collect();
         assert_eq!(pids, [1, 2]);
+        // the same run again (a recover): replaced
+        let again = RunEntry {
+            memscope_pid: 2,
+            exit_code: 7,
+            ..RunEntry::default()
+        };
+        append(d.path(), again).unwrap();
+        let idx = read(d.path()).unwrap().unwrap();
+        let codes: Vec<(u32, i32)> = idx
+            .runs
+            .iter()
+            .map(|r| (r.memscope_pid, r.exit_code))
+            .collect();
+        assert_eq!(codes, [(1, 0), (2, 7)]);
     }
 
     #[test]

@@ -113,6 +113,24 @@ fn a_file_size_limit_stops_one_file_keeps_the_spool_and_exits_2_and_recover_then
     let dirs = entries(run.out.path(), "msmemscope_");
     assert_eq!(dirs.len(), 1, "{dirs:?}");
     assert!(!dirs[0].join(".memscope_incomplete").exists());
+    // what the run said before it was cut short stays beside the new log
+    let old_logs = entries(&dirs[0].join("msmemscope_logs"), "msmemscope_")
+        .into_iter()
+        .filter(|p| p.to_string_lossy().ends_with(".before_recover.log"))
+        .collect::<Vec<_>>();
+    assert_eq!(
+        old_logs.len(),
+        1,
+        "{:?}",
+        entries(&dirs[0].join("msmemscope_logs"), "")
+    );
+    let text = std::fs::read_to_string(&old_logs[0]).unwrap();
+    assert!(text.contains("File too large"), "{text}");
+    // one run in the index: the recover replaced the run's entry
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.out.path().join("memscope_run.json")).unwrap())
+            .unwrap();
+    assert_eq!(index["runs"].as_array().unwrap().len(), 1, "{index}");
 }
 
 #[test]
@@ -153,7 +171,7 @@ fn recover_of_a_cut_stream_writes_what_it_can_keeps_the_spool_and_exits_2() {
         .unwrap();
     let (code, err) = recover(out);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("no stream header"), "{err}");
+    assert!(err.contains("no readable stream header"), "{err}");
     assert!(
         stream.exists() && spool.join("replaced").join(name).is_dir(),
         "{err}"

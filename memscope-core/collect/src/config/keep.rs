@@ -27,11 +27,15 @@ impl KeepBound {
         let usage = || {
             format!("{s:?}: expected last:<duration> (30s, 5m, 2h), last:<size> (64MiB, 2GiB) or last:<rows> (1000000)")
         };
-        let v = s.trim().strip_prefix("last:").ok_or_else(usage)?;
+        let v = s.strip_prefix("last:").ok_or_else(usage)?;
         let digits = v.bytes().take_while(u8::is_ascii_digit).count();
         let (num, unit) = v.split_at(digits);
-        let n: u64 = num.parse().map_err(|_| usage())?;
-        let scaled = |k: u64| n.checked_mul(k).ok_or_else(usage);
+        let too_large = || format!("{s:?}: too large");
+        if num.is_empty() {
+            return Err(usage());
+        }
+        let n: u64 = num.parse().map_err(|_| too_large())?;
+        let scaled = |k: u64| n.checked_mul(k).ok_or_else(too_large);
         let b = match unit {
             "" => KeepBound::Events(n),
             "s" => KeepBound::Time(scaled(1_000_000_000)?),
@@ -117,6 +121,12 @@ mod tests {
         ] {
             assert_eq!(KeepBound::parse(s).unwrap().to_text(), s);
         }
+        assert!(KeepBound::parse("last:99999999999999999999h")
+            .unwrap_err()
+            .contains("too large"));
+        assert!(KeepBound::parse("last:99999999TiB")
+            .unwrap_err()
+            .contains("too large"));
         for bad in [
             "5m",
             "last:",
@@ -126,7 +136,8 @@ mod tests {
             "last:10",
             "last:100KiB",
             "last:0s",
-            "last:99999999999999999999h",
+            "last:5m ",
+            " last:5m",
         ] {
             let e = KeepBound::parse(bad).unwrap_err();
             assert!(e.contains(&format!("{bad:?}")), "{e}");
