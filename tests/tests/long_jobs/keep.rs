@@ -225,6 +225,18 @@ fn sigusr2_writes_a_window_run_and_the_job_goes_on() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // the output path's own views leave the window run out: one process, not two
+    let o = Command::new(memscope_bin())
+        .args(["export", "--to", "perfetto"])
+        .arg(out.path())
+        .arg("-o")
+        .arg(out.path().join("t.pftrace"))
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{text}");
+    assert!(text.contains("of 1 process(es)"), "{text}");
 }
 
 #[test]
