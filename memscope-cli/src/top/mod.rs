@@ -150,6 +150,9 @@ fn raw(s: &str) {
 }
 
 fn interactive(spool: &Path, title: &str, term: &console::Term) -> anyhow::Result<()> {
+    // the key thread may still sit in a raw-mode read when the view ends (the run ended, a
+    // signal): the terminal's settings from before are put back at the end
+    let saved = nix::sys::termios::tcgetattr(std::io::stdin()).ok();
     let quit = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, quit.clone())?;
@@ -206,6 +209,10 @@ fn interactive(spool: &Path, title: &str, term: &console::Term) -> anyhow::Resul
         std::thread::sleep(Duration::from_millis(50));
     };
     raw("\x1b[?25h\x1b[?1049l");
+    if let Some(t) = &saved {
+        let _ =
+            nix::sys::termios::tcsetattr(std::io::stdin(), nix::sys::termios::SetArg::TCSANOW, t);
+    }
     let _ = std::fs::remove_file(spool.join(REQUEST));
     if ended {
         if let Some(f) = &last {
