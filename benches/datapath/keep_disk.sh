@@ -24,21 +24,23 @@ echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg); bound $bound; $secs s; $u
 pid=$!
 start=$(date +%s)
 max=0
-echo "| t s | disk bytes | largest so far |"
-echo "|---|---|---|"
+echo "| t s | disk bytes | without window runs | largest so far (without window runs) |"
+echo "|---|---|---|---|"
 while :; do
   sleep 10
   now=$(( $(date +%s) - start ))
   d=$(du -s --block-size=1 "$out" 2>/dev/null | cut -f1)
-  (( d > max )) && max=$d
-  echo "| $now | $d | $max |"
+  # the rolling part: the window runs a SIGUSR2 wrote are kept copies, outside the bound
+  r=$(du -s --block-size=1 --exclude='window_*' "$out" 2>/dev/null | cut -f1)
+  (( r > max )) && max=$r
+  echo "| $now | $d | $r | $max |"
   if (( now >= secs / 2 )) && [[ ! -e "$build/usr2" ]]; then kill -USR2 "$pid"; touch "$build/usr2"; fi
   (( now >= secs )) && break
 done
 kill -TERM "$pid"
 wait "$pid" || true
 steps=$(grep -o 'done [0-9]*' "$build/memscope.out" || true)
-echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg); largest disk use $max bytes; job: ${steps:-killed}"
+echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg); largest disk use without window runs $max bytes; job: ${steps:-killed}"
 echo "memscope's messages:"; cat "$build/memscope.err"
 echo "outputs:"; (cd "$out" && find . -name 'memscope_window.json' -exec sh -c 'echo "$1"; cat "$1"; echo' _ {} \;)
 du -s --block-size=1 "$out"
