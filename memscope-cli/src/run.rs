@@ -59,6 +59,16 @@ pub fn run(a: RunArgs) -> ExitCode {
             return usage_error(e);
         }
     }
+    // --keep: a crossing of a limit on live bytes writes a window while the job runs
+    if cfg.keep.is_some() {
+        use memscope_analysis::thresholds::Metric;
+        cfg.keep_limits = gate
+            .limits
+            .iter()
+            .filter(|l| matches!(l.metric, Metric::Peak | Metric::Live))
+            .cloned()
+            .collect();
+    }
     // a races limit needs what the race check reads recorded (launches with their streams,
     // the stream and event calls, accesses): it turns the analysis on
     if gate

@@ -81,8 +81,9 @@ pub struct RunArgs {
     pub(crate) aggregate: bool,
     /// Flight recorder: keep only the last stretch of rows on disk — last:<duration> (30s, 5m,
     /// 2h), last:<size> (64MiB, 2GiB) or last:<rows> (1000000) — written as the run's dumps at
-    /// exit, with the blocks live before it as history rows; at an OOM or on SIGUSR2 to
-    /// memscope also as a window run (window_<ts>_<why>/ in the output path). No capture
+    /// exit, with the blocks live before it as history rows; at an OOM, a --fail-on crossing
+    /// of live bytes or SIGUSR2 to memscope also as a window run (window_<ts>_<why>/ in the
+    /// output path). No capture
     #[arg(long, value_name = "last:N")]
     pub(crate) keep: Option<String>,
     /// Fail the run when a memory limit is crossed: METRIC[.SCOPE]>SIZE, comma-separated

@@ -113,11 +113,11 @@ fn named_scope(name: &str) -> Option<&'static NamedScope> {
     named_scopes().iter().find(|n| n.name == name)
 }
 
-/// Whether `a` is left out of `cpu` (an allocator of a named scope's source).
-fn apart_from_cpu(a: &AllocatorFigures) -> bool {
+/// Whether `allocator` is left out of `cpu` (an allocator of a named scope's source).
+fn apart_from_cpu(allocator: &str) -> bool {
     named_scopes()
         .iter()
-        .any(|n| a.allocator.starts_with(n.apart))
+        .any(|n| allocator.starts_with(n.apart))
 }
 
 impl Scope {
@@ -151,17 +151,22 @@ impl Scope {
 
     /// Whether allocator `a` is in scope.
     pub fn covers(&self, a: &AllocatorFigures) -> bool {
+        self.covers_names(&a.device, &a.allocator)
+    }
+
+    /// Whether the allocator of Event Type `allocator` on `device` (`0`, `cpu`) is in scope.
+    pub fn covers_names(&self, device: &str, allocator: &str) -> bool {
         let dev_ok = match self.device.as_deref() {
             None => true,
-            Some("npu") => a.device.parse::<u32>().is_ok(),
-            Some("cpu") => a.device == "cpu" && !apart_from_cpu(a),
-            Some("host") => a.device == "cpu" && a.allocator == "HOST",
+            Some("npu") => device.parse::<u32>().is_ok(),
+            Some("cpu") => device == "cpu" && !apart_from_cpu(allocator),
+            Some("host") => device == "cpu" && allocator == "HOST",
             Some(d) => match named_scope(d) {
-                Some(n) => a.allocator == n.event_type,
-                None => d.strip_prefix("npu:") == Some(a.device.as_str()),
+                Some(n) => allocator == n.event_type,
+                None => d.strip_prefix("npu:") == Some(device),
             },
         };
-        dev_ok && self.allocator.as_deref().is_none_or(|t| t == a.allocator)
+        dev_ok && self.allocator.as_deref().is_none_or(|t| t == allocator)
     }
 }
 

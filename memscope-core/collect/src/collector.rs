@@ -477,13 +477,15 @@ impl PipelineFactory<'_> {
             let (c, t) = (cfg.clone(), ts.clone());
             let windows: crate::flight_recorder::SinkFactory =
                 Box::new(move |dir: &Path| crate::dump_sink::sink(&c, dir, &t).0);
-            layers.push(Box::new(crate::flight_recorder::FlightRecorder::new(
+            let mut recorder = crate::flight_recorder::FlightRecorder::new(
                 bound,
                 seg_dir,
                 project.clone(),
                 sink,
                 windows,
-            )));
+            );
+            recorder.watch_limits(cfg.keep_limits.clone());
+            layers.push(Box::new(recorder));
             sink_stats
         } else {
             layers.push(Box::new(layers::WriteFilter::new(cfg)));

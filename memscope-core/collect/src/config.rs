@@ -129,6 +129,10 @@ pub struct RunConfig {
     /// OOM or on SIGUSR2); `None`: every row.
     #[serde(skip)]
     pub keep: Option<keep::KeepBound>,
+    /// The `--fail-on` limits on live bytes (`peak`, `live`) the flight recorder watches while
+    /// the job runs: the first crossing of each writes a window (`memscope run` sets them).
+    #[serde(skip)]
+    pub keep_limits: Vec<memscope_analysis::thresholds::Limit>,
 }
 
 /// `--watch [start[:outid]],end[,full-content]` (behaviour spec §2, §9.9): from the end of
@@ -247,6 +251,7 @@ impl Default for RunConfig {
             sample_ns: None,
             aggregate: false,
             keep: None,
+            keep_limits: Vec::new(),
         }
     }
 }

@@ -23,8 +23,9 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
+use memscope_analysis::thresholds::Limit;
 use memscope_core::bus::{BusCtx, BusError, Layer, ReportSection};
-use memscope_core::event::{Event, EventKind, EventType};
+use memscope_core::event::{Device, Event, EventKind, EventType};
 use memscope_core::owner::OwnerChain;
 use memscope_core::roles::OwnerTag;
 use memscope_dump::layout;
@@ -129,6 +130,10 @@ pub struct FlightRecorder {
     requests_seen: u32,
     ooms: u32,
     pid: Option<u32>,
+    /// `--fail-on` limits on live bytes, each with whether it was crossed already.
+    limits: Vec<(Limit, bool)>,
+    /// Live bytes per allocator, and the limits that look at it.
+    totals: HashMap<(Device, EventType), (u64, Vec<usize>)>,
     scratch: String,
     failed: Option<String>,
 }
@@ -162,6 +167,8 @@ impl FlightRecorder {
             requests_seen: WINDOW_REQUESTS.load(Ordering::Relaxed),
             ooms: 0,
             pid: None,
+            limits: Vec::new(),
+            totals: HashMap::new(),
             scratch: String::with_capacity(256),
             failed: None,
         }
@@ -171,6 +178,36 @@ impl FlightRecorder {
         BusError::Io {
             path: path.display().to_string(),
             source: std::io::Error::other(e.to_string()),
+        }
+    }
+
+    /// Watches `--fail-on` limits on live bytes (`peak`, `live`): the first crossing of each
+    /// writes a window run, as an OOM does.
+    pub fn watch_limits(&mut self, limits: Vec<Limit>) {
+        self.limits = limits.into_iter().map(|l| (l, false)).collect();
+    }
+
+    /// Adds `delta` bytes to allocator `key`'s live bytes; a limit crossed for the first time
+    /// asks for a window.
+    fn count(&mut self, key: (Device, EventType), delta: i64) {
+        if self.limits.is_empty() {
+            return;
+        }
+        let limits = &self.limits;
+        let (live, watching) = self.totals.entry(key).or_insert_with(|| {
+            let (device, pool) = (key.0.to_text(), key.1.as_str());
+            let v = (0..limits.len())
+                .filter(|i| limits[*i].0.scope.covers_names(&device, pool))
+                .collect();
+            (0, v)
+        });
+        *live = live.saturating_add_signed(delta);
+        for i in watching.iter().copied() {
+            let (l, crossed) = &mut self.limits[i];
+            if !*crossed && *live > l.max {
+                *crossed = true;
+                self.pending = Some("failon");
+            }
         }
     }
 
@@ -267,10 +304,16 @@ impl FlightRecorder {
         let key = (ev.event_type, ev.ptr.unwrap_or(m.addr));
         match ev.kind {
             EventKind::Malloc => {
-                self.live.insert(key, Held { ev: ev.clone(), k });
+                if let Some(old) = self.live.insert(key, Held { ev: ev.clone(), k }) {
+                    let size = old.ev.memory().map_or(0, |m| m.size);
+                    self.count((old.ev.device, old.ev.event_type), -(size as i64));
+                }
+                self.count((ev.device, ev.event_type), m.size as i64);
             }
             EventKind::Free => {
                 if let Some(h) = self.live.remove(&key) {
+                    let size = h.ev.memory().map_or(0, |m| m.size);
+                    self.count((h.ev.device, h.ev.event_type), -(size as i64));
                     if h.k < k {
                         self.spanning.push((h, k));
                     }
@@ -374,7 +417,7 @@ impl FlightRecorder {
             _ => {
                 self.ooms += 1;
                 let pid = ctx.pid.unwrap_or(0);
-                (now_ns(), format!("oom{}_pid{pid}", self.ooms))
+                (now_ns(), format!("{reason}{}_pid{pid}", self.ooms))
             }
         };
         let root = self

@@ -237,3 +237,36 @@ fn an_oom_and_a_window_request_each_write_a_window_run_and_recording_goes_on() {
         .unwrap();
     assert!(!sink.0.lock().unwrap().is_empty());
 }
+
+#[test]
+fn a_fail_on_limit_on_live_bytes_crossed_while_the_job_runs_writes_a_window_once() {
+    let d = tempfile::tempdir().unwrap();
+    let (mut r, _, windows) = recorder(KeepBound::Events(1000), d.path());
+    let limit = memscope_analysis::thresholds::Limit::parse("peak.PTA>20KiB").unwrap();
+    let other = memscope_analysis::thresholds::Limit::parse("peak.HAL>1KiB").unwrap();
+    r.watch_limits(vec![limit, other]);
+    // 50 live blocks of ~64-70 bytes stay under 20 KiB: no window
+    feed(&mut r, &job(200));
+    r.flush().unwrap();
+    assert!(windows.0.lock().unwrap().is_empty());
+    // a 32 KiB block crosses it: one window, and none again while it stays crossed
+    feed(
+        &mut r,
+        &[mem(10_000, EventKind::Malloc, 0xbeef0000, 32 << 10)],
+    );
+    r.flush().unwrap();
+    let n = windows.0.lock().unwrap().len();
+    assert!(n > 0);
+    feed(
+        &mut r,
+        &[mem(10_001, EventKind::Malloc, 0xbeef8000, 32 << 10)],
+    );
+    r.flush().unwrap();
+    assert_eq!(windows.0.lock().unwrap().len(), n);
+    let runs: Vec<String> = std::fs::read_dir(d.path().join("out"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(runs.iter().any(|n| n.contains("_failon1_pid")), "{runs:?}");
+}

@@ -272,3 +272,35 @@ fn a_bad_keep_bound_is_refused_in_one_line_before_launch() {
         );
     }
 }
+
+#[test]
+fn a_fail_on_crossing_while_the_job_runs_writes_a_window_run() {
+    let job = keep_job();
+    let r = memscope_run(
+        &[
+            "--adapters",
+            "hal,mstx",
+            "--keep",
+            "last:2000",
+            "--fail-on",
+            "peak.HAL>5MiB",
+        ],
+        &[job.to_str().unwrap(), "5000", "0"],
+        &[],
+    );
+    let err = r.stderr();
+    // the limit is judged on the window after the job too: exit code 23
+    assert_eq!(r.code(), 23, "{err}");
+    assert!(err.contains("window (failon) written"), "{err}");
+    let runs = entries(r.out.path(), "window_");
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert!(
+        runs[0].to_string_lossy().contains("_failon1_pid"),
+        "{runs:?}"
+    );
+    let procs = entries(&runs[0], "msmemscope_");
+    let facts: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(procs[0].join("memscope_window.json")).unwrap())
+            .unwrap();
+    assert_eq!(facts["reason"], "failon", "{facts}");
+}
