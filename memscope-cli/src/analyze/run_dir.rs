@@ -254,11 +254,7 @@ pub fn run(
     results.sort_by_key(|(p, f)| (std::cmp::Reverse(ranking(f)), p.rank.rank, p.pid));
     if full {
         for (p, f) in &results {
-            say(&format!(
-                "==== rank {} (pid {}) ====",
-                p.rank.rank.map_or("?".into(), |r| r.to_string()),
-                p.pid.map_or("?".into(), |r| r.to_string())
-            ));
+            say(&format!("==== {} ====", process_name(p)));
             print_sections(&f.sections, true);
         }
     }
@@ -366,13 +362,7 @@ pub fn run(
     let min = ranked.iter().find(|(_, f)| Some(ranking(f)) == least);
     if let (Some(max), Some(min)) = (ranked.first(), min) {
         let (hi, lo) = (ranking(&max.1), ranking(&min.1));
-        let who = |p: &ProcessInput| {
-            format!(
-                "rank {} (pid {})",
-                p.rank.rank.map_or("?".into(), |r| r.to_string()),
-                p.pid.map_or("?".into(), |r| r.to_string())
-            )
-        };
+        let who = process_name;
         say(&format!(
             "imbalance: largest peak {} {}, smallest {} {}: {} more ({:.2}x)",
             who(max.0),
@@ -404,4 +394,13 @@ fn has_dumps(dir: &Path) -> bool {
                 .is_some_and(|n| n.starts_with("memscope_dump_"))
         })
     })
+}
+
+/// `rank R (pid P)`, or `pid P` for a process without a rank (the table's `-`).
+fn process_name(p: &ProcessInput) -> String {
+    let pid = p.pid.map_or("?".into(), |r| r.to_string());
+    match p.rank.rank {
+        Some(r) => format!("rank {r} (pid {pid})"),
+        None => format!("pid {pid}"),
+    }
 }

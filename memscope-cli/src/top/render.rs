@@ -40,6 +40,17 @@ fn exe_name(exe: &str) -> &str {
     exe.rsplit('/').next().unwrap_or(exe)
 }
 
+/// `train.py(293): alloc` for `/home/me/proj/train.py(293): alloc` (a frame's file without
+/// its directories); anything else as it is.
+fn short_frame(frame: &str) -> String {
+    match frame.split_once('(') {
+        Some((file, rest)) if file.contains('/') => {
+            format!("{}({rest}", file.rsplit('/').next().unwrap_or(file))
+        }
+        _ => frame.to_owned(),
+    }
+}
+
 /// Cuts `s` to `w` characters (an ellipsis marks the cut).
 fn fit(s: &str, w: usize) -> String {
     if s.chars().count() <= w {
@@ -99,6 +110,19 @@ pub fn frame(file: &TopFile, title: &str, width: usize) -> String {
         "PROCESS", "PID", "STEPS", "STEPS/S", "EVENTS"
     );
     for p in procs {
+        if p.at_ns == 0 && p.alive {
+            let line = format!(
+                "{:<10} {:>8} {:>7} {:>8} {:>10}  {} (frame coming)",
+                who(p),
+                p.pid,
+                "…",
+                "…",
+                "…",
+                exe_name(&p.exe)
+            );
+            let _ = writeln!(o, "{}", fit(&line, width));
+            continue;
+        }
         let line = format!(
             "{:<10} {:>8} {:>7} {:>8.2} {:>10}  {}{}",
             who(p),
@@ -162,8 +186,14 @@ pub fn frame(file: &TopFile, title: &str, width: usize) -> String {
                 signed(h.growth),
                 h.blocks
             );
-            // a site is two frames on two lines: one line here
-            let name = h.name.replace('\n', " ← ");
+            // a site is two frames on two lines: one line here, each frame's file without
+            // its directories, so the line and function fit a narrow terminal
+            let name = h
+                .name
+                .split('\n')
+                .map(short_frame)
+                .collect::<Vec<_>>()
+                .join(" ← ");
             let _ = writeln!(o, "{}", fit(&format!("{head}{name}"), width));
         }
     }
@@ -202,6 +232,7 @@ mod tests {
             exe: "/usr/bin/python3".into(),
             rank: Some(rank),
             alive: true,
+            at_ns: 1,
             steps: 10,
             steps_per_s: 2.5,
             growth_window_s: 60.0,
@@ -222,6 +253,40 @@ mod tests {
             }],
             ..ProcessFrame::default()
         }
+    }
+
+    #[test]
+    fn site_frames_lose_their_directories_and_a_process_without_a_frame_yet_is_said() {
+        assert_eq!(
+            short_frame("/home/me/proj/train.py(293): alloc"),
+            "train.py(293): alloc"
+        );
+        assert_eq!(short_frame("(no stack)"), "(no stack)");
+        let mut p = proc(10, 0, 1 << 20, "PTA");
+        p.sites = vec![HolderFrame {
+            name: "/a/b/train.py(293): alloc\n/a/b/train.py(524): main".into(),
+            bytes: 1 << 20,
+            blocks: 1,
+            growth: 0,
+        }];
+        let waiting = ProcessFrame {
+            pid: 11,
+            alive: true,
+            ..ProcessFrame::default()
+        };
+        let text = frame(
+            &TopFile {
+                processes: vec![p, waiting],
+                ..TopFile::default()
+            },
+            "t",
+            80,
+        );
+        assert!(
+            text.contains("train.py(293): alloc ← train.py(524): main"),
+            "{text}"
+        );
+        assert!(text.contains("(frame coming)"), "{text}");
     }
 
     #[test]

@@ -44,6 +44,9 @@ pub struct LiveViews {
     last_check: Option<Instant>,
     last_write: Option<Instant>,
     wanted: bool,
+    /// When the current request began (ns since the epoch): frames from before it (an earlier
+    /// viewer's) are stale.
+    wanted_since_ns: u64,
 }
 
 impl LiveViews {
@@ -65,6 +68,7 @@ impl LiveViews {
         let wanted = requested(spool);
         if wanted != self.wanted {
             self.wanted = wanted;
+            self.wanted_since_ns = now_ns();
             for h in self.handles.values() {
                 h.set_wanted(wanted);
             }
@@ -84,6 +88,17 @@ impl LiveViews {
             .map(|(pid, h)| {
                 let mut f = h.frame();
                 f.alive = f.alive && procs.contains_key(pid);
+                // a running process's frame from before this request (or none yet): only who
+                // it is, `at_ns` 0, until its next flush builds a fresh one
+                if f.alive && f.at_ns < self.wanted_since_ns {
+                    f = ProcessFrame {
+                        pid: f.pid,
+                        exe: f.exe,
+                        rank: f.rank,
+                        alive: true,
+                        ..ProcessFrame::default()
+                    };
+                }
                 // its program now (the first image's may have exec'd: env, a launcher)
                 if f.alive {
                     if let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) {
@@ -98,9 +113,7 @@ impl LiveViews {
         let file = TopFile {
             format: FORMAT.to_owned(),
             version: 1,
-            at_ns: SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64),
+            at_ns: now_ns(),
             processes,
         };
         write_whole(&spool.join(FRAMES), &file);
@@ -117,6 +130,12 @@ impl LiveViews {
             self.handles.remove(pid);
         }
     }
+}
+
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 /// Whether a viewer touched the request within [`REQUEST_TTL`].
