@@ -3,8 +3,9 @@
 //! ([`memscope_collect::live_view`]): the job is not read, slowed or touched, and the collector
 //! works for it only while it watches.
 
-mod locate;
 mod render;
+
+use memscope_longjobs::locate;
 
 use memscope_collect::live_view::{TopFile, FORMAT, FRAMES, REQUEST};
 use std::io::Write;

@@ -1,25 +1,11 @@
 //! One frame of `memscope top` as text: the processes, their allocators, the owners and sites
 //! holding most (summed over processes) with their growth, and per-rank peaks.
 
-use memscope_analysis::live::{HolderFrame, ProcessFrame};
+use memscope_analysis::diff::size;
 use memscope_collect::live_view::TopFile;
+use memscope_longjobs::live::{HolderFrame, ProcessFrame};
 use std::collections::BTreeMap;
 use std::fmt::Write;
-
-/// `1.5 GiB`, `300.0 KiB`, `12 B`.
-pub fn size(n: u64) -> String {
-    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
-    if n < 1024 {
-        return format!("{n} B");
-    }
-    let mut v = n as f64 / 1024.0;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    format!("{v:.1} {}", UNITS[u])
-}
 
 fn signed(n: i64) -> String {
     match n {
@@ -77,7 +63,7 @@ fn merged(frames: &[ProcessFrame], pick: fn(&ProcessFrame) -> &[HolderFrame]) ->
     }
     let mut v: Vec<HolderFrame> = m.into_values().collect();
     v.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.name.cmp(&b.name)));
-    v.truncate(memscope_analysis::live::TOP_N);
+    v.truncate(memscope_longjobs::live::TOP_N);
     v
 }
 
@@ -224,7 +210,7 @@ pub fn frame(file: &TopFile, title: &str, width: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use memscope_analysis::live::PoolFrame;
+    use memscope_longjobs::live::PoolFrame;
 
     fn proc(pid: u32, rank: u32, alloc: u64, owner: &str) -> ProcessFrame {
         ProcessFrame {

@@ -30,7 +30,6 @@ pub mod inefficient_layer;
 pub mod leak_range;
 pub mod leaks;
 pub mod levels;
-pub mod live;
 pub mod live_points;
 pub mod offline;
 pub mod ops;

@@ -9,10 +9,10 @@ use crate::pipeline::{CaptureOut, Pipeline, PipelineSetup};
 use crate::process::{ProcessState, ProcessSummary, ROUND_BUDGET};
 use crate::registry::Registry;
 use crate::{api_config, layers, plugin_typer};
-use memscope_analysis::live::LiveHandle;
 use memscope_core::bus::{Bus, Layer};
 use memscope_dump::sink::SharedStats;
 use memscope_dump::{layout, run_index};
+use memscope_longjobs::live::LiveHandle;
 use memscope_stream::capture::{CaptureInfo, CaptureWriter};
 use memscope_stream::spool::{StreamFile, StreamHeader};
 use std::collections::{BTreeMap, HashSet};
@@ -335,7 +335,13 @@ impl Collector {
                 }
             }
         }
-        self.live.tick(&self.spool, &mut self.procs);
+        if self.live.due() {
+            let procs = self
+                .procs
+                .iter_mut()
+                .map(|(pid, (p, _))| (*pid, p.pipeline_mut().live().clone()));
+            self.live.tick(&self.spool, procs);
+        }
         progressed
     }
 
@@ -455,7 +461,7 @@ impl PipelineFactory<'_> {
         // what is live now, for `memscope top` (issue 38)
         let rank_env = h.rank_env.iter().cloned().collect();
         let live = LiveHandle::new(h.pid, &h.exe, run_index::rank_identity(&rank_env).0);
-        layers.push(Box::new(memscope_analysis::live::LiveLayer::new(
+        layers.push(Box::new(memscope_longjobs::live::LiveLayer::new(
             live.clone(),
         )));
         let sink_stats = if cfg.aggregate {

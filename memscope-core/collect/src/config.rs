@@ -372,7 +372,7 @@ impl RunConfig {
 
 mod file;
 pub mod interval;
-pub mod keep;
+pub use memscope_longjobs::keep;
 pub mod msmemscope;
 mod msmemscope_types;
 mod options;

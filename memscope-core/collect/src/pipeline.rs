@@ -95,7 +95,7 @@ pub struct PipelineSetup {
     /// Python stack frames per row (`--call-stack python:N`; `None`: off).
     pub py_depth: Option<u32>,
     /// The frame its live-view layer publishes (`memscope top`).
-    pub live: memscope_analysis::live::LiveHandle,
+    pub live: memscope_longjobs::live::LiveHandle,
 }
 
 /// Typing, IDs and the bus of one process.
@@ -137,7 +137,7 @@ pub struct Pipeline {
     /// Highest flush request seen (`SystemCode::Barrier`) and the highest answered.
     barrier: (u32, u32),
     /// Its live-view frame (`memscope top`).
-    live: memscope_analysis::live::LiveHandle,
+    live: memscope_longjobs::live::LiveHandle,
 }
 
 impl Pipeline {
@@ -181,7 +181,7 @@ impl Pipeline {
     }
 
     /// Its live-view frame (`memscope top`, [`crate::live_view`]).
-    pub fn live(&self) -> &memscope_analysis::live::LiveHandle {
+    pub fn live(&self) -> &memscope_longjobs::live::LiveHandle {
         &self.live
     }
 

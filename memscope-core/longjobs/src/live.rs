@@ -20,8 +20,8 @@ use memscope_core::bus::{BusCtx, BusError, Layer, ReportSection};
 use memscope_core::event::{Device, Event, EventType};
 use serde::{Deserialize, Serialize};
 
-use crate::aggregate::Aggregate;
-use crate::steps::StepTracker;
+use memscope_analysis::aggregate::Aggregate;
+use memscope_analysis::steps::StepTracker;
 
 /// Owners and sites a frame lists, each.
 pub const TOP_N: usize = 10;

@@ -1,6 +1,6 @@
 //! The collector's half of `memscope top` (issue 38): a viewer asks by touching
 //! `<spool>/top.request` (at least every few seconds); while it does, the collector writes
-//! every process's latest frame ([`memscope_analysis::live`]) to `<spool>/top.json` once a
+//! every process's latest frame ([`crate::live`]) to `<spool>/top.json` once a
 //! second, replaced whole. Nothing is read from the job for it and nothing is written while
 //! nobody watches.
 
@@ -8,10 +8,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
-use memscope_analysis::live::{LiveHandle, ProcessFrame};
 use serde::{Deserialize, Serialize};
 
-use crate::process::ProcessState;
+use crate::live::{LiveHandle, ProcessFrame};
 
 /// The file a viewer touches to ask for frames.
 pub const REQUEST: &str = "top.request";
@@ -50,20 +49,27 @@ pub struct LiveViews {
 }
 
 impl LiveViews {
-    /// Looks at the request (four times a second at most) and, while a viewer asks, writes
-    /// the frames once a second.
-    pub fn tick(&mut self, spool: &Path, procs: &mut BTreeMap<u32, (ProcessState, i64)>) {
+    /// Whether a [`LiveViews::tick`] is due (four times a second at most).
+    pub fn due(&mut self) -> bool {
         let now = Instant::now();
         if self
             .last_check
             .is_some_and(|t| now.duration_since(t) < Duration::from_millis(250))
         {
-            return;
+            return false;
         }
         self.last_check = Some(now);
-        for (pid, (p, _)) in procs.iter_mut() {
-            let h = p.pipeline_mut().live();
-            self.handles.insert(*pid, h.clone());
+        true
+    }
+
+    /// Looks at the request and, while a viewer asks, writes the frames once a second;
+    /// `procs`: the processes followed now, with their handles.
+    pub fn tick(&mut self, spool: &Path, procs: impl Iterator<Item = (u32, LiveHandle)>) {
+        let now = Instant::now();
+        let mut running = std::collections::BTreeSet::new();
+        for (pid, h) in procs {
+            running.insert(pid);
+            self.handles.insert(pid, h);
         }
         let wanted = requested(spool);
         if wanted != self.wanted {
@@ -81,13 +87,13 @@ impl LiveViews {
             return;
         }
         self.last_write = Some(now);
-        self.forget_old_ended(procs);
+        self.forget_old_ended(&running);
         let processes = self
             .handles
             .iter()
             .map(|(pid, h)| {
                 let mut f = h.frame();
-                f.alive = f.alive && procs.contains_key(pid);
+                f.alive = f.alive && running.contains(pid);
                 // a running process's frame from before this request (or none yet): only who
                 // it is, `at_ns` 0, until its next flush builds a fresh one
                 if f.alive && f.at_ns < self.wanted_since_ns {
@@ -119,11 +125,11 @@ impl LiveViews {
         write_whole(&spool.join(FRAMES), &file);
     }
 
-    fn forget_old_ended(&mut self, procs: &BTreeMap<u32, (ProcessState, i64)>) {
+    fn forget_old_ended(&mut self, running: &std::collections::BTreeSet<u32>) {
         let ended: Vec<u32> = self
             .handles
             .keys()
-            .filter(|p| !procs.contains_key(p))
+            .filter(|p| !running.contains(p))
             .copied()
             .collect();
         for pid in ended.iter().take(ended.len().saturating_sub(ENDED_KEPT)) {

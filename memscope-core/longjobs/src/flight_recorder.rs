@@ -32,7 +32,7 @@ use memscope_dump::layout;
 use memscope_dump::reader::{parse_row, Columns, TimeUnit};
 use memscope_dump::sink::csv::{write_row, HEADER};
 
-use crate::config::keep::KeepBound;
+use crate::keep::KeepBound;
 
 /// Windows asked for (SIGUSR2 to the collector); each recorder writes one per new request.
 static WINDOW_REQUESTS: AtomicU32 = AtomicU32::new(0);
