@@ -9,24 +9,14 @@ use std::process::Command;
 #[test]
 fn recover_of_a_directory_that_is_not_a_spool_fails_with_one_line() {
     let d = tempfile::tempdir().unwrap();
-    let o = Command::new(memscope_bin())
-        .arg("recover")
-        .arg(d.path())
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&o.stderr);
+    let (code, err) = recover(d.path());
+    assert_eq!(code, 2);
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("not a memscope spool"), "{err}");
     let spool = d.path().join(".memscope_spool_1");
     std::fs::create_dir(&spool).unwrap();
-    let o = Command::new(memscope_bin())
-        .arg("recover")
-        .arg(d.path())
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&o.stderr);
+    let (code, err) = recover(d.path());
+    assert_eq!(code, 2);
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("no run.json"), "{err}");
 }

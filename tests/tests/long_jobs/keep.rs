@@ -18,6 +18,20 @@ fn keep_job() -> std::path::PathBuf {
     )
 }
 
+/// `memscope run -q --adapters hal,mstx --keep KEEP -o OUT -- keep_job STEPS 100`, running.
+fn spawn_keep(job: &Path, out: &Path, keep: &str, steps: &str) -> std::process::Child {
+    Command::new(memscope_bin())
+        .args(["run", "-q", "--adapters", "hal,mstx", "--keep", keep, "-o"])
+        .arg(out)
+        .arg("--")
+        .arg(job)
+        .args([steps, "100"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// Every CSV row under `dir`, by ID.
 fn rows(dir: &Path) -> BTreeMap<u64, Row> {
     let mut m = BTreeMap::new();
@@ -120,24 +134,7 @@ fn a_byte_bound_keeps_disk_within_it_while_a_long_job_runs_and_the_views_say_win
     let job = keep_job();
     let out = tempfile::tempdir().unwrap();
     let bound: u64 = 2 << 20;
-    let mut ms = Command::new(memscope_bin())
-        .args([
-            "run",
-            "-q",
-            "--adapters",
-            "hal,mstx",
-            "--keep",
-            "last:2MiB",
-            "-o",
-        ])
-        .arg(out.path())
-        .arg("--")
-        .arg(&job)
-        .args(["60000", "100"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut ms = spawn_keep(&job, out.path(), "last:2MiB", "60000");
     let start = Instant::now();
     let mut worst = 0;
     let mut samples = 0;
@@ -181,24 +178,7 @@ fn a_byte_bound_keeps_disk_within_it_while_a_long_job_runs_and_the_views_say_win
 fn sigusr2_writes_a_window_run_and_the_job_goes_on() {
     let job = keep_job();
     let out = tempfile::tempdir().unwrap();
-    let ms = Command::new(memscope_bin())
-        .args([
-            "run",
-            "-q",
-            "--adapters",
-            "hal,mstx",
-            "--keep",
-            "last:5000",
-            "-o",
-        ])
-        .arg(out.path())
-        .arg("--")
-        .arg(&job)
-        .args(["30000", "100"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let ms = spawn_keep(&job, out.path(), "last:5000", "30000");
     std::thread::sleep(Duration::from_millis(1500));
     // SAFETY: kill(2) on the child's pid, with a signal it handles.
     assert_eq!(unsafe { libc::kill(ms.id() as i32, libc::SIGUSR2) }, 0);
