@@ -26,7 +26,7 @@ trap 'rm -rf "$BUILD" "$SPOOL"' EXIT
 cc -O2 -g -shared -fPIC -o "$BUILD/libms_tools_ext.so" benches/mark_cost/mstx_frontend.c -ldl
 cc -O2 -g -Wall -o "$BUILD/mark_cost" benches/mark_cost/mark_cost.c \
     -L"$BUILD" -Wl,-rpath,"$BUILD" -lms_tools_ext -lpthread
-nm -D --defined-only "$PROBE" | grep -q ' T InitInjectionMstx$' \
+nm -D --defined-only "$PROBE" | grep ' T InitInjectionMstx$' >/dev/null \
     || { echo "probe lacks InitInjectionMstx" >&2; exit 1; }
 
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }

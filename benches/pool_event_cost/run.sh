@@ -22,7 +22,7 @@ PROBE=$ROOT/target/dist/libmemscope_probe.so
 BIN=$ROOT/target/dist/pool_event_cost
 cc -O2 -g -Wall -I examples/sim-npu/csrc benches/pool_event_cost/bench.c -o "$BIN" \
     -L"$LIB64" -Wl,-rpath,"$LIB64" -lms_tools_ext
-nm -D "$PROBE" | grep -q ' T InitInjectionMstx$' || { echo "probe lacks InitInjectionMstx" >&2; exit 1; }
+nm -D "$PROBE" | grep ' T InitInjectionMstx$' >/dev/null || { echo "probe lacks InitInjectionMstx" >&2; exit 1; }
 
 # Selection mask: the mstx adapter's SOURCE (SourceId(0), adapters/mstx) = bit 0, pta's
 # (SourceId(1), adapters/pta) = bit 1.

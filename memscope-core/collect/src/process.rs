@@ -5,17 +5,29 @@
 use crate::pipeline::Pipeline;
 pub use crate::pipeline::ProcessSummary;
 use memscope_stream::capture::{ImageHeader, ImageInfo};
-use memscope_stream::spool::{ProcessMerge, StreamFile};
+use memscope_stream::spool::{ProcessMerge, Sourced, StreamFile};
 
 /// Records emitted per process per collector round, so one busy process cannot hold up the
 /// others or the collector's own duties (child status, flushes).
 pub const ROUND_BUDGET: usize = 200_000;
+
+/// A release that emits this many records (or its whole budget, if smaller) marks the process
+/// behind: its next release reads on a thread of its own.
+const SPLIT_AFTER: usize = 50_000;
+/// Records per batch handed from the merge thread to the pipeline.
+const SPLIT_BATCH: usize = 2048;
+/// Full batches waiting for the pipeline at most.
+const SPLIT_QUEUE: usize = 4;
 
 /// State of one traced process.
 pub struct ProcessState {
     merge: ProcessMerge,
     pipeline: Pipeline,
     failed_read: bool,
+    /// The last release emitted a lot: read on a thread of its own next time.
+    behind: bool,
+    /// The log says so once.
+    split_logged: bool,
 }
 
 impl ProcessState {
@@ -25,6 +37,8 @@ impl ProcessState {
             merge: ProcessMerge::new(),
             pipeline,
             failed_read: false,
+            behind: false,
+            split_logged: false,
         };
         p.add_stream(first);
         p
@@ -66,11 +80,7 @@ impl ProcessState {
         match self.merge.poll() {
             Ok(p) => p,
             Err(e) => {
-                if !self.failed_read {
-                    self.pipeline.log().error(&format!("reading streams: {e}"));
-                    eprintln!("memscope: {e}");
-                    self.failed_read = true;
-                }
+                self.read_failed(&e);
                 false
             }
         }
@@ -93,8 +103,31 @@ impl ProcessState {
     }
 
     /// Types and emits pending records stamped at or before `watermark_ns`, at most `budget`
-    /// of them. Returns how many were emitted.
+    /// of them. Returns how many were emitted. A process that is behind (its last release
+    /// used its whole budget, or it is being finished) is read and merged on a thread of its
+    /// own while this one types and emits ([`ProcessState::release_split`]): the same records
+    /// in the same order, with the merge's work off the pipeline's thread.
     pub fn release(&mut self, watermark_ns: u64, budget: usize) -> usize {
+        let n = if self.behind {
+            let n = self.release_split(watermark_ns, budget);
+            if !self.split_logged && n >= SPLIT_AFTER {
+                self.split_logged = true;
+                self.pipeline
+                    .log()
+                    .info("reading behind the job: streams merged on a second thread");
+            }
+            n
+        } else {
+            self.release_inline(watermark_ns, budget)
+        };
+        self.behind = n >= budget.min(SPLIT_AFTER);
+        if n > 0 {
+            self.pipeline.drain_warnings();
+        }
+        n
+    }
+
+    fn release_inline(&mut self, watermark_ns: u64, budget: usize) -> usize {
         let mut n = 0;
         while n < budget {
             let pipeline = &mut self.pipeline;
@@ -105,19 +138,80 @@ impl ProcessState {
                 Ok(true) => n += 1,
                 Ok(false) => break,
                 Err(e) => {
-                    if !self.failed_read {
-                        self.pipeline.log().error(&format!("reading streams: {e}"));
-                        eprintln!("memscope: {e}");
-                        self.failed_read = true;
-                    }
+                    self.read_failed(&e);
                     break;
                 }
             }
         }
-        if n > 0 {
-            self.pipeline.drain_warnings();
+        n
+    }
+
+    /// [`ProcessState::release`] with the merge on a scoped thread handing batches of
+    /// [`SPLIT_BATCH`] records over a bounded channel (at most [`SPLIT_QUEUE`] waiting, so
+    /// memory stays flat); the emptied batches go back to be filled again.
+    fn release_split(&mut self, watermark_ns: u64, budget: usize) -> usize {
+        type Batch = Vec<(usize, Sourced)>;
+        let merge = &mut self.merge;
+        let pipeline = &mut self.pipeline;
+        let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Batch>(SPLIT_QUEUE);
+        let (empty_tx, empty_rx) = std::sync::mpsc::channel::<Batch>();
+        let done = std::thread::scope(|s| {
+            let reader = std::thread::Builder::new()
+                .name("memscope-merge".into())
+                .spawn_scoped(s, move || -> std::io::Result<()> {
+                    let mut left = budget;
+                    while left > 0 {
+                        let mut batch = empty_rx
+                            .try_recv()
+                            .unwrap_or_else(|_| Vec::with_capacity(SPLIT_BATCH));
+                        let mut more = true;
+                        while batch.len() < SPLIT_BATCH.min(left) {
+                            if !merge
+                                .next_with(watermark_ns, |image, src| batch.push((image, src)))?
+                            {
+                                more = false;
+                                break;
+                            }
+                        }
+                        left -= batch.len();
+                        if !batch.is_empty() && full_tx.send(batch).is_err() {
+                            break;
+                        }
+                        if !more {
+                            break;
+                        }
+                    }
+                    Ok(())
+                });
+            // no thread to be had (a limit): read inline instead
+            let reader = reader.ok()?;
+            let mut n = 0;
+            for mut batch in full_rx {
+                n += batch.len();
+                for (image, src) in batch.drain(..) {
+                    pipeline.record(image, src.tid, &src.rec);
+                }
+                let _ = empty_tx.send(batch);
+            }
+            Some((n, reader.join()))
+        });
+        let Some((n, read)) = done else {
+            return self.release_inline(watermark_ns, budget);
+        };
+        match read {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => self.read_failed(&e),
+            Err(p) => std::panic::resume_unwind(p),
         }
         n
+    }
+
+    fn read_failed(&mut self, e: &std::io::Error) {
+        if !self.failed_read {
+            self.pipeline.log().error(&format!("reading streams: {e}"));
+            eprintln!("memscope: {e}");
+            self.failed_read = true;
+        }
     }
 
     /// The header of the process's first image.
@@ -139,6 +233,8 @@ impl ProcessState {
     /// waited for), lets typers and layers finish and returns the summary.
     pub fn finish(mut self) -> ProcessSummary {
         self.merge.set_final();
+        // what is left is read at once: split unless it turns out small
+        self.behind = true;
         loop {
             self.poll();
             if self.release(u64::MAX, usize::MAX) == 0 && (self.merge.drained() || self.failed_read)

@@ -209,26 +209,37 @@ pub fn format_attr(ev: &Event) -> String {
 pub fn push_json_str(out: &mut String, s: &str) {
     use std::fmt::Write;
     out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
+    // runs that need no escape (nearly every value) are copied at once
+    let mut clean = 0;
+    for (i, b) in s.bytes().enumerate() {
+        if b >= 0x20 && b != b'"' && b != b'\\' {
+            continue;
+        }
+        out.push_str(&s[clean..i]);
+        clean = i + 1;
+        match b {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            _ => {
+                let _ = write!(out, "\\u{:04x}", b);
             }
-            c => out.push(c),
         }
     }
+    out.push_str(&s[clean..]);
     out.push('"');
 }
 
 /// Appends the SQLite Attr cell to `out`: a JSON object with every value a string; `{}` when
 /// empty (msMemScope's `.db` convention).
 pub fn write_attr_json(ev: &Event, out: &mut String) {
-    let mut val = String::new();
+    write_attr_json_with(ev, out, &mut String::new());
+}
+
+/// [`write_attr_json`] with a caller's buffer for the values (a writer of many rows keeps one).
+pub fn write_attr_json_with(ev: &Event, out: &mut String, val: &mut String) {
     out.push('{');
     let mut first = true;
     visit_attrs(ev, &mut |k, v| {
@@ -239,8 +250,8 @@ pub fn write_attr_json(ev: &Event, out: &mut String) {
         push_json_str(out, k);
         out.push(':');
         val.clear();
-        v.write_to(&mut val);
-        push_json_str(out, &val);
+        v.write_to(val);
+        push_json_str(out, val);
     });
     out.push('}');
 }
@@ -411,6 +422,26 @@ pub fn fmt_ptr(p: u64, buf: &mut [u8; 18]) -> &[u8] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_strings_escape_quotes_backslashes_and_controls_and_keep_the_rest_as_is() {
+        for text in [
+            "",
+            "plain text, 64 KiB",
+            "a \"quoted\" \\ path\n\r\t\u{1}\u{1f}end",
+            "中文 ü \u{7f}",
+            "\"",
+        ] {
+            let mut out = String::from("x");
+            push_json_str(&mut out, text);
+            let back: String = serde_json::from_str(&out[1..]).unwrap();
+            assert_eq!(back, text, "{out}");
+            assert!(!out[1..].chars().any(|c| (c as u32) < 0x20), "{out}");
+        }
+        let mut out = String::new();
+        push_json_str(&mut out, "a\u{1}b");
+        assert_eq!(out, "\"a\\u0001b\"");
+    }
     use crate::event::{EventKind, EventType};
 
     #[test]

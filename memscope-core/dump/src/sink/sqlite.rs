@@ -3,7 +3,7 @@
 //! transactions (msMemScope inserts one row per transaction).
 
 use super::DeviceWriter;
-use memscope_core::attr_text::write_attr_json;
+use memscope_core::attr_text::write_attr_json_with;
 use memscope_core::bus::BusError;
 use memscope_core::event::Event;
 use std::path::{Path, PathBuf};
@@ -30,7 +30,15 @@ fn insert_sql(rows: usize) -> String {
     )
 }
 
-type Cell = rusqlite::types::Value;
+/// One buffered cell: texts are ranges of the file's text buffer, so a row costs no
+/// allocation of its own.
+#[derive(Clone, Copy)]
+enum Cell {
+    Null,
+    Int(i64),
+    /// `texts[start..end]`.
+    Text(u32, u32),
+}
 
 /// One `.db` file.
 pub struct DbFile {
@@ -38,8 +46,11 @@ pub struct DbFile {
     path: PathBuf,
     rows: u64,
     in_tx: u64,
-    attr: String,
+    /// The value buffer of the Attr cell's JSON.
+    attr_val: String,
     pending: Vec<Cell>,
+    /// The pending rows' texts, one after another.
+    texts: String,
     full_sql: String,
     /// Rows at the last successful flush.
     flushed_rows: u64,
@@ -81,8 +92,9 @@ impl DbFile {
             path,
             rows: 0,
             in_tx: 0,
-            attr: String::with_capacity(256),
+            attr_val: String::with_capacity(64),
             pending: Vec::with_capacity(ROWS_PER_INSERT * 12),
+            texts: String::with_capacity(ROWS_PER_INSERT * 256),
             full_sql: insert_sql(ROWS_PER_INSERT),
             flushed_rows: 0,
         })
@@ -119,18 +131,38 @@ impl DbFile {
             self.conn.execute_batch("BEGIN").map_err(|e| self.err(e))?;
         }
         let rows = self.pending.len() / 12;
+        let short;
         let sql = if rows == ROWS_PER_INSERT {
-            self.full_sql.clone()
+            &self.full_sql
         } else {
-            insert_sql(rows)
+            short = insert_sql(rows);
+            &short
         };
-        let res = self
-            .conn
-            .prepare_cached(&sql)
-            .and_then(|mut st| st.execute(rusqlite::params_from_iter(self.pending.drain(..))));
+        let (pending, texts) = (&self.pending, &self.texts);
+        let res = self.conn.prepare_cached(sql).and_then(|mut st| {
+            for (i, cell) in pending.iter().enumerate() {
+                match *cell {
+                    Cell::Null => st.raw_bind_parameter(i + 1, rusqlite::types::Null)?,
+                    Cell::Int(v) => st.raw_bind_parameter(i + 1, v)?,
+                    Cell::Text(a, b) => {
+                        st.raw_bind_parameter(i + 1, &texts[a as usize..b as usize])?
+                    }
+                }
+            }
+            st.raw_execute()
+        });
+        self.pending.clear();
+        self.texts.clear();
         res.map_err(|e| self.err(e))?;
         self.in_tx += rows as u64;
         Ok(())
+    }
+
+    /// Buffers `s` as a text cell.
+    fn text(&mut self, s: &str) {
+        let a = self.texts.len() as u32;
+        self.texts.push_str(s);
+        self.pending.push(Cell::Text(a, self.texts.len() as u32));
     }
 
     fn commit(&mut self) -> Result<(), BusError> {
@@ -167,28 +199,36 @@ impl DeviceWriter for DbFile {
     }
 
     fn write(&mut self, ev: &Event) -> Result<(), BusError> {
+        let opt = |v: Option<u32>| v.map_or(Cell::Null, |x| Cell::Int(x as i64));
+        self.pending.push(Cell::Int(ev.id as i64));
+        self.text(ev.kind.as_str());
+        self.text(ev.event_type.as_str());
+        self.text(ev.name.as_deref().unwrap_or("N/A"));
+        self.pending.push(Cell::Int(ev.ts_ns as i64));
+        self.pending.push(opt(ev.pid));
+        self.pending.push(opt(ev.tid));
+        match ev.device {
+            memscope_core::event::Device::Npu(n) => {
+                let a = self.texts.len() as u32;
+                let _ = std::fmt::Write::write_fmt(&mut self.texts, format_args!("{n}"));
+                self.pending.push(Cell::Text(a, self.texts.len() as u32));
+            }
+            memscope_core::event::Device::Cpu => self.text("cpu"),
+            memscope_core::event::Device::NotApplicable => self.text("N/A"),
+        }
         let mut hex = [0u8; 18];
-        let ptr = match ev.ptr {
-            Some(p) => String::from_utf8_lossy(super::csv::fmt_ptr(p, &mut hex)).into_owned(),
-            None => "N/A".to_owned(),
-        };
-        self.attr.clear();
-        write_attr_json(ev, &mut self.attr);
-        let opt = |v: Option<u32>| v.map_or(Cell::Null, |x| Cell::Integer(x as i64));
-        self.pending.extend([
-            Cell::Integer(ev.id as i64),
-            Cell::Text(ev.kind.as_str().to_owned()),
-            Cell::Text(ev.event_type.as_str().to_owned()),
-            Cell::Text(ev.name.clone().unwrap_or_else(|| "N/A".to_owned())),
-            Cell::Integer(ev.ts_ns as i64),
-            opt(ev.pid),
-            opt(ev.tid),
-            Cell::Text(ev.device.to_text()),
-            Cell::Text(ptr),
-            Cell::Text(self.attr.clone()),
-            Cell::Text(ev.py_stack.clone().unwrap_or_default()),
-            Cell::Text(ev.c_stack.clone().unwrap_or_default()),
-        ]);
+        match ev.ptr {
+            Some(p) => {
+                let s = String::from_utf8_lossy(super::csv::fmt_ptr(p, &mut hex));
+                self.text(&s);
+            }
+            None => self.text("N/A"),
+        }
+        let a = self.texts.len() as u32;
+        write_attr_json_with(ev, &mut self.texts, &mut self.attr_val);
+        self.pending.push(Cell::Text(a, self.texts.len() as u32));
+        self.text(ev.py_stack.as_deref().unwrap_or_default());
+        self.text(ev.c_stack.as_deref().unwrap_or_default());
         self.rows += 1;
         if self.pending.len() >= ROWS_PER_INSERT * 12 {
             self.insert_pending()?;
@@ -227,6 +267,7 @@ impl DeviceWriter for DbFile {
         }
         self.rows -= self.pending.len() as u64 / 12;
         self.pending.clear();
+        self.texts.clear();
         let kept = self.rows - self.flushed_rows;
         self.flushed_rows = self.rows;
         kept

@@ -48,7 +48,7 @@ pub struct CaptureWriter {
     offset: u64,
     images: HashMap<usize, ImageHeader>,
     sources: Vec<Source>,
-    by_key: HashMap<(usize, u32), u32>,
+    by_key: foldhash::HashMap<(usize, u32), u32>,
     /// The source of the previous record (most records continue the same source).
     last: Option<((usize, u32), u32)>,
     /// Allocations of this block not yet freed: address → (source, allocation index).
@@ -90,7 +90,7 @@ impl CaptureWriter {
             offset: head.len() as u64,
             images: HashMap::new(),
             sources: Vec::new(),
-            by_key: HashMap::new(),
+            by_key: foldhash::HashMap::default(),
             last: None,
             allocs: AddrMap::default(),
             max_key: None,

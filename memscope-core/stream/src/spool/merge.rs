@@ -154,19 +154,18 @@ impl ProcessMerge {
         Ok(self.pending() > before)
     }
 
-    /// Hands the next record to emit to `f` (by reference: it stays in its cursor): a pending
-    /// definition, else the earliest head stamped at or before `watermark`. Returns whether
-    /// there was one.
+    /// Hands the next record to emit to `f`: a pending definition, else the earliest head
+    /// stamped at or before `watermark`. Returns whether there was one.
     ///
     /// # Errors
     /// Read failure of a stream file.
     pub fn next_with(
         &mut self,
         watermark: u64,
-        f: impl FnOnce(usize, &Sourced),
+        f: impl FnOnce(usize, Sourced),
     ) -> std::io::Result<bool> {
         if let Some(d) = self.defs.pop_front() {
-            f(d.image, &d.src);
+            f(d.image, d.src);
             return Ok(true);
         }
         let Some(mut top) = self.heap.peek_mut() else {
@@ -176,7 +175,7 @@ impl ProcessMerge {
             return Ok(false);
         }
         let (image, chunk) = (top.0.image as usize, (top.0.seq >> 32) as usize);
-        match &self.images[image].chunks[chunk].head {
+        match self.images[image].chunks[chunk].head.take() {
             Some(src) => f(image, src),
             None => {
                 // Not reached: every heap entry has its record in its cursor.
@@ -184,7 +183,6 @@ impl ProcessMerge {
                 return Ok(false);
             }
         }
-        self.images[image].chunks[chunk].head = None;
         // The chunk's next record replaces this one in place (one sift instead of a pop and
         // a push); definitions decoded meanwhile come out on the next calls, after this record.
         match advance(
@@ -209,12 +207,7 @@ impl ProcessMerge {
     /// Read failure of a stream file.
     pub fn next(&mut self, watermark: u64) -> std::io::Result<Option<Merged>> {
         let mut out = None;
-        self.next_with(watermark, |image, src| {
-            out = Some(Merged {
-                image,
-                src: src.clone(),
-            })
-        })?;
+        self.next_with(watermark, |image, src| out = Some(Merged { image, src }))?;
         Ok(out)
     }
 
