@@ -326,4 +326,88 @@ mod tests {
             ]
         );
     }
+
+    /// Passes every event on as `copies` events (0: drops it), each id tagged with the layer.
+    struct Fan(u64, usize);
+
+    impl Layer for Fan {
+        fn name(&self) -> &'static str {
+            "fan"
+        }
+        fn on_event(
+            &mut self,
+            ev: Event,
+            _: &BusCtx,
+            out: &mut Vec<Event>,
+        ) -> Result<(), BusError> {
+            for k in 0..self.1 {
+                let mut e = ev.clone();
+                e.id = ev.id * 10 + k as u64 + self.0;
+                out.push(e);
+            }
+            Ok(())
+        }
+    }
+
+    /// Records the ids it sees, passes them on.
+    struct Ids(std::sync::Arc<std::sync::Mutex<Vec<u64>>>);
+
+    impl Layer for Ids {
+        fn name(&self) -> &'static str {
+            "ids"
+        }
+        fn on_event(
+            &mut self,
+            ev: Event,
+            _: &BusCtx,
+            out: &mut Vec<Event>,
+        ) -> Result<(), BusError> {
+            self.0.lock().unwrap().push(ev.id);
+            out.push(ev);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn events_reach_later_layers_in_order_whether_a_layer_passes_one_drops_or_adds() {
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let ids = |v: &std::sync::Arc<std::sync::Mutex<Vec<u64>>>| {
+            std::mem::take(&mut *v.lock().unwrap())
+        };
+        // one passes one: every event at the end
+        let mut bus = Bus::new(
+            Some(1),
+            vec![Box::new(Fan(0, 1)), Box::new(Ids(seen.clone()))],
+        );
+        bus.push(mstx(1, EventType::Mark, "m", 0)).unwrap();
+        bus.push(mstx(2, EventType::Mark, "m", 0)).unwrap();
+        assert_eq!(ids(&seen), [10, 20]);
+        // a layer that adds: the two go on through the later layers in order, every push
+        let mut bus = Bus::new(
+            Some(1),
+            vec![
+                Box::new(Fan(0, 1)),
+                Box::new(Fan(0, 2)),
+                Box::new(Fan(1, 1)),
+                Box::new(Ids(seen.clone())),
+            ],
+        );
+        bus.push(mstx(1, EventType::Mark, "m", 0)).unwrap();
+        bus.push(mstx(2, EventType::Mark, "m", 0)).unwrap();
+        assert_eq!(ids(&seen), [1001, 1011, 2001, 2011]);
+        // the last layer adds: nothing after it
+        let mut bus = Bus::new(
+            Some(1),
+            vec![Box::new(Ids(seen.clone())), Box::new(Fan(0, 3))],
+        );
+        bus.push(mstx(3, EventType::Mark, "m", 0)).unwrap();
+        assert_eq!(ids(&seen), [3]);
+        // a layer that drops: nothing reaches the later ones
+        let mut bus = Bus::new(
+            Some(1),
+            vec![Box::new(Fan(0, 0)), Box::new(Ids(seen.clone()))],
+        );
+        bus.push(mstx(4, EventType::Mark, "m", 0)).unwrap();
+        assert!(ids(&seen).is_empty());
+    }
 }
