@@ -104,9 +104,9 @@ impl ProcessState {
 
     /// Types and emits pending records stamped at or before `watermark_ns`, at most `budget`
     /// of them. Returns how many were emitted. A process that is behind (its last release
-    /// emitted [`SPLIT_AFTER`] records or its whole budget, or it is being finished) is read
+    /// emitted `SPLIT_AFTER` records or its whole budget, or it is being finished) is read
     /// and merged on a thread of its own while this one types and emits
-    /// ([`ProcessState::release_split`]): the same records in the same order, with the
+    /// (`release_split`): the same records in the same order, with the
     /// merge's work off the pipeline's thread.
     pub fn release(&mut self, watermark_ns: u64, budget: usize) -> usize {
         let n = if self.behind {
