@@ -512,3 +512,18 @@ pub fn path_with(dir: &Path) -> String {
         std::env::var("PATH").unwrap_or_default()
     )
 }
+
+/// The process of run `run` in the run index `<out>/memscope_run.json` that wrote outputs (the
+/// job): pids wrap, so the first in pid order may be a helper that wrote nothing.
+pub fn job_process(out: &Path, run: usize) -> serde_json::Value {
+    let index: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("memscope_run.json")).unwrap())
+            .unwrap();
+    index["runs"][run]["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["dir"].is_string())
+        .cloned()
+        .expect("a process that wrote outputs")
+}

@@ -459,17 +459,7 @@ fn diff_and_export_of_a_folder_of_two_runs_take_one_run_each_not_two_ranks() {
     assert!(stdout.contains("(+12.0 MiB, +3 blocks)"), "{stdout}");
     // run 1's process directory against the folder's run 2: an empty place leaves an input
     // as it is
-    let index: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("memscope_run.json")).unwrap())
-            .unwrap();
-    // the process that wrote outputs: pids wrap, so the first in pid order may be a helper
-    let p1 = index["runs"][0]["processes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find_map(|p| p["dir"].as_str())
-        .map(|d| out.join(d))
-        .unwrap();
+    let p1 = out.join(job_process(&out, 0)["dir"].as_str().unwrap());
     let (stdout, stderr) = text(&memscope(&["diff", p1.to_str().unwrap(), o, "--run", ",2"]));
     assert!(
         stdout.contains("(+12.0 MiB, +3 blocks)"),

@@ -282,9 +282,10 @@ mod tests {
             &mut self,
             ev: Event,
             ctx: &BusCtx,
-            _: &mut Vec<Event>,
+            out: &mut Vec<Event>,
         ) -> Result<(), BusError> {
             self.0.lock().unwrap().push((ev.id, ctx.steps.current));
+            out.push(ev);
             Ok(())
         }
     }
@@ -349,35 +350,19 @@ mod tests {
         }
     }
 
-    /// Records the ids it sees, passes them on.
-    struct Ids(std::sync::Arc<std::sync::Mutex<Vec<u64>>>);
-
-    impl Layer for Ids {
-        fn name(&self) -> &'static str {
-            "ids"
-        }
-        fn on_event(
-            &mut self,
-            ev: Event,
-            _: &BusCtx,
-            out: &mut Vec<Event>,
-        ) -> Result<(), BusError> {
-            self.0.lock().unwrap().push(ev.id);
-            out.push(ev);
-            Ok(())
-        }
-    }
-
     #[test]
     fn events_reach_later_layers_in_order_whether_a_layer_passes_one_drops_or_adds() {
-        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let ids = |v: &std::sync::Arc<std::sync::Mutex<Vec<u64>>>| {
+        let seen = Seen::default();
+        let ids = |v: &Seen| -> Vec<u64> {
             std::mem::take(&mut *v.lock().unwrap())
+                .into_iter()
+                .map(|(id, _)| id)
+                .collect()
         };
         // one passes one: every event at the end
         let mut bus = Bus::new(
             Some(1),
-            vec![Box::new(Fan(0, 1)), Box::new(Ids(seen.clone()))],
+            vec![Box::new(Fan(0, 1)), Box::new(Collect(seen.clone()))],
         );
         bus.push(mstx(1, EventType::Mark, "m", 0)).unwrap();
         bus.push(mstx(2, EventType::Mark, "m", 0)).unwrap();
@@ -389,7 +374,7 @@ mod tests {
                 Box::new(Fan(0, 1)),
                 Box::new(Fan(0, 2)),
                 Box::new(Fan(1, 1)),
-                Box::new(Ids(seen.clone())),
+                Box::new(Collect(seen.clone())),
             ],
         );
         bus.push(mstx(1, EventType::Mark, "m", 0)).unwrap();
@@ -398,14 +383,14 @@ mod tests {
         // the last layer adds: nothing after it
         let mut bus = Bus::new(
             Some(1),
-            vec![Box::new(Ids(seen.clone())), Box::new(Fan(0, 3))],
+            vec![Box::new(Collect(seen.clone())), Box::new(Fan(0, 3))],
         );
         bus.push(mstx(3, EventType::Mark, "m", 0)).unwrap();
         assert_eq!(ids(&seen), [3]);
         // a layer that drops: nothing reaches the later ones
         let mut bus = Bus::new(
             Some(1),
-            vec![Box::new(Fan(0, 0)), Box::new(Ids(seen.clone()))],
+            vec![Box::new(Fan(0, 0)), Box::new(Collect(seen.clone()))],
         );
         bus.push(mstx(4, EventType::Mark, "m", 0)).unwrap();
         assert!(ids(&seen).is_empty());

@@ -282,10 +282,20 @@ pub enum Device {
 impl Device {
     /// Text as written in the dump: decimal id, `cpu` or `N/A`.
     pub fn to_text(self) -> String {
+        let mut s = String::new();
+        self.write_text(&mut s);
+        s
+    }
+
+    /// Appends [`Device::to_text`] to `out` (a writer of many rows keeps one buffer).
+    pub fn write_text(self, out: &mut String) {
         match self {
-            Device::Npu(n) => n.to_string(),
-            Device::Cpu => "cpu".to_owned(),
-            Device::NotApplicable => "N/A".to_owned(),
+            Device::Npu(n) => {
+                use std::fmt::Write;
+                let _ = write!(out, "{n}");
+            }
+            Device::Cpu => out.push_str("cpu"),
+            Device::NotApplicable => out.push_str("N/A"),
         }
     }
 

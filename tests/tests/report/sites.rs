@@ -115,20 +115,7 @@ fn a_report_of_a_folder_holding_two_runs_shows_the_newest_run_only() {
             .unwrap();
         assert!(o.status.success(), "{o:?}");
     }
-    let idx: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(out.path().join("memscope_run.json")).unwrap(),
-    )
-    .unwrap();
-    // the process that wrote outputs: pids wrap, so the first in pid order may be a helper
-    let pid_of = |run: usize| {
-        idx["runs"][run]["processes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["dir"].is_string())
-            .and_then(|p| p["pid"].as_u64())
-            .unwrap()
-    };
+    let pid_of = |run: usize| job_process(out.path(), run)["pid"].as_u64().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let html = dir.path().join("two.html");
     let o = report(&[out.path()], &html);

@@ -207,15 +207,9 @@ impl DeviceWriter for DbFile {
         self.pending.push(Cell::Int(ev.ts_ns as i64));
         self.pending.push(opt(ev.pid));
         self.pending.push(opt(ev.tid));
-        match ev.device {
-            memscope_core::event::Device::Npu(n) => {
-                let a = self.texts.len() as u32;
-                let _ = std::fmt::Write::write_fmt(&mut self.texts, format_args!("{n}"));
-                self.pending.push(Cell::Text(a, self.texts.len() as u32));
-            }
-            memscope_core::event::Device::Cpu => self.text("cpu"),
-            memscope_core::event::Device::NotApplicable => self.text("N/A"),
-        }
+        let a = self.texts.len() as u32;
+        ev.device.write_text(&mut self.texts);
+        self.pending.push(Cell::Text(a, self.texts.len() as u32));
         let mut hex = [0u8; 18];
         match ev.ptr {
             Some(p) => {
