@@ -14,7 +14,7 @@
 //! moves the row into that step for `--steps`).
 
 use memscope_collect::config::RunConfig;
-use memscope_core::bus::{BusCtx, BusError, Layer, ReportSection};
+use memscope_core::bus::{BusCtx, BusError, Flow, Layer, ReportSection};
 use memscope_core::event::{Event, EventKind, EventType};
 
 /// The Attr key added to an arena's `HOST_MMAP` MALLOC row.
@@ -56,21 +56,26 @@ impl Layer for PymallocArenas {
         "pymalloc-arenas"
     }
 
-    fn on_event(&mut self, ev: Event, _: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError> {
+    fn on_event(
+        &mut self,
+        ev: &mut Event,
+        _: &BusCtx,
+        out: &mut Vec<Event>,
+    ) -> Result<Flow, BusError> {
         if let Some(mut held) = self.held.take() {
-            if is_its_arena(&ev, &held) {
+            if is_its_arena(ev, &held) {
                 if let Some(m) = held.memory_mut() {
                     m.extra.push((KEY.to_owned(), "true".to_owned()));
                 }
             }
             out.push(held);
         }
-        if is_mapping(&ev) {
-            self.held = Some(ev);
+        if is_mapping(ev) {
+            self.held = Some(ev.take());
+            Ok(Flow::Stop)
         } else {
-            out.push(ev);
+            Ok(Flow::Pass)
         }
-        Ok(())
     }
 
     fn finish(
@@ -118,7 +123,7 @@ mod tests {
         let ctx = BusCtx::default();
         let mut out = Vec::new();
         for e in events {
-            l.on_event(e, &ctx, &mut out).unwrap();
+            l.feed(e, &ctx, &mut out).unwrap();
         }
         l.finish(&ctx, &mut out, &mut Vec::new()).unwrap();
         out.iter()
@@ -185,7 +190,7 @@ mod tests {
         free.kind = EventKind::Free;
         let mut l = PymallocArenas::default();
         let mut out = Vec::new();
-        l.on_event(free, &BusCtx::default(), &mut out).unwrap();
+        l.feed(free, &BusCtx::default(), &mut out).unwrap();
         assert_eq!(out.len(), 1);
     }
 

@@ -39,7 +39,7 @@ impl RunLive {
         for l in layers.iter_mut() {
             sink.clear();
             // the layer only watches; it cannot fail
-            let _ = l.on_event(ev.clone(), &self.ctx, &mut sink);
+            let _ = l.on_event(&mut ev.clone(), &self.ctx, &mut sink);
         }
     }
 

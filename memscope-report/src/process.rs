@@ -15,7 +15,7 @@ use memscope_analysis::levels::{LevelKey, MemoryLevels};
 use memscope_analysis::ops::{OpTracker, Under};
 use memscope_analysis::peak::PeakLayer;
 use memscope_analysis::step_stats::StepStatsLayer;
-use memscope_core::bus::{BusCtx, BusError, Layer, ReportSection};
+use memscope_core::bus::{BusCtx, BusError, Flow, Layer, ReportSection};
 use memscope_core::event::{Device, Event, EventKind, EventType, Inefficiency};
 
 use crate::model::*;
@@ -176,12 +176,14 @@ impl ProcessBuilder {
             &mut self.frag,
             &mut self.races,
         ];
+        // the last event a layer lets through goes on to the next (these layers only watch)
         for l in layers {
             self.buf.clear();
-            l.on_event(cur, &self.ctx, &mut self.buf)?;
-            match self.buf.pop() {
-                Some(e) => cur = e,
-                None => break,
+            if l.on_event(&mut cur, &self.ctx, &mut self.buf)? == Flow::Stop {
+                match self.buf.pop() {
+                    Some(e) => cur = e,
+                    None => break,
+                }
             }
         }
         self.frag_curves

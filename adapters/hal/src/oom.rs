@@ -28,7 +28,7 @@
 
 use crate::typer::{set_oom_top_k, OOM_FUNC_KEY, OOM_SNAPSHOT};
 use memscope_collect::config::RunConfig;
-use memscope_core::bus::{BusCtx, BusError, Layer};
+use memscope_core::bus::{BusCtx, BusError, Flow, Layer};
 use memscope_core::event::{Attrs, Device, Event, EventKind, EventType};
 use memscope_core::snapshot::seed_key;
 use std::collections::{HashMap, VecDeque};
@@ -230,37 +230,39 @@ impl Layer for OomLayer {
 
     fn on_event(
         &mut self,
-        mut ev: Event,
+        ev: &mut Event,
         _: &BusCtx,
         out: &mut Vec<Event>,
-    ) -> Result<(), BusError> {
-        match ev.event_type {
+    ) -> Result<Flow, BusError> {
+        let pass = |yes: bool| if yes { Flow::Pass } else { Flow::Stop };
+        Ok(match ev.event_type {
             EventType::Snapshot
                 if ev.name.as_deref() == Some(OOM_SNAPSHOT)
-                    && pairs(&ev).iter().any(|(k, _)| k == OOM_FUNC_KEY) =>
+                    && pairs(ev).iter().any(|(k, _)| k == OOM_FUNC_KEY) =>
             {
                 if self.memory {
-                    self.snapshot(&mut ev);
-                    out.push(ev);
+                    self.snapshot(ev);
                 }
+                pass(self.memory)
             }
             EventType::OomTrigger => {
-                if self.memory && !self.dropping_detail {
+                let keep = self.memory && !self.dropping_detail;
+                if keep {
                     self.last_detail = Some(ev.ts_ns);
-                    out.push(ev);
                 }
+                pass(keep)
             }
-            EventType::OomRecentAlloc | EventType::OomTopAlloc if pairs(&ev).is_empty() => {
+            EventType::OomRecentAlloc | EventType::OomTopAlloc if pairs(ev).is_empty() => {
                 if self.memory && !self.dropping_detail {
-                    out.extend(self.fill(ev));
+                    out.extend(self.fill(ev.take()));
                 }
+                Flow::Stop
             }
             _ => {
-                self.watch(&ev);
-                out.push(ev);
+                self.watch(ev);
+                Flow::Pass
             }
-        }
-        Ok(())
+        })
     }
 }
 

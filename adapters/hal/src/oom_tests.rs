@@ -31,7 +31,7 @@ fn run(layer: &mut OomLayer, evs: Vec<Event>) -> Vec<Event> {
     let ctx = BusCtx::default();
     let mut out = Vec::new();
     for e in evs {
-        layer.on_event(e, &ctx, &mut out).unwrap();
+        layer.feed(e, &ctx, &mut out).unwrap();
     }
     out
 }

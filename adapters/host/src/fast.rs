@@ -347,7 +347,7 @@ mod tests {
             for mut ev in out {
                 ev.id = id_t;
                 id_t += 1;
-                leaks.on_event(ev, &bctx, &mut Vec::new()).unwrap();
+                leaks.feed(ev, &bctx, &mut Vec::new()).unwrap();
             }
             if is_host_record(&rec) {
                 let t = fast.record(&mut fctx, &rec, id_f, None).unwrap();

@@ -10,7 +10,7 @@ use memscope_analysis::sites::{site_lines, StackGroup};
 use memscope_collect::config::RunConfig;
 pub use memscope_collect::live_account::Peak;
 use memscope_collect::live_account::{Block, LiveAccount};
-use memscope_core::bus::{BusCtx, BusError, Layer, ReportSection};
+use memscope_core::bus::{BusCtx, BusError, Flow, Layer, ReportSection};
 use memscope_core::event::{Device, Event, EventKind, EventType};
 use std::collections::HashMap;
 
@@ -258,10 +258,14 @@ impl Layer for HostLeaks {
         "host-leaks"
     }
 
-    fn on_event(&mut self, ev: Event, _ctx: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError> {
-        self.observe(&ev);
-        out.push(ev);
-        Ok(())
+    fn on_event(
+        &mut self,
+        ev: &mut Event,
+        _ctx: &BusCtx,
+        _: &mut Vec<Event>,
+    ) -> Result<Flow, BusError> {
+        self.observe(ev);
+        Ok(Flow::Pass)
     }
 
     fn finish(
@@ -310,7 +314,7 @@ mod tests {
         ] {
             let mut l = HostLeaks::new(asked);
             let mut out = Vec::new();
-            l.on_event(ev(EventKind::Malloc, 1, 64, None), &ctx, &mut out)
+            l.feed(ev(EventKind::Malloc, 1, 64, None), &ctx, &mut out)
                 .unwrap();
             let r = l.report(None);
             assert_eq!(r.lines, [line]);
@@ -329,7 +333,7 @@ mod tests {
             (EventKind::Malloc, 4, 5, Some("c\n")),
             (EventKind::Free, 4, 5, None),
         ] {
-            l.on_event(ev(k, id, size, st), &ctx, &mut out).unwrap();
+            l.feed(ev(k, id, size, st), &ctx, &mut out).unwrap();
         }
         assert_eq!(out.len(), 5, "events pass through");
         let r = l.report(Some(9));
@@ -368,9 +372,9 @@ mod tests {
         for id in 1..=3 {
             let mut e = ev(EventKind::Malloc, id, 1 << 20, Some(c));
             e.py_stack = Some("/job/keep.py(4): grow\n/job/keep.py(8): <module>\n".into());
-            l.on_event(e, &ctx, &mut out).unwrap();
+            l.feed(e, &ctx, &mut out).unwrap();
         }
-        l.on_event(ev(EventKind::Malloc, 9, 7, None), &ctx, &mut out)
+        l.feed(ev(EventKind::Malloc, 9, 7, None), &ctx, &mut out)
             .unwrap();
         let r = l.report(None);
         assert_eq!(
@@ -394,7 +398,7 @@ mod tests {
         let mut map = ev(EventKind::Malloc, 2, 4096, None);
         map.event_type = EventType::HostMmap;
         for e in [ev(EventKind::Malloc, 1, 100, Some("a\n")), map] {
-            l.on_event(e, &ctx, &mut out).unwrap();
+            l.feed(e, &ctx, &mut out).unwrap();
         }
         assert_eq!(
             l.report(Some(9)).title,

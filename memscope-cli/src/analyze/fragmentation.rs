@@ -16,7 +16,7 @@ use clap::Args;
 
 use memscope_analysis::fragmentation::FragmentationLayer;
 use memscope_analysis::outfile::create_unique;
-use memscope_core::bus::{Bus, BusCtx, BusError, Layer, ReportSection};
+use memscope_core::bus::{Bus, BusCtx, BusError, Flow, Layer, ReportSection};
 use memscope_core::event::Event;
 use memscope_dump::reader::ConsumerError;
 
@@ -79,11 +79,16 @@ impl Layer for CurveLayer {
         "fragmentation"
     }
 
-    fn on_event(&mut self, ev: Event, ctx: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError> {
+    fn on_event(
+        &mut self,
+        ev: &mut Event,
+        ctx: &BusCtx,
+        out: &mut Vec<Event>,
+    ) -> Result<Flow, BusError> {
         let (id, ts, pid) = (ev.id, ev.ts_ns, ev.pid);
-        self.inner.on_event(ev, ctx, out)?;
+        let flow = self.inner.on_event(ev, ctx, out)?;
         let Some(c) = &self.curve else {
-            return Ok(());
+            return Ok(flow);
         };
         let mut w = c
             .lock()
@@ -108,7 +113,7 @@ impl Layer for CurveLayer {
                 self.error.get_or_insert(e.to_string());
             }
         }
-        Ok(())
+        Ok(flow)
     }
 
     fn finish(

@@ -18,7 +18,7 @@ use anyhow::{anyhow, Result};
 use memscope_analysis::decompose::{write_decompose_csv, DecomposeLayer};
 use memscope_analysis::gap::GapLayer;
 use memscope_analysis::leaks::LeakLayer;
-use memscope_core::bus::{BusCtx, BusError, Layer, ReportSection};
+use memscope_core::bus::{BusCtx, BusError, Flow, Layer, ReportSection};
 use memscope_core::event::{Device, Event, EventKind};
 use memscope_export::rank::{RunIndex, RunIndexFiles};
 use memscope_export::ProcessInput;
@@ -46,7 +46,12 @@ impl Layer for PeakLayer {
         "peak"
     }
 
-    fn on_event(&mut self, ev: Event, _: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError> {
+    fn on_event(
+        &mut self,
+        ev: &mut Event,
+        _: &BusCtx,
+        _: &mut Vec<Event>,
+    ) -> Result<Flow, BusError> {
         if let Ok(mut m) = self.0.lock() {
             m.1 += 1;
             if ev.kind == EventKind::Malloc && matches!(ev.device, Device::Npu(_)) {
@@ -56,8 +61,7 @@ impl Layer for PeakLayer {
                 }
             }
         }
-        out.push(ev);
-        Ok(())
+        Ok(Flow::Pass)
     }
 }
 

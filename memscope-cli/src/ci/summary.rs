@@ -130,7 +130,7 @@ pub fn replay_through<L: Layer>(p: &ProcessInput, make: &dyn Fn() -> L) -> Resul
                 Item::Event(ev) => {
                     ctx.steps.observe(&ev);
                     sink.clear();
-                    layer.on_event(ev, &ctx, &mut sink).map_err(|e| {
+                    layer.feed(ev, &ctx, &mut sink).map_err(|e| {
                         memscope_export::ExportError::Read(
                             memscope_dump::reader::ReadError::Consumer(Box::new(e)),
                         )

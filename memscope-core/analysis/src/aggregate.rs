@@ -22,7 +22,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use memscope_core::bus::{BusCtx, BusError, Layer, ReportSection};
+use memscope_core::bus::{BusCtx, BusError, Flow, Layer, ReportSection};
 use memscope_core::event::{Device, Event, EventKind, EventType};
 
 use crate::attribution::site_of;
@@ -372,13 +372,13 @@ impl Layer for AggregateLayer {
 
     fn on_event(
         &mut self,
-        ev: Event,
+        ev: &mut Event,
         _ctx: &BusCtx,
         _out: &mut Vec<Event>,
-    ) -> Result<(), BusError> {
+    ) -> Result<Flow, BusError> {
         // the end of the chain: no row goes further
-        self.agg.observe(&ev);
-        Ok(())
+        self.agg.observe(ev);
+        Ok(Flow::Stop)
     }
 
     fn finish(

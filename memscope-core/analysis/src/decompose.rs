@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use memscope_core::bus::{BusCtx, BusError, Layer, ReportSection};
+use memscope_core::bus::{BusCtx, BusError, Flow, Layer, ReportSection};
 use memscope_core::event::{Device, Event, EventKind, EventType};
 use memscope_core::roles::{role_and_detail, role_index, role_of, OwnerTag, ROLES};
 
@@ -389,11 +389,15 @@ impl Layer for DecomposeLayer {
         "decompose"
     }
 
-    fn on_event(&mut self, ev: Event, ctx: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError> {
+    fn on_event(
+        &mut self,
+        ev: &mut Event,
+        ctx: &BusCtx,
+        _: &mut Vec<Event>,
+    ) -> Result<Flow, BusError> {
         self.seen = true;
-        self.observe(&ev, ctx);
-        out.push(ev);
-        Ok(())
+        self.observe(ev, ctx);
+        Ok(Flow::Pass)
     }
 
     fn finish(

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use memscope_core::bus::{BusCtx, BusError, Layer};
+use memscope_core::bus::{BusCtx, BusError, Flow, Layer};
 use memscope_core::event::{Device, Event, EventKind, EventType};
 
 use super::host_leaks::{self, HostLeaks};
@@ -294,22 +294,30 @@ impl Layer for FiguresLayer {
         "figures"
     }
 
-    fn on_event(&mut self, ev: Event, ctx: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError> {
-        self.observe(&ev);
-        self.races.observe(&ev);
-        self.host.observe(&ev, self.leaks.current_step(), |e| {
+    fn on_event(
+        &mut self,
+        ev: &mut Event,
+        ctx: &BusCtx,
+        out: &mut Vec<Event>,
+    ) -> Result<Flow, BusError> {
+        self.observe(ev);
+        self.races.observe(ev);
+        self.host.observe(ev, self.leaks.current_step(), |e| {
             site_of(
                 e.py_stack.as_deref().unwrap_or(""),
                 e.c_stack.as_deref().unwrap_or(""),
                 &owner_text(e),
             )
         });
-        let mut buf = Vec::with_capacity(1);
-        self.leaks.on_event(ev, ctx, &mut buf)?;
-        for e in buf {
-            self.peak.on_event(e, ctx, out)?;
+        let mut before = Vec::new();
+        let flow = self.leaks.on_event(ev, ctx, &mut before)?;
+        for e in before {
+            self.peak.feed(e, ctx, out)?;
         }
-        Ok(())
+        match flow {
+            Flow::Pass => self.peak.on_event(ev, ctx, out),
+            Flow::Stop => Ok(Flow::Stop),
+        }
     }
 }
 
@@ -366,7 +374,7 @@ mod tests {
             ),
             mem(4, EventType::Pta, EventKind::Free, 0x2000, 300, ""),
         ] {
-            l.on_event(e, &ctx, &mut out).unwrap();
+            l.feed(e, &ctx, &mut out).unwrap();
         }
         let f = l.result();
         assert_eq!(f.rows, 4);

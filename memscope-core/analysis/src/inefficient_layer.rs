@@ -17,7 +17,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use memscope_core::bus::{BusCtx, BusError, Layer, ReportSection};
+use memscope_core::bus::{BusCtx, BusError, Flow, Layer, ReportSection};
 use memscope_core::event::{Event, Inefficiency};
 
 use super::inefficient::{Finding, IneffConfig, IneffTracker};
@@ -195,28 +195,34 @@ impl Layer for InefficientLayer {
         "inefficient"
     }
 
-    fn on_event(&mut self, ev: Event, _ctx: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError> {
-        let obs = self.tracker.observe(&ev);
+    fn on_event(
+        &mut self,
+        ev: &mut Event,
+        _ctx: &BusCtx,
+        out: &mut Vec<Event>,
+    ) -> Result<Flow, BusError> {
+        let obs = self.tracker.observe(ev);
         if obs.tracked_malloc {
             let site = crate::attribution::site_of(ev.py_stack.as_deref(), ev.c_stack.as_deref());
             if let Some(site) = site {
                 self.frames.insert((ev.pid, ev.id), site.frame.into());
             }
         }
-        if self.collect.is_some() {
-            out.push(ev);
+        let flow = if self.collect.is_some() {
+            Flow::Pass
         } else {
             if obs.tracked_malloc {
                 self.waiting
                     .insert((ev.pid, ev.id), self.base + self.queue.len() as u64);
             }
-            self.queue.push_back((ev, obs.tracked_malloc));
-        }
+            self.queue.push_back((ev.take(), obs.tracked_malloc));
+            Flow::Stop
+        };
         for f in obs.findings {
             self.apply(f);
         }
         self.drain(out);
-        Ok(())
+        Ok(flow)
     }
 
     fn finish(

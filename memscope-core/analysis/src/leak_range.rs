@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use memscope_core::bus::{BusCtx, BusError, Layer, ReportSection};
+use memscope_core::bus::{BusCtx, BusError, Flow, Layer, ReportSection};
 use memscope_core::event::{Device, Event, EventKind, EventType};
 
 use super::mib;
@@ -143,10 +143,14 @@ impl Layer for RangeLeakLayer {
         "leaks-range"
     }
 
-    fn on_event(&mut self, ev: Event, _ctx: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError> {
-        self.observe(&ev);
-        out.push(ev);
-        Ok(())
+    fn on_event(
+        &mut self,
+        ev: &mut Event,
+        _ctx: &BusCtx,
+        _: &mut Vec<Event>,
+    ) -> Result<Flow, BusError> {
+        self.observe(ev);
+        Ok(Flow::Pass)
     }
 
     fn finish(

@@ -25,7 +25,7 @@
 use std::collections::HashMap;
 
 use crate::attribution::{Attribution, Site};
-use memscope_core::bus::{BusCtx, BusError, Layer, ReportSection};
+use memscope_core::bus::{BusCtx, BusError, Flow, Layer, ReportSection};
 use memscope_core::event::{Device, Event, EventKind, EventType};
 use memscope_core::listing::{top_n, CONSOLE_TOP};
 
@@ -491,10 +491,14 @@ impl Layer for LeakLayer {
         "leaks"
     }
 
-    fn on_event(&mut self, ev: Event, ctx: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError> {
-        self.observe(&ev, ctx);
-        out.push(ev);
-        Ok(())
+    fn on_event(
+        &mut self,
+        ev: &mut Event,
+        ctx: &BusCtx,
+        _: &mut Vec<Event>,
+    ) -> Result<Flow, BusError> {
+        self.observe(ev, ctx);
+        Ok(Flow::Pass)
     }
 
     fn finish(

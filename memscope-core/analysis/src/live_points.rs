@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use memscope_core::bus::{BusCtx, BusError, Layer};
+use memscope_core::bus::{BusCtx, BusError, Flow, Layer};
 use memscope_core::event::{Device, Event, EventKind, EventType};
 
 use super::decompose::owner_label;
@@ -397,14 +397,16 @@ impl Layer for LivePointsLayer {
         "live-points"
     }
 
-    fn on_event(&mut self, ev: Event, ctx: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError> {
-        self.observe(&ev, ctx);
+    fn on_event(
+        &mut self,
+        ev: &mut Event,
+        ctx: &BusCtx,
+        out: &mut Vec<Event>,
+    ) -> Result<Flow, BusError> {
+        self.observe(ev, ctx);
         match self.peak.as_mut() {
             Some(p) => p.on_event(ev, ctx, out),
-            None => {
-                out.push(ev);
-                Ok(())
-            }
+            None => Ok(Flow::Pass),
         }
     }
 }
@@ -445,7 +447,7 @@ mod tests {
         let mut out = Vec::new();
         for e in evs {
             ctx.steps.observe(&e);
-            l.on_event(e, &ctx, &mut out).unwrap();
+            l.feed(e, &ctx, &mut out).unwrap();
         }
         l.result()
     }

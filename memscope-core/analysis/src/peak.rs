@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use memscope_core::bus::{BusCtx, BusError, Layer, ReportSection};
+use memscope_core::bus::{BusCtx, BusError, Flow, Layer, ReportSection};
 use memscope_core::event::{Device, Event, EventKind, EventType};
 
 use super::decompose::owner_label;
@@ -301,10 +301,14 @@ impl Layer for PeakLayer {
         "peak"
     }
 
-    fn on_event(&mut self, ev: Event, _ctx: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError> {
-        self.observe(&ev);
-        out.push(ev);
-        Ok(())
+    fn on_event(
+        &mut self,
+        ev: &mut Event,
+        _ctx: &BusCtx,
+        _: &mut Vec<Event>,
+    ) -> Result<Flow, BusError> {
+        self.observe(ev);
+        Ok(Flow::Pass)
     }
 
     fn finish(

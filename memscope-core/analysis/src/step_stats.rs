@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use memscope_core::bus::{BusCtx, BusError, Layer, ReportSection};
+use memscope_core::bus::{BusCtx, BusError, Flow, Layer, ReportSection};
 use memscope_core::event::Event;
 
 use super::levels::{LevelKey, MemoryLevels};
@@ -151,10 +151,14 @@ impl Layer for StepStatsLayer {
         "step-stats"
     }
 
-    fn on_event(&mut self, ev: Event, ctx: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError> {
-        self.observe(&ev, ctx);
-        out.push(ev);
-        Ok(())
+    fn on_event(
+        &mut self,
+        ev: &mut Event,
+        ctx: &BusCtx,
+        _: &mut Vec<Event>,
+    ) -> Result<Flow, BusError> {
+        self.observe(ev, ctx);
+        Ok(Flow::Pass)
     }
 
     fn finish(
@@ -249,7 +253,7 @@ mod tests {
         let mut out = Vec::new();
         for e in evs.clone() {
             ctx.steps.observe(&e);
-            l.on_event(e, &ctx, &mut out).unwrap();
+            l.feed(e, &ctx, &mut out).unwrap();
         }
         for e in evs {
             bus.push(e).unwrap();
@@ -277,13 +281,13 @@ mod tests {
         let mut l = StepStatsLayer::new();
         let ctx = BusCtx::default();
         let mut out = Vec::new();
-        l.on_event(pool(1, EventKind::Malloc, 10), &ctx, &mut out)
+        l.feed(pool(1, EventKind::Malloc, 10), &ctx, &mut out)
             .unwrap();
-        l.on_event(ev(2, EventType::Step, None), &ctx, &mut out)
+        l.feed(ev(2, EventType::Step, None), &ctx, &mut out)
             .unwrap();
-        l.on_event(pool(3, EventKind::Malloc, 20), &ctx, &mut out)
+        l.feed(pool(3, EventKind::Malloc, 20), &ctx, &mut out)
             .unwrap();
-        l.on_event(ev(4, EventType::Step, None), &ctx, &mut out)
+        l.feed(ev(4, EventType::Step, None), &ctx, &mut out)
             .unwrap();
         let recs = l.records();
         assert_eq!(recs.len(), 3);

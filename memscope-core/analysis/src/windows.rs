@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use memscope_core::bus::{BusCtx, BusError, Layer, ReportSection};
+use memscope_core::bus::{BusCtx, BusError, Flow, Layer, ReportSection};
 use memscope_core::event::{Device, Event, EventKind, EventType};
 
 use super::decompose::owner_label;
@@ -318,10 +318,14 @@ impl Layer for WindowsLayer {
         "windows"
     }
 
-    fn on_event(&mut self, ev: Event, _: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError> {
-        self.observe(&ev)?;
-        out.push(ev);
-        Ok(())
+    fn on_event(
+        &mut self,
+        ev: &mut Event,
+        _: &BusCtx,
+        _: &mut Vec<Event>,
+    ) -> Result<Flow, BusError> {
+        self.observe(ev)?;
+        Ok(Flow::Pass)
     }
 
     fn finish(
@@ -400,7 +404,7 @@ mod tests {
             sys(12, EventType::StartTrace),
         ];
         for e in evs {
-            l.on_event(e, &ctx, &mut out).unwrap();
+            l.feed(e, &ctx, &mut out).unwrap();
         }
         l.finish(&ctx, &mut out, &mut Vec::new()).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();

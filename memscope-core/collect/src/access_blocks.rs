@@ -20,7 +20,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use memscope_core::bus::{BusCtx, BusError, Layer};
+use memscope_core::bus::{BusCtx, BusError, Flow, Layer};
 use memscope_core::event::{Attrs, Device, Event, EventKind, EventType};
 
 /// Live block: end address (exclusive) and `allocation_id`.
@@ -128,12 +128,12 @@ impl Layer for AccessBlocks {
 
     fn on_event(
         &mut self,
-        mut ev: Event,
+        ev: &mut Event,
         _ctx: &BusCtx,
-        out: &mut Vec<Event>,
-    ) -> Result<(), BusError> {
+        _: &mut Vec<Event>,
+    ) -> Result<Flow, BusError> {
         match ev.kind {
-            EventKind::Malloc | EventKind::Free if followed(&ev) => self.observe_memory(&ev),
+            EventKind::Malloc | EventKind::Free if followed(ev) => self.observe_memory(ev),
             EventKind::Access => {
                 let (device, ptr) = (ev.device, ev.ptr);
                 if let Attrs::Access(a) = &mut ev.attrs {
@@ -150,8 +150,7 @@ impl Layer for AccessBlocks {
             }
             _ => {}
         }
-        out.push(ev);
-        Ok(())
+        Ok(Flow::Pass)
     }
 }
 
@@ -187,7 +186,7 @@ mod tests {
 
     fn id_of(l: &mut AccessBlocks, ev: Event) -> Option<u64> {
         let mut out = Vec::new();
-        l.on_event(ev, &BusCtx::default(), &mut out).unwrap();
+        l.feed(ev, &BusCtx::default(), &mut out).unwrap();
         match &out[0].attrs {
             Attrs::Access(a) => a.allocation_id,
             _ => None,
@@ -206,7 +205,7 @@ mod tests {
             mem(Malloc, EventType::Atb, 0, 0x3000, 0x100, 3),
             mem(Malloc, EventType::Pta, 1, 0x2000, 0x100, 4),
         ] {
-            l.on_event(e, &ctx, &mut out).unwrap();
+            l.feed(e, &ctx, &mut out).unwrap();
         }
         let d0 = Device::Npu(0);
         assert_eq!(
@@ -225,7 +224,7 @@ mod tests {
             Some(4)
         );
         assert_eq!(id_of(&mut l, access(Device::Npu(1), 0x3000, "ATB")), None);
-        l.on_event(
+        l.feed(
             mem(Free, EventType::Pta, 0, 0x2000, 0x100, 2),
             &ctx,
             &mut out,

@@ -3,7 +3,7 @@
 
 use crate::adapter::Volume;
 use crate::config::RunConfig;
-use memscope_core::bus::{BusCtx, BusError, Layer};
+use memscope_core::bus::{BusCtx, BusError, Flow, Layer};
 use memscope_core::event::{Device, Event, EventKind, EventType};
 
 /// Drops what is not *collected*: memory events unless alloc/free (or an analysis needing them)
@@ -60,7 +60,12 @@ impl Layer for CollectFilter {
     fn name(&self) -> &'static str {
         "collect-filter"
     }
-    fn on_event(&mut self, ev: Event, _: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError> {
+    fn on_event(
+        &mut self,
+        ev: &mut Event,
+        _: &BusCtx,
+        _: &mut Vec<Event>,
+    ) -> Result<Flow, BusError> {
         let keep = match ev.kind {
             EventKind::Malloc | EventKind::Free => self.memory,
             EventKind::OpLaunch => self.op,
@@ -69,15 +74,15 @@ impl Layer for CollectFilter {
             _ => true,
         };
         if keep && self.device_selected(ev.device) {
-            out.push(ev);
+            Ok(Flow::Pass)
         } else if keep && ev.event_type == EventType::Step {
             // A step boundary belongs to every dump the run writes (issue 27): on a device
             // `--device` leaves out it goes on device-less, like a mark without a device.
-            let mut ev = ev;
             ev.device = Device::NotApplicable;
-            out.push(ev);
+            Ok(Flow::Pass)
+        } else {
+            Ok(Flow::Stop)
         }
-        Ok(())
     }
 }
 
@@ -146,7 +151,12 @@ impl Layer for WriteFilter {
     fn name(&self) -> &'static str {
         "write-filter"
     }
-    fn on_event(&mut self, ev: Event, ctx: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError> {
+    fn on_event(
+        &mut self,
+        ev: &mut Event,
+        ctx: &BusCtx,
+        _: &mut Vec<Event>,
+    ) -> Result<Flow, BusError> {
         let keep = match ev.kind {
             EventKind::Malloc => self.alloc,
             EventKind::Free => self.free,
@@ -164,10 +174,11 @@ impl Layer for WriteFilter {
             && in_steps
             && (self.host_rows
                 || !(ev.memory().is_some_and(|m| m.account_only)
-                    || self.account_rows.iter().any(|is_row| is_row(&ev))))
+                    || self.account_rows.iter().any(|is_row| is_row(ev))))
         {
-            out.push(ev);
+            Ok(Flow::Pass)
+        } else {
+            Ok(Flow::Stop)
         }
-        Ok(())
     }
 }

@@ -24,13 +24,13 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use memscope_analysis::thresholds::Limit;
-use memscope_core::bus::{BusCtx, BusError, Layer, ReportSection};
+use memscope_core::bus::{BusCtx, BusError, Flow, Layer, ReportSection};
 use memscope_core::event::{Device, Event, EventKind, EventType};
 use memscope_core::owner::OwnerChain;
 use memscope_core::roles::OwnerTag;
 use memscope_dump::layout;
 use memscope_dump::reader::{parse_row, Columns, TimeUnit};
-use memscope_dump::sink::csv::{write_row, HEADER};
+use memscope_dump::sink::csv::{header_line, write_row};
 
 use crate::keep::KeepBound;
 
@@ -97,7 +97,7 @@ impl Write for Counted {
 struct Segment {
     k: u64,
     path: PathBuf,
-    w: Option<csv::Writer<Counted>>,
+    w: Option<Counted>,
     rows: u64,
     bytes: u64,
     first_ts: u64,
@@ -135,6 +135,7 @@ pub struct FlightRecorder {
     /// Live bytes per allocator, and the limits that look at it.
     totals: HashMap<(Device, EventType), (u64, Vec<usize>)>,
     scratch: String,
+    line: Vec<u8>,
     failed: Option<String>,
 }
 
@@ -170,6 +171,7 @@ impl FlightRecorder {
             limits: Vec::new(),
             totals: HashMap::new(),
             scratch: String::with_capacity(256),
+            line: Vec::with_capacity(512),
             failed: None,
         }
     }
@@ -256,8 +258,8 @@ impl FlightRecorder {
                         path: s.path.display().to_string(),
                         source: e,
                     })?;
-                    // what the csv writer still held counts too
-                    let n = w.get_ref().n;
+                    // what the buffer still held counts too
+                    let n = w.n;
                     self.bytes += n - s.bytes;
                     s.bytes = n;
                 }
@@ -266,11 +268,12 @@ impl FlightRecorder {
             layout::create_dir_0750(&self.seg_dir).map_err(|e| self.io(&self.seg_dir, e))?;
             let path = self.seg_dir.join(format!("segment-{:08}.csv", self.next_k));
             let (f, path) = layout::create_new_0600(&path).map_err(|e| self.io(&path, e))?;
-            let mut w = csv::Writer::from_writer(Counted {
+            let mut w = Counted {
                 f: BufWriter::with_capacity(1 << 16, f),
                 n: 0,
-            });
-            w.write_record(HEADER).map_err(|e| self.io(&path, e))?;
+            };
+            w.write_all(header_line().as_bytes())
+                .map_err(|e| self.io(&path, e))?;
             self.segs.push_back(Segment {
                 k: self.next_k,
                 path,
@@ -326,16 +329,22 @@ impl FlightRecorder {
     fn record(&mut self, ev: &Event) -> Result<(), BusError> {
         let ts = ev.ts_ns;
         let mut scratch = std::mem::take(&mut self.scratch);
+        let mut line = std::mem::take(&mut self.line);
         let seg = self.segment(ts)?;
         let k = seg.k;
         let w = seg.w.as_mut().expect("open segment");
-        write_row(w, ev, &mut scratch).map_err(|e| BusError::Other(e.to_string()))?;
-        // the bytes that left the csv writer's buffer (it holds at most a few KiB back)
-        let n = w.get_ref().n - seg.bytes;
+        line.clear();
+        write_row(&mut line, ev, &mut scratch);
+        w.write_all(&line).map_err(|e| BusError::Io {
+            path: seg.path.display().to_string(),
+            source: e,
+        })?;
+        let n = w.n - seg.bytes;
         seg.rows += 1;
         seg.bytes += n;
         seg.last_ts = seg.last_ts.max(ts);
         self.scratch = scratch;
+        self.line = line;
         self.bytes += n;
         if matches!(self.bound, KeepBound::Bytes(b) if self.bytes > rows_budget(b)) {
             self.enforce(ts);
@@ -383,7 +392,7 @@ impl FlightRecorder {
             ..WindowFacts::default()
         };
         for ev in history {
-            sink.on_event(ev, ctx, &mut out)?;
+            sink.feed(ev, ctx, &mut out)?;
         }
         let cols = Columns::standard();
         for s in &self.segs {
@@ -399,7 +408,7 @@ impl FlightRecorder {
                 }
                 facts.end_ns = facts.end_ns.max(ev.ts_ns);
                 facts.rows += 1;
-                sink.on_event(ev, ctx, &mut out)?;
+                sink.feed(ev, ctx, &mut out)?;
             }
         }
         Ok(facts)
@@ -464,15 +473,21 @@ impl Layer for FlightRecorder {
         "flight recorder"
     }
 
-    fn on_event(&mut self, ev: Event, ctx: &BusCtx, _out: &mut Vec<Event>) -> Result<(), BusError> {
+    fn on_event(
+        &mut self,
+        ev: &mut Event,
+        ctx: &BusCtx,
+        _out: &mut Vec<Event>,
+    ) -> Result<Flow, BusError> {
         self.pid = ctx.pid;
         if self.failed.is_none() {
-            if let Err(e) = self.record(&ev) {
+            if let Err(e) = self.record(ev) {
                 self.failed = Some(e.to_string());
                 return Err(e);
             }
         }
-        Ok(())
+        // the end of the chain: the recorder writes in the sink's place
+        Ok(Flow::Stop)
     }
 
     fn flush(&mut self) -> Result<(), BusError> {

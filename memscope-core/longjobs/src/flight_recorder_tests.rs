@@ -11,9 +11,14 @@ impl Layer for Kept {
     fn name(&self) -> &'static str {
         "kept"
     }
-    fn on_event(&mut self, ev: Event, _: &BusCtx, _: &mut Vec<Event>) -> Result<(), BusError> {
-        self.0.lock().unwrap().push(ev);
-        Ok(())
+    fn on_event(
+        &mut self,
+        ev: &mut Event,
+        _: &BusCtx,
+        _: &mut Vec<Event>,
+    ) -> Result<Flow, BusError> {
+        self.0.lock().unwrap().push(ev.take());
+        Ok(Flow::Stop)
     }
 }
 
@@ -88,7 +93,7 @@ fn live_before(events: &[Event], first: u64) -> BTreeMap<u64, u64> {
 fn feed(r: &mut FlightRecorder, events: &[Event]) {
     let ctx = BusCtx::default();
     for e in events {
-        r.on_event(e.clone(), &ctx, &mut Vec::new()).unwrap();
+        r.feed(e.clone(), &ctx, &mut Vec::new()).unwrap();
     }
 }
 
@@ -149,7 +154,7 @@ fn a_byte_bound_keeps_the_segments_on_disk_within_it() {
     let ctx = BusCtx::default();
     let mut worst = 0;
     for (i, e) in job(40_000).into_iter().enumerate() {
-        r.on_event(e, &ctx, &mut Vec::new()).unwrap();
+        r.feed(e, &ctx, &mut Vec::new()).unwrap();
         if i % 997 == 0 {
             let on_disk: u64 = std::fs::read_dir(d.path().join("segments"))
                 .unwrap()

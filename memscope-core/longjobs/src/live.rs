@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use memscope_core::bus::{BusCtx, BusError, Layer, ReportSection};
+use memscope_core::bus::{BusCtx, BusError, Flow, Layer, ReportSection};
 use memscope_core::event::{Device, Event, EventType};
 use serde::{Deserialize, Serialize};
 
@@ -275,9 +275,14 @@ impl Layer for LiveLayer {
         "live view"
     }
 
-    fn on_event(&mut self, ev: Event, ctx: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError> {
+    fn on_event(
+        &mut self,
+        ev: &mut Event,
+        ctx: &BusCtx,
+        _: &mut Vec<Event>,
+    ) -> Result<Flow, BusError> {
         self.events += 1;
-        self.steps.observe(&ev, ctx);
+        self.steps.observe(ev, ctx);
         if let Some(m) = ev.memory() {
             // not HOST's mallocs (its fast path accounts them) nor account-only blocks; torch's
             // CPU tensors are kept
@@ -285,13 +290,12 @@ impl Layer for LiveLayer {
                 if let Some(t) = m.total.and_then(|t| u64::try_from(t).ok()) {
                     self.reserved.insert((ev.device, ev.event_type), t);
                 }
-                self.agg.observe(&ev);
+                self.agg.observe(ev);
             }
-        } else if memscope_core::roles::OwnerTag::from_event(&ev).is_some() {
-            self.agg.observe(&ev);
+        } else if memscope_core::roles::OwnerTag::from_event(ev).is_some() {
+            self.agg.observe(ev);
         }
-        out.push(ev);
-        Ok(())
+        Ok(Flow::Pass)
     }
 
     fn flush(&mut self) -> Result<(), BusError> {

@@ -44,7 +44,7 @@ fn layer() -> (LiveLayer, LiveHandle, LiveHandle) {
 
 fn feed(l: &mut LiveLayer, ev: Event) {
     let mut out = Vec::new();
-    l.on_event(ev, &ctx(), &mut out).unwrap();
+    l.feed(ev, &ctx(), &mut out).unwrap();
     assert_eq!(out.len(), 1, "every event goes on down the chain");
 }
 

@@ -536,6 +536,12 @@ impl Event {
         }
     }
 
+    /// Moves the event out, leaving a bare one behind: for a bus layer that keeps what it was
+    /// handed, or reshapes it into others ([`crate::bus::Flow::Stop`]).
+    pub fn take(&mut self) -> Event {
+        std::mem::replace(self, Event::new(EventType::Step, 0, 0, 0))
+    }
+
     /// Memory attributes, if this is a MALLOC/FREE row.
     pub fn memory(&self) -> Option<&MemoryAttrs> {
         match &self.attrs {

@@ -3,7 +3,7 @@
 //! nothing the check needs was recorded, a line that says so (never a clean bill for what was
 //! not looked at).
 
-use memscope_core::bus::{BusCtx, BusError, Layer, ReportSection};
+use memscope_core::bus::{BusCtx, BusError, Flow, Layer, ReportSection};
 use memscope_core::event::Event;
 use memscope_core::listing::{top_n, CONSOLE_TOP};
 
@@ -152,10 +152,14 @@ impl Layer for RaceLayer {
         "races"
     }
 
-    fn on_event(&mut self, ev: Event, _ctx: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError> {
-        self.observe(&ev);
-        out.push(ev);
-        Ok(())
+    fn on_event(
+        &mut self,
+        ev: &mut Event,
+        _ctx: &BusCtx,
+        _: &mut Vec<Event>,
+    ) -> Result<Flow, BusError> {
+        self.observe(ev);
+        Ok(Flow::Pass)
     }
 
     fn finish(

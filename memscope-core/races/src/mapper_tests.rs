@@ -242,7 +242,7 @@ fn layer_checks_rows_reports_each_race_and_says_when_nothing_was_recorded() {
     ];
     let mut out = Vec::new();
     for r in rows {
-        layer.on_event(r, &ctx, &mut out).unwrap();
+        layer.feed(r, &ctx, &mut out).unwrap();
     }
     assert_eq!(out.len(), 3, "every row passes on");
     let mut report = Vec::new();
@@ -268,7 +268,7 @@ fn launches_on_streams_without_any_stream_call_recorded_are_said_to_be_unordered
         mark(1, "sanitizer-op: name=w0;write=t:0x100:64", Some("0x10")),
         mark(2, "sanitizer-op: name=w1;read=t:0x100:64", Some("0x20")),
     ] {
-        layer.on_event(r, &ctx, &mut out).unwrap();
+        layer.feed(r, &ctx, &mut out).unwrap();
     }
     let lines = layer.lines();
     assert_eq!(lines[0], "1 race(s) in 2 checked launch(es):");

@@ -30,7 +30,7 @@ mod verdict;
 
 use std::collections::{BTreeMap, HashMap};
 
-use memscope_core::bus::{BusCtx, BusError, Layer, ReportSection};
+use memscope_core::bus::{BusCtx, BusError, Flow, Layer, ReportSection};
 use memscope_core::event::{Attrs, Device, Event, EventKind, EventType};
 use memscope_core::roles::{role_of, OwnerTag};
 
@@ -434,11 +434,15 @@ impl Layer for FragmentationLayer {
         "fragmentation"
     }
 
-    fn on_event(&mut self, ev: Event, ctx: &BusCtx, out: &mut Vec<Event>) -> Result<(), BusError> {
+    fn on_event(
+        &mut self,
+        ev: &mut Event,
+        ctx: &BusCtx,
+        _: &mut Vec<Event>,
+    ) -> Result<Flow, BusError> {
         self.seen = true;
-        self.observe(&ev, ctx);
-        out.push(ev);
-        Ok(())
+        self.observe(ev, ctx);
+        Ok(Flow::Pass)
     }
 
     fn finish(

@@ -21,9 +21,7 @@ impl Feed {
         self.id += 1;
         ev.id = self.id;
         let mut out = Vec::new();
-        self.layer
-            .on_event(ev, &BusCtx::default(), &mut out)
-            .unwrap();
+        self.layer.feed(ev, &BusCtx::default(), &mut out).unwrap();
     }
 
     fn mem(&mut self, kind: EventKind, t: EventType, addr: u64, size: u64) {

@@ -84,7 +84,7 @@ fn decompose_splits_the_peak_and_the_end_by_owner() {
     let mut bus_out = Vec::new();
     let ctx = memscope_core::bus::BusCtx::default();
     for e in read_csv_str("t.csv", &text).unwrap() {
-        memscope_core::bus::Layer::on_event(&mut layer, e, &ctx, &mut bus_out).unwrap();
+        memscope_core::bus::Layer::feed(&mut layer, e, &ctx, &mut bus_out).unwrap();
     }
     assert_eq!(bus_out.len(), 7);
     let row = |pool, owner: &str, peak, end| DecomposeRow {
@@ -185,7 +185,7 @@ fn gap_ratios_per_step_and_the_min_and_max_gap() {
     let mut sink = Vec::new();
     for e in read_csv_str("t.csv", &text).unwrap() {
         bus.push(e.clone()).unwrap();
-        memscope_core::bus::Layer::on_event(&mut layer, e, bus.ctx(), &mut sink).unwrap();
+        memscope_core::bus::Layer::feed(&mut layer, e, bus.ctx(), &mut sink).unwrap();
     }
     let res = layer.results();
     assert_eq!(res.len(), 1);
@@ -296,7 +296,7 @@ fn a_role_given_after_the_malloc_counts_from_the_malloc_at_the_peak_and_in_the_s
     let mut sink = Vec::new();
     for e in read_csv_str("t.csv", &text).unwrap() {
         bus.push(e.clone()).unwrap();
-        memscope_core::bus::Layer::on_event(&mut layer, e, bus.ctx(), &mut sink).unwrap();
+        memscope_core::bus::Layer::feed(&mut layer, e, bus.ctx(), &mut sink).unwrap();
     }
     let rows = layer.rows();
     let got: Vec<(&str, i64, i64)> = rows

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use memscope_analysis::inefficient::{Finding, IneffConfig, IneffTracker};
 use memscope_analysis::inefficient_layer::InefficientLayer;
 use memscope_analysis::offline::run_layers;
-use memscope_core::bus::{Bus, BusCtx, BusError, Layer, ReportSection};
+use memscope_core::bus::{Bus, BusCtx, BusError, Flow, Layer, ReportSection};
 use memscope_core::event::{Event, Inefficiency};
 use memscope_dump::reader::{read_csv_str, DumpFile, ReadOptions};
 
@@ -170,9 +170,14 @@ impl Layer for Capture {
     fn name(&self) -> &'static str {
         "capture"
     }
-    fn on_event(&mut self, ev: Event, _: &BusCtx, _: &mut Vec<Event>) -> Result<(), BusError> {
-        self.0.lock().unwrap().push(ev);
-        Ok(())
+    fn on_event(
+        &mut self,
+        ev: &mut Event,
+        _: &BusCtx,
+        _: &mut Vec<Event>,
+    ) -> Result<Flow, BusError> {
+        self.0.lock().unwrap().push(ev.take());
+        Ok(Flow::Stop)
     }
 }
 
@@ -316,7 +321,7 @@ fn the_inefficient_report_names_the_python_frames_that_allocated_the_blocks() {
         if e.kind == memscope_core::event::EventKind::Malloc {
             e.py_stack = Some(format!("/w/t.py({}): make\n/w/t.py(1): <module>\n", e.id));
         }
-        layer.on_event(e, &ctx, &mut bus_out).unwrap();
+        layer.feed(e, &ctx, &mut bus_out).unwrap();
     }
     let mut report = Vec::new();
     layer.finish(&ctx, &mut bus_out, &mut report).unwrap();

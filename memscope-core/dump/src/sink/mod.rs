@@ -13,7 +13,7 @@
 pub mod csv;
 pub mod sqlite;
 
-use memscope_core::bus::{BusCtx, BusError, Layer, ReportSection};
+use memscope_core::bus::{BusCtx, BusError, Flow, Layer, ReportSection};
 use memscope_core::event::{Device, Event, EventKind};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
@@ -262,15 +262,20 @@ impl<W: DeviceWriter> Layer for DumpSink<W> {
     fn name(&self) -> &'static str {
         W::KIND
     }
-    fn on_event(&mut self, ev: Event, _: &BusCtx, _: &mut Vec<Event>) -> Result<(), BusError> {
+    fn on_event(
+        &mut self,
+        ev: &mut Event,
+        _: &BusCtx,
+        _: &mut Vec<Event>,
+    ) -> Result<Flow, BusError> {
         // memory samples (issue 25) are memscope's own: msMemScope's readers know no SAMPLE
         // rows, so they stay in the capture, the exports and the report
-        if ev.kind == memscope_core::event::EventKind::Sample {
-            return Ok(());
+        if ev.kind != memscope_core::event::EventKind::Sample {
+            self.router.route(ev);
+            self.take_router_warnings();
         }
-        self.router.route(&ev);
-        self.take_router_warnings();
-        Ok(())
+        // the end of the chain: what is written goes no further
+        Ok(Flow::Stop)
     }
     fn flush(&mut self) -> Result<(), BusError> {
         self.router.flush();
