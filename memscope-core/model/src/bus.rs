@@ -245,16 +245,25 @@ impl Bus {
     /// # Errors
     /// The first layer error.
     pub fn push(&mut self, mut ev: Event) -> Result<(), BusError> {
-        self.ctx.steps.observe(&ev);
+        self.push_in_place(&mut ev)
+    }
+
+    /// As [`Bus::push`], for an event the caller owns elsewhere (not moved unless a layer
+    /// keeps it or adds events; what is left in `ev` afterwards is unspecified).
+    ///
+    /// # Errors
+    /// The first layer error.
+    pub fn push_in_place(&mut self, ev: &mut Event) -> Result<(), BusError> {
+        self.ctx.steps.observe(ev);
         self.a.clear();
         for i in 0..self.layers.len() {
-            let flow = self.layers[i].on_event(&mut ev, &self.ctx, &mut self.a)?;
+            let flow = self.layers[i].on_event(ev, &self.ctx, &mut self.a)?;
             if flow == Flow::Pass && self.a.is_empty() {
                 continue;
             }
             // a layer dropped, held back or added events: the rest of the chain takes a queue
             if flow == Flow::Pass {
-                self.a.push(ev);
+                self.a.push(ev.take());
             }
             return pass_on(
                 &mut self.layers[i + 1..],
