@@ -9,11 +9,17 @@
 //!
 //! A file that cannot be written (file-size limit, full disk, I/O error) is closed with one
 //! warning line naming the file and the limit; the other files of the process go on.
+//!
+//! A process that writes many rows gets a writer thread for them ([`worker`]).
 
 pub mod csv;
+mod layer;
 pub mod sqlite;
+pub mod worker;
 
-use memscope_core::bus::{BusCtx, BusError, Flow, Layer, ReportSection};
+pub use layer::DumpSink;
+
+use memscope_core::bus::BusError;
 use memscope_core::event::{Device, Event, EventKind};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
@@ -21,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 /// Where the rows of one device go.
-pub trait DeviceWriter: Send + Sized {
+pub trait DeviceWriter: Send + Sized + 'static {
     /// Short name of the format, for messages (`csv`, `sqlite`).
     const KIND: &'static str;
     /// Starts a file at `path`, created empty (mode 0600) as `file`.
@@ -211,106 +217,6 @@ pub fn limit_name(e: &std::io::Error) -> String {
         Some(28) => " (disk full)".to_owned(),
         Some(122) => " (disk quota)".to_owned(),
         _ => String::new(),
-    }
-}
-
-/// The sink layer of one process for one format: routes each event to its device's file and,
-/// at the end, closes the files and reports them.
-pub struct DumpSink<W: DeviceWriter> {
-    router: DeviceRouter<W>,
-    stats: SharedStats,
-}
-
-impl<W: DeviceWriter> DumpSink<W> {
-    /// A sink that creates each file with `open` (see [`crate::layout`]).
-    pub fn new(open: Opener) -> DumpSink<W> {
-        DumpSink {
-            router: DeviceRouter::new(open),
-            stats: SharedStats::default(),
-        }
-    }
-
-    /// See [`DeviceRouter::set_device_less_fallback`].
-    pub fn set_device_less_fallback(&mut self, on: bool) {
-        self.router.set_device_less_fallback(on);
-    }
-
-    /// The sink's figures (rows per kind, files, warnings), shared.
-    pub fn stats(&self) -> SharedStats {
-        self.stats.clone()
-    }
-
-    /// Files written (path, rows), known after `finish`.
-    pub fn files(&self) -> Vec<(PathBuf, u64)> {
-        self.stats
-            .lock()
-            .map(|s| s.files.clone())
-            .unwrap_or_default()
-    }
-
-    fn take_router_warnings(&mut self) {
-        if self.router.warnings.is_empty() {
-            return;
-        }
-        if let Ok(mut s) = self.stats.lock() {
-            s.warnings.append(&mut self.router.warnings);
-        }
-    }
-}
-
-impl<W: DeviceWriter> Layer for DumpSink<W> {
-    fn name(&self) -> &'static str {
-        W::KIND
-    }
-    fn on_event(
-        &mut self,
-        ev: &mut Event,
-        _: &BusCtx,
-        _: &mut Vec<Event>,
-    ) -> Result<Flow, BusError> {
-        // memory samples (issue 25) are memscope's own: msMemScope's readers know no SAMPLE
-        // rows, so they stay in the capture, the exports and the report
-        if ev.kind != memscope_core::event::EventKind::Sample {
-            self.router.route(ev);
-            self.take_router_warnings();
-        }
-        // the end of the chain: what is written goes no further
-        Ok(Flow::Stop)
-    }
-    fn flush(&mut self) -> Result<(), BusError> {
-        self.router.flush();
-        self.take_router_warnings();
-        Ok(())
-    }
-    fn flush_for_readers(&mut self) -> Result<(), BusError> {
-        self.router.publish_backlog();
-        self.flush()
-    }
-    fn finish(
-        &mut self,
-        _: &BusCtx,
-        _: &mut Vec<Event>,
-        report: &mut Vec<ReportSection>,
-    ) -> Result<(), BusError> {
-        let (files, rows, less) = self.router.finish();
-        self.take_router_warnings();
-        let line = |(p, n): &(PathBuf, u64)| format!("{} ({n} rows)", p.display());
-        let all: Vec<String> = files.iter().map(line).collect();
-        let shown = memscope_core::listing::top_n(
-            &files,
-            memscope_core::listing::CONSOLE_TOP,
-            |f, out| out.push(line(f)),
-            |rest| format!("… {} more dump file(s)", rest.len()),
-        );
-        if !files.is_empty() {
-            report.push(ReportSection::bounded("Dump files".into(), shown, all));
-        }
-        if let Ok(mut s) = self.stats.lock() {
-            s.files = files;
-            s.rows = rows;
-            s.device_less = less;
-        }
-        Ok(())
     }
 }
 
