@@ -19,6 +19,7 @@
 
 pub mod addr_hash;
 pub mod attr_text;
+pub mod attrs;
 pub mod bus;
 pub mod cann_modules;
 pub mod event;
