@@ -163,9 +163,6 @@ fn push_field(line: &mut Vec<u8>, f: &[u8]) {
 
 /// Appends the row of `ev` (12 fields and a newline) to `line` (shared with tools that write
 /// rows); `scratch` is a reusable buffer, so a row costs no allocation.
-///
-/// # Errors
-/// The csv crate's error.
 pub fn write_row(line: &mut Vec<u8>, ev: &Event, scratch: &mut String) {
     let mut b = itoa::Buffer::new();
     line.extend_from_slice(b.format(ev.id).as_bytes());

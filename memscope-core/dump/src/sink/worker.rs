@@ -36,7 +36,7 @@ pub(super) struct Worker<W: DeviceWriter> {
     spare: Receiver<Vec<Event>>,
     batch: Vec<Event>,
     /// `None` once joined.
-    thread: Option<JoinHandle<Box<DeviceRouter<W>>>>,
+    thread: Option<JoinHandle<Option<Box<DeviceRouter<W>>>>>,
 }
 
 impl<W: DeviceWriter + 'static> Worker<W> {
@@ -47,35 +47,26 @@ impl<W: DeviceWriter + 'static> Worker<W> {
     ) -> Result<Worker<W>, Box<DeviceRouter<W>>> {
         let (tx, rx) = sync_channel::<Msg>(QUEUE);
         let (spare_tx, spare) = channel::<Vec<Event>>();
-        // the router goes in through a slot the thread takes it from, so a failed spawn hands
-        // it back
-        let slot = std::sync::Arc::new(std::sync::Mutex::new(Some(router)));
-        let theirs = slot.clone();
+        // the router is sent once the thread exists, so a failed spawn still has it here
+        let (router_tx, router_rx) = sync_channel::<Box<DeviceRouter<W>>>(1);
         let spawned = std::thread::Builder::new()
             .name("memscope-sink".into())
             .spawn(move || {
-                let mut router = theirs
-                    .lock()
-                    .ok()
-                    .and_then(|mut s| s.take())
-                    .expect("router handed over");
-                drop(theirs);
+                let mut router = router_rx.recv().ok()?;
                 serve(&mut router, &stats, rx, spare_tx);
-                router
+                Some(router)
             });
-        match spawned {
-            Ok(thread) => Ok(Worker {
-                tx: Some(tx),
-                spare,
-                batch: Vec::with_capacity(BATCH),
-                thread: Some(thread),
-            }),
-            Err(_) => Err(slot
-                .lock()
-                .ok()
-                .and_then(|mut s| s.take())
-                .expect("router not taken")),
-        }
+        let Ok(thread) = spawned else {
+            return Err(router);
+        };
+        // the thread waits for it: this cannot fail
+        let _ = router_tx.send(router);
+        Ok(Worker {
+            tx: Some(tx),
+            spare,
+            batch: Vec::with_capacity(BATCH),
+            thread: Some(thread),
+        })
     }
 
     /// Queues `ev` (moved out) for the thread.
@@ -117,9 +108,9 @@ impl<W: DeviceWriter + 'static> Worker<W> {
         self.send_batch();
         self.tx = None;
         match self.thread.take().map(JoinHandle::join) {
-            Some(Ok(router)) => router,
+            Some(Ok(Some(router))) => router,
             Some(Err(p)) => std::panic::resume_unwind(p),
-            None => unreachable!("joined only here or on drop"),
+            _ => unreachable!("the thread got the router and is joined only here or on drop"),
         }
     }
 }
@@ -208,15 +199,21 @@ mod tests {
             ev.device = Device::Cpu;
             sink.feed(ev, &ctx, &mut Vec::new()).unwrap();
         }
-        // the rows past the threshold went to the writer thread
-        let threads: Vec<String> = std::fs::read_dir("/proc/self/task")
-            .unwrap()
-            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-            .collect();
-        assert!(
-            threads.iter().any(|c| c.trim() == "memscope-sink"),
-            "{threads:?}"
-        );
+        // the rows past the threshold went to the writer thread (which names itself once it
+        // runs: look until it has)
+        let sink_thread = || {
+            std::fs::read_dir("/proc/self/task")
+                .unwrap()
+                .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+                .any(|c| c.trim() == "memscope-sink")
+        };
+        let named = (0..500).any(|_| {
+            sink_thread() || {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                false
+            }
+        });
+        assert!(named, "no memscope-sink thread");
         // a flush returns once every row handed over is in the file
         sink.flush().unwrap();
         assert_eq!(rows_in(&path), (0..n).collect::<Vec<_>>());
