@@ -34,6 +34,8 @@ pub struct HostFast {
     /// Stack group by (image << 32 | C stack id, Python stack key); emptied for an image when
     /// it gets a module.
     groups: HashMap<(u64, u64), u32, BuildHasherDefault<AddrHasher>>,
+    /// The last entry of `groups` used (a loop allocates from one place many times over).
+    last_group: Option<((u64, u64), u32)>,
     image: usize,
     unknown_frees: u64,
     /// Bytes of the fast path's own blocks (by address) live now.
@@ -73,7 +75,13 @@ impl HostFast {
     fn group(&mut self, ctx: &TypeCtx, stack: u32, py: Option<PyStack<'_>>) -> u32 {
         let key = ((ctx.image() as u64) << 32) | stack as u64;
         let py_key = py.map_or(NO_PY, |p| p.key);
+        if let Some((k, g)) = self.last_group {
+            if k == (key, py_key) {
+                return g;
+            }
+        }
         if let Some(&g) = self.groups.get(&(key, py_key)) {
+            self.last_group = Some(((key, py_key), g));
             return g;
         }
         let py_text = py.map(|p| p.text);
@@ -141,6 +149,7 @@ impl HostFast {
                 );
                 // Stacks grouped before this module was known are symbolised again on next use.
                 self.groups.retain(|k, _| (k.0 >> 32) as usize != image);
+                self.last_group = None;
             }
             _ => return None,
         }
@@ -156,17 +165,16 @@ impl HostFast {
         first_id: u64,
         t: &mut Typed,
     ) {
-        if let Some(old) = self.leaks.heap().free(addr) {
+        // Consumed as the typer does: allocation ids are shared with the other pools.
+        let id = ctx.next_allocation_id();
+        let group = self.group(ctx, stack, py);
+        let b = Block { size, group, id };
+        if let Some(old) = self.leaks.heap().alloc_closing(addr, b, first_id, ts) {
             self.live_bytes -= old.size;
             self.live_keys -= 1;
             ctx.warn(format!("HOST: block 0x{addr:x} allocated again before its free was seen; closed with a synthetic FREE"));
             t.frees += 1;
         }
-        // Consumed as the typer does: allocation ids are shared with the other pools.
-        let id = ctx.next_allocation_id();
-        let group = self.group(ctx, stack, py);
-        let b = Block { size, group, id };
-        self.leaks.heap().alloc(addr, b, first_id + t.frees, ts);
         self.live_bytes += size;
         self.live_keys += 1;
         t.mallocs += 1;

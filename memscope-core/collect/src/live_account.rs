@@ -102,11 +102,42 @@ impl LiveAccount {
     /// closed first.
     #[inline(always)]
     pub fn alloc(&mut self, key: u64, b: Block, event_id: u64, ts_ns: u64) -> Option<Block> {
+        self.insert_block(key, b, event_id, ts_ns, false)
+    }
+
+    /// A MALLOC (event `event_id`, stamped `ts_ns`) at an address whose free may not have been
+    /// seen: a block still live under `key` is first freed, as [`LiveAccount::free`] would, by
+    /// a synthetic FREE that takes `event_id` (the MALLOC is then `event_id + 1`). Returns
+    /// that block. One map lookup where `free` and then `alloc` took two.
+    #[inline(always)]
+    pub fn alloc_closing(
+        &mut self,
+        key: u64,
+        b: Block,
+        event_id: u64,
+        ts_ns: u64,
+    ) -> Option<Block> {
+        self.insert_block(key, b, event_id, ts_ns, true)
+    }
+
+    #[inline(always)]
+    fn insert_block(
+        &mut self,
+        key: u64,
+        b: Block,
+        mut event_id: u64,
+        ts_ns: u64,
+        closing: bool,
+    ) -> Option<Block> {
         let p = Packed::new(b);
         let b = p.block();
         self.ensure_group(b.group);
         let old = self.live.insert(key, p).map(Packed::block);
         if let Some(o) = old {
+            if closing {
+                self.frees += 1;
+                event_id += 1;
+            }
             self.shrink(o);
         }
         self.live_bytes += b.size;
@@ -246,5 +277,32 @@ mod tests {
         assert_eq!((a.live_bytes(), a.live_blocks(), a.frees()), (50, 1, 1));
         assert_eq!(a.drain(), 1);
         assert_eq!((a.live_bytes(), a.live_blocks()), (0, 0));
+    }
+
+    #[test]
+    fn alloc_closing_counts_the_replaced_block_as_freed_and_shifts_the_malloc_id() {
+        // the same history as `free` then `alloc`, in one lookup
+        let (mut one, mut two) = (LiveAccount::new(), LiveAccount::new());
+        for a in [&mut one, &mut two] {
+            a.alloc(0x10, b(100, 0, 1), 1, 10);
+        }
+        assert_eq!(one.alloc_closing(0x20, b(30, 0, 2), 2, 20), None);
+        two.alloc(0x20, b(30, 0, 2), 2, 20);
+        // 0x10 reused: synthetic FREE is event 3, the MALLOC event 4 and the new peak's
+        assert_eq!(
+            one.alloc_closing(0x10, b(500, 1, 3), 3, 30),
+            Some(b(100, 0, 1))
+        );
+        assert_eq!(two.free(0x10), Some(b(100, 0, 1)));
+        two.alloc(0x10, b(500, 1, 3), 4, 30);
+        assert_eq!(one.peak(), two.peak());
+        assert_eq!(one.peak().id, 4);
+        assert_eq!(one.frees(), 1);
+        assert_eq!(one.groups_now(), two.groups_now());
+        assert_eq!(one.groups_at_peak(), two.groups_at_peak());
+        assert_eq!(
+            (one.live_bytes(), one.live_blocks()),
+            (two.live_bytes(), two.live_blocks())
+        );
     }
 }

@@ -67,7 +67,8 @@ struct Peaks {
 /// Per process: the live tracked bytes seen so far, per device, and the peaks of the samples.
 #[derive(Clone, Debug, Default)]
 pub struct SampledMemory {
-    live: BTreeMap<Device, i64>,
+    /// (device, live bytes): a few devices, searched in order (a lookup per memory event).
+    live: Vec<(Device, i64)>,
     peaks: BTreeMap<Device, Peaks>,
     /// The process image (exec'd program) the figures are of.
     image: usize,
@@ -95,7 +96,11 @@ impl SampledMemory {
     /// Accounts a typed event (MALLOC/FREE of a tracked allocator; others are ignored).
     pub fn observe(&mut self, ev: &Event) {
         if let Some((device, size, free)) = tracked_block(ev) {
-            *self.live.entry(device).or_default() += if free { -size } else { size };
+            let d = if free { -size } else { size };
+            match self.live.iter_mut().find(|(k, _)| *k == device) {
+                Some((_, v)) => *v += d,
+                None => self.live.push((device, d)),
+            }
         }
     }
 
@@ -106,7 +111,11 @@ impl SampledMemory {
         (sampled, other): ((&str, u64), (&str, u64)),
         extra_tracked: u64,
     ) -> Event {
-        let live = self.live.get(&device).copied().unwrap_or(0);
+        let live = self
+            .live
+            .iter()
+            .find(|(k, _)| *k == device)
+            .map_or(0, |(_, v)| *v);
         let tracked = live.saturating_add(extra_tracked as i64).max(0);
         let value = sampled.1 as i64;
         let untracked = value - tracked;

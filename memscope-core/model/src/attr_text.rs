@@ -249,9 +249,20 @@ pub fn write_attr_json_with(ev: &Event, out: &mut String, val: &mut String) {
         first = false;
         push_json_str(out, k);
         out.push(':');
-        val.clear();
-        v.write_to(val);
-        push_json_str(out, val);
+        match v {
+            // digits and hex digits need no escape: written in place (most of a row's cell)
+            AttrValue::U(_) | AttrValue::I(_) | AttrValue::Addr(_) | AttrValue::Hex(_) => {
+                out.push('"');
+                v.write_to(out);
+                out.push('"');
+            }
+            AttrValue::S(s) => push_json_str(out, s),
+            _ => {
+                val.clear();
+                v.write_to(val);
+                push_json_str(out, val);
+            }
+        }
     });
     out.push('}');
 }

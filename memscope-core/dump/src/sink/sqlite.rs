@@ -217,8 +217,8 @@ impl DeviceWriter for DbFile {
         let mut hex = [0u8; 18];
         match ev.ptr {
             Some(p) => {
-                let s = String::from_utf8_lossy(super::csv::fmt_ptr(p, &mut hex));
-                self.text(&s);
+                let s = std::str::from_utf8(super::csv::fmt_ptr(p, &mut hex)).unwrap_or("0x?");
+                self.text(s);
             }
             None => self.text("N/A"),
         }
@@ -274,3 +274,20 @@ impl DeviceWriter for DbFile {
 
 /// The SQLite sink layer of one process.
 pub type DbSink = super::DumpSink<DbFile>;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn bundled_sqlite_is_built_with_the_settings_of_cargo_config() {
+        let c = rusqlite::Connection::open_in_memory().unwrap();
+        let mut st = c.prepare("PRAGMA compile_options").unwrap();
+        let opts: Vec<String> = st
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        for want in ["DEFAULT_MEMSTATUS=0", "DEFAULT_LOOKASIDE=1200,400"] {
+            assert!(opts.iter().any(|o| o == want), "{want} not in {opts:?}");
+        }
+    }
+}
