@@ -246,7 +246,7 @@ pub fn collect(a: &CollectArgs) -> ExitCode {
         .and_then(|s| s.exit_status);
     // the run index, as `memscope run` writes it: a folder that holds several plain-python
     // runs (the default memscopeDumpResults/) keeps them apart (`--run N`), never as ranks
-    crate::run_index::write(
+    let index_written = crate::run_index::write(
         &cfg_used.output_path,
         crate::run_index::entries(&cfg_used.output_path, &summaries, &Default::default()),
         &crate::run_index::RunFacts {
@@ -276,6 +276,7 @@ pub fn collect(a: &CollectArgs) -> ExitCode {
         &cfg_used.output_path,
         0,
     );
+    let code = crate::run_index::fail_if_unwritten(index_written, code);
     drop(spool_guard);
     ExitCode::from(code as u8)
 }

@@ -143,6 +143,13 @@ fn prepare(spool_dir: &Path, cfg: &RunConfig) -> Result<Prepared, String> {
         }
     }
     streams.sort();
+    if streams.is_empty() {
+        // a stream removed or never written: say so, and leave the spool for a look
+        unreadable.push(format!(
+            "{}: holds no stream file: nothing to recover from (remove the spool by hand if that is expected)",
+            spool_dir.display()
+        ));
+    }
     for p in streams {
         let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
         let mut s = StreamFile::open(&p).map_err(|e| format!("{}: {e}", p.display()))?;
@@ -329,6 +336,7 @@ pub fn run(a: &RecoverArgs) -> ExitCode {
         crate::python_job::finish_python(&cfg_used, &summaries[..recovered]);
         // the run index the killed `memscope run` would have written (not for `memscope
         // collect`'s private spool: a plain python run has none)
+        let mut index_written = true;
         if let Some(pid) = spool_dir
             .file_name()
             .and_then(|n| n.to_str())
@@ -340,9 +348,12 @@ pub fn run(a: &RecoverArgs) -> ExitCode {
                 command: &info.command,
                 start_ns: info.start_ns,
             };
-            crate::recover_index::write(&cfg_used.output_path, &killed, &summaries);
+            index_written = crate::recover_index::write(&cfg_used.output_path, &killed, &summaries);
         }
-        let problems = problems(unreadable, &summaries[..recovered]);
+        let mut problems = problems(unreadable, &summaries[..recovered]);
+        if !index_written {
+            problems.push("the run index could not be written (said above)".into());
+        }
         if !a.quiet && problems.is_empty() {
             eprintln!("memscope: recovered {}", spool_dir.display());
         }

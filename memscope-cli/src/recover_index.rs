@@ -90,8 +90,9 @@ pub fn complete_process(h: &StreamHeader, dir: &Path, image_exes: &[String]) -> 
 }
 
 /// Appends the killed run's entry to `<root>/memscope_run.json`: the processes recovered now
-/// and those complete before ([`complete_process`]), helpers marked.
-pub fn write(root: &Path, killed: &Killed<'_>, summaries: &[ProcessSummary]) {
+/// and those complete before ([`complete_process`]), helpers marked. Returns whether it was
+/// written (a failure is said on one line).
+pub fn write(root: &Path, killed: &Killed<'_>, summaries: &[ProcessSummary]) -> bool {
     let mut procs: Vec<ProcessSummary> = summaries.to_vec();
     procs.sort_by_key(|p| p.pid);
     let exit_code = procs
@@ -110,5 +111,5 @@ pub fn write(root: &Path, killed: &Killed<'_>, summaries: &[ProcessSummary]) {
             start_ns: killed.start_ns,
             memscope_pid: killed.memscope_pid,
         },
-    );
+    )
 }

@@ -383,7 +383,7 @@ fn launch_and_collect(
         None => 1,
     };
     let entries = crate::run_index::entries(&cfg.output_path, &summaries, &reaped);
-    crate::run_index::write(
+    let index_written = crate::run_index::write(
         &cfg.output_path,
         entries.clone(),
         &crate::run_index::RunFacts {
@@ -445,5 +445,6 @@ fn launch_and_collect(
         &cfg.output_path,
         code,
     );
+    let code = crate::run_index::fail_if_unwritten(index_written, code);
     ExitCode::from(code.clamp(0, 255) as u8)
 }

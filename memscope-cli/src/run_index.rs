@@ -100,8 +100,9 @@ pub fn entries(
 }
 
 /// Appends this run (its processes: [`entries`]) to `<root>/memscope_run.json`; a failure is
-/// said on one line, never fatal (the dumps are written).
-pub fn write(root: &Path, processes: Vec<ProcessEntry>, facts: &RunFacts<'_>) {
+/// said on one line and returned as `false` (the dumps are written; the run then exits
+/// non-zero, as for any output it could not write).
+pub fn write(root: &Path, processes: Vec<ProcessEntry>, facts: &RunFacts<'_>) -> bool {
     let entry = RunEntry {
         memscope: env!("CARGO_PKG_VERSION").to_owned(),
         memscope_pid: facts.memscope_pid,
@@ -119,7 +120,21 @@ pub fn write(root: &Path, processes: Vec<ProcessEntry>, facts: &RunFacts<'_>) {
             aside.display()
         ),
         Ok(None) => {}
-        Err(e) => eprintln!("memscope: run index: {e}"),
+        Err(e) => {
+            eprintln!("memscope: run index: {e}");
+            return false;
+        }
+    }
+    true
+}
+
+/// The run's exit code once the run index was (`written`) or was not written: a job that
+/// succeeded exits 2 when its index could not be written, as for any output lost.
+pub fn fail_if_unwritten(written: bool, code: i32) -> i32 {
+    if !written && code == 0 {
+        2
+    } else {
+        code
     }
 }
 

@@ -133,8 +133,10 @@ pub fn hold_collector_lock(spool: &Path) -> Result<std::fs::File, String> {
 
 /// After the collector's end: when outputs could not be written (a full disk, a file-size
 /// limit, a planted link), keeps the spool so `memscope recover OUTPUT` redoes them once the
-/// cause is gone, and says so in one
-/// line. Returns the exit code: the job's, or 2 where the job succeeded.
+/// cause is gone, and says so in one line. A spool removed under the run (by hand, or with the
+/// output directory around it) is said too: the streams not read from it by then are lost,
+/// and nothing is left to write the outputs again from. Returns the exit code: the job's, or 2
+/// where the job succeeded.
 pub(crate) fn keep_after_write_failures(
     guard: &mut SpoolGuard,
     summaries: &[memscope_collect::process::ProcessSummary],
@@ -146,17 +148,32 @@ pub(crate) fn keep_after_write_failures(
         .filter(|p| p.write_failures > 0)
         .map(|p| p.pid)
         .collect();
-    // a spool removed under the run (by hand) leaves nothing to redo them from: said above
-    if failed.is_empty() || !guard.path.is_dir() {
+    let failed_line = |lead: &str| {
+        if failed.is_empty() {
+            String::new()
+        } else {
+            format!("{lead}outputs of pid(s) {failed:?} could not all be written (said above)")
+        }
+    };
+    if !guard.path.is_dir() {
+        eprintln!(
+            "{}: the spool {} was removed or moved away while the run went on (by hand, or with the output directory around it): what was not read from it by then is lost{}",
+            guard.who,
+            guard.path.display(),
+            failed_line("; ")
+        );
+    } else if !failed.is_empty() {
+        guard.keep();
+        eprintln!(
+            "{}: {}; spool {} kept: `memscope recover {}` writes them again once that is fixed",
+            guard.who,
+            failed_line(""),
+            guard.path.display(),
+            output.display()
+        );
+    } else {
         return code;
     }
-    guard.keep();
-    eprintln!(
-        "{}: outputs of pid(s) {failed:?} could not all be written (said above); spool {} kept: `memscope recover {}` writes them again once that is fixed",
-        guard.who,
-        guard.path.display(),
-        output.display()
-    );
     if code == 0 {
         2
     } else {

@@ -355,3 +355,64 @@ fn a_summary_json_path_that_is_a_link_a_fifo_or_a_device_is_refused_and_left_alo
         .file_type()
         .is_fifo());
 }
+
+#[test]
+fn an_output_directory_removed_under_the_run_makes_it_exit_non_zero() {
+    // the job moves memscope's output directory (with the spool in it) away half way through
+    // (at once, where `rm -rf` races the collector's new files): the capture and the index
+    // cannot be written and there is nothing left to write them again from
+    let prog = program("host_leak");
+    let root = tempfile::tempdir().unwrap();
+    let out = root.path().join("out");
+    let job = format!(
+        "{p}; mv {o} {o}.gone; {p}",
+        p = prog.display(),
+        o = out.display()
+    );
+    let o = memscope(&[
+        "run",
+        "-q",
+        "--adapters",
+        "host",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &job,
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "stderr: {err}");
+    assert!(
+        err.contains("was removed or moved away while the run went on"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_run_index_that_cannot_be_written_makes_the_run_exit_non_zero() {
+    let prog = program("host_leak");
+    let out = tempfile::tempdir().unwrap();
+    // a directory where the index goes
+    std::fs::create_dir(out.path().join("memscope_run.json")).unwrap();
+    let o = memscope(&[
+        "run",
+        "-q",
+        "--adapters",
+        "host",
+        "-o",
+        out.path().to_str().unwrap(),
+        "--",
+        prog.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "stderr: {err}");
+    assert!(err.contains("run index"), "{err}");
+    // the dumps are written all the same
+    let dirs: Vec<_> = std::fs::read_dir(out.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("msmemscope_"))
+        .collect();
+    assert_eq!(dirs.len(), 1, "stderr: {err}");
+}

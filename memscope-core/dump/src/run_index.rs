@@ -221,6 +221,14 @@ pub fn read(root: &Path) -> Result<Option<RunIndexFile>, RunIndexError> {
 /// cannot be written.
 pub fn append(root: &Path, run: RunEntry) -> Result<Option<PathBuf>, RunIndexError> {
     let path = root.join(FILE_NAME);
+    // runs ending at once into one root take turns (each reads the index, adds its entry and
+    // writes it back): a lock on the directory itself, so no lock file is left beside the runs
+    let lock_err = |source| RunIndexError::Io {
+        path: root.display().to_string(),
+        source,
+    };
+    let dir = std::fs::File::open(root).map_err(lock_err)?;
+    dir.lock().map_err(lock_err)?;
     let (existing, aside) = match read(root) {
         Ok(idx) => (idx, None),
         Err(RunIndexError::Format { .. }) => {
@@ -298,6 +306,27 @@ mod tests {
             rank_identity(&env(&[("RANK", "x"), ("SLURM_PROCID", "2")])),
             (Some(2), None, None)
         );
+    }
+
+    #[test]
+    fn runs_appending_at_once_all_keep_their_entries() {
+        let d = tempfile::tempdir().unwrap();
+        std::thread::scope(|s| {
+            for pid in 1..=8 {
+                let root = d.path();
+                s.spawn(move || {
+                    for k in 0..5 {
+                        let run = RunEntry {
+                            memscope_pid: pid * 100 + k,
+                            ..RunEntry::default()
+                        };
+                        append(root, run).unwrap();
+                    }
+                });
+            }
+        });
+        let idx = read(d.path()).unwrap().unwrap();
+        assert_eq!(idx.runs.len(), 40);
     }
 
     #[test]

@@ -167,3 +167,42 @@ fn recover_of_a_cut_stream_writes_what_it_can_keeps_the_spool_and_exits_2() {
         "{err}"
     );
 }
+
+#[test]
+fn recover_refuses_a_stream_header_naming_another_pid_and_a_spool_without_streams() {
+    let run = limited_run();
+    assert_eq!(run.code(), 2, "{}", run.stderr());
+    let out = run.out.path();
+    let (spool, stream) = spool_and_stream(out);
+    // the file's name says one pid, its header another: the header is damaged, and its pid
+    // and start time must not name an output directory
+    let name = stream.file_name().unwrap().to_str().unwrap().to_owned();
+    let (pid, rest) = name.split_once('-').unwrap();
+    let other = pid.parse::<u32>().unwrap() + 1;
+    let renamed = spool.join(format!("{other}-{rest}"));
+    std::fs::rename(&stream, &renamed).unwrap();
+    let (code, err) = recover(out);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(&format!(
+            "damaged stream header: it names pid {pid}, the file pid {other}"
+        )),
+        "{err}"
+    );
+    assert!(
+        entries(out, &format!("msmemscope_{other}_")).is_empty(),
+        "{err}"
+    );
+    assert!(renamed.exists(), "the spool is kept: {err}");
+    // no stream at all: nothing recovered, said, the spool kept
+    for e in std::fs::read_dir(&spool).unwrap().flatten() {
+        if e.path().extension().is_some_and(|x| x == "stream") {
+            std::fs::remove_file(e.path()).unwrap();
+        }
+    }
+    let (code, err) = recover(out);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("holds no stream file"), "{err}");
+    assert!(!err.contains("memscope: recovered"), "{err}");
+    assert!(spool.is_dir(), "{err}");
+}

@@ -198,12 +198,32 @@ impl StreamFile {
             let mut h = vec![0u8; wire::FILE_HEADER_SIZE];
             let n = read_full(&self.file, &mut h, 0)?;
             h.truncate(n);
-            self.header = parse_header(&h).map_err(|e| {
+            let h = parse_header(&h).map_err(|e| {
                 std::io::Error::new(
                     std::io::ErrorKind::InvalidData,
                     format!("{}: {e}", self.path.display()),
                 )
             })?;
+            // the probe names its stream after its pid: a header naming another is damaged
+            // (its pid and start time would name the outputs)
+            let named = self
+                .path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(super::pid_of_stream_name);
+            if let (Some(h), Some(pid)) = (&h, named) {
+                if h.pid != pid {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!(
+                            "{}: damaged stream header: it names pid {}, the file pid {pid}",
+                            self.path.display(),
+                            h.pid
+                        ),
+                    ));
+                }
+            }
+            self.header = h;
         }
         Ok(self.header.as_ref())
     }
