@@ -41,7 +41,8 @@ pub struct HostLeaks {
     heap: LiveAccount,
     maps: crate::addr_hash::AddrMap<(u64, u32)>,
     saw_maps: bool,
-    stack_ids: HashMap<(String, String), u32>,
+    /// Group by C stack text, then Python stack text (looked up without copying either).
+    stack_ids: HashMap<String, HashMap<String, u32>>,
     stacks: Vec<(String, String)>,
     /// Index of the empty stack (events without a call stack), once seen.
     no_stack: Option<u32>,
@@ -122,16 +123,19 @@ impl HostLeaks {
                 return i;
             }
         }
-        let key = (py.unwrap_or("").to_owned(), c.unwrap_or("").to_owned());
-        if let Some(&i) = self.stack_ids.get(&key) {
+        let (py, c) = (py.unwrap_or(""), c.unwrap_or(""));
+        if let Some(&i) = self.stack_ids.get(c).and_then(|m| m.get(py)) {
             return i;
         }
         let i = self.stacks.len() as u32;
-        if key.0.is_empty() && key.1.is_empty() {
+        if py.is_empty() && c.is_empty() {
             self.no_stack = Some(i);
         }
-        self.stacks.push(key.clone());
-        self.stack_ids.insert(key, i);
+        self.stacks.push((py.to_owned(), c.to_owned()));
+        self.stack_ids
+            .entry(c.to_owned())
+            .or_default()
+            .insert(py.to_owned(), i);
         self.heap.ensure_group(i);
         i
     }

@@ -136,9 +136,11 @@ fn serve<W: DeviceWriter>(
     for msg in rx {
         match msg {
             Msg::Rows(mut batch) => {
-                for ev in batch.drain(..) {
-                    router.route(&ev);
+                // routed where they lie (an Event is 312 bytes), dropped together after
+                for ev in &batch {
+                    router.route(ev);
                 }
+                batch.clear();
                 let _ = spare.send(batch);
             }
             Msg::Flush { readers, done } => {
