@@ -23,13 +23,18 @@ fn recover_of_a_directory_that_is_not_a_spool_fails_with_one_line() {
 
 /// A run whose memscope (not its job) has a 1 MiB file-size limit: its dump stops early.
 fn limited_run() -> Run {
+    limited_run_with("")
+}
+
+/// [`limited_run`] with more options of `memscope run` (`--format db`).
+fn limited_run_with(opts: &str) -> Run {
     let prog = program("mstx_many");
     let out = tempfile::tempdir().unwrap();
     // the soft limit only, lifted again for the job: its stream in the spool stays whole
     let o = Command::new("bash")
         .arg("-c")
         .arg(format!(
-            "ulimit -S -f 1024; exec {} run --adapters mstx -o {} -- sh -c 'ulimit -S -f unlimited; exec {} 30000 unique'",
+            "ulimit -S -f 1024; exec {} run --adapters mstx {opts} -o {} -- sh -c 'ulimit -S -f unlimited; exec {} 30000 unique'",
             memscope_bin().display(),
             out.path().display(),
             prog.display()
@@ -205,4 +210,20 @@ fn recover_refuses_a_stream_header_naming_another_pid_and_a_spool_without_stream
     assert!(err.contains("holds no stream file"), "{err}");
     assert!(!err.contains("memscope: recovered"), "{err}");
     assert!(spool.is_dir(), "{err}");
+}
+
+#[test]
+fn a_file_size_limit_on_a_database_is_named_as_such() {
+    // SQLite reports the write past the limit as a bare "disk I/O error"
+    let run = limited_run_with("--format db");
+    let err = run.stderr();
+    assert_eq!(run.code(), 2, "{err}");
+    let line = err
+        .lines()
+        .find(|l| l.contains(".db") && l.contains("cannot write"))
+        .unwrap_or_else(|| panic!("no line for the .db: {err}"));
+    assert!(
+        line.contains("(a file-size limit of 1048576 bytes is set: ulimit -f)"),
+        "{line}"
+    );
 }

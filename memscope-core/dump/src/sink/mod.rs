@@ -193,6 +193,10 @@ pub fn write_failure_line(path: &Path, e: &BusError) -> String {
             let t = source.to_string();
             if t.contains("full") {
                 " (disk full)".to_owned()
+            } else if let Some(limit) = soft_file_size_limit().filter(|_| t.contains("I/O error")) {
+                // SQLite reports a write past `ulimit -f` (EFBIG) as a bare I/O error (and
+                // rolls the file back, so its size tells nothing)
+                format!(" (a file-size limit of {limit} bytes is set: ulimit -f)")
             } else {
                 String::new()
             }
@@ -208,6 +212,19 @@ pub fn write_failure_line(path: &Path, e: &BusError) -> String {
             BusError::Other(m) => m.clone(),
         }
     )
+}
+
+/// This process's soft file-size limit in bytes (`ulimit -f`, the "Max file size" line of
+/// `/proc/self/limits`), if one is set.
+fn soft_file_size_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    limits
+        .lines()
+        .find_map(|l| l.strip_prefix("Max file size"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// ` (file-size limit, ulimit -f)` / ` (disk full)` for EFBIG / ENOSPC, else empty.
