@@ -233,9 +233,18 @@ fn keep_old_logs(spool_dir: &Path, output: &Path) {
         return;
     };
     for old in rd.flatten().map(|e| e.path()) {
-        let Some(name) = old.file_name() else {
+        let Some(name) = old.file_name().and_then(|n| n.to_str()) else {
             continue;
         };
+        // `<dir>.<k>`: set aside by an earlier recover that did not finish (`set_aside`)
+        let name = match name.rsplit_once('.') {
+            Some((base, k)) if !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()) => base,
+            _ => name,
+        };
+        // the logs go beside the directory this recover wrote, never into a new one
+        if !output.join(name).is_dir() {
+            continue;
+        }
         let logs = output.join(name).join("msmemscope_logs");
         let Ok(files) = std::fs::read_dir(old.join("msmemscope_logs")) else {
             continue;
@@ -381,7 +390,14 @@ pub fn run(a: &RecoverArgs) -> ExitCode {
         }
         drop(lock);
         if !problems.is_empty() {
-            // what could be read is written; the spool stays for a look or a later recover
+            // what could be read is written; the spool stays for a look or a later recover,
+            // which redoes these directories (marked incomplete, so it sets them aside)
+            for p in &summaries[..recovered] {
+                let marker = p.project_dir.join(INCOMPLETE_MARKER);
+                if p.project_dir.is_dir() && !marker.exists() {
+                    let _ = memscope_dump::layout::create_new_0600(&marker);
+                }
+            }
             for l in &problems {
                 eprintln!("memscope: recover: {l}");
             }

@@ -227,3 +227,32 @@ fn a_file_size_limit_on_a_database_is_named_as_such() {
         "{line}"
     );
 }
+
+#[test]
+fn a_recover_after_a_failed_one_keeps_both_old_logs_in_the_process_directory() {
+    let run = limited_run();
+    assert_eq!(run.code(), 2, "{}", run.stderr());
+    let out = run.out.path();
+    let (_, stream) = spool_and_stream(out);
+    let whole = std::fs::read(&stream).unwrap();
+    // a first recover over a cut stream fails (and sets the run's directory aside) ...
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&stream)
+        .unwrap();
+    f.set_len(4096 + 256 * 1024 + 100).unwrap();
+    let (code, err) = recover(out);
+    assert_eq!(code, 2, "{err}");
+    // ... a second one, over the whole stream again, sets its outputs aside too and succeeds
+    std::fs::write(&stream, &whole).unwrap();
+    let (code, err) = recover(out);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(top_level_rows(out), 30_000, "{err}");
+    let dirs = entries(out, "msmemscope_");
+    assert_eq!(dirs.len(), 1, "no `<dir>.<k>` beside it: {dirs:?}");
+    let old_logs: Vec<_> = entries(&dirs[0].join("msmemscope_logs"), "")
+        .into_iter()
+        .filter(|p| p.to_string_lossy().contains(".before_recover"))
+        .collect();
+    assert_eq!(old_logs.len(), 2, "{old_logs:?}");
+}
