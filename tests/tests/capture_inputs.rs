@@ -324,6 +324,29 @@ fn analyze_leaks_gap_and_decompose_of_a_capture_equal_those_of_its_dump() {
 /// adapters (`memscope run --level op,kernel --events alloc,free,launch,access --device npu,cpu`
 /// of `train.py --steps 2` with ATB), exports the rows that build exported from it.
 #[test]
+fn analyze_decompose_of_a_run_directory_reads_the_capture_of_a_host_only_process() {
+    let run = host_run();
+    let (rows, _) = csv_from_capture(&run);
+    let d = tempfile::tempdir().unwrap();
+    let o = std::process::Command::new(memscope_bin())
+        .args(["analyze", "decompose"])
+        .arg(run.out.path())
+        .arg("-o")
+        .arg(d.path())
+        .output()
+        .unwrap();
+    let text = assert_ok(&o, "analyze decompose <run dir>");
+    // the process's line: rank, pid, device, rows analysed, the largest owner at the peak
+    let line = text
+        .lines()
+        .find(|l| l.contains(" cpu "))
+        .unwrap_or_else(|| panic!("no process line: {text}"));
+    let analysed: usize = line.split_whitespace().nth(3).unwrap().parse().unwrap();
+    assert_eq!(analysed, rows, "{line}");
+    assert!(line.contains("(no owner) at "), "{line}");
+}
+
+#[test]
 fn a_format_2_capture_still_exports_the_rows_it_held() {
     let fx = repo_root().join("tests/fixtures/capture-v2");
     let out = tempfile::tempdir().unwrap();

@@ -7,7 +7,8 @@
 //! Each process's NPU device files are analysed one by one (`rows analysed` counts their rows;
 //! its `device_cpu` file only when it has no other); their figures are combined: peaks and gaps
 //! take the extreme, leaks add up, decompose rows are concatenated into one `decompose_<ts>.csv`
-//! per process.
+//! per process. A process with no dump (its HOST and Python-object events only in its capture)
+//! is analysed from its capture, gap and decompose alike; its pool leaks are said not recorded.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -18,7 +19,7 @@ use anyhow::{anyhow, Result};
 use memscope_analysis::decompose::{write_decompose_csv, DecomposeLayer};
 use memscope_analysis::gap::GapLayer;
 use memscope_analysis::leaks::LeakLayer;
-use memscope_core::bus::{BusCtx, BusError, Flow, Layer, ReportSection};
+use memscope_core::bus::{Bus, BusCtx, BusError, Flow, Layer, ReportSection};
 use memscope_core::event::{Device, Event, EventKind};
 use memscope_export::rank::{RunIndex, RunIndexFiles};
 use memscope_export::ProcessInput;
@@ -147,36 +148,48 @@ fn analyse(p: &ProcessInput, which: Which, replay: ReplayArgs, out_dir: &Path) -
         ));
     }
     let mut decompose = Vec::new();
-    for f in files {
-        let peaks = Arc::new(Mutex::new((BTreeMap::new(), 0u64)));
-        let mut handles = Vec::new();
-        let sections = run_offline(&f.dump, replay, &mut || {
-            let mut v: Vec<Box<dyn Layer>> = vec![Box::new(PeakLayer(peaks.clone()))];
-            match which {
-                Which::Leaks => v.push(Box::new(LeakLayer::new())),
-                Which::Gap => v.push(Box::new(GapLayer::new())),
-                Which::Decompose => {
-                    let (layer, h) = DecomposeLayer::collecting();
-                    handles.push(h);
-                    v.push(Box::new(layer));
-                }
+    let peaks = Arc::new(Mutex::new((BTreeMap::new(), 0u64)));
+    let mut handles = Vec::new();
+    let mut make = || {
+        let mut v: Vec<Box<dyn Layer>> = vec![Box::new(PeakLayer(peaks.clone()))];
+        match which {
+            Which::Leaks => v.push(Box::new(LeakLayer::new())),
+            Which::Gap => v.push(Box::new(GapLayer::new())),
+            Which::Decompose => {
+                let (layer, h) = DecomposeLayer::collecting();
+                handles.push(h);
+                v.push(Box::new(layer));
             }
-            v
-        })?;
+        }
+        v
+    };
+    let mut sources = Vec::new();
+    for f in &files {
+        sources.push(run_offline(&f.dump, replay, &mut make)?);
+    }
+    // a process whose events are all in its capture (HOST, Python objects) is analysed from
+    // it, as `memscope analyze` over that capture is (its pool leaks are said above)
+    if let (true, Some(c), false) = (files.is_empty(), &p.capture, which == Which::Leaks) {
+        let mut bus = Bus::new(p.pid, make());
+        c.replay(&mut |ev| bus.push(ev).map_err(|e| Box::new(e) as _))
+            .map_err(|e| anyhow!("{e}"))?;
+        sources.push(bus.finish().map_err(|e| anyhow!("{}: {e}", p.label()))?);
+    }
+    for sections in sources {
         fig.sections.extend(sections);
-        let seen = peaks.lock().map_err(|_| anyhow!("peak analysis failed"))?;
-        fig.rows += seen.1;
-        for (k, v) in seen.0.iter() {
-            let e = fig.peaks.entry(k.clone()).or_default();
-            *e = (*e).max(*v);
-        }
-        for h in handles {
-            decompose.extend(
-                h.lock()
-                    .map_err(|_| anyhow!("decompose analysis failed"))?
-                    .drain(..),
-            );
-        }
+    }
+    let seen = peaks.lock().map_err(|_| anyhow!("peak analysis failed"))?;
+    fig.rows += seen.1;
+    for (k, v) in seen.0.iter() {
+        let e = fig.peaks.entry(k.clone()).or_default();
+        *e = (*e).max(*v);
+    }
+    for h in handles {
+        decompose.extend(
+            h.lock()
+                .map_err(|_| anyhow!("decompose analysis failed"))?
+                .drain(..),
+        );
     }
     if which == Which::Decompose {
         fig.top_owner = decompose
