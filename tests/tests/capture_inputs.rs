@@ -344,6 +344,7 @@ fn analyze_decompose_of_a_run_directory_reads_the_capture_of_a_host_only_process
     let analysed: usize = line.split_whitespace().nth(3).unwrap().parse().unwrap();
     assert_eq!(analysed, rows, "{line}");
     assert!(line.contains("(no owner) at "), "{line}");
+    assert!(text.contains("sorted by peak (no NPU pool rows)"), "{text}");
 }
 
 #[test]

@@ -354,6 +354,9 @@ pub fn run(
         results.len(),
         if framework {
             " (framework pools)"
+        } else if pools.is_empty() {
+            // no NPU pool rows at all (a host-only run): the order is the processes'
+            " (no NPU pool rows)"
         } else {
             " (HAL)"
         }
