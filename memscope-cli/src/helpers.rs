@@ -61,7 +61,8 @@ fn is_helper_exe(exe: &str, names: &[String], self_exe: Option<&Path>) -> bool {
 
 /// Whether the process recorded any event.
 pub fn recorded(p: &ProcessSummary) -> bool {
-    !p.counts.is_empty() || !p.typed.is_empty()
+    // outputs that could not be written (no directory could be made) were still recorded
+    !p.counts.is_empty() || !p.typed.is_empty() || p.write_failures > 0
 }
 
 /// The pids of `procs` that are helpers (every image a helper program), when some other

@@ -133,8 +133,8 @@ pub fn hold_collector_lock(spool: &Path) -> Result<std::fs::File, String> {
 
 /// After the collector's end: when outputs could not be written (a full disk, a file-size
 /// limit, a planted link), keeps the spool so `memscope recover OUTPUT` redoes them once the
-/// cause is gone, and says so in one line. A spool removed under the run (by hand, or with the
-/// output directory around it) is said too: the streams not read from it by then are lost,
+/// cause is gone, and says so in one line. A spool removed, emptied or moved away under the run
+/// (by hand, or with the output directory around it) is said too: the streams not read from it by then are lost,
 /// and nothing is left to write the outputs again from. Returns the exit code: the job's, or 2
 /// where the job succeeded.
 pub(crate) fn keep_after_write_failures(
@@ -155,9 +155,11 @@ pub(crate) fn keep_after_write_failures(
             format!("{lead}outputs of pid(s) {failed:?} could not all be written (said above)")
         }
     };
-    if !guard.path.is_dir() {
+    // the spool's run.json is what `memscope recover` needs first: a spool emptied or made
+    // anew under the run is as gone as a removed one
+    if !guard.path.join(memscope_stream::spool::RUN_INFO).is_file() {
         eprintln!(
-            "{}: the spool {} was removed or moved away while the run went on (by hand, or with the output directory around it): what was not read from it by then is lost{}",
+            "{}: the spool {} was removed, emptied or moved away while the run went on (by hand, or with the output directory around it): what was not read from it by then is lost{}",
             guard.who,
             guard.path.display(),
             failed_line("; ")

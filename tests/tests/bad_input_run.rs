@@ -364,29 +364,33 @@ fn an_output_directory_removed_under_the_run_makes_it_exit_non_zero() {
     let prog = program("host_leak");
     let root = tempfile::tempdir().unwrap();
     let out = root.path().join("out");
-    let job = format!(
-        "{p}; mv {o} {o}.gone; {p}",
-        p = prog.display(),
-        o = out.display()
-    );
-    let o = memscope(&[
-        "run",
-        "-q",
-        "--adapters",
-        "host",
-        "-o",
-        out.to_str().unwrap(),
-        "--",
-        "sh",
-        "-c",
-        &job,
-    ]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "stderr: {err}");
-    assert!(
-        err.contains("was removed or moved away while the run went on"),
-        "{err}"
-    );
+    // or empties the spool (its run.json, which `memscope recover` needs, goes with it)
+    for step in ["mv {o} {o}.gone", "rm -rf {o}/.memscope_spool_*/*"] {
+        let step = step.replace("{o}", &out.display().to_string());
+        let job = format!("{p}; {step}; {p}", p = prog.display());
+        let o = memscope(&[
+            "run",
+            "-q",
+            "--adapters",
+            "host",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            &job,
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{step}: {err}");
+        assert!(
+            err.contains("was removed, emptied or moved away while the run went on"),
+            "{step}: {err}"
+        );
+        assert!(
+            !err.contains("memscope recover"),
+            "no advice that cannot work: {err}"
+        );
+    }
 }
 
 #[test]
@@ -415,4 +419,60 @@ fn a_run_index_that_cannot_be_written_makes_the_run_exit_non_zero() {
         .filter(|e| e.file_name().to_string_lossy().starts_with("msmemscope_"))
         .collect();
     assert_eq!(dirs.len(), 1, "stderr: {err}");
+}
+
+#[test]
+fn an_output_directory_that_turns_read_only_keeps_the_spool_for_recover() {
+    // root writes anywhere: the run goes as user nobody (setpriv), as a user's would
+    let root = Command::new("id").arg("-u").output().unwrap();
+    let has_setpriv = Command::new("setpriv").arg("--version").output().is_ok();
+    if String::from_utf8_lossy(&root.stdout).trim() != "0" || !has_setpriv {
+        eprintln!("skipped: needs root and setpriv to run the job as nobody");
+        return;
+    }
+    let prog = program("host_leak");
+    let d = tempfile::tempdir().unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = d.path().join("E");
+    let as_nobody = |args: &[&str]| {
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(memscope_bin())
+            .args(args)
+            .current_dir(d.path())
+            .output()
+            .unwrap()
+    };
+    // the job makes the output directory read-only before memscope creates its directory
+    let job = format!("chmod a-w {}; {}", out.display(), prog.display());
+    let o = as_nobody(&[
+        "run",
+        "-q",
+        "--adapters",
+        "host",
+        "-o",
+        "E",
+        "--",
+        "sh",
+        "-c",
+        &job,
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("Permission denied"), "{err}");
+    assert!(err.contains("kept: `memscope recover"), "{err}");
+    assert_eq!(spools(&out).len(), 1, "the spool is kept whole: {err}");
+    // writable again: recover writes what the run could not
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = as_nobody(&["recover", "E"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let leak = std::fs::read_dir(&out)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("msmemscope_"))
+        .count();
+    assert!(leak >= 1, "{err}");
+    assert!(spools(&out).is_empty(), "{err}");
 }

@@ -192,7 +192,7 @@ fn a_job_whose_stream_cannot_be_created_runs_untraced_instead_of_hanging() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("was removed or moved away while the run went on"),
+        err.contains("was removed, emptied or moved away while the run went on"),
         "{err}"
     );
 }

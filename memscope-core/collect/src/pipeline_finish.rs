@@ -113,6 +113,11 @@ impl Pipeline {
                 eprintln!("memscope: pid {}: {e}", self.summary.pid);
             }
         }
+        if self.failed.is_some() {
+            // the process's outputs stopped (its directory could not be made, a layer failed):
+            // said when it happened; counted, so the run keeps its spool for `memscope recover`
+            self.summary.write_failures += 1;
+        }
         self.drain_warnings();
         if let Ok(s) = self.sink_stats.lock() {
             self.summary.counts = s.rows.clone();

@@ -199,6 +199,28 @@ fn recover_refuses_a_stream_header_naming_another_pid_and_a_spool_without_stream
         "{err}"
     );
     assert!(renamed.exists(), "the spool is kept: {err}");
+    // a garbage pid in the header and the same one in the name: no Linux pid, refused
+    let garbage = spool.join(format!("{}-{rest}", u32::MAX));
+    std::fs::rename(&renamed, &garbage).unwrap();
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&garbage)
+            .unwrap();
+        f.write_all_at(&u32::MAX.to_le_bytes(), memscope_wire::FH_PID as u64)
+            .unwrap();
+    }
+    let (code, err) = recover(out);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("damaged stream header: pid 4294967295 is no Linux pid"),
+        "{err}"
+    );
+    assert!(
+        entries(out, &format!("msmemscope_{}_", u32::MAX)).is_empty(),
+        "{err}"
+    );
     // no stream at all: nothing recovered, said, the spool kept
     for e in std::fs::read_dir(&spool).unwrap().flatten() {
         if e.path().extension().is_some_and(|x| x == "stream") {

@@ -97,6 +97,9 @@ pub struct Sourced {
     pub rec: Record<Box<[u8]>>,
 }
 
+/// The highest pid Linux gives (`PID_MAX_LIMIT` on 64-bit kernels).
+const PID_MAX_LIMIT: u32 = 4_194_304;
+
 /// Cursor over one chunk.
 #[derive(Default)]
 pub(crate) struct Cursor {
@@ -211,6 +214,16 @@ impl StreamFile {
                 .file_name()
                 .and_then(|n| n.to_str())
                 .and_then(super::pid_of_stream_name);
+            if let Some(h) = h.as_ref().filter(|h| h.pid == 0 || h.pid > PID_MAX_LIMIT) {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!(
+                        "{}: damaged stream header: pid {} is no Linux pid",
+                        self.path.display(),
+                        h.pid
+                    ),
+                ));
+            }
             if let (Some(h), Some(pid)) = (&h, named) {
                 if h.pid != pid {
                     return Err(std::io::Error::new(
