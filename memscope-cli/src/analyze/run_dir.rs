@@ -163,20 +163,19 @@ fn analyse(p: &ProcessInput, which: Which, replay: ReplayArgs, out_dir: &Path) -
         }
         v
     };
-    let mut sources = Vec::new();
     for f in &files {
-        sources.push(run_offline(&f.dump, replay, &mut make)?);
+        fig.sections
+            .extend(run_offline(&f.dump, replay, &mut make)?);
     }
     // a process whose events are all in its capture (HOST, Python objects) is analysed from
     // it, as `memscope analyze` over that capture is (its pool leaks are said above)
-    if let (true, Some(c), false) = (files.is_empty(), &p.capture, which == Which::Leaks) {
+    let capture = p.capture.as_ref().filter(|_| files.is_empty());
+    if let Some(c) = capture.filter(|_| which != Which::Leaks) {
         let mut bus = Bus::new(p.pid, make());
         c.replay(&mut |ev| bus.push(ev).map_err(|e| Box::new(e) as _))
             .map_err(|e| anyhow!("{e}"))?;
-        sources.push(bus.finish().map_err(|e| anyhow!("{}: {e}", p.label()))?);
-    }
-    for sections in sources {
-        fig.sections.extend(sections);
+        fig.sections
+            .extend(bus.finish().map_err(|e| anyhow!("{}: {e}", p.label()))?);
     }
     let seen = peaks.lock().map_err(|_| anyhow!("peak analysis failed"))?;
     fig.rows += seen.1;

@@ -477,15 +477,8 @@ impl Pipeline {
     /// Creates the process's directory, config.json and log on its first event.
     fn materialize(&mut self) -> Result<(), String> {
         let dir = &self.summary.project_dir;
-        memscope_dump::layout::create_dir_0750(dir).map_err(|e| {
-            // the error may name the path already
-            let t = e.to_string();
-            if t.contains(&dir.display().to_string()) {
-                t
-            } else {
-                format!("cannot create {}: {t}", dir.display())
-            }
-        })?;
+        // the error names the path (or the part of it) that failed
+        memscope_dump::layout::create_dir_0750(dir).map_err(|e| e.to_string())?;
         // Removed when the process is finished: `memscope recover` redoes a directory that
         // still has it (its collector died).
         let _ = memscope_dump::layout::create_new_0600(&dir.join(INCOMPLETE_MARKER));

@@ -57,7 +57,7 @@ pub fn is_window_run(dir: &Path) -> bool {
 /// refusing a symbolic link in any component ([`crate::safe_fs`]).
 ///
 /// # Errors
-/// The I/O error, for the caller to name the path.
+/// The I/O error; its text names the path (or the component of it) that failed.
 pub fn create_dir_0750(path: &Path) -> io::Result<()> {
     Dir::create_all(path, DIR_MODE).map(drop)
 }

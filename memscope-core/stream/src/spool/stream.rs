@@ -195,7 +195,8 @@ impl StreamFile {
     /// The header, once the probe has written it.
     ///
     /// # Errors
-    /// Read failure, or a stream of another format version.
+    /// Read failure, a stream of another format version, or a damaged header (a pid that is
+    /// no Linux pid, or not the one the file is named after).
     pub fn header(&mut self) -> std::io::Result<Option<&StreamHeader>> {
         if self.header.is_none() {
             let mut h = vec![0u8; wire::FILE_HEADER_SIZE];
@@ -207,34 +208,27 @@ impl StreamFile {
                     format!("{}: {e}", self.path.display()),
                 )
             })?;
-            // the probe names its stream after its pid: a header naming another is damaged
-            // (its pid and start time would name the outputs)
+            // the probe names its stream after its pid: a header naming another, or no Linux
+            // pid at all, is damaged (its pid and start time would name the outputs)
             let named = self
                 .path
                 .file_name()
                 .and_then(|n| n.to_str())
                 .and_then(super::pid_of_stream_name);
-            if let Some(h) = h.as_ref().filter(|h| h.pid == 0 || h.pid > PID_MAX_LIMIT) {
+            let wrong = h.as_ref().and_then(|h| match named {
+                _ if h.pid == 0 || h.pid > PID_MAX_LIMIT => {
+                    Some(format!("pid {} is no Linux pid", h.pid))
+                }
+                Some(pid) if h.pid != pid => {
+                    Some(format!("it names pid {}, the file pid {pid}", h.pid))
+                }
+                _ => None,
+            });
+            if let Some(what) = wrong {
                 return Err(std::io::Error::new(
                     std::io::ErrorKind::InvalidData,
-                    format!(
-                        "{}: damaged stream header: pid {} is no Linux pid",
-                        self.path.display(),
-                        h.pid
-                    ),
+                    format!("{}: damaged stream header: {what}", self.path.display()),
                 ));
-            }
-            if let (Some(h), Some(pid)) = (&h, named) {
-                if h.pid != pid {
-                    return Err(std::io::Error::new(
-                        std::io::ErrorKind::InvalidData,
-                        format!(
-                            "{}: damaged stream header: it names pid {}, the file pid {pid}",
-                            self.path.display(),
-                            h.pid
-                        ),
-                    ));
-                }
             }
             self.header = h;
         }
