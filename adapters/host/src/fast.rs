@@ -110,26 +110,40 @@ impl HostFast {
         first_id: u64,
         py: Option<PyStack<'_>>,
     ) -> Option<Typed> {
-        let mut t = Typed::default();
-        if ctx.image() != self.image && !matches!(rec, Record::Module { .. }) && is_host_record(rec)
+        // `t` is built from values, never through a reference: a count stored to the stack
+        // and read back whole at once stalls (the hottest path of HOST-only runs)
+        let boundary = if ctx.image() != self.image
+            && !matches!(rec, Record::Module { .. })
+            && is_host_record(rec)
         {
-            self.exec_boundary(&mut t);
             self.image = ctx.image();
-        }
-        match *rec {
+            self.exec_boundary()
+        } else {
+            0
+        };
+        let t = match *rec {
             Record::Malloc {
                 ts,
                 addr,
                 size,
                 stack,
-            } => self.malloc(ctx, (ts, addr, size, stack), py, first_id, &mut t),
+            } => Typed {
+                frees: self.malloc(ctx, (ts, addr, size, stack), py, first_id),
+                mallocs: 1,
+            },
             Record::Free { addr, .. } => match self.leaks.heap().free(addr) {
                 Some(b) => {
                     self.live_bytes -= b.size;
                     self.live_keys -= 1;
-                    t.frees += 1;
+                    Typed {
+                        frees: 1,
+                        mallocs: 0,
+                    }
                 }
-                None => self.unknown_frees += 1,
+                None => {
+                    self.unknown_frees += 1;
+                    Typed::default()
+                }
             },
             Record::Module {
                 base,
@@ -150,46 +164,55 @@ impl HostFast {
                 // Stacks grouped before this module was known are symbolised again on next use.
                 self.groups.retain(|k, _| (k.0 >> 32) as usize != image);
                 self.last_group = None;
+                Typed::default()
             }
             _ => return None,
-        }
-        Some(t)
+        };
+        Some(Typed {
+            frees: t.frees + boundary,
+            mallocs: t.mallocs,
+        })
     }
 
-    /// A `Malloc` (`ts, addr, size, stack`).
+    /// A `Malloc` (`ts, addr, size, stack`); returns the synthetic FREEs it made (1 when the
+    /// address was still live).
     fn malloc(
         &mut self,
         ctx: &mut TypeCtx,
         (ts, addr, size, stack): (u64, u64, u64, u32),
         py: Option<PyStack<'_>>,
         first_id: u64,
-        t: &mut Typed,
-    ) {
+    ) -> u64 {
         // Consumed as the typer does: allocation ids are shared with the other pools.
         let id = ctx.next_allocation_id();
         let group = self.group(ctx, stack, py);
         let b = Block { size, group, id };
+        let mut frees = 0;
         if let Some(old) = self.leaks.heap().alloc_closing(addr, b, first_id, ts) {
             self.live_bytes -= old.size;
             self.live_keys -= 1;
             ctx.warn(format!("HOST: block 0x{addr:x} allocated again before its free was seen; closed with a synthetic FREE"));
-            t.frees += 1;
+            frees = 1;
         }
         self.live_bytes += size;
         self.live_keys += 1;
-        t.mallocs += 1;
+        frees
     }
 
-    /// `exec` replaced the process image: every live block gets a synthetic FREE.
-    fn exec_boundary(&mut self, t: &mut Typed) {
+    /// `exec` replaced the process image: every live block gets a synthetic FREE. Returns
+    /// how many.
+    #[cold]
+    fn exec_boundary(&mut self) -> u64 {
+        let mut frees = 0;
         if self.live_keys > 0 {
-            t.frees += self
+            frees = self
                 .leaks
                 .heap()
                 .drain_matching(|key| key & crate::leaks::EVENT_KEY == 0);
         }
         self.live_bytes = 0;
         self.live_keys = 0;
+        frees
     }
 
     /// Bytes of the HOST heap blocks live on the fast path now (the tracked part of a memory

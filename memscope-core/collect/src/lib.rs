@@ -28,6 +28,7 @@ pub mod compact;
 pub mod config;
 mod dump_sink;
 pub mod fast_path;
+mod handoff;
 pub use memscope_longjobs::flight_recorder;
 pub mod history;
 pub mod layers;

@@ -2,10 +2,11 @@
 //! feeding its [`Pipeline`]. Reads only as far ahead as it emits: the stream files are the
 //! buffer, so memory does not grow with a backlog.
 
+use crate::handoff::Batch;
 use crate::pipeline::Pipeline;
 pub use crate::pipeline::ProcessSummary;
 use memscope_stream::capture::{ImageHeader, ImageInfo};
-use memscope_stream::spool::{ProcessMerge, Sourced, StreamFile};
+use memscope_stream::spool::{ProcessMerge, StreamFile};
 
 /// Records emitted per process per collector round, so one busy process cannot hold up the
 /// others or the collector's own duties (child status, flushes).
@@ -132,8 +133,10 @@ impl ProcessState {
         let mut n = 0;
         while n < budget {
             let pipeline = &mut self.pipeline;
-            let got = self.merge.next_with(watermark_ns, |image, src| {
-                pipeline.record(image, src.tid, &src.rec)
+            let got = self.merge.next_with(watermark_ns, |image, slot| {
+                if let Some(src) = slot {
+                    pipeline.record(image, src.tid, &src.rec)
+                }
             });
             match got {
                 Ok(true) => n += 1,
@@ -151,7 +154,6 @@ impl ProcessState {
     /// [`SPLIT_BATCH`] records over a bounded channel (at most [`SPLIT_QUEUE`] waiting, so
     /// memory stays flat); the emptied batches go back to be filled again.
     fn release_split(&mut self, watermark_ns: u64, budget: usize) -> usize {
-        type Batch = Vec<(usize, Sourced)>;
         let merge = &mut self.merge;
         let pipeline = &mut self.pipeline;
         let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Batch>(SPLIT_QUEUE);
@@ -164,11 +166,11 @@ impl ProcessState {
                     while left > 0 {
                         let mut batch = empty_rx
                             .try_recv()
-                            .unwrap_or_else(|_| Vec::with_capacity(SPLIT_BATCH));
+                            .unwrap_or_else(|_| Batch::with_capacity(SPLIT_BATCH));
                         let mut more = true;
                         while batch.len() < SPLIT_BATCH.min(left) {
                             if !merge
-                                .next_with(watermark_ns, |image, src| batch.push((image, src)))?
+                                .next_with(watermark_ns, |image, slot| batch.push(image, slot))?
                             {
                                 more = false;
                                 break;
@@ -189,9 +191,7 @@ impl ProcessState {
             let mut n = 0;
             for mut batch in full_rx {
                 n += batch.len();
-                for (image, src) in batch.drain(..) {
-                    pipeline.record(image, src.tid, &src.rec);
-                }
+                batch.drain(|image, tid, rec| pipeline.record(image, tid, rec));
                 let _ = empty_tx.send(batch);
             }
             Some((n, reader.join()))

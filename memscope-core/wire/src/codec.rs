@@ -270,6 +270,7 @@ impl<'a> In<'a> {
     ///
     /// # Errors
     /// As [`In::var`], and [`WireError::Malformed`] for a larger value.
+    #[inline]
     pub fn u32(&mut self) -> Result<u32, WireError> {
         u32::try_from(self.var()?).map_err(|_| WireError::Malformed)
     }
@@ -291,6 +292,7 @@ impl<'a> In<'a> {
         let n = self.var()? as usize;
         self.bytes(n)
     }
+    #[inline]
     pub(crate) fn ts(&mut self, st: &mut ChunkState) -> Result<u64, WireError> {
         let t = st.last_ts.wrapping_add(self.var()?);
         st.last_ts = t;
@@ -299,11 +301,13 @@ impl<'a> In<'a> {
     pub(crate) fn pool(&mut self) -> Result<u8, WireError> {
         self.u8()
     }
+    #[inline]
     pub(crate) fn addr(&mut self, st: &mut ChunkState) -> Result<u64, WireError> {
         let a = st.last_addr.wrapping_add(unzigzag(self.var()?) as u64);
         st.last_addr = a;
         Ok(a)
     }
+    #[inline]
     pub(crate) fn addr16(&mut self, st: &mut ChunkState) -> Result<u64, WireError> {
         let a = st
             .last_addr

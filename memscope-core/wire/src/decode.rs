@@ -237,3 +237,113 @@ pub fn decode<'a>(
     *st = next;
     Ok((rec, i.pos))
 }
+
+/// A decoded HOST `Malloc` (`free` false) or `Free` (`free` true; `size` and `stack` 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostRecord {
+    /// `Free` rather than `Malloc`.
+    pub free: bool,
+    /// Time.
+    pub ts: u64,
+    /// Block address.
+    pub addr: u64,
+    /// Bytes (`Malloc`).
+    pub size: u64,
+    /// Interned stack id (`Malloc`, 0: none).
+    pub stack: u32,
+}
+
+impl HostRecord {
+    /// `rec` if it is a `Malloc` or `Free`.
+    #[inline(always)]
+    pub fn of<B>(rec: &Record<B>) -> Option<HostRecord> {
+        match *rec {
+            Record::Malloc {
+                ts,
+                addr,
+                size,
+                stack,
+            } => Some(HostRecord {
+                free: false,
+                ts,
+                addr,
+                size,
+                stack,
+            }),
+            Record::Free { ts, addr } => Some(HostRecord {
+                free: true,
+                ts,
+                addr,
+                size: 0,
+                stack: 0,
+            }),
+            _ => None,
+        }
+    }
+
+    /// The record as the generic decoder gives it, with owned texts.
+    #[inline(always)]
+    pub fn record(self) -> Record<Box<[u8]>> {
+        if self.free {
+            Record::Free {
+                ts: self.ts,
+                addr: self.addr,
+            }
+        } else {
+            Record::Malloc {
+                ts: self.ts,
+                addr: self.addr,
+                size: self.size,
+                stack: self.stack,
+            }
+        }
+    }
+}
+
+/// Decodes a HOST `Malloc`/`Free` at the start of `buf` as [`decode`] would (the same record
+/// and state), returning it with its length; `None` for any other record and for one that
+/// does not decode (the caller then uses [`decode`], which says why). The collector's reader
+/// takes this for the records that are most of every stream: scalars only, so nothing is
+/// written to memory and read back on the way.
+#[inline(always)]
+pub fn decode_host(buf: &[u8], st: &mut ChunkState) -> Option<(HostRecord, usize)> {
+    let t = *buf.first()?;
+    let free = match t {
+        tag::HOST_MALLOC
+        | tag::HOST_MALLOC_STACK
+        | tag::HOST_MALLOC_A16
+        | tag::HOST_MALLOC_STACK_A16 => false,
+        tag::HOST_FREE | tag::HOST_FREE_A16 => true,
+        _ => return None,
+    };
+    let mut i = In { buf, pos: 1 };
+    let mut next = *st;
+    let ts = i.ts(&mut next).ok()?;
+    let a16 = matches!(
+        t,
+        tag::HOST_MALLOC_A16 | tag::HOST_MALLOC_STACK_A16 | tag::HOST_FREE_A16
+    );
+    let addr = if a16 {
+        i.addr16(&mut next).ok()?
+    } else {
+        i.addr(&mut next).ok()?
+    };
+    let (mut size, mut stack) = (0, 0);
+    if !free {
+        size = i.var().ok()?;
+        if t == tag::HOST_MALLOC_STACK || t == tag::HOST_MALLOC_STACK_A16 {
+            stack = i.u32().ok()?;
+        }
+    }
+    *st = next;
+    Some((
+        HostRecord {
+            free,
+            ts,
+            addr,
+            size,
+            stack,
+        },
+        i.pos,
+    ))
+}

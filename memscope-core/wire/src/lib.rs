@@ -278,7 +278,7 @@ pub use codec::{encode_frames, ChunkState, StackFrames, WireError};
 pub use codec::{put_var, unzigzag, zigzag};
 pub use codec::{In, Out};
 pub use compact::{decode_values, encode_values};
-pub use decode::decode;
+pub use decode::{decode, decode_host, HostRecord};
 pub use dims::{decode_dims, encode_dims, MAX_DIMS};
 pub use fields::{AccessKind, PyCodeKind, PyTraceEvent};
 pub use python::snapshot_known;

@@ -472,3 +472,53 @@ fn compact_values_round_trip_as_varints() {
         "no room: nothing"
     );
 }
+
+#[test]
+fn host_decoder_reads_what_the_generic_decoder_reads() {
+    // Every HOST tag, addresses on and off 16, values near the ends of their ranges, then
+    // each record cut short: the same record, length and state as `decode`, or `None`.
+    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut st = ChunkState::default();
+    let mut ts = 1_700_000_000_000_000_000u64;
+    for i in 0..50_000u64 {
+        let r = next();
+        let addr = if i % 2 == 0 { r & !15 } else { r };
+        ts = ts.wrapping_add(r & 0xffff);
+        let rec: Record<&[u8]> = if i % 3 == 0 {
+            Record::Free { ts, addr }
+        } else {
+            Record::Malloc {
+                ts,
+                addr,
+                size: if i % 7 == 0 { u64::MAX } else { r >> (i % 60) },
+                stack: if i % 4 < 2 { 0 } else { (r >> 32) as u32 },
+            }
+        };
+        let mut buf = [0u8; 128];
+        let before = st;
+        let n = rec.encode(&mut st, &mut buf).expect("fits");
+        let mut st_gen = before;
+        let mut st_host = before;
+        let (want, m) = decode(&buf[..n], &mut st_gen).expect("decodes");
+        let (got, k) = decode_host(&buf[..n], &mut st_host).expect("a HOST record");
+        assert_eq!((got.record(), k), (want.to_owned(), m));
+        assert_eq!(HostRecord::of(&want), Some(got));
+        assert_eq!(st_host, st_gen);
+        let mut st_cut = before;
+        assert_eq!(decode_host(&buf[..n - 1], &mut st_cut), None);
+        assert_eq!(st_cut, before, "a record cut short leaves the state");
+    }
+    let mark: Record<&[u8]> = Record::RangeEnd { ts: 9, id: 1 };
+    let mut buf = [0u8; 64];
+    let n = mark
+        .encode(&mut ChunkState::default(), &mut buf)
+        .expect("fits");
+    assert_eq!(decode_host(&buf[..n], &mut ChunkState::default()), None);
+    assert_eq!(HostRecord::of(&mark), None);
+}

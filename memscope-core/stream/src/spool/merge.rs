@@ -2,7 +2,7 @@
 //! per-chunk cursors that each hold their next record only. Records are released in
 //! (timestamp, image, stream order) order up to a watermark; definitions (`StackDef`,
 //! `TextDef`), which have no time stamp, are handed out as soon as they are decoded, before any
-//! record decoded after them. Memory: one small window and one record per unfinished chunk.
+//! record decoded after them. Memory: one small window and a run of decoded records (at most 32) per unfinished chunk.
 
 use super::stream::{Sourced, StreamFile};
 use std::cmp::Reverse;
@@ -18,11 +18,12 @@ pub struct Merged {
 }
 
 /// A chunk's next record in the heap, ordered by (ts, image, seq); the record itself waits in
-/// its cursor, so heap moves are small.
+/// its cursor, so heap moves are small. Every field is 8 bytes: the sift that follows a head's
+/// replacement reads it back at once, and a wider read of narrower stores stalls.
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct Head {
     ts: u64,
-    image: u32,
+    image: u64,
     /// (chunk << 32) | offset, as [`Sourced::seq`].
     seq: u64,
 }
@@ -51,9 +52,10 @@ pub struct ProcessMerge {
     final_pass: bool,
 }
 
-/// Decodes the next record of chunk `chunk` of `images[image]` into the chunk's head slot;
+/// Brings chunk `chunk` of `images[image]`'s next record to the front of its `ready` queue;
 /// definitions met on the way go to `defs`. Returns the new head's heap entry (`None`: the
 /// chunk has nothing decoded now; it is noted in `starved` unless it is finished).
+#[inline(always)]
 fn advance(
     images: &mut [StreamFile],
     defs: &mut VecDeque<Merged>,
@@ -62,21 +64,24 @@ fn advance(
     image: usize,
     chunk: usize,
 ) -> std::io::Result<Option<Head>> {
-    while images[image].next_record(chunk, final_pass)? {
+    loop {
         let c = &mut images[image].chunks[chunk];
-        let Some(src) = &c.head else {
+        let Some(src) = c.ready.front() else {
+            if images[image].next_record(chunk, final_pass)? {
+                continue;
+            }
             break;
         };
         match src.rec.ts() {
             Some(ts) => {
                 return Ok(Some(Head {
                     ts,
-                    image: image as u32,
+                    image: image as u64,
                     seq: src.seq,
                 }))
             }
             None => {
-                if let Some(src) = c.head.take() {
+                if let Some(src) = c.ready.pop_front() {
                     defs.push_back(Merged { image, src });
                 }
             }
@@ -154,18 +159,21 @@ impl ProcessMerge {
         Ok(self.pending() > before)
     }
 
-    /// Hands the next record to emit to `f`: a pending definition, else the earliest head
-    /// stamped at or before `watermark`. Returns whether there was one.
+    /// Lends the next record to emit to `f`: a pending definition, else the earliest head
+    /// stamped at or before `watermark`. Returns whether there was one. `f` reads the record
+    /// where it lies or takes it out of its slot (moving a record through a temporary costs
+    /// more than the merge itself); what it leaves is dropped.
     ///
     /// # Errors
     /// Read failure of a stream file.
+    #[inline]
     pub fn next_with(
         &mut self,
         watermark: u64,
-        f: impl FnOnce(usize, Sourced),
+        f: impl FnOnce(usize, &mut Option<Sourced>),
     ) -> std::io::Result<bool> {
         if let Some(d) = self.defs.pop_front() {
-            f(d.image, d.src);
+            f(d.image, &mut Some(d.src));
             return Ok(true);
         }
         let Some(mut top) = self.heap.peek_mut() else {
@@ -175,14 +183,16 @@ impl ProcessMerge {
             return Ok(false);
         }
         let (image, chunk) = (top.0.image as usize, (top.0.seq >> 32) as usize);
-        match self.images[image].chunks[chunk].head.take() {
-            Some(src) => f(image, src),
+        let ready = &mut self.images[image].chunks[chunk].ready;
+        match ready.front_slot() {
+            Some(slot) => f(image, slot),
             None => {
                 // Not reached: every heap entry has its record in its cursor.
                 std::collections::binary_heap::PeekMut::pop(top);
                 return Ok(false);
             }
         }
+        ready.discard_front();
         // The chunk's next record replaces this one in place (one sift instead of a pop and
         // a push); definitions decoded meanwhile come out on the next calls, after this record.
         match advance(
@@ -207,7 +217,9 @@ impl ProcessMerge {
     /// Read failure of a stream file.
     pub fn next(&mut self, watermark: u64) -> std::io::Result<Option<Merged>> {
         let mut out = None;
-        self.next_with(watermark, |image, src| out = Some(Merged { image, src }))?;
+        self.next_with(watermark, |image, slot| {
+            out = slot.take().map(|src| Merged { image, src })
+        })?;
         Ok(out)
     }
 

@@ -11,6 +11,9 @@ use std::path::{Path, PathBuf};
 /// Bytes a cursor reads ahead of its decoding position.
 pub const WINDOW: usize = 16 * 1024;
 
+/// Records a cursor decodes at a time (a power of two).
+const RUN: usize = 32;
+
 /// Header fields of a stream file.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StreamHeader {
@@ -119,8 +122,94 @@ pub(crate) struct Cursor {
     pub(crate) done: bool,
     /// The chunk did not decode; the rest of it is skipped.
     pub(crate) corrupt: bool,
-    /// The decoded record waiting in the merge (`ProcessMerge`).
-    pub(crate) head: Option<Sourced>,
+    /// Decoded records waiting in the merge (`ProcessMerge`), oldest first: decoded
+    /// [`RUN`] at a time, so a record is not read back right after it was written.
+    pub(crate) ready: Ready,
+}
+
+/// A cursor's decoded records, oldest first: a ring of [`RUN`] slots, each written where it
+/// lies (a record built aside and copied in is read back before its stores land, which
+/// stalls).
+#[derive(Default)]
+pub(crate) struct Ready {
+    slots: Vec<Option<Sourced>>,
+    head: usize,
+    len: usize,
+}
+
+impl Ready {
+    #[inline(always)]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline(always)]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The oldest record.
+    #[inline(always)]
+    pub(crate) fn front(&self) -> Option<&Sourced> {
+        if self.len == 0 {
+            return None;
+        }
+        self.slots[self.head].as_ref()
+    }
+
+    /// Takes the oldest record.
+    #[inline(always)]
+    pub(crate) fn pop_front(&mut self) -> Option<Sourced> {
+        if self.len == 0 {
+            return None;
+        }
+        let s = self.slots[self.head].take();
+        self.head = (self.head + 1) % RUN;
+        self.len -= 1;
+        s
+    }
+
+    /// The oldest record's slot, to be read where it lies or taken, then passed by with
+    /// [`Ready::discard_front`].
+    #[inline(always)]
+    pub(crate) fn front_slot(&mut self) -> Option<&mut Option<Sourced>> {
+        if self.len == 0 {
+            return None;
+        }
+        Some(&mut self.slots[self.head])
+    }
+
+    /// Drops the oldest record (or what the lender left of it) in its slot.
+    #[inline(always)]
+    pub(crate) fn discard_front(&mut self) {
+        if self.len == 0 {
+            return;
+        }
+        self.slots[self.head] = None;
+        self.head = (self.head + 1) % RUN;
+        self.len -= 1;
+    }
+
+    /// Appends the record `make` builds; the caller keeps `len() < RUN`. It is built in its
+    /// slot, which is empty (nothing to drop first).
+    #[inline(always)]
+    fn push_back(&mut self, make: impl FnOnce() -> Sourced) {
+        if self.slots.is_empty() {
+            self.slots.resize_with(RUN, || None);
+        }
+        let slot = &mut self.slots[(self.head + self.len) % RUN];
+        if slot.is_none() {
+            slot.get_or_insert_with(make);
+            self.len += 1;
+        }
+    }
+
+    /// Drops the slots of a finished chunk.
+    fn release(&mut self) {
+        if self.len == 0 {
+            self.slots = Vec::new();
+        }
+    }
 }
 
 impl Cursor {
@@ -344,10 +433,10 @@ impl StreamFile {
         Ok(())
     }
 
-    /// Decodes the next record of chunk `idx` into the chunk's head slot, reading more of the
-    /// chunk as needed; returns whether there was one. `Thread` records are absorbed (they set
-    /// the writer). `writer_gone`: a chunk that is not sealed and has nothing more committed
-    /// will never get more, so it is done.
+    /// Decodes up to [`RUN`] more records of chunk `idx` into its `ready` queue, reading more
+    /// of the chunk as needed; returns whether the queue holds any. `Thread` records are
+    /// absorbed (they set the writer). `writer_gone`: a chunk that is not sealed and has
+    /// nothing more committed will never get more, so it is done.
     ///
     /// # Errors
     /// Read failure of the file.
@@ -355,9 +444,17 @@ impl StreamFile {
         loop {
             let c = &mut self.chunks[idx];
             if c.done {
-                return Ok(false);
+                // a finished chunk keeps no slots once its last record is out
+                c.ready.release();
+                return Ok(!c.ready.is_empty());
+            }
+            if c.ready.len() >= RUN {
+                return Ok(true);
             }
             if c.pos >= c.buf.len() && c.consumed() >= c.committed {
+                if !c.ready.is_empty() {
+                    return Ok(true);
+                }
                 self.refresh(idx)?;
                 let c = &mut self.chunks[idx];
                 if c.consumed() >= c.committed {
@@ -373,6 +470,18 @@ impl StreamFile {
                 }
             }
             let c = &mut self.chunks[idx];
+            if let Some((h, used)) = wire::decode_host(&c.buf[c.pos..], &mut c.state) {
+                let at = c.consumed();
+                c.pos += used;
+                let tid = c.tid;
+                c.ready.push_back(|| Sourced {
+                    tid,
+                    chunk: idx as u32,
+                    seq: ((idx as u64) << 32) | at as u64,
+                    rec: h.record(),
+                });
+                continue;
+            }
             match wire::decode(&c.buf[c.pos..], &mut c.state) {
                 Ok((Record::Thread { tid }, used)) => {
                     c.pos += used;
@@ -381,14 +490,15 @@ impl StreamFile {
                 Ok((rec, used)) => {
                     let at = c.consumed();
                     c.pos += used;
-                    c.head = Some(Sourced {
-                        tid: c.tid,
+                    let tid = c.tid;
+                    c.ready.push_back(|| Sourced {
+                        tid,
                         chunk: idx as u32,
                         seq: ((idx as u64) << 32) | at as u64,
                         rec: rec.to_owned(),
                     });
-                    return Ok(true);
                 }
+                Err(_) if !c.ready.is_empty() => return Ok(true),
                 Err(wire::WireError::Truncated)
                     if c.consumed() + (c.buf.len() - c.pos) as u32 >= c.committed =>
                 {
