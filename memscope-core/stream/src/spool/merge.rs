@@ -166,7 +166,7 @@ impl ProcessMerge {
     ///
     /// # Errors
     /// Read failure of a stream file.
-    #[inline]
+    #[inline(always)]
     pub fn next_with(
         &mut self,
         watermark: u64,

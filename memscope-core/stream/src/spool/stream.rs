@@ -199,7 +199,8 @@ impl Ready {
         }
         let slot = &mut self.slots[(self.head + self.len) % RUN];
         if slot.is_none() {
-            slot.get_or_insert_with(make);
+            // the slot is empty: nothing to drop (assigning would call the drop glue)
+            std::mem::forget(std::mem::replace(slot, Some(make())));
             self.len += 1;
         }
     }
