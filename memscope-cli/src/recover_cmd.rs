@@ -403,8 +403,13 @@ pub fn run(a: &RecoverArgs) -> ExitCode {
             }
             let aside = spool_dir.join("replaced");
             eprintln!(
-                "memscope: recover: {} only partly recovered; the spool is kept as it is{}",
+                "memscope: recover: {} {}; the spool is kept as it is{}",
                 spool_dir.display(),
+                if recovered == 0 {
+                    "could not be recovered"
+                } else {
+                    "only partly recovered"
+                },
                 if aside.is_dir() {
                     format!(" (the outputs it replaced are in {})", aside.display())
                 } else {

@@ -199,9 +199,17 @@ fn recover_refuses_a_stream_header_naming_another_pid_and_a_spool_without_stream
         "{err}"
     );
     assert!(renamed.exists(), "the spool is kept: {err}");
-    // a garbage pid in the header and the same one in the name: no Linux pid, refused
+    // the other process was written: partly
+    assert!(err.contains("only partly recovered"), "{err}");
+    // a garbage pid in the header and the same one in the name: no Linux pid, refused; the
+    // only stream left, so nothing at all is recovered
     let garbage = spool.join(format!("{}-{rest}", u32::MAX));
     std::fs::rename(&renamed, &garbage).unwrap();
+    for e in std::fs::read_dir(&spool).unwrap().flatten() {
+        if e.path().extension().is_some_and(|x| x == "stream") && e.path() != garbage {
+            std::fs::remove_file(e.path()).unwrap();
+        }
+    }
     {
         use std::os::unix::fs::FileExt;
         let f = std::fs::OpenOptions::new()
@@ -221,6 +229,9 @@ fn recover_refuses_a_stream_header_naming_another_pid_and_a_spool_without_stream
         entries(out, &format!("msmemscope_{}_", u32::MAX)).is_empty(),
         "{err}"
     );
+    // nothing was written this time: said so, not "partly"
+    assert!(err.contains("could not be recovered"), "{err}");
+    assert!(!err.contains("partly"), "{err}");
     // no stream at all: nothing recovered, said, the spool kept
     for e in std::fs::read_dir(&spool).unwrap().flatten() {
         if e.path().extension().is_some_and(|x| x == "stream") {
