@@ -198,6 +198,8 @@ impl Ready {
             self.slots.resize_with(RUN, || None);
         }
         let slot = &mut self.slots[(self.head + self.len) % RUN];
+        // the slots past the queue's end are empty: pops and discards empty theirs
+        debug_assert!(slot.is_none() && self.len < RUN);
         if slot.is_none() {
             // the slot is empty: nothing to drop (assigning would call the drop glue)
             std::mem::forget(std::mem::replace(slot, Some(make())));
