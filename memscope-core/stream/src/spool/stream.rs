@@ -202,7 +202,7 @@ impl Ready {
         debug_assert!(slot.is_none() && self.len < RUN);
         if slot.is_none() {
             // the slot is empty: nothing to drop (assigning would call the drop glue)
-            std::mem::forget(std::mem::replace(slot, Some(make())));
+            std::mem::forget(slot.replace(make()));
             self.len += 1;
         }
     }
