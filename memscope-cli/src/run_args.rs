@@ -86,10 +86,10 @@ pub struct RunArgs {
     /// output path). No capture
     #[arg(long, value_name = "last:N")]
     pub(crate) keep: Option<String>,
-    /// Fail the run when a memory limit is crossed: METRIC[.SCOPE]>SIZE, comma-separated
-    /// (leaks>1MiB,peak.npu:0>40GiB,peak.host>2GiB; metrics peak, leaks, live, hal_at_exit,
-    /// dropped, races — a count of cross-stream races, which turns --analysis races on; a limit
-    /// on nothing recorded says "not recorded").
+    /// Fail the run when a memory limit is crossed: METRIC[.SCOPE]>SIZE, comma-separated, in
+    /// quotes ('leaks>1MiB,peak.npu:0>40GiB,peak.host>2GiB'; metrics peak, leaks, live,
+    /// hal_at_exit, dropped, races — a count of cross-stream races, which turns --analysis
+    /// races on; a limit on nothing recorded says "not recorded").
     /// Exit code 23 (--fail-exit-code) unless the job itself failed: its code wins.
     #[arg(long = "fail-on", value_name = "LIMITS")]
     pub(crate) fail_on: Option<String>,

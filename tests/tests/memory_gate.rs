@@ -293,6 +293,8 @@ fn run_fail_on_exits_23_naming_the_limit_by_how_much_and_where_and_writes_a_vali
         ("--fail-on", "peak.gpu:0>1", "unknown scope"),
         ("--fail-on", "peak>1XB", "is not a size"),
         ("--fail-on", "peak", "expected METRIC"),
+        // what an unquoted `leaks>1MiB` leaves: the hint says to quote it
+        ("--fail-on", "leaks", "quote it"),
         ("--fail-on", "dropped>1MiB", "is not a whole number"),
         ("--fail-on", "dropped.npu>0", "takes no scope"),
         (

@@ -234,9 +234,14 @@ impl Limit {
     /// A one-line message naming the limit and what is wrong.
     pub fn parse(s: &str) -> Result<Limit, String> {
         let text: String = s.chars().filter(|c| !c.is_whitespace()).collect();
-        let (lhs, rhs) = text
-            .split_once('>')
-            .ok_or_else(|| format!("{text:?}: expected METRIC[.SCOPE]>SIZE, e.g. leaks>1MiB"))?;
+        let (lhs, rhs) = text.split_once('>').ok_or_else(|| {
+            // an unquoted `leaks>1MiB` reaches us as `leaks`: the shell took the rest as a
+            // redirection (and made a file named after the size)
+            format!(
+                "{text:?}: expected METRIC[.SCOPE]>SIZE, e.g. 'leaks>1MiB' (quote it: the \
+                     shell takes an unquoted > as a redirection)"
+            )
+        })?;
         let (m, scope) = match lhs.split_once('.') {
             Some((m, s)) => (m, Some(s)),
             None => (lhs, None),
