@@ -43,9 +43,16 @@ fn spools(path: &Path) -> Result<Vec<PathBuf>, String> {
         })
         .collect();
     if v.is_empty() {
+        // an output directory whose runs all ended (or were recovered already) keeps its index
+        let done = path.join(memscope_dump::run_index::FILE_NAME).is_file();
         return Err(format!(
-            "{}: not a memscope spool, and no left-over spool ({}<pid>/) in it",
+            "{}: {}no left-over spool ({}<pid>/) in it",
             path.display(),
+            if done {
+                "nothing to recover: its runs are complete or recovered already, "
+            } else {
+                "not a memscope spool, and "
+            },
             spool::SPOOL_PREFIX
         ));
     }

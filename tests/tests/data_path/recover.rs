@@ -105,6 +105,11 @@ fn a_file_size_limit_stops_one_file_keeps_the_spool_and_exits_2_and_recover_then
     assert!(err.contains("recovered"), "{err}");
     assert!(!spool.exists(), "{err}");
     assert_eq!(top_level_rows(run.out.path()), 30_000, "{err}");
+    // a second recover: nothing left, said as such in one line
+    let (code, again) = recover(run.out.path());
+    assert_eq!(code, 2, "{again}");
+    assert_eq!(again.trim().lines().count(), 1, "{again}");
+    assert!(again.contains("recovered already"), "{again}");
     let dirs = entries(run.out.path(), "msmemscope_");
     assert_eq!(dirs.len(), 1, "{dirs:?}");
     assert!(!dirs[0].join(".memscope_incomplete").exists());
