@@ -1,8 +1,9 @@
 //! The time-ordered merge of one process's streams (every image of one pid): a k-way merge over
-//! per-chunk cursors that each hold their next record only. Records are released in
-//! (timestamp, image, stream order) order up to a watermark; definitions (`StackDef`,
-//! `TextDef`), which have no time stamp, are handed out as soon as they are decoded, before any
-//! record decoded after them. Memory: one small window and a run of decoded records (at most 32) per unfinished chunk.
+//! per-chunk cursors that each hold a run of decoded records (at most 32). Records are released
+//! in (timestamp, image, stream order) order up to a watermark; definitions (`StackDef`,
+//! `TextDef`), which have no time stamp, are handed out when they reach the front of their
+//! chunk's run, before any record decoded after them. Memory: one small window and one run per
+//! unfinished chunk.
 
 use super::stream::{Sourced, StreamFile};
 use std::cmp::Reverse;
