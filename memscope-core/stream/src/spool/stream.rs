@@ -1,7 +1,7 @@
 //! One process image's stream file, read through per-chunk cursors that decode lazily: a
 //! cursor holds a small read window (`WINDOW` bytes, grown only for a record that does not fit)
-//! and its next record, so memory stays bounded whatever the file holds. Safe code only:
-//! `pread` through `FileExt::read_at`.
+//! and a run of at most 32 decoded records, so memory stays bounded whatever the file holds.
+//! Safe code only: `pread` through `FileExt::read_at`.
 
 use memscope_wire::{self as wire, ChunkState, Record};
 use std::fs::File;
