@@ -2,6 +2,16 @@
 
 use super::*;
 
+/// A deterministic pseudo-random sequence (xorshift64) from `x`.
+fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+    move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    }
+}
+
 fn round_trip(recs: &[Record<&[u8]>]) -> usize {
     let mut buf = vec![0u8; 1 << 16];
     let mut st = ChunkState::default();
@@ -324,13 +334,7 @@ fn frames_round_trip() {
 fn fast_host_encoders_write_the_generic_bytes() {
     // Deterministic pseudo-random addresses, sizes, stamps and stacks, also near the ends of
     // the value ranges, through both encoders from the same state.
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut next = || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut next = xorshift(0x9E37_79B9_7F4A_7C15);
     let mut st_fast = ChunkState::default();
     let mut st_gen = ChunkState::default();
     let mut ts = 1_700_000_000_000_000_000u64;
@@ -477,13 +481,7 @@ fn compact_values_round_trip_as_varints() {
 fn host_decoder_reads_what_the_generic_decoder_reads() {
     // Every HOST tag, addresses on and off 16, values near the ends of their ranges, then
     // each record cut short: the same record, length and state as `decode`, or `None`.
-    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
-    let mut next = || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut next = xorshift(0x2545_F491_4F6C_DD1D);
     let mut st = ChunkState::default();
     let mut ts = 1_700_000_000_000_000_000u64;
     for i in 0..50_000u64 {

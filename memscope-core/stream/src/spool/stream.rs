@@ -207,6 +207,18 @@ impl Ready {
         }
     }
 
+    /// Appends the record `rec` builds, written by thread `tid` at payload offset `at` of
+    /// chunk `idx`.
+    #[inline(always)]
+    fn push_record(&mut self, tid: u32, idx: usize, at: u32, rec: impl FnOnce() -> Record) {
+        self.push_back(|| Sourced {
+            tid,
+            chunk: idx as u32,
+            seq: ((idx as u64) << 32) | at as u64,
+            rec: rec(),
+        });
+    }
+
     /// Drops the slots of a finished chunk.
     fn release(&mut self) {
         if self.len == 0 {
@@ -476,13 +488,7 @@ impl StreamFile {
             if let Some((h, used)) = wire::decode_host(&c.buf[c.pos..], &mut c.state) {
                 let at = c.consumed();
                 c.pos += used;
-                let tid = c.tid;
-                c.ready.push_back(|| Sourced {
-                    tid,
-                    chunk: idx as u32,
-                    seq: ((idx as u64) << 32) | at as u64,
-                    rec: h.record(),
-                });
+                c.ready.push_record(c.tid, idx, at, || h.record());
                 continue;
             }
             match wire::decode(&c.buf[c.pos..], &mut c.state) {
@@ -493,13 +499,7 @@ impl StreamFile {
                 Ok((rec, used)) => {
                     let at = c.consumed();
                     c.pos += used;
-                    let tid = c.tid;
-                    c.ready.push_back(|| Sourced {
-                        tid,
-                        chunk: idx as u32,
-                        seq: ((idx as u64) << 32) | at as u64,
-                        rec: rec.to_owned(),
-                    });
+                    c.ready.push_record(c.tid, idx, at, || rec.to_owned());
                 }
                 Err(_) if !c.ready.is_empty() => return Ok(true),
                 Err(wire::WireError::Truncated)
