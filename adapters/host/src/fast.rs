@@ -110,6 +110,23 @@ impl HostFast {
         first_id: u64,
         py: Option<PyStack<'_>>,
     ) -> Option<Typed> {
+        self.record_tagged(ctx, rec, first_id, py, 0)
+            .map(|(t, _)| t)
+    }
+
+    /// [`HostFast::record`] of a record whose allocation has the capture's reference
+    /// `capture_ref` (kept with the live block; 0: none); returns also the reference of the
+    /// block a `Free` released (0: none), see `FastPath::record_tagged`.
+    #[inline(always)]
+    pub fn record_tagged<B: AsRef<[u8]>>(
+        &mut self,
+        ctx: &mut TypeCtx,
+        rec: &Record<B>,
+        first_id: u64,
+        py: Option<PyStack<'_>>,
+        capture_ref: u64,
+    ) -> Option<(Typed, u64)> {
+        let mut freed_ref = 0;
         // `t` is built from values, never through a reference: a count stored to the stack
         // and read back whole at once stalls (the hottest path of HOST-only runs)
         let boundary = if ctx.image() != self.image
@@ -128,13 +145,14 @@ impl HostFast {
                 size,
                 stack,
             } => Typed {
-                frees: self.malloc(ctx, (ts, addr, size, stack), py, first_id),
+                frees: self.malloc(ctx, (ts, addr, size, stack), py, first_id, capture_ref),
                 mallocs: 1,
             },
-            Record::Free { addr, .. } => match self.leaks.heap().free(addr) {
-                Some(b) => {
+            Record::Free { addr, .. } => match self.leaks.heap().free_tagged(addr) {
+                Some((b, r)) => {
                     self.live_bytes -= b.size;
                     self.live_keys -= 1;
+                    freed_ref = r;
                     Typed {
                         frees: 1,
                         mallocs: 0,
@@ -168,27 +186,35 @@ impl HostFast {
             }
             _ => return None,
         };
-        Some(Typed {
-            frees: t.frees + boundary,
-            mallocs: t.mallocs,
-        })
+        Some((
+            Typed {
+                frees: t.frees + boundary,
+                mallocs: t.mallocs,
+            },
+            freed_ref,
+        ))
     }
 
-    /// A `Malloc` (`ts, addr, size, stack`); returns the synthetic FREEs it made (1 when the
-    /// address was still live).
+    /// A `Malloc` (`ts, addr, size, stack`) whose allocation has the capture's reference
+    /// `capture_ref`; returns the synthetic FREEs it made (1 when the address was still live).
     fn malloc(
         &mut self,
         ctx: &mut TypeCtx,
         (ts, addr, size, stack): (u64, u64, u64, u32),
         py: Option<PyStack<'_>>,
         first_id: u64,
+        capture_ref: u64,
     ) -> u64 {
         // Consumed as the typer does: allocation ids are shared with the other pools.
         let id = ctx.next_allocation_id();
         let group = self.group(ctx, stack, py);
         let b = Block { size, group, id };
         let mut frees = 0;
-        if let Some(old) = self.leaks.heap().alloc_closing(addr, b, first_id, ts) {
+        if let Some(old) =
+            self.leaks
+                .heap()
+                .alloc_closing_tagged(addr, b, capture_ref, first_id, ts)
+        {
             self.live_bytes -= old.size;
             self.live_keys -= 1;
             ctx.warn(format!("HOST: block 0x{addr:x} allocated again before its free was seen; closed with a synthetic FREE"));
@@ -250,6 +276,17 @@ impl FastPath for HostFast {
         HostFast::record(self, ctx, rec, first_id, py)
     }
 
+    fn record_tagged(
+        &mut self,
+        ctx: &mut TypeCtx,
+        rec: &Record,
+        first_id: u64,
+        py: Option<PyStack<'_>>,
+        capture_ref: u64,
+    ) -> Option<(Typed, u64)> {
+        HostFast::record_tagged(self, ctx, rec, first_id, py, capture_ref)
+    }
+
     fn live_bytes(&self) -> u64 {
         HostFast::live_bytes(self)
     }
@@ -275,6 +312,27 @@ mod tests {
             size,
             stack: 0,
         }
+    }
+
+    #[test]
+    fn a_free_hands_back_the_capture_reference_its_malloc_was_given() {
+        let mut f = HostFast::new();
+        let mut ctx = TypeCtx::new(7, vec![]);
+        let free = |addr| -> Record { Record::Free { ts: 9, addr } };
+        let t = f.record_tagged(&mut ctx, &malloc(1, 0x10, 100), 0, None, 41);
+        assert_eq!(t.map(|(t, r)| (t.mallocs, r)), Some((1, 0)));
+        f.record_tagged(&mut ctx, &malloc(2, 0x20, 50), 1, None, 42);
+        // the address allocated again before its free was seen: its new reference counts
+        f.record_tagged(&mut ctx, &malloc(3, 0x10, 10), 2, None, 43);
+        let back = |f: &mut HostFast, ctx: &mut TypeCtx, addr| {
+            f.record_tagged(ctx, &free(addr), 5, None, 0)
+                .map(|(_, r)| r)
+        };
+        assert_eq!(back(&mut f, &mut ctx, 0x20), Some(42));
+        assert_eq!(back(&mut f, &mut ctx, 0x10), Some(43));
+        // freed already, never allocated: no reference
+        assert_eq!(back(&mut f, &mut ctx, 0x10), Some(0));
+        assert_eq!(back(&mut f, &mut ctx, 0x99), Some(0));
     }
 
     #[test]

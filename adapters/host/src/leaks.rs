@@ -38,7 +38,8 @@ pub fn stacks_requested(cfg: &RunConfig) -> bool {
 /// interned pair of stack texts (Python, C) per group.
 #[derive(Default)]
 pub struct HostLeaks {
-    heap: LiveAccount,
+    /// Heap blocks, tagged with the capture's reference to their allocation (fast path).
+    heap: LiveAccount<u64>,
     maps: crate::addr_hash::AddrMap<(u64, u32)>,
     saw_maps: bool,
     /// Group by C stack text, then Python stack text (looked up without copying either).
@@ -88,7 +89,7 @@ impl HostLeaks {
     }
 
     /// The heap's live account (the fast path keeps its blocks there by address).
-    pub(crate) fn heap(&mut self) -> &mut LiveAccount {
+    pub(crate) fn heap(&mut self) -> &mut LiveAccount<u64> {
         &mut self.heap
     }
 

@@ -45,6 +45,23 @@ pub trait FastPath: Send {
         py: Option<PyStack<'_>>,
     ) -> Option<Typed>;
 
+    /// [`FastPath::record`] where the pipeline keeps the capture's reference to each
+    /// allocation with the path's live block (`capture_ref`: the reference of `rec`'s
+    /// allocation, 0 for none): returns with the events the reference of the block a free
+    /// released (0 for none), so the capture keeps no map of its own. A path that keeps no
+    /// tags hands back 0.
+    fn record_tagged(
+        &mut self,
+        ctx: &mut TypeCtx,
+        rec: &Record,
+        first_id: u64,
+        py: Option<PyStack<'_>>,
+        capture_ref: u64,
+    ) -> Option<(Typed, u64)> {
+        let _ = capture_ref;
+        self.record(ctx, rec, first_id, py).map(|t| (t, 0))
+    }
+
     /// Bytes of the blocks live on this path now (the tracked part of a memory sample).
     fn live_bytes(&self) -> u64;
 

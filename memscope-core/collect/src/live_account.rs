@@ -24,23 +24,26 @@ pub struct Block {
 }
 
 /// A block as the map stores it: 16 bytes (the size; the allocation id above 24 bits of stack
-/// group), so millions of live blocks take as little cache as the fast path needs.
+/// group) and the owner's tag (nothing for most accounts), so millions of live blocks take as
+/// little cache as the fast path needs.
 #[derive(Clone, Copy)]
-struct Packed {
+struct Packed<T> {
     size: u64,
     meta: u64,
+    tag: T,
 }
 
 /// Groups a packed block can name (more are counted in the last one).
 const GROUP_BITS: u32 = 24;
 const GROUP_MASK: u64 = (1 << GROUP_BITS) - 1;
 
-impl Packed {
+impl<T: Copy> Packed<T> {
     #[inline(always)]
-    fn new(b: Block) -> Packed {
+    fn new(b: Block, tag: T) -> Packed<T> {
         Packed {
             size: b.size,
             meta: (b.id << GROUP_BITS) | (b.group as u64).min(GROUP_MASK),
+            tag,
         }
     }
 
@@ -67,10 +70,12 @@ pub struct Peak {
     pub ts_ns: u64,
 }
 
-/// Live blocks by key, with per-group totals and the peak.
+/// Live blocks by key, with per-group totals and the peak; each block keeps a tag `T` of its
+/// owner's (HOST's fast path: the capture's reference to the block's allocation, so the
+/// capture needs no map of its own).
 #[derive(Default)]
-pub struct LiveAccount {
-    live: AddrMap<Packed>,
+pub struct LiveAccount<T: Copy + Default = ()> {
+    live: AddrMap<Packed<T>>,
     /// Per group: (blocks, bytes) live now.
     groups: Vec<(u64, u64)>,
     /// `groups` at the last local maximum that raised the peak by 1 % or more.
@@ -83,9 +88,9 @@ pub struct LiveAccount {
     frees: u64,
 }
 
-impl LiveAccount {
+impl<T: Copy + Default> LiveAccount<T> {
     /// An empty account.
-    pub fn new() -> LiveAccount {
+    pub fn new() -> LiveAccount<T> {
         LiveAccount::default()
     }
 
@@ -102,7 +107,7 @@ impl LiveAccount {
     /// closed first.
     #[inline(always)]
     pub fn alloc(&mut self, key: u64, b: Block, event_id: u64, ts_ns: u64) -> Option<Block> {
-        self.insert_block(key, b, event_id, ts_ns, false)
+        self.insert_block(key, b, T::default(), event_id, ts_ns, false)
     }
 
     /// A MALLOC (event `event_id`, stamped `ts_ns`) at an address whose free may not have been
@@ -117,7 +122,21 @@ impl LiveAccount {
         event_id: u64,
         ts_ns: u64,
     ) -> Option<Block> {
-        self.insert_block(key, b, event_id, ts_ns, true)
+        self.insert_block(key, b, T::default(), event_id, ts_ns, true)
+    }
+
+    /// [`LiveAccount::alloc_closing`] of a block with tag `tag` (handed back by
+    /// [`LiveAccount::free_tagged`]).
+    #[inline(always)]
+    pub fn alloc_closing_tagged(
+        &mut self,
+        key: u64,
+        b: Block,
+        tag: T,
+        event_id: u64,
+        ts_ns: u64,
+    ) -> Option<Block> {
+        self.insert_block(key, b, tag, event_id, ts_ns, true)
     }
 
     #[inline(always)]
@@ -125,11 +144,12 @@ impl LiveAccount {
         &mut self,
         key: u64,
         b: Block,
+        tag: T,
         mut event_id: u64,
         ts_ns: u64,
         closing: bool,
     ) -> Option<Block> {
-        let p = Packed::new(b);
+        let p = Packed::new(b, tag);
         let b = p.block();
         self.ensure_group(b.group);
         let old = self.live.insert(key, p).map(Packed::block);
@@ -159,10 +179,17 @@ impl LiveAccount {
     /// The block live under `key` was freed: returns it, or `None` when none was.
     #[inline(always)]
     pub fn free(&mut self, key: u64) -> Option<Block> {
-        let b = self.live.remove(&key)?.block();
+        self.free_tagged(key).map(|(b, _)| b)
+    }
+
+    /// [`LiveAccount::free`], with the block's tag.
+    #[inline(always)]
+    pub fn free_tagged(&mut self, key: u64) -> Option<(Block, T)> {
+        let p = self.live.remove(&key)?;
+        let b = p.block();
         self.frees += 1;
         self.shrink(b);
-        Some(b)
+        Some((b, p.tag))
     }
 
     /// The block live under `key`, if any.
@@ -256,7 +283,7 @@ mod tests {
 
     #[test]
     fn live_account_keeps_blocks_groups_and_the_peak_with_its_groups() {
-        let mut a = LiveAccount::new();
+        let mut a: LiveAccount = LiveAccount::new();
         assert_eq!(a.alloc(0x10, b(100, 0, 1), 1, 10), None);
         assert_eq!(a.alloc(0x20, b(300, 1, 2), 2, 20), None);
         assert_eq!(a.free(0x20), Some(b(300, 1, 2)));
@@ -282,7 +309,8 @@ mod tests {
     #[test]
     fn alloc_closing_counts_the_replaced_block_as_freed_and_shifts_the_malloc_id() {
         // the same history as `free` then `alloc`, in one lookup
-        let (mut one, mut two) = (LiveAccount::new(), LiveAccount::new());
+        let (mut one, mut two): (LiveAccount, LiveAccount) =
+            (LiveAccount::new(), LiveAccount::new());
         for a in [&mut one, &mut two] {
             a.alloc(0x10, b(100, 0, 1), 1, 10);
         }
@@ -304,5 +332,22 @@ mod tests {
             (one.live_bytes(), one.live_blocks()),
             (two.live_bytes(), two.live_blocks())
         );
+    }
+
+    #[test]
+    fn a_block_hands_back_its_tag_when_freed_and_a_reused_key_takes_the_new_tag() {
+        let mut a: LiveAccount<u64> = LiveAccount::new();
+        assert_eq!(a.alloc_closing_tagged(0x10, b(100, 0, 1), 7, 1, 10), None);
+        // the address allocated again before its free: the old block closes, the tag is new
+        assert_eq!(
+            a.alloc_closing_tagged(0x10, b(50, 0, 2), 9, 2, 20),
+            Some(b(100, 0, 1))
+        );
+        assert_eq!(a.free_tagged(0x10), Some((b(50, 0, 2), 9)));
+        assert_eq!(a.free_tagged(0x10), None);
+        // untagged allocations carry the default tag
+        a.alloc(0x20, b(8, 0, 3), 4, 30);
+        assert_eq!(a.free_tagged(0x20), Some((b(8, 0, 3), 0)));
+        assert_eq!((a.live_bytes(), a.live_blocks(), a.frees()), (0, 0, 3));
     }
 }

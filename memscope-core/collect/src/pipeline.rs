@@ -261,13 +261,19 @@ impl Pipeline {
             self.barrier.0 = self.barrier.0.max(*n);
             return;
         }
-        if let Some(c) = &mut self.capture {
-            if let Some(w) = &mut c.writer {
-                if let Err(e) = w.record(image, tid, rec) {
-                    self.capture_failed(e);
-                }
+        // HOST heap records on the fast path: captured and accounted with one map
+        if matches!(rec, Record::Malloc { .. } | Record::Free { .. }) && self.host_fast.is_some() {
+            self.ctx.set_image(image);
+            self.sampled.set_image(image);
+            if self.history.is_shadow(image, tid, rec.ts()) {
+                self.capture_record(image, tid, rec);
+                self.host_record(image, tid, rec, true);
+            } else {
+                self.host_captured(image, tid, rec);
             }
+            return;
         }
+        self.capture_record(image, tid, rec);
         match rec {
             Record::StackDef { id, raw, .. } => {
                 self.ctx
@@ -432,7 +438,18 @@ impl Pipeline {
         }
     }
 
-    fn capture_failed(&mut self, e: std::io::Error) {
+    /// Appends `rec` to the capture (its writer keeping the allocations' references).
+    fn capture_record(&mut self, image: usize, tid: u32, rec: &Record<Box<[u8]>>) {
+        if let Some(c) = &mut self.capture {
+            if let Some(w) = &mut c.writer {
+                if let Err(e) = w.record(image, tid, rec) {
+                    self.capture_failed(e);
+                }
+            }
+        }
+    }
+
+    pub(super) fn capture_failed(&mut self, e: std::io::Error) {
         if let Some(c) = &mut self.capture {
             let path = c
                 .writer

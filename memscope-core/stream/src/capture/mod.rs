@@ -32,7 +32,7 @@ mod reader;
 mod writer;
 
 pub use reader::{CaptureError, CaptureReader, CapturedRecord};
-pub use writer::{CaptureStats, CaptureWriter};
+pub use writer::{AllocRef, CaptureStats, CaptureWriter};
 
 use serde::{Deserialize, Serialize};
 

@@ -315,3 +315,73 @@ fn a_damaged_block_gives_records_or_an_error_never_a_panic() {
     }
     assert!(broken > 0);
 }
+
+#[test]
+fn a_capture_whose_caller_keeps_the_allocation_references_is_byte_for_byte_the_one_the_writer_makes_with_its_own_map(
+) {
+    // threads that free each other's blocks, addresses reused before their free was seen,
+    // frees of blocks never seen, blocks closed with allocations live (their references go
+    // stale: those frees go by address either way), other records in between
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut input = Vec::new();
+    for i in 0..60_000u64 {
+        let r = next();
+        let (tid, addr, ts) = (
+            100 + (r % 5) as u32,
+            0x9000_0000 + (r >> 8) % 300 * 32,
+            i * 7,
+        );
+        let rec = match r >> 40 & 7 {
+            0..=3 => Record::Malloc {
+                ts,
+                addr,
+                size: r >> 20 & 0xfff,
+                stack: (r >> 50 & 3) as u32,
+            },
+            4..=6 => Record::Free { ts, addr },
+            _ => Record::RangeEnd { ts, id: i },
+        };
+        input.push(((r >> 60 & 1) as usize, tid, rec));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, keep: bool| {
+        let path = dir.path().join(name);
+        let f = std::fs::File::create(&path).unwrap();
+        let mut w = CaptureWriter::new(f, path.clone(), &CaptureInfo::default()).unwrap();
+        let mut refs: std::collections::HashMap<u64, AllocRef> = Default::default();
+        for (n, (image, tid, rec)) in input.iter().enumerate() {
+            w.set_image(*image, ImageHeader::default());
+            match (keep, rec) {
+                (true, Record::Malloc { addr, .. }) => {
+                    match w.record_malloc(*image, *tid, rec).unwrap() {
+                        Some(r) => refs.insert(*addr, r),
+                        None => refs.remove(addr),
+                    };
+                }
+                (true, Record::Free { addr, .. }) => {
+                    w.record_free(*image, *tid, rec, refs.remove(addr)).unwrap()
+                }
+                _ => w.record(*image, *tid, rec).unwrap(),
+            }
+            if n % 9_000 == 8_999 {
+                w.close_block().unwrap();
+            }
+        }
+        w.finish(CaptureEnd::default()).unwrap();
+        path
+    };
+    let (own, kept) = (write("own.mscap", false), write("kept.mscap", true));
+    assert_eq!(std::fs::read(&own).unwrap(), std::fs::read(&kept).unwrap());
+    let mut r = CaptureReader::open(&kept).unwrap();
+    let mut got = Vec::new();
+    while let Some(c) = r.next_record().unwrap() {
+        got.push((c.image, c.tid, c.rec));
+    }
+    assert_eq!(got, input);
+}

@@ -39,6 +39,54 @@ pub struct CaptureStats {
     pub raw_bytes: u64,
 }
 
+/// Where an allocation lies in a capture (block, source, index among the source's
+/// allocations), for the free that refers back to it: 32 bits of block number, 12 of source,
+/// 20 of index (an allocation beyond those is not given one; its free goes by address).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AllocRef(std::num::NonZeroU64);
+
+impl AllocRef {
+    fn new(block: u32, source: u32, index: u32) -> Option<AllocRef> {
+        if source >= 1 << 12 || index >= 1 << 20 {
+            return None;
+        }
+        let v = (block as u64) << 32 | (source as u64) << 20 | index as u64;
+        std::num::NonZeroU64::new(v).map(AllocRef)
+    }
+
+    fn block(self) -> u32 {
+        (self.0.get() >> 32) as u32
+    }
+
+    /// (source, index).
+    fn at(self) -> (u32, u32) {
+        let v = self.0.get();
+        (((v >> 20) & 0xfff) as u32, (v & 0xf_ffff) as u32)
+    }
+
+    /// The reference as a number (never 0), for a caller's map.
+    pub fn get(self) -> u64 {
+        self.0.get()
+    }
+
+    /// A reference from [`AllocRef::get`]'s number (`None` for 0).
+    pub fn from_u64(v: u64) -> Option<AllocRef> {
+        std::num::NonZeroU64::new(v).map(AllocRef)
+    }
+}
+
+/// How a `Malloc` or `Free` finds the allocation a free refers to.
+#[derive(Clone, Copy)]
+enum Refs {
+    /// In the writer's own map.
+    Map,
+    /// The caller keeps the references (the `Free`'s, if it has one).
+    Given(Option<AllocRef>),
+}
+
+/// Entries of [`CaptureWriter`]'s direct-mapped cache of recent sources.
+const RECENT: usize = 256;
+
 /// A capture being written.
 pub struct CaptureWriter {
     file: File,
@@ -49,10 +97,15 @@ pub struct CaptureWriter {
     images: HashMap<usize, ImageHeader>,
     sources: Vec<Source>,
     by_key: foldhash::HashMap<(usize, u32), u32>,
-    /// The source of the previous record (most records continue the same source).
-    last: Option<((usize, u32), u32)>,
-    /// Allocations of this block not yet freed: address → (source, allocation index).
+    /// Sources of recent threads, direct-mapped by thread id: `(key + 1, source)`, 0 empty
+    /// (threads that take turns — every record of a many-thread job — find theirs without
+    /// hashing).
+    recent: Box<[(u64, u32); RECENT]>,
+    /// Allocations of this block not yet freed: address → (source, allocation index) (those
+    /// whose references the caller keeps are not here, see [`CaptureWriter::record_malloc`]).
     allocs: AddrMap<(u32, u32)>,
+    /// Number of the open block (from 1, wrapping past 0), in the references it hands out.
+    block_seq: u32,
     /// Largest key emitted in this block: (time stamp, source, record index in source).
     max_key: Option<(u64, u32, u32)>,
     /// Records emitted out of key order: (position in the block, source).
@@ -91,7 +144,8 @@ impl CaptureWriter {
             images: HashMap::new(),
             sources: Vec::new(),
             by_key: foldhash::HashMap::default(),
-            last: None,
+            recent: Box::new([(0, 0); RECENT]),
+            block_seq: 1,
             allocs: AddrMap::default(),
             max_key: None,
             deferred: Vec::new(),
@@ -121,13 +175,22 @@ impl CaptureWriter {
         self.images.insert(image, h);
     }
 
+    #[inline(always)]
     fn source(&mut self, image: usize, tid: u32) -> usize {
-        let key = (image, tid);
-        if let Some((k, s)) = self.last {
-            if k == key {
-                return s as usize;
-            }
+        let packed = ((image as u64) << 32 | tid as u64).wrapping_add(1);
+        let slot = (tid as usize ^ image.wrapping_mul(0x9E37)) % RECENT;
+        let (k, s) = self.recent[slot];
+        if k == packed {
+            return s as usize;
         }
+        let s = self.source_slow(image, tid);
+        self.recent[slot] = (packed, s as u32);
+        s
+    }
+
+    #[inline(never)]
+    fn source_slow(&mut self, image: usize, tid: u32) -> usize {
+        let key = (image, tid);
         let s = match self.by_key.get(&key) {
             Some(&s) => s,
             None => {
@@ -146,7 +209,6 @@ impl CaptureWriter {
                 s
             }
         };
-        self.last = Some((key, s));
         s as usize
     }
 
@@ -160,6 +222,53 @@ impl CaptureWriter {
         tid: u32,
         rec: &Record<B>,
     ) -> std::io::Result<()> {
+        self.put(image, tid, rec, Refs::Map).map(|_| ())
+    }
+
+    /// [`CaptureWriter::record`] of a `Malloc` whose caller keeps the allocation's reference
+    /// (an [`AllocRef`], returned) in its own map of live blocks and hands it back with the
+    /// block's `Free` ([`CaptureWriter::record_free`]): the capture then keeps no map of its
+    /// own for it (one map lookup per allocation and per free instead of two). Any other
+    /// record is appended as `record` appends it.
+    ///
+    /// # Errors
+    /// Writing a full block failed.
+    #[inline]
+    pub fn record_malloc<B: AsRef<[u8]>>(
+        &mut self,
+        image: usize,
+        tid: u32,
+        rec: &Record<B>,
+    ) -> std::io::Result<Option<AllocRef>> {
+        self.put(image, tid, rec, Refs::Given(None))
+    }
+
+    /// [`CaptureWriter::record`] of a `Free` whose block's reference the caller kept
+    /// (`alloc`, from [`CaptureWriter::record_malloc`]; `None`: the capture looks the address
+    /// up in its own map, as `record` does).
+    ///
+    /// # Errors
+    /// Writing a full block failed.
+    #[inline]
+    pub fn record_free<B: AsRef<[u8]>>(
+        &mut self,
+        image: usize,
+        tid: u32,
+        rec: &Record<B>,
+        alloc: Option<AllocRef>,
+    ) -> std::io::Result<()> {
+        self.put(image, tid, rec, Refs::Given(alloc)).map(|_| ())
+    }
+
+    #[inline(always)]
+    fn put<B: AsRef<[u8]>>(
+        &mut self,
+        image: usize,
+        tid: u32,
+        rec: &Record<B>,
+        refs: Refs,
+    ) -> std::io::Result<Option<AllocRef>> {
+        let mut made = None;
         let si = self.source(image, tid);
         let ts = rec.ts();
         let s = &mut self.sources[si];
@@ -195,7 +304,12 @@ impl CaptureWriter {
                 put_addr(&mut s.cols, zigzag(if a16 { d / 16 } else { d }));
                 put_var(&mut s.cols[col::SIZE], size);
                 s.last_addr = addr;
-                self.allocs.insert(addr, (si as u32, s.mallocs));
+                match refs {
+                    Refs::Map => {
+                        self.allocs.insert(addr, (si as u32, s.mallocs));
+                    }
+                    Refs::Given(_) => made = AllocRef::new(self.block_seq, si as u32, s.mallocs),
+                }
                 s.mallocs += 1;
                 match (stack != 0, a16) {
                     (false, false) => code::MALLOC,
@@ -244,7 +358,16 @@ impl CaptureWriter {
                     }
                 }
             }
-            Record::Free { addr, .. } => match self.allocs.remove(&addr) {
+            Record::Free { addr, .. } => match match refs {
+                Refs::Given(Some(r)) if r.block() == self.block_seq => {
+                    Some(r.at()).filter(|&(src, idx)| {
+                        self.sources
+                            .get(src as usize)
+                            .is_some_and(|x| idx < x.mallocs)
+                    })
+                }
+                _ => self.allocs.remove(&addr),
+            } {
                 Some((src, idx)) => {
                     let dist = (self.sources[src as usize].mallocs - idx) as u64;
                     let s = &mut self.sources[si];
@@ -257,6 +380,7 @@ impl CaptureWriter {
                     code::FREE_REF
                 }
                 None => {
+                    let s = &mut self.sources[si];
                     let d = addr.wrapping_sub(s.last_addr) as i64;
                     if d % 16 == 0 {
                         put_addr(&mut s.cols, zigzag(d / 16));
@@ -289,7 +413,7 @@ impl CaptureWriter {
                     if self.block_records & 4095 == 0 && self.raw_len() >= BLOCK_RAW {
                         self.close_block()?;
                     }
-                    return Ok(());
+                    return Ok(None);
                 }
                 let old = g.len();
                 let mut room = 1024;
@@ -320,7 +444,7 @@ impl CaptureWriter {
         if self.block_records & 4095 == 0 && self.raw_len() >= BLOCK_RAW {
             self.close_block()?;
         }
-        Ok(())
+        Ok(made)
     }
 
     fn raw_len(&self) -> usize {
@@ -388,7 +512,9 @@ impl CaptureWriter {
             self.spare.push(cols);
         }
         self.by_key.clear();
-        self.last = None;
+        self.recent.fill((0, 0));
+        // references into the closed block no longer resolve (their frees go by address)
+        self.block_seq = self.block_seq.wrapping_add(1).max(1);
         self.allocs.clear();
         self.max_key = None;
         self.deferred.clear();
