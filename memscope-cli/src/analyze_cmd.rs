@@ -216,7 +216,7 @@ pub struct GapArgs {
 /// `memscope analyze ...`.
 #[derive(Clone, Debug, Subcommand)]
 pub enum AnalyzeCmd {
-    /// Memory-pool leaks by step and HAL memory live at exit (or HAL leaks in an msTX range).
+    /// Memory-pool leaks by step, HAL memory live at exit (or HAL leaks in an msTX range), and HOST memory at its peak and live at exit when the dump has HOST rows.
     Leaks(LeaksArgs),
     /// early_allocation, late_deallocation and temporary_idleness blocks; writes an annotated copy.
     Inefficient(InefficientArgs),
@@ -231,6 +231,16 @@ pub enum AnalyzeCmd {
     /// synchronisation between them, or a freed block reused while another stream may still
     /// use it (happens-before per stream, as PyTorch's CUDA Sanitizer).
     Races(races::RacesArgs),
+}
+
+/// The adapters' own leak summaries over a dump's rows (HOST: its peak and what was live at
+/// exit, as the run prints them), after the pool and HAL rule of `LeakLayer`.
+pub(crate) fn adapter_leak_layers() -> Vec<Box<dyn Layer>> {
+    crate::builtin::REGISTRY
+        .descriptors
+        .iter()
+        .flat_map(|d| (d.offline_leaks)())
+        .collect()
 }
 
 fn open(path: &Path) -> Result<DumpFile> {
@@ -449,7 +459,9 @@ fn run_analysis(cmd: &AnalyzeCmd) -> Result<()> {
                 }
             }
             None => print_sections(&sections_of(&a.file, a.replay, &mut || {
-                vec![Box::new(LeakLayer::new())]
+                let mut v: Vec<Box<dyn Layer>> = vec![Box::new(LeakLayer::new())];
+                v.extend(adapter_leak_layers());
+                v
             })?),
         },
         AnalyzeCmd::Inefficient(a) => run_inefficient(a)?,

@@ -106,6 +106,40 @@ fn leak_of_three_blocks_is_reported_with_counts_bytes_and_functions() {
         }
         let leaked: Vec<u64> = live.values().copied().filter(|s| *s == 1024).collect();
         assert_eq!(leaked.len(), 3, "three 1024-byte blocks live at exit");
+        // `memscope analyze leaks` over the dump says what the run said of HOST memory
+        let dump = &run.dumps(".csv")[0];
+        let o = Command::new(memscope_bin())
+            .args(["analyze", "leaks", "--full"])
+            .arg(dump)
+            .output()
+            .unwrap();
+        let offline = assert_ok(&o, "analyze leaks");
+        let section = |text: &str, title: &str| -> Vec<String> {
+            let at = text
+                .find(title)
+                .unwrap_or_else(|| panic!("{title} in:\n{text}"));
+            text[at..]
+                .lines()
+                .take_while(|l| !l.trim().is_empty())
+                .map(|l| l.trim().trim_end_matches(" ====").trim_end_matches(':'))
+                .map(str::to_owned)
+                .collect()
+        };
+        for title in ["HOST peak (pid", "HOST memory live at exit (pid"] {
+            assert_eq!(
+                section(&offline, title)[0],
+                section(&err, title)[0],
+                "{title}: offline\n{offline}\nrun\n{err}"
+            );
+        }
+        let live = section(&offline, "HOST memory live at exit (pid");
+        for site in ["leak_site_alpha", "leak_site_beta", "leak_site_gamma"] {
+            assert!(
+                live.iter()
+                    .any(|l| l.starts_with("1 block(s), 1024 bytes at ") && l.contains(site)),
+                "{site}: {live:?}"
+            );
+        }
     }
 }
 

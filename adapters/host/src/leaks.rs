@@ -49,6 +49,11 @@ pub struct HostLeaks {
     no_stack: Option<u32>,
     /// The run asked for C stacks: a block without one is not a matter of options.
     c_stacks: bool,
+    /// Over a dump (`memscope analyze leaks`): whether stacks were asked for is read from the
+    /// rows (any block with one), and a dump without HOST blocks gets no section.
+    offline: bool,
+    /// A HOST block or mapping was seen.
+    seen: bool,
 }
 
 /// Key bit of blocks accounted from events (by allocation id); blocks of the fast path are
@@ -79,6 +84,15 @@ impl HostLeaks {
     pub fn new(c_stacks: bool) -> HostLeaks {
         HostLeaks {
             c_stacks,
+            ..HostLeaks::default()
+        }
+    }
+
+    /// An empty summary for `memscope analyze leaks` over a dump: whether the run asked for
+    /// stacks is read from the rows, and it reports nothing when no HOST block was seen.
+    pub fn offline() -> HostLeaks {
+        HostLeaks {
+            offline: true,
             ..HostLeaks::default()
         }
     }
@@ -151,6 +165,7 @@ impl HostLeaks {
             return;
         }
         self.saw_maps |= mapped;
+        self.seen = true;
         match ev.kind {
             EventKind::Malloc => {
                 let s = self.stack_index(ev.py_stack.as_deref(), ev.c_stack.as_deref());
@@ -245,11 +260,13 @@ impl HostLeaks {
                 }
             })
             .collect();
-        let no_stack = if self.c_stacks {
-            NO_STACK_RECORDED
-        } else {
-            NO_STACK
-        };
+        let asked = self.c_stacks
+            || (self.offline
+                && self
+                    .stacks
+                    .iter()
+                    .any(|(py, c)| !py.is_empty() || !c.is_empty()));
+        let no_stack = if asked { NO_STACK_RECORDED } else { NO_STACK };
         site_lines(&list, unit, no_stack)
     }
 }
@@ -279,6 +296,9 @@ impl Layer for HostLeaks {
         _out: &mut Vec<Event>,
         report: &mut Vec<ReportSection>,
     ) -> Result<(), BusError> {
+        if self.offline && !self.seen {
+            return Ok(());
+        }
         report.push(self.peak_report(ctx.pid));
         report.push(self.report(ctx.pid));
         report.extend(self.maps_report(ctx.pid));
@@ -324,6 +344,42 @@ mod tests {
             let r = l.report(None);
             assert_eq!(r.lines, [line]);
         }
+    }
+
+    #[test]
+    fn over_a_dump_the_summary_reads_from_the_rows_whether_stacks_were_asked_for() {
+        let ctx = BusCtx::default();
+        let finish = |l: &mut HostLeaks| {
+            let mut report = Vec::new();
+            l.finish(&ctx, &mut Vec::new(), &mut report).unwrap();
+            report
+        };
+        // no HOST block in the dump: no section
+        assert!(finish(&mut HostLeaks::offline()).is_empty());
+        let mut out = Vec::new();
+        let mut none = HostLeaks::offline();
+        none.feed(ev(EventKind::Malloc, 1, 64, None), &ctx, &mut out)
+            .unwrap();
+        let r = finish(&mut none);
+        assert_eq!(r.len(), 2, "peak and live at exit");
+        assert!(r[1].lines[0].ends_with("(run with --call-stack c:N or python:N)"));
+        let mut some = HostLeaks::offline();
+        some.feed(ev(EventKind::Malloc, 1, 64, None), &ctx, &mut out)
+            .unwrap();
+        some.feed(
+            ev(EventKind::Malloc, 2, 8, Some("a\nmain\n")),
+            &ctx,
+            &mut out,
+        )
+        .unwrap();
+        let r = finish(&mut some);
+        assert!(
+            r[1].lines
+                .iter()
+                .any(|l| l.contains("none was recorded for these blocks")),
+            "{:?}",
+            r[1].lines
+        );
     }
 
     #[test]

@@ -299,6 +299,8 @@ mod descriptor {
         new_typer: Some(|| Box::new(crate::typer::HostTyper::new())),
         // the end-of-run leak summary (issue 4), when HOST is selected
         layers: |cfg| crate::leaks::leak_layer(cfg).into_iter().collect(),
+        // the same summary over the HOST rows of a dump (`memscope analyze leaks`)
+        offline_leaks: || vec![Box::new(crate::leaks::HostLeaks::offline())],
         // issue 9: HOST heap records typed and accounted without events when HOST rows are
         // neither written nor analysed
         fast_path: Some(|cfg| Box::new(crate::fast::HostFast::for_config(cfg))),

@@ -153,7 +153,10 @@ fn analyse(p: &ProcessInput, which: Which, replay: ReplayArgs, out_dir: &Path) -
     let mut make = || {
         let mut v: Vec<Box<dyn Layer>> = vec![Box::new(PeakLayer(peaks.clone()))];
         match which {
-            Which::Leaks => v.push(Box::new(LeakLayer::new())),
+            Which::Leaks => {
+                v.push(Box::new(LeakLayer::new()));
+                v.extend(crate::analyze_cmd::adapter_leak_layers());
+            }
             Which::Gap => v.push(Box::new(GapLayer::new())),
             Which::Decompose => {
                 let (layer, h) = DecomposeLayer::collecting();

@@ -311,6 +311,10 @@ pub struct AdapterDescriptor {
     pub layers: fn(&RunConfig) -> Vec<Box<dyn Layer>>,
     /// Where [`AdapterDescriptor::layers`] go.
     pub layer_slot: LayerSlot,
+    /// Its layers in `memscope analyze leaks` over a dump or capture: the summaries of what
+    /// its blocks held, as the run prints them (HOST: the peak and what was live at exit). A
+    /// layer reports nothing over rows without its blocks.
+    pub offline_leaks: fn() -> Vec<Box<dyn Layer>>,
     /// Its fast path: its records typed and accounted without events when its rows are
     /// neither written nor analysed.
     pub fast_path: Option<NewFastPath>,
@@ -344,6 +348,7 @@ impl AdapterDescriptor {
         new_typer: None,
         layers: |_| Vec::new(),
         layer_slot: LayerSlot::Summary,
+        offline_leaks: Vec::new,
         fast_path: None,
         preflight: None,
         settings: &[],
