@@ -272,7 +272,12 @@ fn dispatch(parsed: Result<Cli, clap::Error>, args: &[String]) -> ExitCode {
                 .map_or(ci::EXIT_LIMIT, |l| l.code),
         ),
         Err(e) => {
-            eprintln!("memscope: {e:#}");
+            // one line, whatever a path in it holds (a newline in a file name)
+            let text = format!("{e:#}");
+            eprintln!(
+                "memscope: {}",
+                memscope_core::sanitize::escape_controls(&text)
+            );
             ExitCode::from(EXIT_USAGE)
         }
     }

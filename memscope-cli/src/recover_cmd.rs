@@ -298,7 +298,11 @@ fn problems(unreadable: Vec<String>, summaries: &[ProcessSummary]) -> Vec<String
 /// Runs `memscope recover`.
 pub fn run(a: &RecoverArgs) -> ExitCode {
     let fail = |m: String| {
-        eprintln!("memscope: recover: {m}");
+        // one line, whatever the path holds (a newline in a directory name)
+        eprintln!(
+            "memscope: recover: {}",
+            memscope_core::sanitize::escape_controls(&m)
+        );
         ExitCode::from(2)
     };
     let list = match spools(&a.path) {

@@ -49,6 +49,12 @@ fn default_output(dir: &Path) -> PathBuf {
         .unwrap_or_else(|| dir.join(format!("memscope_report_{ts}.html")))
 }
 
+/// A FIFO, socket or device.
+fn is_special(m: &std::fs::Metadata) -> bool {
+    let t = m.file_type();
+    !t.is_file() && !t.is_dir() && !t.is_symlink()
+}
+
 fn check_output(out: &Path, force: bool) -> Result<()> {
     if !force && std::fs::symlink_metadata(out).is_ok() {
         return Err(anyhow!(
@@ -58,6 +64,14 @@ fn check_output(out: &Path, force: bool) -> Result<()> {
     }
     if out.is_dir() {
         return Err(anyhow!("-o {}: is a directory", out.display()));
+    }
+    // --force renames the new page over what is there: a FIFO or device (`/dev/null`) would
+    // become a regular file (a symbolic link is replaced itself, its target left alone)
+    if std::fs::symlink_metadata(out).is_ok_and(|m| is_special(&m)) {
+        return Err(anyhow!(
+            "-o {}: a FIFO, socket or device, not a file; not replaced (give the path of a file)",
+            out.display()
+        ));
     }
     match out.parent().filter(|p| !p.as_os_str().is_empty()) {
         Some(d) if !d.is_dir() => Err(anyhow!(

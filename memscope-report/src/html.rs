@@ -144,6 +144,16 @@ pub fn write_new(path: &Path, page: &str, replace: bool) -> Result<PathBuf, Repo
             "exists; not replaced (give another -o, or --force)",
         ));
     }
+    // a FIFO or device (`/dev/null`) is never replaced by the page (a link is, itself)
+    if std::fs::symlink_metadata(path).is_ok_and(|m| {
+        let t = m.file_type();
+        !t.is_file() && !t.is_dir() && !t.is_symlink()
+    }) {
+        return Err(ReportError::input(
+            path,
+            "a FIFO, socket or device, not a file; not replaced",
+        ));
+    }
     let tmp = format!(".{name}.{}.tmp", std::process::id());
     let result = (|| -> std::io::Result<()> {
         let mut f: File = dir.create_new(&tmp, PAGE_MODE)?;
@@ -222,5 +232,19 @@ mod tests {
             .unwrap()
             .file_type()
             .is_symlink());
+    }
+
+    #[test]
+    fn a_fifo_is_never_replaced_by_the_page_even_when_asked_to() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("fifo.html");
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&p)
+            .status()
+            .unwrap()
+            .success());
+        let e = write_new(&p, "x", true).unwrap_err();
+        assert!(e.to_string().contains("FIFO, socket or device"), "{e}");
+        assert!(!std::fs::symlink_metadata(&p).unwrap().file_type().is_file());
     }
 }

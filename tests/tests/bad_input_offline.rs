@@ -506,3 +506,35 @@ fn a_closed_stdout_does_not_turn_an_analysis_into_a_panic() {
     drop(child.stdout.take());
     assert_eq!(child.wait().unwrap().code(), Some(0));
 }
+
+#[test]
+fn report_force_never_replaces_a_fifo_and_a_path_with_a_newline_gets_a_one_line_error() {
+    let d = tempfile::tempdir().unwrap();
+    let a = op_dump(d.path(), "a.csv", "aten::t");
+    let fifo = d.path().join("fifo.html");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let p = |p: &Path| p.to_str().unwrap().to_owned();
+    let o = memscope_in(d.path(), &["report", &p(&a), "-o", &p(&fifo), "--force"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("a FIFO, socket or device"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+    assert!(!std::fs::symlink_metadata(&fifo).unwrap().is_file());
+    for args in [
+        &["report", "no\nsuch", "-o", "x.html"][..],
+        &["diff", "no\nsuch", "a\nb"][..],
+        &["recover", "no\nsuch"][..],
+    ] {
+        let o = memscope_in(d.path(), args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert_eq!(stderr(&o).lines().count(), 1, "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("no\\nsuch"), "{args:?}: {}", stderr(&o));
+    }
+}
