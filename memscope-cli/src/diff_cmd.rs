@@ -87,6 +87,8 @@ struct Pair {
     b: Option<Side>,
     rows: Vec<DiffRow>,
     totals: Vec<DiffRow>,
+    /// (device, allocator) of every total before `--device`/`--type` kept some.
+    seen: Vec<(String, String)>,
 }
 
 /// The processes of one side (`choice`: its run of a directory that holds several).
@@ -348,6 +350,7 @@ pub fn run(a: &DiffArgs) -> Result<()> {
             pairs.push(make_pair(a, sa, sb));
         }
     }
+    check_filters(a, &pairs)?;
     let doc = diff_json(a, by, &pa, &pb, &pairs);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
@@ -397,11 +400,44 @@ fn make_pair(a: &DiffArgs, sa: Option<Side>, sb: Option<Side>) -> Pair {
         .into_iter()
         .filter(|r| keep(r, a))
         .collect();
-    let totals = totals(x, y).into_iter().filter(|r| keep(r, a)).collect();
+    let all = totals(x, y);
+    let seen = all
+        .iter()
+        .map(|r| (device_name(r), r.pool.as_str().to_owned()))
+        .collect();
+    let totals = all.into_iter().filter(|r| keep(r, a)).collect();
     Pair {
         a: sa,
         b: sb,
         rows,
         totals,
+        seen,
     }
+}
+
+/// A `--device`/`--type` that keeps nothing of inputs that hold blocks is a mistake (a typo
+/// would pass a `--fail-over` gate): one line naming what the inputs hold.
+fn check_filters(a: &DiffArgs, pairs: &[Pair]) -> Result<()> {
+    if a.device.is_none() && a.event_type.is_none() {
+        return Ok(());
+    }
+    let seen: std::collections::BTreeSet<&(String, String)> =
+        pairs.iter().flat_map(|p| &p.seen).collect();
+    if seen.is_empty() || pairs.iter().any(|p| !p.totals.is_empty()) {
+        return Ok(());
+    }
+    let what: Vec<String> = seen.iter().map(|(d, t)| format!("{d} {t}")).collect();
+    let filter = [
+        a.device.as_deref().map(|d| format!("--device {d}")),
+        a.event_type.as_deref().map(|t| format!("--type {t}")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<Vec<_>>()
+    .join(" ");
+    Err(anyhow!(
+        "{}: no blocks of the inputs match (they hold: {}); nothing compared",
+        escape_controls(&filter),
+        what.join(", ")
+    ))
 }
