@@ -5,7 +5,8 @@
 //!
 //! Rule where a process directory holds both dumps and a capture: the capture is read and the
 //! dumps are not (the capture holds every row the dumps hold, and the HOST rows `memscope run`
-//! writes only with `--host-rows`).
+//! writes only with `--host-rows`) — unless the capture is incomplete (no trailer: cut short,
+//! damaged, or its run still going), then the dumps are read, with a warning.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -148,13 +149,36 @@ pub fn find(input: &Path) -> Result<Vec<Found>, String> {
     } else if input.is_dir() {
         walk(input, 0, &mut paths);
     }
-    paths
-        .into_iter()
-        .map(|p| {
-            Ok(Found {
-                dir: process_dir(&p),
-                events: Arc::new(CaptureEvents::open(&p)?),
-            })
+    let mut found = Vec::new();
+    for p in paths {
+        let dir = process_dir(&p);
+        let events = Arc::new(CaptureEvents::open(&p)?);
+        // a capture given by name is read whatever state it is in
+        let incomplete = input != p && capture_process(&p).is_ok_and(|c| !c.complete);
+        if incomplete && dir.as_deref().is_some_and(has_dumps) {
+            eprintln!(
+                "memscope: warning: {}: incomplete capture (cut short, damaged or still being written); its process is read from its dump files (events the dumps lack, such as HOST events without --host-rows, are left out; memscope recover rebuilds a killed run)",
+                p.display()
+            );
+            continue;
+        }
+        found.push(Found { dir, events });
+    }
+    Ok(found)
+}
+
+/// Whether process directory `dir` holds dump files (`<device>/dump/memscope_dump_*`).
+pub fn has_dumps(dir: &Path) -> bool {
+    let names = |d: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(d)
+            .map(|rd| rd.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default()
+    };
+    names(dir).iter().any(|dev| {
+        names(&dev.join("dump")).iter().any(|f| {
+            f.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("memscope_dump_"))
         })
-        .collect()
+    })
 }

@@ -384,3 +384,40 @@ fn a_format_2_capture_still_exports_the_rows_it_held() {
         );
     }
 }
+
+/// A run whose capture was cut short (no trailer) is read from its dumps, with a warning: the
+/// report, the diff and the exports do not take it for an empty run (a `--fail-over` gate
+/// would pass on it).
+#[test]
+fn a_run_whose_capture_is_cut_short_is_read_from_its_dumps() {
+    let run = demo(&[], "3");
+    let cap = capture_of(run.out.path());
+    let len = std::fs::metadata(&cap).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&cap)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    let dir = run.out.path().to_str().unwrap();
+    let html = run.out.path().join("r.html");
+    let o = memscope(&["report", dir, "-o", html.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("incomplete capture"), "{err}");
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("1 dump file(s)"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let o = memscope(&["diff", dir, "--between", "step:1", "end", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let d: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let totals = d["pairs"][0]["totals"].as_array().unwrap();
+    assert!(
+        totals
+            .iter()
+            .any(|t| t["allocator"] == "HAL" && t["b_bytes"].as_u64() > Some(0)),
+        "{d}"
+    );
+}

@@ -230,7 +230,7 @@ pub fn run(
     let mut captures = Vec::new();
     for input in &inputs {
         for f in crate::capture_input::find(input).map_err(|e| anyhow!("{e}"))? {
-            if f.dir.as_deref().is_none_or(has_dumps) {
+            if f.dir.as_deref().is_none_or(crate::capture_input::has_dumps) {
                 continue;
             }
             captures.push(memscope_export::Captured {
@@ -400,22 +400,6 @@ pub fn run(
         ));
     }
     Ok(())
-}
-
-/// Whether a process directory holds a dump file (`device_*/dump/memscope_dump_*`).
-fn has_dumps(dir: &Path) -> bool {
-    let names = |d: &Path| -> Vec<std::path::PathBuf> {
-        std::fs::read_dir(d)
-            .map(|rd| rd.flatten().map(|e| e.path()).collect())
-            .unwrap_or_default()
-    };
-    names(dir).iter().any(|dev| {
-        names(&dev.join("dump")).iter().any(|f| {
-            f.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("memscope_dump_"))
-        })
-    })
 }
 
 /// `rank R (pid P)`, or `pid P` for a process without a rank (the table's `-`).
