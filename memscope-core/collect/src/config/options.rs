@@ -253,10 +253,16 @@ impl AnalysisSet {
                 "oom" => a.oom = Some(10),
                 "none" => none = true,
                 _ if t.starts_with("oom:") => {
-                    let k = parse_depth("--analysis", &t[4..], 1000)?;
-                    if k == 0 {
-                        return Err(bad("--analysis", "oom:K needs K from 1 to 1000"));
-                    }
+                    // one range in every message: K from 1 (a depth's 0 is no K)
+                    let k = parse_depth("--analysis", &t[4..], 1000)
+                        .ok()
+                        .filter(|&k| k > 0)
+                        .ok_or_else(|| {
+                            bad(
+                                "--analysis",
+                                format!("{t:?}: oom:K needs K from 1 to 1000"),
+                            )
+                        })?;
                     a.oom = Some(k);
                 }
                 other => return Err(bad("--analysis", format!("unknown analysis {other:?} (expected leaks, decompose, inefficient, gap, races, oom[:K] or none)"))),

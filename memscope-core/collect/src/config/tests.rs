@@ -134,7 +134,11 @@ fn steps_devices_and_analysis_reject_bad_values() {
     assert!(DeviceSet::parse("npu:32").is_err());
     assert!(DeviceSet::parse("").is_err());
     assert_eq!(AnalysisSet::parse("oom:5").unwrap().oom, Some(5));
-    assert!(AnalysisSet::parse("oom:0").is_err());
+    // one range in every message, whatever K is wrong with
+    for bad in ["oom:0", "oom:-1", "oom:1001", "oom:x"] {
+        let e = AnalysisSet::parse(bad).unwrap_err().to_string();
+        assert!(e.contains("oom:K needs K from 1 to 1000"), "{bad}: {e}");
+    }
 }
 
 #[test]
