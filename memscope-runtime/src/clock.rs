@@ -9,8 +9,8 @@
 //! * The TSC itself, on x86_64 when the kernel uses it as its clocksource (it then knows the
 //!   TSC is invariant and synchronised across CPUs). Stamps are `base_ns + (tsc - base_tsc) *
 //!   mult >> 32`, with the parameters calibrated against `CLOCK_MONOTONIC` by the probe itself:
-//!   the first time a chunk is taken at least [`CALIBRATE_NS`] after init (until then stamps
-//!   come from `CLOCK_MONOTONIC`, and the switch is biased forward by the calibration's
+//!   the first time a stamp or a chunk is taken at least [`CALIBRATE_NS`] after init (until
+//!   then stamps come from `CLOCK_MONOTONIC`, and the switch is biased forward by the calibration's
 //!   uncertainty, so no later stamp undercuts an earlier one), then re-slewed every
 //!   [`SLEW_NS`] so the TSC clock follows `CLOCK_MONOTONIC` (NTP adjusts its rate) without a
 //!   jump: each update starts where the previous parameters were, only the rate changes. The
@@ -192,7 +192,32 @@ pub fn now_ns() -> u64 {
             return convert(tsc_ordered(), p);
         }
     }
-    syscall_ns()
+    syscall_stamp()
+}
+
+/// A stamp from `CLOCK_MONOTONIC`; the first one taken once the calibration is due also
+/// calibrates (threads that took their chunks before it was due — 64 threads started at
+/// once — would otherwise stamp from the slower clock until one of them takes another chunk).
+#[inline(always)]
+fn syscall_stamp() -> u64 {
+    let ns = syscall_ns();
+    if ns >= NEXT_AT.load(Ordering::Relaxed) && MODE.load(Ordering::Relaxed) != MODE_TSC {
+        calibrate_now();
+    }
+    ns
+}
+
+#[cold]
+#[inline(never)]
+fn calibrate_now() {
+    if UPDATING.swap(true, Ordering::Acquire) {
+        return;
+    }
+    // checked again under the flag: another thread may have calibrated meanwhile
+    if MODE.load(Ordering::Acquire) != MODE_TSC {
+        update();
+    }
+    UPDATING.store(false, Ordering::Release);
 }
 
 /// Now, as a *before* stamp: for a stamp taken before the call it must precede (a `free`
@@ -204,11 +229,12 @@ pub fn now_ns_before() -> u64 {
             return convert(tsc_plain(), p);
         }
     }
-    syscall_ns()
+    syscall_stamp()
 }
 
 /// Calibrates or re-slews the TSC clock when due; called where the probe has time to spare
-/// (when a thread takes a new chunk). Cheap when not due (one load and a clock read).
+/// (when a thread takes a new chunk; the first calibration is also made by the first stamp
+/// taken once it is due, [`syscall_stamp`]). Cheap when not due (one load and a clock read).
 pub(crate) fn tick() {
     let due = NEXT_AT.load(Ordering::Acquire);
     if due == u64::MAX || now_ns() < due {
@@ -291,12 +317,13 @@ pub(crate) fn after_fork_child() {
     }
 }
 
-/// Whether stamps come from the TSC now, after forcing a calibration (tests).
+/// Whether stamps come from the TSC now, after making the calibration due and taking a
+/// stamp (which calibrates) (tests).
 #[cfg(test)]
 pub(crate) fn force_calibration() -> bool {
     if TSC_OK.load(Ordering::Relaxed) {
         NEXT_AT.store(0, Ordering::Release);
-        tick();
+        let _ = now_ns();
     }
     MODE.load(Ordering::Relaxed) == MODE_TSC
 }
