@@ -387,7 +387,7 @@ fn a_format_2_capture_still_exports_the_rows_it_held() {
 
 /// A run whose capture was cut short (no trailer) is read from its dumps, with a warning: the
 /// report, the diff and the exports do not take it for an empty run (a `--fail-over` gate
-/// would pass on it).
+/// would pass on it); nor does a diff whose `--type`/`--device` keeps none of its blocks.
 #[test]
 fn a_run_whose_capture_is_cut_short_is_read_from_its_dumps() {
     let run = demo(&[], "3");
@@ -410,6 +410,16 @@ fn a_run_whose_capture_is_cut_short_is_read_from_its_dumps() {
         "{}",
         String::from_utf8_lossy(&o.stdout)
     );
+    // a --type or --device that keeps nothing is a mistake, not "no growth" (a gate would pass)
+    let gate = ["--between", "step:1", "end", "--fail-over", "1B"];
+    for (f, v) in [("--type", "PTAX"), ("--device", "npu:7")] {
+        let o = memscope(&[&["diff", dir][..], &gate, &[f, v]].concat());
+        let err = String::from_utf8_lossy(&o.stderr);
+        // after the incomplete capture's warning, the error on one line
+        let last = err.lines().last().unwrap_or_default();
+        let named = last.starts_with(&format!("memscope: {f} {v}: ")) && last.contains("HAL");
+        assert!(o.status.code() == Some(2) && named, "{f} {v}: {err}");
+    }
     let o = memscope(&["diff", dir, "--between", "step:1", "end", "--json"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let d: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
