@@ -261,16 +261,14 @@ impl Pipeline {
             self.barrier.0 = self.barrier.0.max(*n);
             return;
         }
-        // HOST heap records on the fast path: captured and accounted with one map
-        if matches!(rec, Record::Malloc { .. } | Record::Free { .. }) && self.host_fast.is_some() {
+        // records of the fast path (HOST's heap records): captured and accounted with one map
+        if self.host_fast.as_ref().is_some_and(|f| f.handles(rec))
+            && !matches!(rec, Record::Module { .. })
+        {
             self.ctx.set_image(image);
             self.sampled.set_image(image);
-            if self.history.is_shadow(image, tid, rec.ts()) {
-                self.capture_record(image, tid, rec);
-                self.host_record(image, tid, rec, true);
-            } else {
-                self.host_captured(image, tid, rec);
-            }
+            let shadow = self.history.is_shadow(image, tid, rec.ts());
+            self.host_record(image, tid, rec, shadow);
             return;
         }
         self.capture_record(image, tid, rec);
@@ -309,12 +307,6 @@ impl Pipeline {
         }
         let shadow = self.history.is_shadow(image, tid, rec.ts());
         if matches!(rec, Record::Compact { .. }) && self.compact_account(image, tid, rec, shadow) {
-            return;
-        }
-        if self.host_fast.as_ref().is_some_and(|f| f.handles(rec))
-            && !matches!(rec, Record::Module { .. })
-        {
-            self.host_record(image, tid, rec, shadow);
             return;
         }
         let resolved = self.resolve_text(image, rec);
@@ -439,7 +431,7 @@ impl Pipeline {
     }
 
     /// Appends `rec` to the capture (its writer keeping the allocations' references).
-    fn capture_record(&mut self, image: usize, tid: u32, rec: &Record<Box<[u8]>>) {
+    pub(super) fn capture_record(&mut self, image: usize, tid: u32, rec: &Record<Box<[u8]>>) {
         if let Some(c) = &mut self.capture {
             if let Some(w) = &mut c.writer {
                 if let Err(e) = w.record(image, tid, rec) {

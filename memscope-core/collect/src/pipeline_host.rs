@@ -14,8 +14,9 @@ impl Pipeline {
         }
     }
 
-    /// A HOST record of thread `tid` on the fast path (`shadow`: made outside a collection
-    /// window, see `history`: not accounted unless it frees a block from a window).
+    /// A HOST record of thread `tid` on the fast path, captured and accounted (`shadow`: made
+    /// outside a collection window, see `history`: not accounted unless it frees a block from
+    /// a window; the capture looks its allocations up in its own map).
     pub(super) fn host_record(
         &mut self,
         image: usize,
@@ -24,19 +25,20 @@ impl Pipeline {
         shadow: bool,
     ) {
         if shadow {
+            self.capture_record(image, tid, rec);
             if let Some(rec) = self.history.divert_host(rec) {
                 self.host_account(image, tid, rec, 0);
             }
             return;
         }
-        self.host_account(image, tid, rec, 0);
+        self.host_captured(image, tid, rec);
     }
 
     /// A HOST `Malloc` or `Free` of thread `tid` on the fast path, made inside a collection
     /// window: written to the capture and accounted, the capture's reference to each
     /// allocation kept with the fast path's live block (one map lookup per record where the
     /// capture's own map took a second).
-    pub(super) fn host_captured(&mut self, image: usize, tid: u32, rec: &Record<Box<[u8]>>) {
+    fn host_captured(&mut self, image: usize, tid: u32, rec: &Record<Box<[u8]>>) {
         if let Record::Malloc { .. } = rec {
             let made = match self.capture.as_mut().and_then(|c| c.writer.as_mut()) {
                 Some(w) => w.record_malloc(image, tid, rec),
