@@ -89,6 +89,14 @@ pub fn run(a: RunArgs) -> ExitCode {
     if program_path.is_dir() {
         return usage_error(format!("program {program:?} is a directory"));
     }
+    // refused before the output directory is made, so a typo leaves nothing behind
+    if std::fs::metadata(&program_path)
+        .is_ok_and(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 == 0)
+    {
+        return usage_error(format!(
+            "program {program:?} is not executable (no execute permission)"
+        ));
+    }
     // The adapters' checks of the program (HOST's: statically linked programs and, with HOST,
     // programs with their own malloc; issue 4).
     for d in crate::builtin::REGISTRY.descriptors {
@@ -390,6 +398,7 @@ fn launch_and_collect(
             command: argv,
             exit_code: code,
             interrupted_by: teardown.signal().map(|s| s.as_str().to_owned()),
+            recovered: false,
             start_ns,
             memscope_pid: std::process::id(),
         },

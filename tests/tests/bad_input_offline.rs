@@ -538,3 +538,36 @@ fn report_force_never_replaces_a_fifo_and_a_path_with_a_newline_gets_a_one_line_
         assert!(stderr(&o).contains("no\\nsuch"), "{args:?}: {}", stderr(&o));
     }
 }
+
+#[test]
+fn header_only_dumps_export_nothing_and_a_garbage_db_is_named_as_no_database() {
+    let d = tempfile::tempdir().unwrap();
+    let h = write(d.path(), "h.csv", "");
+    let o = memscope_in(d.path(), &["analyze", "fragmentation", "h.csv"]);
+    assert!(
+        stdout(&o).contains("h.csv: no events (its dumps hold no rows)"),
+        "{}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    for to in ["perfetto", "parquet"] {
+        let o = memscope_in(d.path(), &["export", "--to", to, "h.csv", "-o", "t.out"]);
+        assert_eq!(o.status.code(), Some(2), "{to}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("h.csv: no events") && stderr(&o).contains("no file written"),
+            "{to}: {}",
+            stderr(&o)
+        );
+        assert!(!d.path().join("t.out").exists(), "{to}: nothing written");
+    }
+    let _ = h;
+    std::fs::write(d.path().join("g.db"), b"\x89 not sqlite at all\n1,2,3\n").unwrap();
+    let o = memscope_in(d.path(), &["analyze", "leaks", "g.db"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("g.db") && stderr(&o).contains("not a SQLite database"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(stderr(&o).lines().count(), 1, "one line: {}", stderr(&o));
+}

@@ -131,7 +131,7 @@ fn config_library_and_program_reads_are_bounded_under_a_memory_cap() {
         ),
         (
             "run -- /proc/self/pagemap",
-            "cannot run \"/proc/self/pagemap\"",
+            "program \"/proc/self/pagemap\" is not executable",
         ),
     ] {
         let o = Command::new("sh")
@@ -273,6 +273,21 @@ fn unclear_messages_of_run_are_clear() {
         &memscope(&["run", "--", dir.to_str().unwrap()]),
         "is a directory",
     );
+    // a file without execute permission: refused before the output directory is made
+    let plain = d.path().join("plain.txt");
+    std::fs::write(&plain, "data\n").unwrap();
+    let out = d.path().join("never");
+    assert_usage_error(
+        &memscope(&[
+            "run",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+            plain.to_str().unwrap(),
+        ]),
+        "is not executable",
+    );
+    assert!(!out.exists(), "no output directory left behind");
     // a script without a #! line runs with /bin/sh, as shells run it
     let script = d.path().join("noshebang");
     std::fs::write(&script, "echo from-sh\nexit 3\n").unwrap();

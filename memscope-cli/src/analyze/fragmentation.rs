@@ -210,7 +210,12 @@ pub(super) fn replay(
         }
         if buses.is_empty() {
             // as a header-only dump says so: an empty (or cut) capture is not a clean run
-            super::say(&format!("{}: no events (the capture holds none)", g.source));
+            let held = if g.capture.is_some() {
+                "the capture holds none"
+            } else {
+                "its dumps hold no rows"
+            };
+            super::say(&format!("{}: no events ({held})", g.source));
         }
         for (_, mut bus) in buses {
             sections.extend(bus.finish().map_err(|e| anyhow!("{}: {e}", g.source))?);

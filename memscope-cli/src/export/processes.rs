@@ -14,7 +14,16 @@ use super::ExportArgs;
 /// A missing or unreadable input, a directory without dumps or captures, a malformed file.
 pub fn resolve(a: &ExportArgs, bar: &mut Bar) -> anyhow::Result<Vec<ProcessInput>> {
     let choices = crate::run_select::choices(a.run.as_deref(), a.inputs.len())?;
-    crate::run_select::resolve_paths(&a.inputs, &choices, bar)
+    let procs = crate::run_select::resolve_paths(&a.inputs, &choices, bar)?;
+    if procs.is_empty() {
+        // a header-only dump or an empty capture: an empty trace would pass for a clean export
+        let names: Vec<String> = a.inputs.iter().map(|p| p.display().to_string()).collect();
+        anyhow::bail!(
+            "{}: no events (header-only dumps or an empty capture): nothing to export, no file written",
+            names.join(", ")
+        );
+    }
+    Ok(procs)
 }
 
 /// Clears the bar, prints the export's notes (stderr) and, unless `--quiet`, what was written

@@ -166,6 +166,18 @@ impl DumpFile {
         let n = read_full(&mut f, &mut magic).map_err(|e| ReadError::io(&name, e))?;
         let format = if n == 16 && &magic == b"SQLite format 3\0" {
             DumpFormat::Db
+        } else if n > 0
+            && path
+                .extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("db") || e.eq_ignore_ascii_case("sqlite"))
+        {
+            // named as a database: a CSV parse error about its "header" would mislead
+            return Err(ReadError::parse(
+                &name,
+                None,
+                "not a SQLite database (no SQLite header) and named as one, so not read as CSV"
+                    .to_owned(),
+            ));
         } else {
             DumpFormat::Csv
         };
