@@ -253,6 +253,7 @@ pub fn collect(a: &CollectArgs) -> ExitCode {
             command: &command,
             exit_code: code.unwrap_or(-1),
             interrupted_by: None,
+            recovered: false,
             start_ns,
             memscope_pid: std::process::id(),
         },

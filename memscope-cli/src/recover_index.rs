@@ -108,6 +108,7 @@ pub fn write(root: &Path, killed: &Killed<'_>, summaries: &[ProcessSummary]) -> 
             command: killed.command,
             exit_code,
             interrupted_by: None,
+            recovered: true,
             start_ns: killed.start_ns,
             memscope_pid: killed.memscope_pid,
         },

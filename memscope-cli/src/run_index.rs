@@ -81,6 +81,8 @@ pub struct RunFacts<'a> {
     pub exit_code: i32,
     /// The forwarded signal, if any.
     pub interrupted_by: Option<String>,
+    /// Written by `memscope recover` for a killed run.
+    pub recovered: bool,
     /// Start of the run, ns since the epoch.
     pub start_ns: u64,
     /// Pid of the `memscope run` that ran the job (`memscope recover`: the killed one's).
@@ -111,6 +113,7 @@ pub fn write(root: &Path, processes: Vec<ProcessEntry>, facts: &RunFacts<'_>) ->
         command: facts.command.to_vec(),
         exit_code: facts.exit_code,
         interrupted_by: facts.interrupted_by.clone(),
+        recovered: facts.recovered,
         processes,
     };
     match run_index::append(root, entry) {

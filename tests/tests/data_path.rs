@@ -426,6 +426,7 @@ fn sigkill_of_memscope_then_recover_writes_every_recorded_event_and_counts_the_r
     assert_eq!(runs.len(), 1, "{index}");
     let r = &runs[0];
     assert_eq!(r["memscope_pid"], ms.id(), "the killed run's pid: {r}");
+    assert_eq!(r["recovered"], true, "the entry says recover wrote it: {r}");
     assert_eq!(
         r["exit_code"], 0,
         "the job's exit, as its probe recorded it: {r}"

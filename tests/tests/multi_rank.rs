@@ -385,6 +385,7 @@ fn run_index_lists_eight_ranks_with_rank_devices_exit_status_and_files() {
     let r = &idx["runs"][0];
     assert_eq!(r["exit_code"], 0);
     assert!(r["interrupted_by"].is_null());
+    assert_eq!(r["recovered"], false, "a run that wrote its own entry: {r}");
     let procs = r["processes"].as_array().unwrap();
     // the launcher and 8 ranks (on failure: what memscope said and what it wrote, to tell a
     // rank that never made a stream from one the collector missed)

@@ -50,6 +50,10 @@ pub struct RunEntry {
     pub exit_code: i32,
     /// The signal `memscope run` received and forwarded to the job (`SIGINT`, …), if any.
     pub interrupted_by: Option<String>,
+    /// `memscope run` was killed before it wrote this entry: `memscope recover` wrote it from
+    /// the run's spool (absent in indexes of older memscope: `false`).
+    #[serde(default)]
+    pub recovered: bool,
     /// Every traced process, in pid order.
     pub processes: Vec<ProcessEntry>,
 }
