@@ -269,7 +269,16 @@ fn keep_old_logs(spool_dir: &Path, output: &Path) {
                     "memscope: recover: cannot keep the log {}: {e}",
                     f.display()
                 );
+                continue;
             }
+            // the new log starts as a fresh run's would: it says what wrote it
+            let note = format!(
+                "this log was written by memscope recover from the spool of a run that was cut short; what that run logged is in {stem}.before_recover.log"
+            );
+            let _ = memscope_collect::logfile::LogFile::append_info(
+                &logs.join(format!("{stem}.log")),
+                &note,
+            );
         }
     }
 }

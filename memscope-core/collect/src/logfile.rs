@@ -37,6 +37,18 @@ impl LogFile {
         self.pending = old.pending;
     }
 
+    /// Appends one info line to the existing log at `path` (`memscope recover` saying, once
+    /// the process is written again, where the killed run's own lines are).
+    ///
+    /// # Errors
+    /// The log is missing or cannot be written.
+    pub fn append_info(path: &Path, msg: &str) -> std::io::Result<()> {
+        let now = chrono::Local::now().format("%Y-%m-%d %H:%M:%S");
+        let msg = memscope_core::sanitize::escape_controls(msg);
+        let mut f = std::fs::OpenOptions::new().append(true).open(path)?;
+        f.write_all(format!("{now} [INFO]  {msg}\n").as_bytes())
+    }
+
     /// Whether the file has been created.
     pub fn is_open(&self) -> bool {
         self.file.is_some()

@@ -126,6 +126,16 @@ fn a_file_size_limit_stops_one_file_keeps_the_spool_and_exits_2_and_recover_then
     );
     let text = std::fs::read_to_string(&old_logs[0]).unwrap();
     assert!(text.contains("File too large"), "{text}");
+    // and the new log says what wrote it and where the old lines are
+    let new_log = old_logs[0]
+        .to_string_lossy()
+        .replace(".before_recover.log", ".log");
+    let text = std::fs::read_to_string(&new_log).unwrap();
+    let last = text.lines().last().unwrap_or_default();
+    assert!(
+        last.contains("written by memscope recover") && last.contains(".before_recover.log"),
+        "{text}"
+    );
     // one run in the index: the recover replaced the run's entry
     let index: serde_json::Value =
         serde_json::from_slice(&std::fs::read(run.out.path().join("memscope_run.json")).unwrap())
