@@ -144,7 +144,9 @@ fn prepare(spool_dir: &Path, cfg: &RunConfig) -> Result<Prepared, String> {
         let p = e.path();
         let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
         if name.ends_with(&format!(".{}", memscope_stream::capture::EXTENSION)) {
-            let _ = std::fs::remove_file(&p);
+            // the killed collector's capture so far: the recover writes it anew from the
+            // stream, but it may be all that can be read (a cut stream), so it is set aside
+            set_aside(spool_dir, &p)?;
         } else if name.ends_with(".stream") {
             streams.push(p);
         }
@@ -206,8 +208,9 @@ fn prepare(spool_dir: &Path, cfg: &RunConfig) -> Result<Prepared, String> {
     })
 }
 
-/// Moves an incomplete output directory into `<spool>/replaced/`: the recover writes it anew,
-/// and what it held stays until the recover has succeeded (nothing written is lost).
+/// Moves an incomplete output directory (or the killed collector's capture) into
+/// `<spool>/replaced/`: the recover writes it anew, and what it held stays until the recover
+/// has succeeded (nothing written is lost).
 fn set_aside(spool_dir: &Path, dir: &Path) -> Result<(), String> {
     let aside = spool_dir.join("replaced");
     std::fs::create_dir_all(&aside)
@@ -366,11 +369,14 @@ pub fn run(a: &RecoverArgs) -> ExitCode {
         // the run index the killed `memscope run` would have written (not for `memscope
         // collect`'s private spool: a plain python run has none)
         let mut index_written = true;
+        // nothing read and nothing complete: an entry with no process would contradict
+        // whatever the killed run left in the directory
         if let Some(pid) = spool_dir
             .file_name()
             .and_then(|n| n.to_str())
             .and_then(|n| n.strip_prefix(spool::SPOOL_PREFIX))
             .and_then(|p| p.parse::<u32>().ok())
+            .filter(|_| !summaries.is_empty())
         {
             let killed = crate::recover_index::Killed {
                 memscope_pid: pid,

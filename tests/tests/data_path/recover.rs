@@ -179,12 +179,49 @@ fn recover_of_a_cut_stream_writes_what_it_can_keeps_the_spool_and_exits_2() {
         .unwrap()
         .set_len(100)
         .unwrap();
+    // a capture the killed collector left in the spool may be all that can be read
+    let cap = spool.join("1-2.mscap");
+    std::fs::write(&cap, b"capture so far").unwrap();
     let (code, err) = recover(out);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("no readable stream header"), "{err}");
     assert!(
         stream.exists() && spool.join("replaced").join(name).is_dir(),
         "{err}"
+    );
+    assert!(!cap.exists(), "{err}");
+    assert_eq!(
+        std::fs::read(spool.join("replaced").join("1-2.mscap")).unwrap(),
+        b"capture so far",
+        "set aside, not deleted: {err}"
+    );
+    // the index names only files that are there, and no run without processes
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("memscope_run.json")).unwrap()).unwrap();
+    for r in index["runs"].as_array().unwrap() {
+        let procs = r["processes"].as_array().unwrap();
+        assert!(!procs.is_empty(), "{index}");
+        for f in procs.iter().flat_map(|p| p["files"].as_array().unwrap()) {
+            assert!(out.join(f["path"].as_str().unwrap()).is_file(), "{index}");
+        }
+    }
+    // every stream unreadable: nothing recovered, and the index is left as it was
+    for e in std::fs::read_dir(&spool).unwrap().flatten() {
+        if e.path().extension().is_some_and(|x| x == "stream") {
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(e.path())
+                .unwrap();
+            f.set_len(100).unwrap();
+        }
+    }
+    let before = std::fs::read(out.join("memscope_run.json")).unwrap();
+    let (code, err) = recover(out);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("could not be recovered"), "{err}");
+    assert_eq!(
+        std::fs::read(out.join("memscope_run.json")).unwrap(),
+        before
     );
 }
 
