@@ -526,6 +526,13 @@ fn run_inefficient(a: &InefficientArgs) -> Result<()> {
         ));
     }
     let file = open(&a.file)?;
+    if a.in_place && file.format() == memscope_dump::reader::DumpFormat::Csv && torn_csv(&a.file) {
+        // the rewrite holds the rows that were read: the cut row would be lost
+        return Err(anyhow!(
+            "{}: the last row is incomplete (no line end); --in-place would drop it, so nothing was changed (write an annotated copy without --in-place)",
+            a.file.display()
+        ));
+    }
     let mut handles = Vec::new();
     let sections = run_offline(&file, a.replay, &mut || {
         let (layer, h) = InefficientLayer::collecting(cfg.clone());
@@ -558,4 +565,16 @@ fn run_inefficient(a: &InefficientArgs) -> Result<()> {
         out.display()
     ));
     Ok(())
+}
+
+/// Whether the non-empty CSV at `path` ends without a line end (a writer stopped mid-row).
+fn torn_csv(path: &std::path::Path) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut last = [0u8; 1];
+    std::fs::File::open(path)
+        .and_then(|mut f| {
+            f.seek(SeekFrom::End(-1))?;
+            f.read_exact(&mut last)
+        })
+        .is_ok_and(|_| last[0] != b'\n')
 }

@@ -469,3 +469,24 @@ fn in_place_rewrites_the_input_as_msmemscope_does_and_repeats_without_new_files(
         "the input keeps its mode"
     );
 }
+
+#[test]
+fn in_place_refuses_a_dump_whose_last_row_is_cut_and_leaves_it_as_it_is() {
+    let seq = CASES[0].seq;
+    let t = tempfile::tempdir().unwrap();
+    let csv = dump(&events(seq), Vec::new(), t.path());
+    let whole = std::fs::read(&csv).unwrap();
+    // cut inside the last row: no line end
+    let cut = &whole[..whole.len() - 5];
+    std::fs::write(&csv, cut).unwrap();
+    let o = Command::new(memscope_bin())
+        .args(["analyze", "inefficient", "--in-place"])
+        .arg(&csv)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("the last row is incomplete"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert_eq!(std::fs::read(&csv).unwrap(), cut, "the input is untouched");
+}
