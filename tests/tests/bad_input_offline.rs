@@ -561,6 +561,15 @@ fn header_only_dumps_export_nothing_and_a_garbage_db_is_named_as_no_database() {
         assert!(!d.path().join("t.out").exists(), "{to}: nothing written");
     }
     let _ = h;
+    // the dump formats read captures: a failed export leaves no empty output directory
+    for to in ["csv", "db"] {
+        let o = memscope_in(
+            d.path(),
+            &["export", "--to", to, "h.csv", "-o", "dumps.out"],
+        );
+        assert_eq!(o.status.code(), Some(2), "{to}: {}", stderr(&o));
+        assert!(!d.path().join("dumps.out").exists(), "{to}: nothing left");
+    }
     std::fs::write(d.path().join("g.db"), b"\x89 not sqlite at all\n1,2,3\n").unwrap();
     let o = memscope_in(d.path(), &["analyze", "leaks", "g.db"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));

@@ -15,6 +15,16 @@ use memscope_stream::spool::StreamHeader;
 /// # Errors
 /// An input holds no capture or cannot be read, or the output cannot be created.
 pub fn export(a: &ExportArgs, format: Format) -> anyhow::Result<()> {
+    let existed = a.output.exists();
+    let done = export_into(a, format);
+    if done.is_err() && !existed {
+        // a failed export leaves no empty output directory behind (only an empty one goes)
+        let _ = std::fs::remove_dir(&a.output);
+    }
+    done
+}
+
+fn export_into(a: &ExportArgs, format: Format) -> anyhow::Result<()> {
     let mut captures = Vec::new();
     let choices = crate::run_select::choices(a.run.as_deref(), a.inputs.len())?;
     for i in &crate::run_select::narrow(&a.inputs, &choices)? {
