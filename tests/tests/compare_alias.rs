@@ -252,3 +252,34 @@ fn log_level_error_leaves_out_the_notes_of_the_compare() {
     let err = memscope_in(cwd.path(), &smoke_command(&a, &b, "info"));
     assert!(err.contains("note:"), "{err}");
 }
+
+#[test]
+fn compare_of_kernel_launches_only_names_the_kernel_level_in_one_line() {
+    let d = tempfile::tempdir().unwrap();
+    let rows = "1,KERNEL_LAUNCH,KERNEL_LAUNCH,MatMul,100,7,7,0,N/A,\"{streamId:1,taskId:0,stream:0x10}\",,\n\
+                2,MALLOC,PTA,N/A,150,7,7,0,0x0000000000000010,\"{addr:0x10,size:512,owner:PTA@w}\",,\n";
+    let header = "ID,Event,Event Type,Name,Timestamp(ns),Process Id,Thread Id,Device Id,Ptr,Attr,Call Stack(Python),Call Stack(C)";
+    for k in ["k1.csv", "k2.csv"] {
+        std::fs::write(d.path().join(k), format!("{header}\n{rows}")).unwrap();
+    }
+    let memscope_in = |args: &[&str]| {
+        Command::new(memscope_bin())
+            .current_dir(d.path())
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let stderr = |o: &std::process::Output| String::from_utf8_lossy(&o.stderr).into_owned();
+    let o = memscope_in(&["compare", "k1.csv", "k2.csv", "-o", "cmp"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(stderr(&o).trim_end().lines().count(), 1, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("but both hold KERNEL_LAUNCH rows: compare them with --level kernel"),
+        "{}",
+        stderr(&o)
+    );
+    let o = memscope_in(&[
+        "compare", "k1.csv", "k2.csv", "--level", "kernel", "-o", "cmp",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}

@@ -64,11 +64,19 @@ pub fn run_compare(args: &CompareArgs) -> Result<()> {
         }
     }
     if res.rows.is_empty() {
+        let kernels = level == Level::Op && {
+            let has = |f| {
+                compare::collect(f, Level::Kernel, &mut ReadOptions::default())
+                    .is_ok_and(|s| s.devices.values().any(|v| !v.is_empty()))
+            };
+            has(&base) && has(&cmp)
+        };
         return Err(nothing_to_compare(
             base.name(),
             cmp.name(),
             level,
             "on any device",
+            kernels,
         ));
     }
     for (f, s) in [(&base, &b), (&cmp, &c)] {
@@ -122,7 +130,15 @@ pub(crate) fn nothing_to_compare(
     cmp: &str,
     level: Level,
     scope: &str,
+    kernels: bool,
 ) -> anyhow::Error {
+    if kernels {
+        // op rows missing where kernel launches were recorded: the level is what to change
+        return anyhow!(
+            "{base} and {cmp}: no {} rows {scope}, but both hold KERNEL_LAUNCH rows: compare them with --level kernel",
+            level_rows(level)
+        );
+    }
     anyhow!(
         "{base} and {cmp}: no {} rows {scope}; nothing to compare ({RECORD_HINT}; msMemScope's recipe with --events=alloc,free writes none either, and its compare fails the same way)",
         level_rows(level)

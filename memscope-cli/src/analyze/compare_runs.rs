@@ -71,6 +71,11 @@ fn side(p: &ProcessInput, level: Level) -> Result<compare::Sequence> {
     Ok(b.finish())
 }
 
+/// Whether a side holds any entry on any device.
+fn has_entries(s: &compare::Sequence) -> bool {
+    s.devices.values().any(|v| !v.is_empty())
+}
+
 /// Runs the compare of two run directories.
 ///
 /// # Errors
@@ -124,7 +129,11 @@ pub fn run(args: &CompareArgs, level: Level, map: &DeviceMap) -> Result<()> {
         ));
     }
     let mut written = 0;
-    for (r, suffix, pa, pb) in pairs {
+    // pairs without rows are said only beside pairs that were compared: alone they are the
+    // one-line error below
+    let mut empty = Vec::new();
+    for (r, suffix, pa, pb) in &pairs {
+        let (r, suffix, pa, pb) = (r, suffix, *pa, *pb);
         let base = side(pa, level)?;
         let mut cmp = side(pb, level)?;
         let mapped = compare::map_devices(&base, &mut cmp, map).map_err(|e| anyhow!("{r}: {e}"))?;
@@ -136,17 +145,16 @@ pub fn run(args: &CompareArgs, level: Level, map: &DeviceMap) -> Result<()> {
             args.note(&format!("{r}: {n}"));
         }
         if res.rows.is_empty() {
-            say(&format!("{r}: no rows to compare at this level"));
+            empty.push(format!("{r}: no rows to compare at this level"));
             continue;
         }
-        let path =
-            compare::write_compare_csv_as(&args.output, &suffix, &res.rows, args.step_column)
-                .map_err(|e| {
-                    anyhow!(
-                        "cannot write {}: {e}",
-                        args.output.join("compare").display()
-                    )
-                })?;
+        let path = compare::write_compare_csv_as(&args.output, suffix, &res.rows, args.step_column)
+            .map_err(|e| {
+                anyhow!(
+                    "cannot write {}: {e}",
+                    args.output.join("compare").display()
+                )
+            })?;
         written += 1;
         let matched = res
             .rows
@@ -163,12 +171,23 @@ pub fn run(args: &CompareArgs, level: Level, map: &DeviceMap) -> Result<()> {
         ));
     }
     if written == 0 {
+        let mut kernels = false;
+        if level == Level::Op {
+            for (_, _, pa, pb) in &pairs {
+                kernels |= has_entries(&side(pa, Level::Kernel)?)
+                    && has_entries(&side(pb, Level::Kernel)?);
+            }
+        }
         return Err(super::compare_cmd::nothing_to_compare(
             &args.base.display().to_string(),
             &args.compare.display().to_string(),
             level,
             "in any rank pair",
+            kernels,
         ));
+    }
+    for l in empty {
+        say(&l);
     }
     Ok(())
 }
