@@ -180,6 +180,8 @@ impl RawOptions {
                     Ok(serde_json::Value::Number(_)) => "a number",
                     Ok(serde_json::Value::Bool(_)) => "a boolean",
                     Ok(serde_json::Value::Null) => "null",
+                    // too deep for the parser, yet plainly an array
+                    Err(_) if text.trim_start().starts_with('[') => "an array",
                     _ => "not JSON",
                 };
                 return Err(ConfigError(format!(

@@ -48,6 +48,12 @@ fn config_json_must_be_an_object_and_may_start_with_a_bom() {
         ("null", "null"),
         ("", "empty file"),
         ("  \n", "empty file"),
+        // deeper than the parser goes: still named as an array
+        (
+            &format!("{}{}", "[".repeat(100_000), "]".repeat(100_000)),
+            "an array",
+        ),
+        ("@", "not JSON"),
     ] {
         let e = RawOptions::from_json(text).unwrap_err();
         assert!(e.0.contains("must be a JSON object"), "{text:?}: {e}");
