@@ -412,6 +412,12 @@ pub fn run(a: &RecoverArgs) -> ExitCode {
                 .filter(|p| crate::summary::listed(p))
                 .cloned()
                 .collect();
+            // the whole of every cut list, as `run` writes it
+            crate::summary::full_if_cut(
+                &cfg_used.output_path,
+                &summaries[..recovered],
+                &format!("memscope recover of {}", spool_dir.display()),
+            );
             crate::summary::print_processes(&listed);
         }
         drop(lock);

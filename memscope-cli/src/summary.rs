@@ -57,18 +57,25 @@ pub fn print(
     if let Some(l) = crate::helpers::count_line(left_out) {
         eprintln!("{l}");
     }
+    full_if_cut(root, procs, &head);
     let shown: Vec<ProcessSummary> = procs.iter().filter(|p| listed(p)).cloned().collect();
-    let cut = shown
+    print_processes(&shown);
+}
+
+/// Where the console cuts a list of a listed process, writes the whole summary
+/// ([`write_full`], headed `head`) and names it on stderr.
+pub fn full_if_cut(root: &Path, procs: &[ProcessSummary], head: &str) {
+    let cut = procs
         .iter()
+        .filter(|p| listed(p))
         .flat_map(|p| &p.report)
         .any(|s| s.full.is_some());
     if cut {
-        match write_full(root, procs, &head) {
+        match write_full(root, procs, head) {
             Ok(path) => eprintln!("memscope: every list in full: {}", path.display()),
             Err(e) => eprintln!("memscope: full summary not written: {e}"),
         }
     }
-    print_processes(&shown);
 }
 
 /// Prints the per-process part of the summary (processes that recorded nothing are skipped).

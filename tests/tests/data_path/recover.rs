@@ -341,3 +341,43 @@ fn a_recover_after_a_failed_one_keeps_both_old_logs_in_the_process_directory() {
         .collect();
     assert_eq!(old_logs.len(), 2, "{old_logs:?}");
 }
+
+#[test]
+fn recover_writes_the_full_summary_of_cut_lists_as_run_does() {
+    use std::io::Read;
+    let out = tempfile::tempdir().unwrap();
+    let train = repo_root().join("examples/sim-npu/train.py");
+    let mut ms = Command::new(memscope_bin())
+        .args(["run", "--adapters", "pta,mstx", "-o"])
+        .arg(out.path())
+        .args(["--", "python3"])
+        .arg(&train)
+        .args(["--steps", "100", "--step-ms", "20"])
+        .env("SIM_NPU_DIR", sim_npu_dir())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // the job runs 2 s or more: memscope is killed in its middle, the job goes on to its end
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    super::kill9(ms.id() as i32);
+    let _ = ms.wait();
+    let mut job_out = String::new();
+    ms.stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut job_out)
+        .unwrap();
+    assert!(job_out.contains("leaked_blocks="), "{job_out}");
+    let (code, err) = recover(out.path());
+    assert_eq!(code, 0, "{err}");
+    // more leaks than the console lists: the whole list in the file the console names
+    assert!(err.contains("more leak(s)"), "{err}");
+    let full = err
+        .lines()
+        .find_map(|l| l.strip_prefix("memscope: every list in full: "))
+        .unwrap_or_else(|| panic!("the full summary is named:\n{err}"));
+    let text = std::fs::read_to_string(full).unwrap();
+    assert!(text.starts_with("memscope recover of "), "{text}");
+    assert!(text.contains("====== SUMMARY: "), "{text}");
+}
