@@ -278,11 +278,11 @@ fn load(path: &str, build_id: &[u8]) -> Option<Loaded> {
     symbols.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
     symbols.dedup_by_key(|s| s.0);
     let dwarf = if has_dwarf(&file) {
-        context(&file)
+        context(&data, &file)
     } else {
         debug_file(path, build_id, &file).and_then(|d| {
             let f = object::File::parse(&*d).ok()?;
-            context(&f)
+            context(&d, &f)
         })
     };
     Some(Loaded {
@@ -355,19 +355,53 @@ fn debug_file_matches(data: &[u8], build_id: &[u8], crc: Option<u32>) -> bool {
     crc.is_none_or(|c| crc32fast::hash(data) == c)
 }
 
-fn context(file: &object::File) -> Option<Context<Reader>> {
+/// Whether addr2line reads section `id` (location lists, macros and name indexes are not: some
+/// are among the largest, and a compressed one costs its inflation and its memory).
+fn wanted(id: gimli::SectionId) -> bool {
+    use gimli::SectionId as S;
+    !matches!(
+        id,
+        S::DebugLoc
+            | S::DebugLocLists
+            | S::DebugMacinfo
+            | S::DebugMacro
+            | S::DebugPubNames
+            | S::DebugPubTypes
+            | S::DebugTypes
+    )
+}
+
+/// The DWARF context of `file` (parsed from `data`): an uncompressed section is read where it
+/// lies in `data`, a compressed one inflated once.
+fn context(data: &Arc<[u8]>, file: &object::File) -> Option<Context<Reader>> {
     let endian = if file.is_little_endian() {
         RunTimeEndian::Little
     } else {
         RunTimeEndian::Big
     };
+    let empty = || EndianArcSlice::new(Arc::from(&[][..]), endian);
     let load = |id: gimli::SectionId| -> Result<Reader, gimli::Error> {
-        let data = file
-            .section_by_name(id.name())
-            .and_then(|s| s.uncompressed_data().ok())
-            .map(|d| Arc::<[u8]>::from(&*d))
-            .unwrap_or_else(|| Arc::from(&[][..]));
-        Ok(EndianArcSlice::new(data, endian))
+        let Some(s) = file.section_by_name(id.name()).filter(|_| wanted(id)) else {
+            return Ok(empty());
+        };
+        let in_place = s
+            .compressed_file_range()
+            .ok()
+            .filter(|r| r.format == object::CompressionFormat::None)
+            .and_then(|r| {
+                let (at, len) = (
+                    usize::try_from(r.offset).ok()?,
+                    usize::try_from(r.compressed_size).ok()?,
+                );
+                (at.checked_add(len)? <= data.len()).then_some(at..at + len)
+            });
+        Ok(match in_place {
+            Some(range) => EndianArcSlice::new(data.clone(), endian).range(range),
+            None => s
+                .uncompressed_data()
+                .map(|d| EndianArcSlice::new(Arc::<[u8]>::from(&*d), endian))
+                .unwrap_or_else(|_| empty()),
+        })
     };
     let dwarf = gimli::Dwarf::load(load).ok()?;
     Context::from_dwarf(dwarf).ok()
