@@ -206,13 +206,14 @@ fn print_text(a: &DiffArgs, by: By, pa: &str, pb: &str, pairs: &[Pair]) {
         }
         for t in &p.totals {
             println!(
-                "  {} {}: {} -> {} ({}, {:+} blocks)",
+                "  {} {}: {} -> {} ({}, {:+} block{})",
                 device_name(t),
                 t.pool.as_str(),
                 size(t.a.bytes),
                 size(t.b.bytes),
                 signed_size(t.delta_bytes()),
-                t.delta_blocks()
+                t.delta_blocks(),
+                if t.delta_blocks().abs() == 1 { "" } else { "s" }
             );
             let rows: Vec<&DiffRow> = p
                 .rows

@@ -153,6 +153,7 @@ fn diff_between_two_steps_marks_and_times_of_one_run_shows_one_step_of_growth() 
             "{text}"
         );
         assert!(first.contains(&leak_line()));
+        assert!(text.contains("(+4.0 MiB, +1 block)"), "{text}");
     }
     // marks: the 3rd and 4th "op:backward" marks of the Python msTX module (steps 3 and 4)
     // bracket one step's leak; a time between the rows of the file does too
